@@ -1,0 +1,1 @@
+"""Root conftest: the plugin's own tests use pytester (enabled in pyproject addopts)."""

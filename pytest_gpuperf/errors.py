@@ -1,0 +1,97 @@
+"""The exceptions pytest-gpuperf raises for its users.
+
+One base class so callers can catch everything we raise; each subclass carries the
+facts a message must name (kernel, file:line, device, what was tried) and the way out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class GpuPerfError(Exception):
+    """Base class of every error pytest-gpuperf raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One backend that was tried while looking for a device, and why it failed."""
+
+    backend: str
+    reason: str
+
+
+class DeviceUnavailable(GpuPerfError):
+    """No usable GPU: says which backends were tried and why each one failed."""
+
+    def __init__(self, attempts: Sequence[Attempt], hint: str = "") -> None:
+        self.attempts = tuple(attempts)
+        tried = "; ".join(f"{a.backend}: {a.reason}" for a in self.attempts) or "nothing"
+        message = f"no usable GPU ({tried})"
+        if hint:
+            message += f". {hint}"
+        super().__init__(message)
+
+
+class CompileError(GpuPerfError):
+    """A kernel did not compile; carries the full compiler log and where it failed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        log: str = "",
+        source_path: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        self.log = log
+        self.source_path = source_path
+        self.line = line
+        where = ""
+        if source_path:
+            where = f"{source_path}:{line}: " if line else f"{source_path}: "
+        full = f"{where}{message}"
+        if log.strip():
+            full += "\n--- compiler log ---\n" + log.rstrip()
+        super().__init__(full)
+
+
+class LaunchError(GpuPerfError):
+    """A kernel could not be launched, or its launch failed on the device."""
+
+
+class ArgumentError(LaunchError):
+    """Kernel arguments do not match the kernel's signature; raised before any launch."""
+
+
+class KernelNotFound(GpuPerfError):
+    """A module has no kernel of that name; lists the kernels it does have."""
+
+    def __init__(self, name: str, available: Sequence[str], where: str = "") -> None:
+        self.name = name
+        self.available = tuple(available)
+        listing = ", ".join(self.available) or "none"
+        source = f" in {where}" if where else ""
+        super().__init__(
+            f"no kernel named {name!r}{source}; the module has: {listing}. "
+            "Kernels need extern \"C\" (or the GPUPERF_KERNEL macro) to keep their names."
+        )
+
+
+class OutOfDeviceMemory(GpuPerfError):
+    """An allocation asked for more memory than the device has free."""
+
+
+class BaselineError(GpuPerfError):
+    """A baseline file is unreadable or breaks the schema; names the file and line."""
+
+    def __init__(self, path: str, message: str, line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {message}")
+
+
+class ConfigError(GpuPerfError):
+    """A setting, marker or fixture argument is invalid; names it and the valid values."""

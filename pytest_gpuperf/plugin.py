@@ -1,0 +1,1 @@
+"""pytest-facing layer (being built): options, markers, the gpu_bench fixture, reports."""

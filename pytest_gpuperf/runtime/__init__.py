@@ -1,0 +1,58 @@
+"""Backends behind one interface, registered by name and imported only when asked for.
+
+`open_backend("auto")` tries hip, then cuda; the simulated device is used only when named,
+so a machine without a GPU never measures a fake device by accident.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from pytest_gpuperf.errors import Attempt, DeviceUnavailable
+from pytest_gpuperf.runtime.base import (
+    Backend,
+    DeviceBuffer,
+    DeviceInfo,
+    Kernel,
+    KernelResources,
+    Module,
+)
+
+# name -> module exposing `open(device_index: int, **options) -> Backend`, which raises
+# DeviceUnavailable carrying one Attempt that says why (library missing, no device, ...).
+BACKENDS = {
+    "hip": "pytest_gpuperf.runtime.hip",
+    "cuda": "pytest_gpuperf.runtime.cuda",
+    "sim": "pytest_gpuperf.runtime.sim",
+}
+AUTO_ORDER = ("hip", "cuda")
+
+
+def open_backend(name: str = "auto", device_index: int = 0, **options: object) -> Backend:
+    """Open device `device_index` on the named backend, or the first that works for "auto"."""
+    if name != "auto" and name not in BACKENDS:
+        known = ", ".join(["auto", *BACKENDS])
+        raise DeviceUnavailable(
+            [Attempt(name, "unknown backend")], hint=f"choose one of: {known}"
+        )
+    attempts: list[Attempt] = []
+    for candidate in AUTO_ORDER if name == "auto" else (name,):
+        module = importlib.import_module(BACKENDS[candidate])
+        try:
+            return module.open(device_index, **options)
+        except DeviceUnavailable as unavailable:
+            attempts.extend(unavailable.attempts)
+    hint = "pass --gpuperf-backend=sim to run on the simulated device" if name == "auto" else ""
+    raise DeviceUnavailable(attempts, hint=hint)
+
+
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "DeviceBuffer",
+    "DeviceInfo",
+    "Kernel",
+    "KernelResources",
+    "Module",
+    "open_backend",
+]

@@ -1,0 +1,27 @@
+"""Child-process entry point: read a pickled CompileRequest on stdin, compile, reply.
+
+Replies on stdout with ("ok", (binary, log)) or ("error", (message, log)). A crash or a
+hang of the compiler kills only this process; compile.py turns that into a CompileError.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+
+from pytest_gpuperf.runtime.compile import CompilerFailed, _compiler_module
+
+
+def main() -> None:
+    request = pickle.loads(sys.stdin.buffer.read())
+    compiler = _compiler_module(request.compiler)
+    try:
+        reply = ("ok", compiler.compile(request))
+    except CompilerFailed as failure:
+        reply = ("error", (str(failure), failure.log))
+    sys.stdout.buffer.write(pickle.dumps(reply))
+    sys.stdout.buffer.flush()
+
+
+if __name__ == "__main__":
+    main()

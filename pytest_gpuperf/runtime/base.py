@@ -1,0 +1,275 @@
+"""The vendor-neutral runtime interface every backend implements.
+
+Modelled on KernelTuner's backends and cuda.core's nouns: a backend owns one device and
+offers the same verbs everywhere (buffers, copies, fills, compile, kernel lookup, launch,
+streams, events, synchronize). Vendor types never cross this interface: buffers are
+`DeviceBuffer` (an integer address), kernels are `Kernel`, events and streams are opaque.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_gpuperf.errors import GpuPerfError, KernelNotFound
+from pytest_gpuperf.runtime.signature import KernelParam
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What the runtime reports about the device (no datasheet figures: see devices.py)."""
+
+    backend: str  # "hip" | "cuda" | "sim"
+    index: int
+    name: str  # "AMD Instinct MI300X", "NVIDIA H100 80GB HBM3"
+    arch: str  # "gfx942", "sm_90"
+    compute_units: int  # CUs on AMD, SMs on NVIDIA
+    l2_bytes: int
+    memory_bytes: int
+    warp_size: int
+    max_threads_per_block: int
+    shared_bytes_per_block: int
+    clock_khz: int | None = None
+    memory_clock_khz: int | None = None
+    memory_bus_bits: int | None = None
+    pci_bus_id: str | None = None
+    runtime_version: str = ""
+    driver_version: str = ""
+    simulated: bool = False
+
+    @property
+    def reported_peak_bps(self) -> float | None:
+        """Peak bandwidth from memory clock x bus width (x2 for DDR), when both are known.
+
+        Only a fallback for unknown devices: on AMD HBM3 this does not give the datasheet
+        figure (DESIGN.md), so devices.py prefers its table.
+        """
+        if not self.memory_clock_khz or not self.memory_bus_bits:
+            return None
+        return 2.0 * self.memory_clock_khz * 1e3 * self.memory_bus_bits / 8
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """The static resource report of one compiled kernel.
+
+    `registers` is VGPRs per thread on AMD (arch VGPRs + AGPRs) and registers per thread on
+    NVIDIA; `sgprs` exists on AMD only. Occupancy is a fraction of the maximum resident
+    wavefronts/warps per CU/SM for `block_threads`, with the resource that limits it.
+    """
+
+    registers: int | None = None
+    sgprs: int | None = None
+    shared_bytes: int = 0
+    scratch_bytes: int = 0
+    spill_count: int | None = None
+    max_threads_per_block: int | None = None
+    block_threads: int | None = None
+    occupancy: float | None = None
+    occupancy_limiter: str | None = None
+    waves_per_simd: int | None = None
+    blocks_per_cu: int | None = None
+
+    def summary(self) -> str:
+        """One short line for reports: "32 VGPR, 0 B LDS, occ 100% (waves)"."""
+        parts = []
+        if self.registers is not None:
+            parts.append(f"{self.registers} regs")
+        if self.sgprs is not None:
+            parts.append(f"{self.sgprs} sgprs")
+        parts.append(f"{self.shared_bytes} B shared")
+        if self.scratch_bytes:
+            parts.append(f"{self.scratch_bytes} B scratch")
+        if self.occupancy is not None:
+            limiter = f" ({self.occupancy_limiter})" if self.occupancy_limiter else ""
+            parts.append(f"occupancy {self.occupancy:.0%}{limiter}")
+        return ", ".join(parts)
+
+
+@dataclass(eq=False)
+class DeviceBuffer:
+    """Device memory owned by a backend; `ptr` is the device address as an integer."""
+
+    backend: Backend = field(repr=False)
+    ptr: int
+    nbytes: int
+    freed: bool = False
+
+    def upload(self, array: np.ndarray) -> None:
+        self.backend.upload(self, array)
+
+    def download(self, dtype: Any = np.uint8, shape: Sequence[int] | int | None = None) -> np.ndarray:
+        """Copy the buffer back to the host as a new array of `dtype` and `shape`."""
+        dtype = np.dtype(dtype)
+        count = self.nbytes // dtype.itemsize
+        out = np.empty(count, dtype=dtype)
+        self.backend.download(out, self)
+        return out.reshape(shape) if shape is not None else out
+
+    def free(self) -> None:
+        self.backend.free(self)
+
+
+@dataclass(eq=False)
+class Kernel:
+    """A kernel looked up in a loaded module, with its parsed signature and resources."""
+
+    name: str
+    params: tuple[KernelParam, ...]
+    handle: Any = field(repr=False)
+    module: Module = field(repr=False)
+    resources: KernelResources = field(default_factory=KernelResources)
+
+    @property
+    def backend(self) -> Backend:
+        return self.module.backend
+
+
+@dataclass(eq=False)
+class Module:
+    """A compiled and loaded module: the binary, its kernels' signatures and the log."""
+
+    backend: Backend = field(repr=False)
+    handle: Any = field(repr=False)
+    source_name: str
+    signatures: dict[str, tuple[KernelParam, ...]]
+    binary: bytes = field(repr=False, default=b"")
+    log: str = ""
+    from_cache: bool = False
+    _kernels: dict[str, Kernel] = field(default_factory=dict, repr=False)
+
+    def kernel(self, name: str) -> Kernel:
+        """The kernel `name`; a clear error listing the module's kernels when it is absent."""
+        if name in self._kernels:
+            return self._kernels[name]
+        if name not in self.signatures:
+            raise KernelNotFound(name, sorted(self.signatures), self.source_name)
+        handle = self.backend._get_function(self, name)
+        kernel = Kernel(name, self.signatures[name], handle, self)
+        kernel.resources = self.backend._kernel_resources(kernel)
+        self._kernels[name] = kernel
+        return kernel
+
+
+Dim3 = tuple[int, int, int]
+
+
+def as_dim3(value: int | Sequence[int], what: str) -> Dim3:
+    """Normalise a grid or block given as an int or a 1-3 tuple of positive ints."""
+    items = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    if not 1 <= len(items) <= 3 or any(int(v) < 1 for v in items):
+        raise GpuPerfError(f"{what} must be a positive int or 1-3 positive ints, got {value!r}")
+    padded = (*(int(v) for v in items), 1, 1)
+    return (padded[0], padded[1], padded[2])
+
+
+class Backend(abc.ABC):
+    """One device behind one vendor runtime. Subclasses implement the abstract verbs."""
+
+    name: str = ""
+    simulated: bool = False
+
+    def __init__(self, device_index: int = 0) -> None:
+        self.device_index = device_index
+
+    # -- device -----------------------------------------------------------------------
+    @property
+    @abc.abstractmethod
+    def info(self) -> DeviceInfo: ...
+
+    # -- memory -----------------------------------------------------------------------
+    @abc.abstractmethod
+    def alloc(self, nbytes: int) -> DeviceBuffer:
+        """Allocate device memory; `OutOfDeviceMemory` names the size and what is free."""
+
+    @abc.abstractmethod
+    def free(self, buffer: DeviceBuffer) -> None: ...
+
+    @abc.abstractmethod
+    def upload(self, buffer: DeviceBuffer, array: np.ndarray) -> None:
+        """Copy a host array into the start of `buffer` (synchronous)."""
+
+    @abc.abstractmethod
+    def download(self, out: np.ndarray, buffer: DeviceBuffer) -> None:
+        """Copy the start of `buffer` into the contiguous host array `out` (synchronous)."""
+
+    @abc.abstractmethod
+    def copy(self, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int | None = None) -> None:
+        """Device-to-device copy on the default stream (asynchronous)."""
+
+    @abc.abstractmethod
+    def fill(self, buffer: DeviceBuffer, byte: int) -> None:
+        """Set every byte of `buffer` to `byte` (asynchronous, default stream)."""
+
+    def to_device(self, array: np.ndarray) -> DeviceBuffer:
+        """A new device buffer holding a copy of `array`."""
+        array = np.ascontiguousarray(array)
+        buffer = self.alloc(max(array.nbytes, 1))
+        buffer.upload(array)
+        return buffer
+
+    # -- code -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def compile(
+        self,
+        source: str | Path,
+        *,
+        options: Sequence[str] = (),
+        defines: dict[str, str | int] | None = None,
+        name: str | None = None,
+    ) -> Module:
+        """Compile a .hip file or a source string for this device and load it."""
+
+    @abc.abstractmethod
+    def _get_function(self, module: Module, name: str) -> Any: ...
+
+    def _kernel_resources(self, kernel: Kernel) -> KernelResources:
+        return KernelResources()
+
+    # -- execution --------------------------------------------------------------------
+    @abc.abstractmethod
+    def launch(
+        self,
+        kernel: Kernel,
+        grid: int | Sequence[int],
+        block: int | Sequence[int],
+        args: Sequence[Any],
+        *,
+        shared_bytes: int = 0,
+        stream: Any = None,
+    ) -> None:
+        """Launch asynchronously; arguments are checked against the signature first."""
+
+    @abc.abstractmethod
+    def create_event(self) -> Any: ...
+
+    @abc.abstractmethod
+    def record_event(self, event: Any, stream: Any = None) -> None: ...
+
+    @abc.abstractmethod
+    def elapsed_s(self, start: Any, end: Any) -> float:
+        """Seconds between two recorded events (synchronises on `end`)."""
+
+    @abc.abstractmethod
+    def synchronize(self, stream: Any = None) -> None: ...
+
+    def create_stream(self) -> Any:
+        """A new stream; backends without streams return None (the default stream)."""
+        return None
+
+    def default_stream(self) -> Any:
+        return None
+
+    def close(self) -> None:
+        """Release the context/device; the backend is unusable afterwards."""
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,200 @@
+"""Kernel compilation, vendor-neutral: on-disk cache and a child process with a time limit.
+
+Run-time compilers can abort the whole process (ROCm 5.2's hiprtc does for gfx942, see
+DESIGN.md) or hang; compiling in a child turns either into a `CompileError` for one kernel
+while the pytest session goes on. Results are cached on disk, keyed by everything that can
+change the binary: source, headers, options, arch, compiler and its version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import pickle
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_gpuperf.errors import CompileError
+
+# compiler name -> module with `version() -> str` and `compile(request) -> (bytes, log)`;
+# `compile` raises CompilerFailed with the log when the source does not compile.
+COMPILERS = {
+    "hiprtc": "pytest_gpuperf.runtime.hip_compiler",
+    "nvrtc": "pytest_gpuperf.runtime.cuda_compiler",
+}
+
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def _kernels_dir() -> Path:
+    """kernels/ inside an installed wheel, else the repository's top-level kernels/."""
+    packaged = Path(__file__).parent.parent / "kernels"
+    return packaged if packaged.is_dir() else Path(__file__).parents[2] / "kernels"
+
+
+KERNELS_DIR = _kernels_dir()
+
+
+class CompilerFailed(Exception):
+    """Raised inside the child by a compiler module; carries the compiler's log."""
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    """Everything a compiler needs; picklable so it can cross into the child process."""
+
+    compiler: str
+    source: str
+    source_name: str  # a path for files, "<string>" for sources given as text
+    arch: str
+    options: tuple[str, ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()  # (include name, content), in-memory
+
+    def cache_key(self, compiler_version: str) -> str:
+        digest = hashlib.sha256()
+        for part in (self.compiler, compiler_version, self.arch, self.source, *self.options):
+            digest.update(part.encode())
+            digest.update(b"\0")
+        for name, content in self.headers:
+            digest.update(name.encode() + b"\0" + content.encode() + b"\0")
+        return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    binary: bytes
+    log: str
+    compiler_version: str
+    from_cache: bool = False
+    meta: dict = field(default_factory=dict)
+
+
+def portability_headers() -> tuple[tuple[str, str], ...]:
+    """The headers shipped in kernels/ (the portability header among them), in memory."""
+    return tuple(
+        (path.name, path.read_text()) for path in sorted(KERNELS_DIR.glob("*.h"))
+    )
+
+
+def cache_dir() -> Path:
+    """`$GPUPERF_CACHE_DIR`, else `$XDG_CACHE_HOME/pytest-gpuperf/kernels`."""
+    env = os.environ.get("GPUPERF_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return base / "pytest-gpuperf" / "kernels"
+
+
+def compiler_version(compiler: str) -> str:
+    return _compiler_module(compiler).version()
+
+
+def _compiler_module(compiler: str):
+    try:
+        return importlib.import_module(COMPILERS[compiler])
+    except KeyError:
+        raise CompileError(f"unknown compiler {compiler!r}; known: {sorted(COMPILERS)}") from None
+
+
+_LOCATION_PATTERNS = (
+    re.compile(r"^(?P<file>[^\s:()]+):(?P<line>\d+):(?:\d+:)?\s*(?:fatal )?error", re.M),
+    re.compile(r"^(?P<file>[^\s:()]+)\((?P<line>\d+)\):\s*(?:catastrophic )?error", re.M),
+)
+
+
+def error_location(log: str) -> tuple[str | None, int | None]:
+    """The file and line of the first error in a clang-style or NVRTC-style log."""
+    found: list[tuple[int, str, int]] = []
+    for pattern in _LOCATION_PATTERNS:
+        match = pattern.search(log)
+        if match:
+            found.append((match.start(), match.group("file"), int(match.group("line"))))
+    if not found:
+        return None, None
+    _, file, line = min(found)
+    return file, line
+
+
+def compile_source(
+    request: CompileRequest,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    use_cache: bool = True,
+) -> CompileResult:
+    """Compile in a child process, through the on-disk cache.
+
+    Raises `CompileError` with the compiler's log and the source file:line of the first
+    error, or with the child's fate when the compiler crashed or hung.
+    """
+    version = compiler_version(request.compiler)
+    key = request.cache_key(version)
+    cached = cache_dir() / f"{key}.bin"
+    if use_cache and cached.is_file():
+        log_path = cached.with_suffix(".log")
+        log = log_path.read_text() if log_path.is_file() else ""
+        return CompileResult(cached.read_bytes(), log, version, from_cache=True)
+
+    binary, log = _compile_in_child(request, timeout_s)
+    if use_cache:
+        _store(cached, binary, log)
+    return CompileResult(binary, log, version)
+
+
+def _store(path: Path, binary: bytes, log: str) -> None:
+    """Write atomically, so a concurrent reader never sees half a binary."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for target, data in ((path.with_suffix(".log"), log.encode()), (path, binary)):
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, target)
+    except OSError:
+        pass  # a read-only cache directory costs a recompile, never a failure
+
+
+def _compile_in_child(request: CompileRequest, timeout_s: float) -> tuple[bytes, str]:
+    command = [sys.executable, "-m", "pytest_gpuperf.runtime._compile_child"]
+    try:
+        proc = subprocess.run(
+            command,
+            input=pickle.dumps(request),
+            capture_output=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise CompileError(
+            f"the {request.compiler} compiler did not finish within {timeout_s:.0f} s "
+            f"(arch {request.arch}); it was stopped",
+            source_path=request.source_name,
+        ) from None
+    stderr = proc.stderr.decode(errors="replace")
+    if proc.returncode != 0:
+        how = (
+            f"was killed by signal {-proc.returncode}"
+            if proc.returncode < 0
+            else f"exited with status {proc.returncode}"
+        )
+        raise CompileError(
+            f"the {request.compiler} compiler crashed: its process {how} while compiling "
+            f"for {request.arch}",
+            log=stderr[-4000:],
+            source_path=request.source_name,
+        )
+    status, payload = pickle.loads(proc.stdout)
+    if status == "ok":
+        return payload
+    message, log = payload
+    file, line = error_location(log)
+    return_path = request.source_name if file in (None, request.source_name) else file
+    raise CompileError(message, log=log, source_path=return_path, line=line)
