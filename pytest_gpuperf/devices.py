@@ -1,0 +1,527 @@
+"""Known devices: datasheet peak bandwidth, cache sizes and the key baselines are filed under.
+
+Efficiency is declared bytes / time / peak bandwidth, so the peak must be the datasheet figure
+(the seed's figure of merit for MI300X is 5.3 TB/s), not what the runtime reports: on AMD HBM3
+the reported memory clock x bus width gives about half the datasheet peak. `match_device`
+identifies the device from what the runtime reports (arch, name, compute units, memory) and
+falls back, with a warning, to a spec derived from the report for devices not in the table.
+DESIGN.md's device table is authoritative where it speaks; every entry cites its source.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+
+from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.runtime.base import DeviceInfo
+
+KiB, MiB, GiB = 2**10, 2**20, 2**30
+AMD, NVIDIA = "amd", "nvidia"
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One device model: what a measurement needs to turn a time into an efficiency.
+
+    `l2_bytes` is the TOTAL L2 (MI300X: 8 XCDs x 4 MB); `llc_bytes` a last-level cache
+    behind it (MI300X's 256 MB Infinity Cache), 0 where there is none. `name_tokens` are
+    the words (whole-word, case-insensitive) that identify the device in the runtime's name.
+    """
+
+    key: str
+    name: str
+    vendor: str  # "amd" | "nvidia"
+    arch: str  # "gfx942", "sm_90"
+    compute_units: int  # CUs on AMD (per GCD for MI200), SMs on NVIDIA
+    l2_bytes: int
+    llc_bytes: int
+    peak_bps: float
+    memory_bytes: int  # nominal capacity; runtimes report slightly less
+    warp_size: int
+    source: str
+    name_tokens: tuple[str, ...] = ()
+    clock_mhz: float | None = None  # peak engine clock
+    memory_clock_mhz: float | None = None  # as the runtime reports it (hipDeviceProp/CUDA)
+    memory_bus_bits: int | None = None
+
+    @property
+    def cache_bytes(self) -> int:
+        """All cache a kernel's data can hide in: what a cold flush or rotation must beat."""
+        return self.l2_bytes + self.llc_bytes
+
+
+@dataclass(frozen=True)
+class DeviceMatch:
+    """The spec used for a device and how it was found.
+
+    `how`: "table" (identified in KNOWN_DEVICES), "override" (a device key or peak given by
+    the user), "reported" (not in the table: derived from the runtime's report, untrusted).
+    """
+
+    spec: DeviceSpec
+    how: str
+    warning: str | None = None
+
+
+_DESIGN = "DESIGN.md device table"
+
+KNOWN_DEVICES: dict[str, DeviceSpec] = {
+    spec.key: spec
+    for spec in (
+        DeviceSpec(
+            key="mi300x",
+            name="AMD Instinct MI300X",
+            vendor=AMD,
+            arch="gfx942",
+            compute_units=304,
+            l2_bytes=8 * 4 * MiB,
+            llc_bytes=256 * MiB,
+            peak_bps=5.3e12,
+            memory_bytes=192 * GiB,
+            warp_size=64,
+            source=(
+                f"{_DESIGN}; AMD Instinct MI300X data sheet; seeds "
+                "mi300x-memory-bound-kernels-blog.txt (5.3 TB/s figure of merit, 4 MB L2 per "
+                "XCD, 256 MB Infinity Cache) and amd-triton-optimization-guide.md"
+            ),
+            name_tokens=("MI300X",),
+            clock_mhz=2100.0,
+            memory_clock_mhz=1300.0,
+            memory_bus_bits=8192,
+        ),
+        DeviceSpec(
+            key="mi325x",
+            name="AMD Instinct MI325X",
+            vendor=AMD,
+            arch="gfx942",
+            compute_units=304,
+            l2_bytes=8 * 4 * MiB,
+            llc_bytes=256 * MiB,
+            peak_bps=6.0e12,
+            memory_bytes=256 * GiB,
+            warp_size=64,
+            source=f"{_DESIGN}; AMD Instinct MI325X data sheet (256 GB HBM3E, 6 TB/s)",
+            name_tokens=("MI325X", "MI325"),
+            clock_mhz=2100.0,
+        ),
+        DeviceSpec(
+            key="mi300a",
+            name="AMD Instinct MI300A",
+            vendor=AMD,
+            arch="gfx942",
+            compute_units=228,
+            l2_bytes=6 * 4 * MiB,
+            llc_bytes=256 * MiB,
+            peak_bps=5.3e12,
+            memory_bytes=128 * GiB,
+            warp_size=64,
+            source=(
+                "AMD Instinct MI300A data sheet (228 CUs on 6 XCDs, 128 GB unified HBM3, "
+                "5.3 TB/s, 256 MB Infinity Cache); L2 = 6 x 4 MB as on MI300X"
+            ),
+            name_tokens=("MI300A",),
+            clock_mhz=2100.0,
+        ),
+        DeviceSpec(
+            key="mi250x",
+            name="AMD Instinct MI250X (one GCD)",
+            vendor=AMD,
+            arch="gfx90a",
+            compute_units=110,
+            l2_bytes=8 * MiB,
+            llc_bytes=0,
+            peak_bps=1.6e12,
+            memory_bytes=64 * GiB,
+            warp_size=64,
+            source=(
+                f"{_DESIGN} (per GCD); AMD Instinct MI250X data sheet: 220 CUs, 128 GB "
+                "HBM2e, 3.2 TB/s for both GCDs; each GCD is one HIP device"
+            ),
+            name_tokens=("MI250X",),
+            clock_mhz=1700.0,
+            memory_clock_mhz=1600.0,
+            memory_bus_bits=4096,
+        ),
+        DeviceSpec(
+            key="mi250",
+            name="AMD Instinct MI250 (one GCD)",
+            vendor=AMD,
+            arch="gfx90a",
+            compute_units=104,
+            l2_bytes=8 * MiB,
+            llc_bytes=0,
+            peak_bps=1.6e12,
+            memory_bytes=64 * GiB,
+            warp_size=64,
+            source=(
+                "AMD Instinct MI250 data sheet: 2 x 104 CUs, 128 GB HBM2e, 3.2 TB/s for both "
+                "GCDs; each GCD is one HIP device"
+            ),
+            name_tokens=("MI250",),
+            clock_mhz=1700.0,
+            memory_clock_mhz=1600.0,
+            memory_bus_bits=4096,
+        ),
+        DeviceSpec(
+            key="mi210",
+            name="AMD Instinct MI210",
+            vendor=AMD,
+            arch="gfx90a",
+            compute_units=104,
+            l2_bytes=8 * MiB,
+            llc_bytes=0,
+            peak_bps=1.6e12,
+            memory_bytes=64 * GiB,
+            warp_size=64,
+            source="AMD Instinct MI210 data sheet: 104 CUs, 64 GB HBM2e (4096-bit), 1.6 TB/s",
+            name_tokens=("MI210",),
+            clock_mhz=1700.0,
+            memory_clock_mhz=1600.0,
+            memory_bus_bits=4096,
+        ),
+        DeviceSpec(
+            key="mi100",
+            name="AMD Instinct MI100",
+            vendor=AMD,
+            arch="gfx908",
+            compute_units=120,
+            l2_bytes=8 * MiB,
+            llc_bytes=0,
+            peak_bps=1.2288e12,
+            memory_bytes=32 * GiB,
+            warp_size=64,
+            source="AMD Instinct MI100 data sheet: 120 CUs, 32 GB HBM2 (4096-bit), 1.23 TB/s",
+            name_tokens=("MI100",),
+            clock_mhz=1502.0,
+            memory_clock_mhz=1200.0,
+            memory_bus_bits=4096,
+        ),
+        DeviceSpec(
+            key="h100-sxm",
+            name="NVIDIA H100 SXM 80GB",
+            vendor=NVIDIA,
+            arch="sm_90",
+            compute_units=132,
+            l2_bytes=50 * MiB,
+            llc_bytes=0,
+            peak_bps=3.35e12,
+            memory_bytes=80 * GiB,
+            warp_size=32,
+            source=(
+                f"{_DESIGN}; NVIDIA H100 data sheet (SXM5: 132 SMs, 80 GB HBM3, 3.35 TB/s, "
+                "50 MB L2); the project's H100 reported 3.352 TB/s (2619 MHz x 5120 bits)"
+            ),
+            name_tokens=("H100", "H100 SXM", "H100 80GB HBM3"),
+            clock_mhz=1980.0,
+            memory_clock_mhz=2619.0,
+            memory_bus_bits=5120,
+        ),
+        DeviceSpec(
+            key="h100-pcie",
+            name="NVIDIA H100 PCIe 80GB",
+            vendor=NVIDIA,
+            arch="sm_90",
+            compute_units=114,
+            l2_bytes=50 * MiB,
+            llc_bytes=0,
+            peak_bps=2.0e12,
+            memory_bytes=80 * GiB,
+            warp_size=32,
+            source="NVIDIA H100 data sheet (PCIe: 114 SMs, 80 GB HBM2e, 2.0 TB/s, 50 MB L2)",
+            name_tokens=("H100", "H100 PCIe"),
+            clock_mhz=1755.0,
+        ),
+        DeviceSpec(
+            key="h100-nvl",
+            name="NVIDIA H100 NVL",
+            vendor=NVIDIA,
+            arch="sm_90",
+            compute_units=132,
+            l2_bytes=50 * MiB,
+            llc_bytes=0,
+            peak_bps=3.9e12,
+            memory_bytes=94 * GiB,
+            warp_size=32,
+            source="NVIDIA H100 NVL data sheet (132 SMs, 94 GB HBM3, 3.9 TB/s)",
+            name_tokens=("H100", "H100 NVL"),
+            clock_mhz=1785.0,
+        ),
+        DeviceSpec(
+            key="h200",
+            name="NVIDIA H200",
+            vendor=NVIDIA,
+            arch="sm_90",
+            compute_units=132,
+            l2_bytes=50 * MiB,
+            llc_bytes=0,
+            peak_bps=4.8e12,
+            memory_bytes=141 * GiB,
+            warp_size=32,
+            source=(
+                f"{_DESIGN} (50 MB L2; PyTorch reports 60); NVIDIA H200 data sheet "
+                "(141 GB HBM3e, 4.8 TB/s)"
+            ),
+            name_tokens=("H200",),
+            clock_mhz=1980.0,
+        ),
+        DeviceSpec(
+            key="a100-sxm-80gb",
+            name="NVIDIA A100 SXM4 80GB",
+            vendor=NVIDIA,
+            arch="sm_80",
+            compute_units=108,
+            l2_bytes=40 * MiB,
+            llc_bytes=0,
+            peak_bps=2.039e12,
+            memory_bytes=80 * GiB,
+            warp_size=32,
+            source="NVIDIA A100 data sheet (SXM4 80GB: 108 SMs, 2,039 GB/s, 40 MB L2)",
+            name_tokens=("A100", "A100-SXM4-80GB", "A100 SXM4 80GB"),
+            clock_mhz=1410.0,
+            memory_clock_mhz=1593.0,
+            memory_bus_bits=5120,
+        ),
+        DeviceSpec(
+            key="a100-sxm-40gb",
+            name="NVIDIA A100 SXM4 40GB",
+            vendor=NVIDIA,
+            arch="sm_80",
+            compute_units=108,
+            l2_bytes=40 * MiB,
+            llc_bytes=0,
+            peak_bps=1.555e12,
+            memory_bytes=40 * GiB,
+            warp_size=32,
+            source="NVIDIA A100 data sheet (SXM4 40GB: 108 SMs, 1,555 GB/s, 40 MB L2)",
+            name_tokens=("A100", "A100-SXM4-40GB", "A100 SXM4 40GB"),
+            clock_mhz=1410.0,
+            memory_clock_mhz=1215.0,
+            memory_bus_bits=5120,
+        ),
+        DeviceSpec(
+            key="a100-pcie-80gb",
+            name="NVIDIA A100 PCIe 80GB",
+            vendor=NVIDIA,
+            arch="sm_80",
+            compute_units=108,
+            l2_bytes=40 * MiB,
+            llc_bytes=0,
+            peak_bps=1.935e12,
+            memory_bytes=80 * GiB,
+            warp_size=32,
+            source="NVIDIA A100 data sheet (PCIe 80GB: 108 SMs, HBM2e, 1,935 GB/s, 40 MB L2)",
+            name_tokens=("A100", "A100 80GB PCIe", "A100-PCIE-80GB", "A100 PCIe 80GB"),
+            clock_mhz=1410.0,
+        ),
+        DeviceSpec(
+            key="a100-pcie-40gb",
+            name="NVIDIA A100 PCIe 40GB",
+            vendor=NVIDIA,
+            arch="sm_80",
+            compute_units=108,
+            l2_bytes=40 * MiB,
+            llc_bytes=0,
+            peak_bps=1.555e12,
+            memory_bytes=40 * GiB,
+            warp_size=32,
+            source="NVIDIA A100 data sheet (PCIe 40GB: 108 SMs, 1,555 GB/s, 40 MB L2)",
+            name_tokens=("A100", "A100-PCIE-40GB", "A100 PCIe 40GB"),
+            clock_mhz=1410.0,
+            memory_clock_mhz=1215.0,
+            memory_bus_bits=5120,
+        ),
+    )
+}
+
+# A device's reported memory is its nominal capacity less what the driver reserves; this
+# window tells e.g. an MI300X (192 GB) from an MI325X (256 GB) when the name does not.
+_MEMORY_WINDOW = (0.85, 1.05)
+
+
+def get_device(key: str) -> DeviceSpec:
+    """The spec for a device key; `ConfigError` listing the known keys otherwise."""
+    try:
+        return KNOWN_DEVICES[key]
+    except KeyError:
+        raise ConfigError(
+            f"unknown device key {key!r}; known keys: {', '.join(KNOWN_DEVICES)}"
+        ) from None
+
+
+def normalize_arch(arch: str) -> str:
+    """The base arch: target features and arch-specific suffixes do not change the device.
+
+    "gfx942:sramecc+:xnack-" -> "gfx942", "sm_90a" -> "sm_90".
+    """
+    base = arch.strip().lower().split(":", 1)[0]
+    return re.sub(r"^(sm_\d+)[a-z]$", r"\1", base)
+
+
+def vendor_of(info: DeviceInfo) -> str | None:
+    """The vendor ("amd" | "nvidia") from the arch (gfx*, sm_*), else from the backend name."""
+    arch = normalize_arch(info.arch)
+    if arch.startswith("gfx"):
+        return AMD
+    if arch.startswith(("sm_", "compute_")):
+        return NVIDIA
+    return {"hip": AMD, "cuda": NVIDIA}.get(info.backend)
+
+
+def _name_score(spec: DeviceSpec, name: str) -> int:
+    """Length of the longest name token found as whole words (0: none): "H100 NVL" beats
+    "H100", and "H200" is not found in "GH200"."""
+    best = 0
+    for token in spec.name_tokens:
+        pattern = r"(?<![A-Za-z0-9])" + re.escape(token) + r"(?![A-Za-z0-9])"
+        if re.search(pattern, name, re.IGNORECASE):
+            best = max(best, len(token))
+    return best
+
+
+def _memory_fits(spec: DeviceSpec, info: DeviceInfo) -> bool:
+    low, high = _MEMORY_WINDOW
+    return low * spec.memory_bytes <= info.memory_bytes <= high * spec.memory_bytes
+
+
+def _from_table(info: DeviceInfo, vendor: str | None) -> tuple[DeviceSpec | None, list[DeviceSpec]]:
+    """The table entry whose arch and compute units agree and whose name token the reported
+    name contains (memory size breaks ties), plus the arch/CU look-alikes when none does.
+
+    A name is required: arch + CU count alone would take a GH200 (132 SMs, 96 GB) for an
+    H100 NVL, and a wrong datasheet peak is worse than an acknowledged unknown.
+    """
+    arch = normalize_arch(info.arch)
+    candidates = [
+        spec
+        for spec in KNOWN_DEVICES.values()
+        if spec.arch == arch
+        and spec.compute_units == info.compute_units
+        and (vendor is None or spec.vendor == vendor)
+    ]
+    scored = [(score, spec) for spec in candidates if (score := _name_score(spec, info.name))]
+    if not scored:
+        return None, candidates
+    top = max(score for score, _ in scored)
+    best = [spec for score, spec in scored if score == top]
+    if len(best) > 1:
+        best = [spec for spec in best if _memory_fits(spec, info)] or best
+    return best[0], []
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _derived_spec(info: DeviceInfo, vendor: str | None, peak_bps: float) -> DeviceSpec:
+    arch = normalize_arch(info.arch)
+    return DeviceSpec(
+        key=_slug(info.name) or f"{arch}-{info.compute_units}cu",
+        name=info.name or f"unknown {arch} device",
+        vendor=vendor or "unknown",
+        arch=arch,
+        compute_units=info.compute_units,
+        l2_bytes=info.l2_bytes,
+        llc_bytes=0,
+        peak_bps=peak_bps,
+        memory_bytes=info.memory_bytes,
+        warp_size=info.warp_size,
+        source=f"derived from the {info.backend} runtime's device report (not in the device table)",
+    )
+
+
+def _describe(info: DeviceInfo) -> str:
+    return f"{info.name!r} ({normalize_arch(info.arch)}, {info.compute_units} compute units)"
+
+
+def _keys_for(vendor: str | None) -> str:
+    return ", ".join(k for k, s in KNOWN_DEVICES.items() if vendor in (None, s.vendor))
+
+
+def match_device(
+    info: DeviceInfo, *, key: str | None = None, peak_bps: float | None = None
+) -> DeviceMatch:
+    """The spec to measure `info`'s device against.
+
+    An explicit `key` picks a table entry (it must be the same vendor); otherwise the table
+    is searched by arch + compute units + name (memory size breaks ties). A device not in
+    the table gets a spec derived from the report, with a warning: its peak comes from the
+    reported memory clock x bus width, which is not trustworthy (on AMD HBM3 it is about
+    half the datasheet figure). `peak_bps` always wins over any table or derived peak.
+    """
+    if peak_bps is not None and not (math.isfinite(peak_bps) and peak_bps > 0):
+        raise ConfigError(
+            f"peak bandwidth override must be a positive number of bytes/s, got {peak_bps!r}"
+        )
+    vendor = vendor_of(info)
+    if key is not None:
+        spec, warning = _by_key(info, vendor, key)
+        how = "override"
+    else:
+        found, look_alikes = _from_table(info, vendor)
+        if found is not None:
+            spec, how, warning = found, "table", None
+        else:
+            spec, how, warning = _unknown(info, vendor, peak_bps, look_alikes)
+    if peak_bps is not None and spec.peak_bps != peak_bps:
+        spec = replace(
+            spec, peak_bps=peak_bps, source=f"{spec.source}; peak bandwidth given by the user"
+        )
+    if peak_bps is not None:
+        how = "override"
+    return DeviceMatch(spec=spec, how=how, warning=warning)
+
+
+def _by_key(info: DeviceInfo, vendor: str | None, key: str) -> tuple[DeviceSpec, str | None]:
+    spec = get_device(key)
+    if vendor is not None and spec.vendor != vendor:
+        raise ConfigError(
+            f"device key {key!r} is an {spec.vendor.upper()} device, but the runtime reports "
+            f"the {vendor.upper()} device {_describe(info)}; choose one of: {_keys_for(vendor)}"
+        )
+    arch = normalize_arch(info.arch)
+    if spec.arch != arch:
+        return spec, (
+            f"device key {key!r} is a {spec.arch} device but the runtime reports {arch}; "
+            f"using {key!r}'s datasheet figures as asked"
+        )
+    return spec, None
+
+
+def _unknown(
+    info: DeviceInfo,
+    vendor: str | None,
+    peak_bps: float | None,
+    look_alikes: list[DeviceSpec],
+) -> tuple[DeviceSpec, str, str]:
+    """A spec derived from the report for a device the table does not know, and the warning."""
+    hint = ""
+    if look_alikes:
+        keys = ", ".join(repr(spec.key) for spec in look_alikes)
+        hint = f" (arch and compute units match {keys}: pass that device key if it is one)"
+    if peak_bps is not None:
+        return (
+            _derived_spec(info, vendor, peak_bps),
+            "override",
+            f"device {_describe(info)} is not in the device table{hint}; using the given peak "
+            f"and the reported L2 ({info.l2_bytes / MiB:.0f} MiB) as its only cache, since "
+            "runtimes do not report a last-level cache such as AMD's Infinity Cache",
+        )
+    reported = info.reported_peak_bps
+    if reported is None:
+        raise ConfigError(
+            f"device {_describe(info)} is not in the device table{hint} and its runtime "
+            "reports no memory clock and bus width, so no peak bandwidth can be derived; "
+            "give one: a peak bandwidth override in bytes/s (e.g. 5.3e12) or a device key "
+            f"({_keys_for(vendor)})"
+        )
+    return (
+        _derived_spec(info, vendor, reported),
+        "reported",
+        f"device {_describe(info)} is not in the device table{hint}; its peak bandwidth "
+        f"{reported / 1e12:.3f} TB/s is derived from the reported memory clock x bus width "
+        "and is not trusted (on AMD HBM3 that product does not give the datasheet peak), so "
+        "efficiencies may be off; pass a peak bandwidth override (bytes/s) or a device key "
+        f"({_keys_for(vendor)})",
+    )
