@@ -1,4 +1,4 @@
-"""Child-process entry point: read a pickled CompileRequest on stdin, compile, reply.
+"""Child-process entry point: read a pickled (compiler module, CompileRequest), compile, reply.
 
 Replies on stdout with ("ok", (binary, log)) or ("error", (message, log)). A crash or a
 hang of the compiler kills only this process; compile.py turns that into a CompileError.
@@ -6,15 +6,16 @@ hang of the compiler kills only this process; compile.py turns that into a Compi
 
 from __future__ import annotations
 
+import importlib
 import pickle
 import sys
 
-from pytest_gpuperf.runtime.compile import CompilerFailed, _compiler_module
+from pytest_gpuperf.runtime.compile import CompilerFailed
 
 
 def main() -> None:
-    request = pickle.loads(sys.stdin.buffer.read())
-    compiler = _compiler_module(request.compiler)
+    module_name, request = pickle.loads(sys.stdin.buffer.read())
+    compiler = importlib.import_module(module_name)
     try:
         reply = ("ok", compiler.compile(request))
     except CompilerFailed as failure:

@@ -9,7 +9,7 @@ streams, events, synchronize). Vendor types never cross this interface: buffers 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,7 +103,9 @@ class DeviceBuffer:
     def upload(self, array: np.ndarray) -> None:
         self.backend.upload(self, array)
 
-    def download(self, dtype: Any = np.uint8, shape: Sequence[int] | int | None = None) -> np.ndarray:
+    def download(
+        self, dtype: Any = np.uint8, shape: Sequence[int] | int | None = None
+    ) -> np.ndarray:
         """Copy the buffer back to the host as a new array of `dtype` and `shape`."""
         dtype = np.dtype(dtype)
         count = self.nbytes // dtype.itemsize
@@ -173,6 +175,7 @@ class Backend(abc.ABC):
 
     name: str = ""
     simulated: bool = False
+    supports_graphs: bool = False
 
     def __init__(self, device_index: int = 0) -> None:
         self.device_index = device_index
@@ -265,7 +268,20 @@ class Backend(abc.ABC):
     def default_stream(self) -> Any:
         return None
 
-    def close(self) -> None:
+    # -- graphs (optional: backends that have them set supports_graphs) ----------------
+    def capture_graph(self, fn: Callable[[Any], None], stream: Any = None) -> Any:
+        """Record the launches `fn(capture_stream)` makes into a graph that replays them.
+
+        Replaying k launches as one graph keeps the device queue full without k host
+        launches. `fn` must launch on the stream it is given (and nothing on others).
+        """
+        raise NotImplementedError(f"the {self.name or type(self).__name__} backend has no graphs")
+
+    def launch_graph(self, graph: Any, stream: Any = None) -> None:
+        """Replay a graph from `capture_graph` (asynchronously)."""
+        raise NotImplementedError(f"the {self.name or type(self).__name__} backend has no graphs")
+
+    def close(self) -> None:  # noqa: B027 (optional: not every backend holds resources)
         """Release the context/device; the backend is unusable afterwards."""
 
     def __enter__(self) -> Backend:

@@ -80,9 +80,51 @@ class CompileResult:
 
 def portability_headers() -> tuple[tuple[str, str], ...]:
     """The headers shipped in kernels/ (the portability header among them), in memory."""
-    return tuple(
-        (path.name, path.read_text()) for path in sorted(KERNELS_DIR.glob("*.h"))
-    )
+    return tuple((path.name, path.read_text()) for path in sorted(KERNELS_DIR.glob("*.h")))
+
+
+SOURCE_SUFFIXES = (".hip", ".cu", ".cpp", ".cc", ".h")
+_LOCAL_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def read_source(source: str | Path, name: str | None = None) -> tuple[str, str, Path | None]:
+    """(text, name for messages, the file's directory) of a kernel source.
+
+    A Path, or a one-line str ending in a source suffix (.hip, .cu, ...), is read from disk;
+    any other str is the source itself, named `name` or "<string>".
+    """
+    is_path = isinstance(source, Path) or ("\n" not in source and source.endswith(SOURCE_SUFFIXES))
+    if not is_path:
+        return str(source), name or "<string>", None
+    path = Path(source)
+    try:
+        return path.read_text(), name or str(path), path.parent
+    except OSError as failure:
+        raise CompileError(
+            f"cannot read the kernel source: {failure}", source_path=str(path)
+        ) from None
+
+
+def local_headers(
+    text: str, directory: Path | None, skip: set[str] | frozenset[str] = frozenset()
+) -> tuple[tuple[str, str], ...]:
+    """The headers `text` includes with quotes from `directory` (recursively), in memory.
+
+    Run-time compilers see only in-memory headers, and only what is in the request takes
+    part in the cache key: an edited local header must recompile its kernels.
+    """
+    if directory is None:
+        return ()
+    found: dict[str, str] = {}
+    pending = [text]
+    while pending:
+        for include in _LOCAL_INCLUDE_RE.findall(pending.pop()):
+            path = directory / include
+            if include in skip or include in found or not path.is_file():
+                continue
+            found[include] = path.read_text()
+            pending.append(found[include])
+    return tuple(sorted(found.items()))
 
 
 def cache_dir() -> Path:
@@ -162,15 +204,28 @@ def _store(path: Path, binary: bytes, log: str) -> None:
         pass  # a read-only cache directory costs a recompile, never a failure
 
 
+def _child_environment() -> dict[str, str]:
+    """The parent's environment, with this package first on the child's import path, so the
+    child imports the same pytest_gpuperf even when it is not installed (PYTHONPATH=.)."""
+    env = dict(os.environ)
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (package_root, env.get("PYTHONPATH"))))
+    return env
+
+
 def _compile_in_child(request: CompileRequest, timeout_s: float) -> tuple[bytes, str]:
     command = [sys.executable, "-m", "pytest_gpuperf.runtime._compile_child"]
+    # The module travels with the request: a compiler registered in COMPILERS at run time
+    # (a test's fake, a plugin's) is unknown to the child's fresh import of this module.
+    module_name = COMPILERS[request.compiler]
     try:
         proc = subprocess.run(
             command,
-            input=pickle.dumps(request),
+            input=pickle.dumps((module_name, request)),
             capture_output=True,
             timeout=timeout_s,
             check=False,
+            env=_child_environment(),
         )
     except subprocess.TimeoutExpired:
         raise CompileError(

@@ -1,0 +1,44 @@
+"""Skip helpers for tests on a real GPU.
+
+These tests need neither the plugin nor tomli-w: only the runtime layer, NumPy and the
+vendor's Python bindings, so they run on a bare GPU machine as
+`PYTHONPATH=. python3 -m pytest tests/gpu`. Without a GPU every test here skips with the
+reason the backend gave (library missing, driver missing, no device).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pytest_gpuperf.errors import DeviceUnavailable
+from pytest_gpuperf.runtime import open_backend
+from pytest_gpuperf.runtime.base import Backend
+
+
+def open_backend_or_skip(name: str, device_index: int = 0) -> Backend:
+    """The backend `name` on `device_index`, or a skip that says what was tried and why."""
+    try:
+        return open_backend(name, device_index)
+    except DeviceUnavailable as unavailable:
+        pytest.skip(f"needs a GPU through the {name} backend: {unavailable}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_kernel_cache(tmp_path_factory):
+    """Compile into a fresh cache: these tests must exercise the compiler, not old binaries."""
+    previous = os.environ.get("GPUPERF_CACHE_DIR")
+    os.environ["GPUPERF_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernel-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("GPUPERF_CACHE_DIR", None)
+    else:
+        os.environ["GPUPERF_CACHE_DIR"] = previous
+
+
+@pytest.fixture(scope="session")
+def cuda_backend():
+    backend = open_backend_or_skip("cuda")
+    yield backend
+    backend.close()
