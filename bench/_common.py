@@ -1,0 +1,147 @@
+"""Helpers shared by the benchmark scripts (not part of the plugin; not a test).
+
+The scripts measure the plugin itself: `fidelity.py` (how close each timing method gets to
+the truth, and how repeatable it is) and `gate_quality.py` (false alarms and missed
+regressions of the gate). Both run children as separate processes, because run-to-run
+noise only shows up between processes, and print plain-text and Markdown tables.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+KERNELS_DIR = REPO_ROOT / "kernels"
+
+
+def device_spec(backend: Any) -> Any:
+    """The datasheet spec of the backend's device (devices.py), warning when derived."""
+    from pytest_gpuperf.devices import match_device
+
+    match = match_device(backend.info)
+    if match.warning:
+        print(f"note: {match.warning}", file=sys.stderr)
+    return match.spec
+
+
+def regressed(
+    baseline: float,
+    baseline_rel_ci: float,
+    measured: float,
+    measured_rel_ci: float,
+    run_spread: float,
+    tolerance: float = 0.0,
+) -> bool:
+    """The plugin's baseline gate (verdict.decide's rule) on plain numbers.
+
+    delta = measured / baseline - 1 fails when delta < -max(tolerance, allowance), with the
+    allowance from verdict.noise_allowance (1% false alarms when the noise is as recorded).
+    `run_spread` is a +-range at ~95%, as baselines store it. Working on numbers lets the
+    same rule gate the calibrated efficiency, which decide() does not look at.
+    """
+    from pytest_gpuperf.verdict import noise_allowance
+
+    allowance = max(tolerance, noise_allowance(measured_rel_ci, baseline_rel_ci, run_spread))
+    return measured / baseline - 1.0 < -allowance
+
+
+def run_child(args: Sequence[str], timeout_s: float) -> list[dict]:
+    """Run this interpreter on `args`; the child prints one JSON object per line.
+
+    A child that fails or runs out of time contributes what it printed so far, and its
+    error is reported rather than ending the benchmark.
+    """
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    try:
+        done = subprocess.run(
+            [sys.executable, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+            cwd=REPO_ROOT,
+        )
+        stdout, problem = done.stdout, done.stderr if done.returncode else ""
+    except subprocess.TimeoutExpired as expired:
+        out = expired.stdout or b""
+        stdout = out.decode() if isinstance(out, bytes) else out
+        problem = f"timed out after {timeout_s:.0f} s"
+    if problem:
+        print(f"child {' '.join(args[:3])}...: {problem.strip()[-2000:]}", file=sys.stderr)
+    rows = []
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            rows.append(json.loads(line))
+    return rows
+
+
+def emit(row: dict) -> None:
+    """A child's result line (the parent reads lines that start with "{")."""
+    print(json.dumps(row), flush=True)
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def replace_section(path: Path, marker: str, body: str) -> None:
+    """Write `body` between `<!-- marker:begin -->` and `<!-- marker:end -->` in `path`,
+    appending the section when the markers are absent."""
+    begin, end = f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->"
+    block = f"{begin}\n{body.rstrip()}\n{end}\n"
+    text = path.read_text() if path.exists() else ""
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1].lstrip("\n")
+    else:
+        text = text + ("\n" if text and not text.endswith("\n") else "") + block
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def write_json(path: str | None, data: Any) -> None:
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(data, indent=2) + "\n")
+
+
+def human_bytes(nbytes: float) -> str:
+    for unit, scale in (("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
+        if nbytes >= scale:
+            value = nbytes / scale
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def parse_bytes(text: str) -> int:
+    """ "4K", "16M", "2G" or a plain number of bytes."""
+    text = text.strip().upper().rstrip("B")
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+    return int(float(text[:-1] if scale > 1 else text) * scale)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "-"
+        return f"{value:.4g}"
+    return str(value)

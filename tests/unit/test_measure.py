@@ -1,0 +1,437 @@
+"""The measurement engine on the simulated device: cache-mode sizing, queue keeping,
+stopping, outputs, calibration, clocks and leaks.
+
+The simulated device (runtime/sim.py) has a virtual host clock (every API call costs host
+time), one in-order device queue, an LRU cache over whole buffers and real data movement, so
+with its noise switched off (run_spread=0, jitter=0) a kernel's time is known exactly:
+(launch overhead + missed bytes / (peak x efficiency) + hit bytes / (... x cache speed-up)).
+A sample that timed the host's launch cost instead of a busy queue would show up as more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from pytest_gpuperf import measure, timing
+from pytest_gpuperf.devices import KNOWN_DEVICES, get_device
+from pytest_gpuperf.errors import ConfigError, GpuPerfError
+from pytest_gpuperf.measure import MeasureSettings, measure_callable, measure_kernel
+from pytest_gpuperf.runtime import open_backend
+from pytest_gpuperf.runtime.base import Backend, DeviceBuffer
+from pytest_gpuperf.runtime.compile import KERNELS_DIR
+
+MiB = 2**20
+LAUNCH_OVERHEAD_S = 2e-6  # the simulated device's defaults (docs/simulated-device.md)
+CACHE_SPEEDUP = 3.0
+VECTOR_ADD_EFFICIENCY = {"mi300x": 0.7185, "mi250x": 0.80}  # the sim's reference table
+
+
+def _sim(device: str = "mi300x", **options) -> Backend:
+    options = {"seed": 7, "run_spread": 0.0, "jitter": 0.0, **options}
+    return open_backend("sim", 0, device=device, **options)
+
+
+def _model_s(device: str, n: int, *, cached: bool = False) -> float:
+    """vector_add's exact time on a noiseless simulated device: 12 bytes per element."""
+    spec = get_device(device)
+    memory_s = 12 * n / (spec.peak_bps * VECTOR_ADD_EFFICIENCY[device])
+    return LAUNCH_OVERHEAD_S + (memory_s / CACHE_SPEEDUP if cached else memory_s)
+
+
+def _vector_add(backend: Backend, n: int, seed: int = 0):
+    kernel = backend.compile(KERNELS_DIR / "vector_add.hip").kernel("vector_add")
+    rng = np.random.default_rng(seed)
+    a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    output = backend.to_device(np.full(n, np.nan, np.float32))
+    args = (backend.to_device(a), backend.to_device(b), output, n)
+    return kernel, args, a + b
+
+
+def _measure(backend: Backend, n: int, *, device: str = "mi300x", **settings):
+    kernel, args, expected = _vector_add(backend, n)
+    result = measure_kernel(
+        backend,
+        kernel,
+        grid=(n + 255) // 256,
+        block=256,
+        args=args,
+        bytes_moved=12 * n,
+        device=get_device(device),
+        settings=MeasureSettings(**settings),
+    )
+    return result, args, expected
+
+
+class Counting:
+    """Counts a backend's live allocations (wraps alloc and free)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.live: set[int] = set()
+        alloc, free = backend.alloc, backend.free
+
+        def counted_alloc(nbytes: int) -> DeviceBuffer:
+            buffer = alloc(nbytes)
+            self.live.add(buffer.ptr)
+            return buffer
+
+        def counted_free(buffer: DeviceBuffer) -> None:
+            self.live.discard(buffer.ptr)
+            free(buffer)
+
+        backend.alloc, backend.free = counted_alloc, counted_free  # type: ignore[method-assign]
+
+
+# -- sizing of the cache modes --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", sorted(KNOWN_DEVICES))
+def test_scratch_and_rotation_cover_twice_all_caches(key):
+    cache_bytes = KNOWN_DEVICES[key].cache_bytes
+    assert cache_bytes >= KNOWN_DEVICES[key].l2_bytes > 0
+    assert measure.scratch_bytes_for(cache_bytes) >= 2 * cache_bytes
+    assert measure.scratch_bytes_for(cache_bytes) % timing.FLUSH_ELEMENT_BYTES == 0
+    for working_set in (4096, 12 * MiB, 100 * MiB, 1536 * MiB, 6 * 2**30):
+        copies = measure.rotation_copies_for(working_set, cache_bytes)
+        assert copies * working_set >= 2 * cache_bytes
+        assert copies == 1 or (copies - 1) * working_set < 2 * cache_bytes  # no more than needed
+
+
+def test_the_mi300x_flush_reads_twice_l2_plus_infinity_cache():
+    # DESIGN.md: 8 x 4 MB L2 + 256 MB Infinity Cache.
+    assert measure.scratch_bytes_for(KNOWN_DEVICES["mi300x"].cache_bytes) >= 2 * 288 * MiB
+
+
+def test_cold_reads_the_scratch_buffer_before_every_timed_launch():
+    backend = _sim()
+    result, _, _ = _measure(backend, 4096, cache="cold")
+    assert result.extra["scratch_bytes"] >= 2 * 288 * MiB
+    counts = backend.launch_counts
+    assert counts["gpuperf_flush"] >= counts["vector_add"] - 1  # the first launch is untimed
+    assert result.queue_method.startswith("flush-ahead")
+    assert result.extra["launches_per_sample"] == 1
+
+
+def test_rotate_uses_enough_copies_and_leaves_the_real_output():
+    backend = _sim("mi250x")
+    n = 1 << 16  # 768 KiB against 8 MiB of caches: 22 copies
+    result, args, expected = _measure(backend, n, cache="rotate", device="mi250x")
+    assert result.rotation_copies == 22
+    assert result.rotation_copies * 12 * n >= 2 * 8 * MiB
+    assert backend.launch_counts["vector_add"] > 22  # every copy was used
+    np.testing.assert_array_equal(args[2].download(np.float32), expected)
+
+
+@pytest.mark.parametrize("cache", ["cold", "hot", "rotate"])
+def test_each_mode_times_what_the_model_says(cache):
+    n = 1 << 18  # 3 MiB: resident in the MI250X's 8 MiB of L2 when hot
+    result, args, expected = _measure(_sim("mi250x"), n, cache=cache, device="mi250x")
+    assert result.time_s == pytest.approx(_model_s("mi250x", n, cached=cache == "hot"), rel=1e-3)
+    assert result.extra["starved_samples_dropped"] == 0
+    np.testing.assert_array_equal(args[2].download(np.float32), expected)
+
+
+def test_cold_is_slower_than_hot_when_cached_and_equal_when_the_data_exceeds_the_caches():
+    cached_n, huge_n = 1 << 20, 1 << 21  # 12 MiB and 24 MiB; the MI250X has 8 MiB of L2
+    cold = _measure(_sim(), cached_n, cache="cold")[0]
+    hot = _measure(_sim(), cached_n, cache="hot")[0]
+    assert cold.time_s == pytest.approx(_model_s("mi300x", cached_n), rel=1e-3)
+    assert hot.time_s == pytest.approx(_model_s("mi300x", cached_n, cached=True), rel=1e-3)
+    assert cold.time_s > 1.5 * hot.time_s
+    cold = _measure(_sim("mi250x"), huge_n, cache="cold", device="mi250x")[0]
+    hot = _measure(_sim("mi250x"), huge_n, cache="hot", device="mi250x")[0]
+    assert cold.time_s == pytest.approx(hot.time_s, rel=1e-3)
+
+
+def test_rotate_refusals_name_the_way_out():
+    with pytest.raises(ConfigError, match=r"at least 589824 bytes here\); use cache='cold'"):
+        _measure(_sim(), 256, cache="rotate")  # 3 KiB against 288 MiB of caches
+    # 96 MiB x 854 copies would not fit in half of the MI250X's 64 GiB.
+    big_cache = dataclasses.replace(get_device("mi250x"), llc_bytes=40 * 2**30)
+    backend = _sim("mi250x")
+    kernel, args, _ = _vector_add(backend, 8 << 20)
+    with pytest.raises(ConfigError, match="half the device memory; use cache='cold'"):
+        measure_kernel(
+            backend,
+            kernel,
+            grid=32768,
+            block=256,
+            args=args,
+            bytes_moved=96 * MiB,
+            device=big_cache,
+            settings=MeasureSettings(cache="rotate"),
+        )
+    with pytest.raises(ConfigError, match="rotate"):
+        measure_callable(
+            backend,
+            lambda: None,
+            bytes_moved=1,
+            device=big_cache,
+            settings=MeasureSettings("rotate"),
+        )
+
+
+# -- never time a starved queue ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cache", ["cold", "hot", "rotate"])
+def test_no_kept_sample_times_the_hosts_launch_cost(cache):
+    # A ~2 us kernel on a host that needs 40 us per launch: without the spin in front of each
+    # batch the queue would run dry, and starved samples would read up to 40 us more.
+    n = 4096  # 48 KiB: rotation over 350 copies covers twice the MI250X's 8 MiB
+    backend = _sim("mi250x", host_launch_s=40e-6)
+    result = _measure(backend, n, cache=cache, device="mi250x")[0]
+    true_s = _model_s("mi250x", n, cached=cache == "hot")
+    assert result.time_s == pytest.approx(true_s, rel=1e-3)
+    assert max(result.samples_s) < true_s * 1.001
+
+
+def test_hot_batches_launches_so_an_event_pair_lasts_long_enough():
+    result = _measure(_sim(), 4096, cache="hot")[0]
+    launches = result.extra["launches_per_sample"]
+    assert launches > 1
+    assert launches * result.time_s >= 0.9 * measure.PAIR_TARGET_S
+    assert result.queue_method == f"spin-ahead: spin per batch + {launches} launches per event pair"
+
+
+def test_launches_per_pair_rule():
+    assert measure.launches_per_pair(1e-6, "cold") == 1
+    assert measure.launches_per_pair(150e-6, "hot") == 1
+    assert measure.launches_per_pair(3e-6, "hot") == 34
+    assert measure.launches_per_pair(1e-9, "rotate") == measure.MAX_LAUNCHES_PER_PAIR
+
+
+def test_the_queue_account_flags_a_launch_submitted_after_the_device_ran_dry():
+    now = [0.0]
+
+    def submit_taking(seconds):
+        return lambda: now.__setitem__(0, now[0] + seconds)
+
+    account = timing.QueueAccount(lambda: now[0])
+    assert not account.enqueue(submit_taking(5e-6), 100e-6, timed=False)  # the spin: idle
+    assert account.enqueue(submit_taking(5e-6), 10e-6)  # submitted while the spin runs
+    now[0] = 1e-3  # the host stalls past everything enqueued
+    assert not account.enqueue(submit_taking(5e-6), 10e-6)
+    assert account.deficit_s == pytest.approx(1e-3 + 5e-6 - 110e-6)
+
+
+# -- stopping -----------------------------------------------------------------------------------
+
+
+def test_stops_on_precision_on_a_quiet_device():
+    result = _measure(_sim(jitter=0.002), 1 << 16, cache="cold")[0]
+    assert result.stopped_by == "precision"
+    assert result.relative_ci <= 0.005
+    assert len(result.samples_s) >= 10
+
+
+def test_stops_on_max_samples_when_precision_is_out_of_reach():
+    noisy = _sim(jitter=0.2)
+    result = _measure(noisy, 1 << 16, cache="cold", max_samples=40, budget_s=100)[0]
+    assert result.stopped_by == "max_samples"
+    assert 40 <= len(result.samples_s) < 80
+
+
+def test_stops_on_budget_when_precision_is_out_of_reach():
+    result = _measure(_sim(jitter=0.2), 1 << 16, cache="cold", budget_s=0.002)[0]
+    assert result.stopped_by == "budget"
+    assert result.relative_ci > 0.005
+
+
+def test_warm_up_runs_before_sampling():
+    result = _measure(_sim(), 1 << 16, cache="hot")[0]
+    assert result.warmup_count >= 2 * measure.WARMUP_BATCH_SAMPLES
+
+
+# -- results and bookkeeping ------------------------------------------------------------------
+
+
+def test_every_field_is_filled():
+    result = _measure(_sim(jitter=0.002), 1 << 16, cache="cold")[0]
+    assert result.name == result.kernel == "vector_add"
+    assert result.cache == "cold" and result.bytes_moved == 12 << 16
+    assert result.time_ci_s[0] <= result.time_s <= result.time_ci_s[1]
+    assert len(result.samples_s) >= 10
+    assert result.efficiency == pytest.approx(result.bytes_moved / result.time_s / 5.3e12)
+    assert (result.device_key, result.backend, result.simulated) == ("mi300x", "sim", True)
+    assert result.device_name == get_device("mi300x").name
+    assert result.grid == (256, 1, 1) and result.block == (256, 1, 1)
+    assert result.wall_s > 0 and result.warmup_count > 0
+    assert result.clocks is not None and result.clocks.source == "sim"
+    assert result.resources is not None
+    assert result.calibrated_efficiency is None and result.reference_efficiency is None
+
+
+def test_calibration_reports_efficiency_relative_to_the_reference_copy():
+    result = _measure(_sim(), 1 << 20, cache="cold", calibrate=True)[0]
+    # The sim streams the reference copy at 80% of peak (plus the 2 us launch overhead).
+    reference_s = LAUNCH_OVERHEAD_S + 12 * MiB / (5.3e12 * 0.80)
+    assert result.reference_efficiency == pytest.approx(12 * MiB / reference_s / 5.3e12, rel=1e-3)
+    assert result.calibrated_efficiency == pytest.approx(
+        result.efficiency / result.reference_efficiency
+    )
+    assert len(result.extra["reference_samples_s"]) >= 10
+
+
+def test_calibration_cancels_drift_common_to_the_whole_device():
+    # All of the +-7% run-to-run spread common to the device: efficiency moves between runs,
+    # the efficiency relative to the reference copy does not.
+    runs = [
+        _measure(
+            _sim(seed=seed, run_spread=0.07, common_fraction=1.0),
+            1 << 18,
+            cache="cold",
+            calibrate=True,
+        )[0]
+        for seed in (1, 2, 3)
+    ]
+    efficiencies = [r.efficiency for r in runs]
+    calibrated = [r.calibrated_efficiency for r in runs]
+    assert max(efficiencies) / min(efficiencies) > 1.01
+    assert max(calibrated) / min(calibrated) < 1.001
+
+
+def test_a_throttled_run_is_flagged():
+    assert _measure(_sim(throttle_probability=1.0), 4096, cache="hot")[0].clocks.throttled
+    assert not _measure(_sim(), 4096, cache="hot")[0].clocks.throttled
+
+
+def test_no_device_memory_leaks_across_many_measurements():
+    backend = _sim("mi250x")
+    counting = Counting(backend)
+    kernel, args, _ = _vector_add(backend, 1 << 16)
+    before = set(counting.live)
+    for cache in ("cold", "hot", "rotate") * 3:
+        measure_kernel(
+            backend,
+            kernel,
+            grid=256,
+            block=256,
+            args=args,
+            bytes_moved=12 << 16,
+            device=get_device("mi250x"),
+            settings=MeasureSettings(cache=cache, calibrate=True, reallocation_rounds=2),
+        )
+    assert len(counting.live - before) == 2  # the cached scratch buffer and its sink
+    measure.release(backend)
+    assert counting.live == before
+
+
+def test_buffers_are_freed_when_the_launch_fails():
+    backend = _sim()
+    counting = Counting(backend)
+    kernel, args, _ = _vector_add(backend, 1 << 16)
+    before = set(counting.live)
+    with pytest.raises(GpuPerfError, match="argument"):
+        measure_kernel(
+            backend,
+            kernel,
+            grid=1,
+            block=1,
+            args=args[:3],
+            bytes_moved=12 << 16,
+            device=get_device("mi300x"),
+            settings=MeasureSettings(cache="rotate"),
+        )
+    measure.release(backend)
+    assert counting.live == before
+
+
+def test_reallocation_rounds_spread_samples_over_fresh_placements():
+    backend = _sim()
+    kernel, args, expected = _vector_add(backend, 1 << 12)
+    outputs: set[int] = set()
+    launch = backend.launch
+
+    def spy(kernel_, grid, block, call_args, **options):
+        if kernel_.name == "vector_add":
+            outputs.add(call_args[2].ptr)
+        launch(kernel_, grid, block, call_args, **options)
+
+    backend.launch = spy  # type: ignore[method-assign]
+    result = measure_kernel(
+        backend,
+        kernel,
+        grid=16,
+        block=256,
+        args=args,
+        bytes_moved=12 << 12,
+        device=get_device("mi300x"),
+        settings=MeasureSettings(cache="hot", reallocation_rounds=3),
+    )
+    assert len(outputs) == 3 and args[2].ptr in outputs
+    assert result.extra["reallocation_rounds"] == 3
+    np.testing.assert_array_equal(args[2].download(np.float32), expected)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"cache": "warm"},
+        {"target_rel_ci": 0},
+        {"confidence": 1.0},
+        {"min_samples": 2},
+        {"max_samples": 5},
+        {"budget_s": 0},
+        {"warmup_s": -1},
+        {"reallocation_rounds": 0},
+    ],
+)
+def test_bad_settings_are_refused_with_the_setting_named(settings):
+    (name,) = settings
+    with pytest.raises(ConfigError, match=name):
+        MeasureSettings(**settings)
+
+
+@pytest.mark.parametrize("bytes_moved", [0, -12, 1.5])
+def test_bytes_moved_must_be_a_positive_integer(bytes_moved):
+    backend = _sim()
+    kernel, args, _ = _vector_add(backend, 1024)
+    with pytest.raises(ConfigError, match="bytes_moved"):
+        measure_kernel(
+            backend,
+            kernel,
+            grid=4,
+            block=256,
+            args=args,
+            bytes_moved=bytes_moved,
+            device=get_device("mi300x"),
+        )
+
+
+def test_callables_are_timed_on_the_default_stream():
+    backend = _sim()
+    n = 1 << 16
+    kernel, args, expected = _vector_add(backend, n)
+    result = measure_callable(
+        backend,
+        lambda: backend.launch(kernel, n // 256, 256, args),
+        bytes_moved=12 * n,
+        device=get_device("mi300x"),
+        settings=MeasureSettings(cache="cold"),
+        name="vector add via a callable",
+    )
+    assert result.name == "vector add via a callable"
+    assert result.time_s == pytest.approx(_model_s("mi300x", n), rel=1e-3)
+    np.testing.assert_array_equal(args[2].download(np.float32), expected)
+
+
+def test_a_host_too_slow_to_keep_the_queue_ahead_is_refused_with_the_way_out():
+    # 100 ms per launch against a 2 us kernel: even the longest spin (20 ms) leaves every
+    # launch on an idle device, and every sample is dropped rather than kept.
+    with pytest.raises(ConfigError, match=r"only 0 usable samples .* dropped .* use cache='cold'"):
+        _measure(_sim("mi250x", host_launch_s=0.1), 4096, cache="hot", budget_s=0.5)
+
+
+def test_a_dropped_backend_is_not_kept_alive_by_the_engine():
+    import gc
+    import weakref
+
+    backend = _sim()
+    _measure(backend, 4096, cache="cold")
+    alive = weakref.ref(backend)
+    del backend
+    gc.collect()
+    assert alive() is None
