@@ -180,12 +180,13 @@ def pack_arguments(values: Sequence[Any]) -> bytes:
     """Lay ctypes values out as the C ABI does for a kernel's parameter buffer.
 
     Used with the `extra` launch parameter (HIP_LAUNCH_PARAM_BUFFER_POINTER /
-    CU_LAUNCH_PARAM_BUFFER_POINTER), which both vendors accept.
+    CU_LAUNCH_PARAM_BUFFER_POINTER). No padding after the last argument: CUDA rejects a
+    buffer longer than the kernel's parameters (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, seen
+    on an H100 through the HIP shim), and hip-python's own packing does not pad either.
     """
     blob = bytearray()
     for value in values:
         align = ctypes.alignment(value)
         blob.extend(b"\0" * ((-len(blob)) % align))
         blob.extend(bytes(value))
-    blob.extend(b"\0" * ((-len(blob)) % 8))
     return bytes(blob)

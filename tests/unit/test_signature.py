@@ -152,3 +152,10 @@ def test_pack_arguments_follows_the_c_abi():
     assert int.from_bytes(blob[16:24], "little") == 3
     assert np.frombuffer(blob[24:28], np.float32)[0] == 1.0
     assert int.from_bytes(blob[28:32], "little") == 5
+
+
+def test_pack_arguments_has_no_trailing_padding():
+    """CUDA rejects a parameter buffer longer than the kernel's parameters."""
+    params = signatures_of("vector_add.hip")["vector_add"]
+    blob = pack_arguments(check_arguments("vector_add", params, [buffer(1), buffer(2), buffer(3), 7]))
+    assert len(blob) == 3 * 8 + 4
