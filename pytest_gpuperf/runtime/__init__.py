@@ -32,9 +32,7 @@ def open_backend(name: str = "auto", device_index: int = 0, **options: object) -
     """Open device `device_index` on the named backend, or the first that works for "auto"."""
     if name != "auto" and name not in BACKENDS:
         known = ", ".join(["auto", *BACKENDS])
-        raise DeviceUnavailable(
-            [Attempt(name, "unknown backend")], hint=f"choose one of: {known}"
-        )
+        raise DeviceUnavailable([Attempt(name, "unknown backend")], hint=f"choose one of: {known}")
     attempts: list[Attempt] = []
     for candidate in AUTO_ORDER if name == "auto" else (name,):
         module = importlib.import_module(BACKENDS[candidate])

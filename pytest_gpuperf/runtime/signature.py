@@ -111,7 +111,7 @@ def parse_signatures(source: str) -> dict[str, tuple[KernelParam, ...]]:
     by the caller where they are used) mapped to their parameters, in order.
     """
     clean = _COMMENT_RE.sub(" ", source)
-    clean = clean.replace("GPUPERF_KERNEL", '__global__')
+    clean = clean.replace("GPUPERF_KERNEL", "__global__")
     signatures: dict[str, tuple[KernelParam, ...]] = {}
     for match in _KERNEL_RE.finditer(clean):
         raw = match.group("params").strip()
@@ -137,11 +137,10 @@ def check_arguments(kernel_name: str, params: Sequence[KernelParam], args: Seque
     if len(args) != len(params):
         listing = ", ".join(f"{p.ctype} {p.name}" for p in params) or "no parameters"
         raise ArgumentError(
-            f"kernel {kernel_name!r} takes {len(params)} arguments ({listing}); "
-            f"got {len(args)}"
+            f"kernel {kernel_name!r} takes {len(params)} arguments ({listing}); got {len(args)}"
         )
     packed: list = []
-    for position, (param, value) in enumerate(zip(params, args)):
+    for position, (param, value) in enumerate(zip(params, args, strict=True)):
         where = f"argument {position} ({param.ctype} {param.name}) of kernel {kernel_name!r}"
         if param.is_pointer:
             if isinstance(value, DeviceBuffer):

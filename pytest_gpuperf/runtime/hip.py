@@ -1,0 +1,513 @@
+"""The HIP backend: hip-python (`from hip import hip`) over the ROCm runtime, hiprtc to compile.
+
+Device facts come from hipDeviceGetAttribute, hipDeviceGetName and friends rather than
+hipDeviceProp_t, whose layout changed between ROCm 5 and 6 (hipGetDevicePropertiesR0600)
+and which a HIP implementation over another vendor cannot reproduce. Only the AMD arch
+name ("gfx942:sramecc+:xnack-") needs the struct; `_gcn_arch_name` is the one place that
+reads it, and an NVIDIA-named device (a HIP runtime over CUDA) never reaches it: its arch is
+"sm_<major><minor>" from the compute-capability attributes. Kernel resources and occupancy
+come from the code object's metadata (amd_codeobject.py, occupancy.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from pytest_gpuperf.errors import (
+    ArgumentError,
+    Attempt,
+    CompileError,
+    DeviceUnavailable,
+    GpuPerfError,
+    KernelNotFound,
+    LaunchError,
+    OutOfDeviceMemory,
+)
+from pytest_gpuperf.runtime import amd_codeobject, occupancy
+from pytest_gpuperf.runtime.base import (
+    Backend,
+    DeviceBuffer,
+    DeviceInfo,
+    Kernel,
+    KernelResources,
+    Module,
+    as_dim3,
+)
+from pytest_gpuperf.runtime.compile import (
+    CompileRequest,
+    compile_source,
+    local_headers,
+    portability_headers,
+    read_source,
+)
+from pytest_gpuperf.runtime.hip_compiler import RocmUnavailable, load_hip_python
+from pytest_gpuperf.runtime.signature import check_arguments, pack_arguments, parse_signatures
+
+# hipModuleLaunchKernel's `extra` markers (hip_runtime_api.h; END is 0x03, unlike CUDA's 0).
+HIP_LAUNCH_PARAM_BUFFER_POINTER = 0x01
+HIP_LAUNCH_PARAM_BUFFER_SIZE = 0x02
+HIP_LAUNCH_PARAM_END = 0x03
+
+_AMD_NAME_RE = re.compile(r"\b(AMD|ATI|Radeon|Instinct)\b|gfx\d", re.I)
+_NVIDIA_NAME_RE = re.compile(r"\b(NVIDIA|GeForce|Tesla|Quadro|TITAN)\b", re.I)
+
+
+def _unavailable(reason: str) -> DeviceUnavailable:
+    return DeviceUnavailable([Attempt("hip", reason)])
+
+
+def _name(err: Any) -> str:
+    return str(getattr(err, "name", err))
+
+
+def open(device_index: int = 0, **options: Any) -> HipBackend:  # the registry's entry point
+    """Open HIP device `device_index`; `DeviceUnavailable` says precisely why not."""
+    if options:
+        raise GpuPerfError(f"the hip backend takes no options, got {sorted(options)}")
+    try:
+        hip, _, libraries = load_hip_python()
+    except RocmUnavailable as missing:
+        raise _unavailable(str(missing)) from None
+    success = hip.hipError_t.hipSuccess
+    try:
+        (init_status,) = hip.hipInit(0)
+        count_status, count = hip.hipGetDeviceCount()
+    except RuntimeError as failure:  # hip-python could not open the library or a symbol
+        raise _unavailable(f"the HIP library {libraries.hip} did not load: {failure}") from None
+    # ROCm 5.2 answers hipInit with hipErrorInvalidDevice when there is no GPU; the
+    # device count says what happened.
+    if count_status == hip.hipError_t.hipErrorNoDevice or (count_status == success and count == 0):
+        raise _unavailable(
+            f"hipErrorNoDevice: the HIP runtime ({libraries.hip}) found no GPU "
+            f"(hipInit: {_name(init_status)}); check that the amdgpu driver is loaded and "
+            "that this user can open /dev/kfd and /dev/dri"
+        )
+    if init_status != success:
+        raise _unavailable(f"hipInit failed: {_name(init_status)} ({libraries.hip})")
+    if count_status != success:
+        raise _unavailable(f"hipGetDeviceCount failed: {_name(count_status)}")
+    if not 0 <= device_index < count:
+        raise _unavailable(f"device index {device_index} out of range: {count} HIP device(s)")
+    try:
+        return HipBackend(hip, device_index)
+    except GpuPerfError as failure:
+        raise _unavailable(str(failure)) from None
+
+
+class HipBackend(Backend):
+    """One GPU through the HIP runtime (ROCm, or any library that speaks HIP's C API)."""
+
+    name = "hip"
+
+    def __init__(self, hip: ModuleType, device_index: int) -> None:
+        super().__init__(device_index)
+        self._hip = hip
+        self._ok(hip.hipSetDevice(device_index), "hipSetDevice", GpuPerfError)
+        self._info = self._query_info()
+        self._modules: list[Any] = []
+        self._events: list[Any] = []
+        self._streams: list[Any] = []
+        self._launch_shapes: dict[int, tuple[int, int]] = {}
+        self._closed = False
+
+    # -- errors -------------------------------------------------------------------------
+    def _ok(self, result: tuple, what: str, error: type[GpuPerfError] = LaunchError) -> Any:
+        """The values of a hip-python result tuple, or `error` naming the call and the code."""
+        hip = self._hip
+        err, *values = result
+        if err != hip.hipError_t.hipSuccess:
+            raise error(f"{what} failed: {_name(err)}")
+        if not values:
+            return None
+        return values[0] if len(values) == 1 else tuple(values)
+
+    # -- device -------------------------------------------------------------------------
+    @property
+    def info(self) -> DeviceInfo:
+        return self._info
+
+    def _attribute(self, name: str) -> int | None:
+        """hipDeviceAttribute<name>, None where this runtime does not answer it."""
+        hip = self._hip
+        attribute = getattr(hip.hipDeviceAttribute_t, f"hipDeviceAttribute{name}", None)
+        if attribute is None:
+            return None
+        err, value = hip.hipDeviceGetAttribute(attribute, self.device_index)
+        return int(value) if err == hip.hipError_t.hipSuccess else None
+
+    def _query_info(self) -> DeviceInfo:
+        hip, index = self._hip, self.device_index
+        name = str(self._ok(hip.hipDeviceGetName(256, index), "hipDeviceGetName", GpuPerfError))
+        err, pci = hip.hipDeviceGetPCIBusId(64, index)
+        total = self._ok(hip.hipDeviceTotalMem(index), "hipDeviceTotalMem", GpuPerfError)
+        runtime = self._ok(hip.hipRuntimeGetVersion(), "hipRuntimeGetVersion", GpuPerfError)
+        driver = self._ok(hip.hipDriverGetVersion(), "hipDriverGetVersion", GpuPerfError)
+        attr = self._attribute
+        return DeviceInfo(
+            backend="hip",
+            index=index,
+            name=name,
+            arch=self._arch(name),
+            compute_units=attr("MultiprocessorCount") or 0,
+            l2_bytes=attr("L2CacheSize") or 0,
+            memory_bytes=int(total),
+            warp_size=attr("WarpSize") or 64,
+            max_threads_per_block=attr("MaxThreadsPerBlock") or 1024,
+            shared_bytes_per_block=attr("MaxSharedMemoryPerBlock") or 0,
+            clock_khz=attr("ClockRate") or None,
+            memory_clock_khz=attr("MemoryClockRate") or None,
+            memory_bus_bits=attr("MemoryBusWidth") or None,
+            pci_bus_id=str(pci) if err == hip.hipError_t.hipSuccess else None,
+            runtime_version=_hip_version(int(runtime)),
+            driver_version=_hip_version(int(driver)),
+        )
+
+    def _arch(self, name: str) -> str:
+        """ "gfx942" for an AMD device (feature suffixes dropped), "sm_90" for an NVIDIA one.
+
+        An NVIDIA-named device never touches hipDeviceProp_t; an AMD-named one must answer
+        through it; for any other name the struct is tried, then the compute capability.
+        """
+        if not _NVIDIA_NAME_RE.search(name):
+            full = self._gcn_arch_name()
+            if full:
+                return amd_codeobject.target_arch(full)
+            if _AMD_NAME_RE.search(name):
+                raise GpuPerfError(
+                    f"cannot read the architecture of {name!r} (hipGetDeviceProperties "
+                    "failed); install the hip-python release matching your ROCm version"
+                )
+        major = self._attribute("ComputeCapabilityMajor")
+        minor = self._attribute("ComputeCapabilityMinor")
+        if major is None or minor is None:
+            raise GpuPerfError(f"cannot read the compute capability of {name!r}")
+        return f"sm_{major}{minor}"
+
+    def _gcn_arch_name(self) -> str | None:
+        """hipDeviceProp_t.gcnArchName: the only read of that struct (see the module doc)."""
+        hip = self._hip
+        try:
+            props = hip.hipDeviceProp_t()
+            (err,) = hip.hipGetDeviceProperties(props, self.device_index)
+        except RuntimeError:  # the runtime lacks hip-python's hipGetDeviceProperties symbol
+            return None
+        if err != hip.hipError_t.hipSuccess:
+            return None
+        arch = props.gcnArchName
+        arch = arch.decode(errors="replace") if isinstance(arch, bytes) else str(arch)
+        return arch.split("\0", 1)[0] or None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise GpuPerfError(f"the hip backend for device {self.device_index} was closed")
+
+    # -- memory -------------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> DeviceBuffer:
+        self._check_open()
+        nbytes = int(nbytes)
+        if nbytes < 0:
+            raise GpuPerfError(f"cannot allocate a negative size ({nbytes} bytes)")
+        if nbytes > self._info.memory_bytes:
+            raise self._out_of_memory(nbytes, "more than the device has")
+        hip = self._hip
+        err, pointer = hip.hipMalloc(max(nbytes, 1))
+        if err == hip.hipError_t.hipErrorOutOfMemory:
+            raise self._out_of_memory(nbytes, _name(err))
+        self._ok((err,), f"hipMalloc({nbytes} bytes)")
+        return DeviceBuffer(self, int(pointer), nbytes)
+
+    def _out_of_memory(self, nbytes: int, why: str) -> OutOfDeviceMemory:
+        hip = self._hip
+        err, free_bytes, total_bytes = hip.hipMemGetInfo()
+        if err != hip.hipError_t.hipSuccess:
+            free_bytes, total_bytes = 0, self._info.memory_bytes
+        return OutOfDeviceMemory(
+            f"cannot allocate {nbytes} bytes ({nbytes / 2**30:.2f} GiB) on {self._info.name}: "
+            f"{free_bytes / 2**30:.2f} GiB free of {total_bytes / 2**30:.2f} GiB ({why}); "
+            "free buffers or use a smaller problem"
+        )
+
+    def free(self, buffer: DeviceBuffer) -> None:
+        hip = self._hip
+        if buffer.freed or self._closed:
+            return
+        self._ok(hip.hipFree(buffer.ptr), "hipFree")
+        buffer.freed = True
+
+    def _live(self, buffer: DeviceBuffer, what: str) -> None:
+        self._check_open()
+        if buffer.freed:
+            raise ArgumentError(f"{what}: the device buffer was already freed")
+        if buffer.backend is not self:
+            raise ArgumentError(f"{what}: the buffer belongs to another backend")
+
+    def upload(self, buffer: DeviceBuffer, array: np.ndarray) -> None:
+        hip = self._hip
+        self._live(buffer, "upload")
+        host = np.ascontiguousarray(array)
+        if host.nbytes > buffer.nbytes:
+            raise ArgumentError(
+                f"upload: the array has {host.nbytes} bytes, the buffer only {buffer.nbytes}"
+            )
+        if host.nbytes:
+            kind = hip.hipMemcpyKind.hipMemcpyHostToDevice
+            self._ok(
+                hip.hipMemcpy(buffer.ptr, host.ctypes.data, host.nbytes, kind),
+                "hipMemcpy (host to device)",
+            )
+
+    def download(self, out: np.ndarray, buffer: DeviceBuffer) -> None:
+        hip = self._hip
+        self._live(buffer, "download")
+        if not (out.flags.c_contiguous and out.flags.writeable):
+            raise ArgumentError("download needs a contiguous, writeable host array")
+        if out.nbytes > buffer.nbytes:
+            raise ArgumentError(
+                f"download: the array wants {out.nbytes} bytes, the buffer has {buffer.nbytes}"
+            )
+        if out.nbytes:
+            kind = hip.hipMemcpyKind.hipMemcpyDeviceToHost
+            self._ok(
+                hip.hipMemcpy(out.ctypes.data, buffer.ptr, out.nbytes, kind),
+                "hipMemcpy (device to host; an earlier launch may have failed)",
+            )
+
+    def copy(self, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int | None = None) -> None:
+        hip = self._hip
+        self._live(dst, "copy (destination)")
+        self._live(src, "copy (source)")
+        count = src.nbytes if nbytes is None else int(nbytes)
+        if count > dst.nbytes or count > src.nbytes:
+            raise ArgumentError(
+                f"copy of {count} bytes: source has {src.nbytes}, destination {dst.nbytes}"
+            )
+        if count:
+            kind = hip.hipMemcpyKind.hipMemcpyDeviceToDevice
+            self._ok(
+                hip.hipMemcpyAsync(dst.ptr, src.ptr, count, kind, None),
+                "hipMemcpyAsync (device to device)",
+            )
+
+    def fill(self, buffer: DeviceBuffer, byte: int) -> None:
+        hip = self._hip
+        self._live(buffer, "fill")
+        if buffer.nbytes:
+            self._ok(
+                hip.hipMemsetAsync(buffer.ptr, int(byte) & 0xFF, buffer.nbytes, None),
+                "hipMemsetAsync",
+            )
+
+    # -- code ---------------------------------------------------------------------------
+    def compile(
+        self,
+        source: str | Path,
+        *,
+        options: Sequence[str] = (),
+        defines: dict[str, str | int] | None = None,
+        name: str | None = None,
+    ) -> Module:
+        """Compile with hiprtc in a child process (cached on disk) and load the code object."""
+        hip = self._hip
+        self._check_open()
+        text, source_name, directory = read_source(source, name)
+        flags = (*options, *(f"-D{key}={value}" for key, value in (defines or {}).items()))
+        shipped = portability_headers()
+        local = local_headers(text, directory, {n for n, _ in shipped})
+        request = CompileRequest(
+            "hiprtc", text, source_name, self._info.arch, tuple(flags), (*shipped, *local)
+        )
+        result = compile_source(request)
+        err, handle = hip.hipModuleLoadData(result.binary)
+        if err != hip.hipError_t.hipSuccess:
+            raise CompileError(
+                f"the HIP runtime could not load the code object hiprtc built for "
+                f"{self._info.arch}: {_name(err)} (runtime {self._info.runtime_version}, "
+                f"{result.compiler_version})",
+                log=result.log,
+                source_path=source_name,
+            )
+        self._modules.append(handle)
+        return Module(
+            backend=self,
+            handle=handle,
+            source_name=source_name,
+            signatures=parse_signatures(text),
+            binary=result.binary,
+            log=result.log,
+            from_cache=result.from_cache,
+        )
+
+    def _get_function(self, module: Module, name: str) -> Any:
+        hip = self._hip
+        err, function = hip.hipModuleGetFunction(module.handle, name.encode())
+        if err != hip.hipError_t.hipSuccess:
+            raise KernelNotFound(name, sorted(module.signatures), module.source_name)
+        return function
+
+    def _kernel_resources(self, kernel: Kernel) -> KernelResources:
+        """From the code object's metadata on AMD; hipFuncGetAttribute where it is not one."""
+        metadata = _kernel_metadata(kernel.module.binary, kernel.name)
+        if metadata is not None:
+            return occupancy.kernel_resources(metadata, self._info.arch)
+        return self._function_attributes(kernel)
+
+    def _function_attributes(self, kernel: Kernel) -> KernelResources:
+        hip = self._hip
+
+        def attribute(which: str) -> int | None:
+            enum = getattr(hip.hipFunction_attribute, f"HIP_FUNC_ATTRIBUTE_{which}")
+            err, value = hip.hipFuncGetAttribute(enum, kernel.handle)
+            return int(value) if err == hip.hipError_t.hipSuccess else None
+
+        try:
+            return KernelResources(
+                registers=attribute("NUM_REGS"),
+                shared_bytes=attribute("SHARED_SIZE_BYTES") or 0,
+                scratch_bytes=attribute("LOCAL_SIZE_BYTES") or 0,
+                max_threads_per_block=attribute("MAX_THREADS_PER_BLOCK"),
+            )
+        except RuntimeError:  # a runtime without hipFuncGetAttribute
+            return KernelResources()
+
+    def occupancy(
+        self, kernel: Kernel, block_threads: int, shared_bytes: int = 0
+    ) -> KernelResources:
+        """`kernel.resources` with the theoretical occupancy of `block_threads`-thread
+        workgroups and `shared_bytes` of dynamic LDS (AMD code objects only)."""
+        metadata = _kernel_metadata(kernel.module.binary, kernel.name)
+        if metadata is None:
+            return replace(kernel.resources, block_threads=int(block_threads))
+        return occupancy.kernel_resources(
+            metadata, self._info.arch, int(block_threads), int(shared_bytes)
+        )
+
+    # -- execution ----------------------------------------------------------------------
+    def launch(
+        self,
+        kernel: Kernel,
+        grid: int | Sequence[int],
+        block: int | Sequence[int],
+        args: Sequence[Any],
+        *,
+        shared_bytes: int = 0,
+        stream: Any = None,
+    ) -> None:
+        hip = self._hip
+        self._check_open()
+        if kernel.backend is not self:
+            raise LaunchError(f"kernel {kernel.name!r} was loaded by another backend")
+        values = check_arguments(kernel.name, kernel.params, args)
+        for position, value in enumerate(args):
+            if isinstance(value, DeviceBuffer) and value.backend is not self:
+                raise ArgumentError(
+                    f"argument {position} of kernel {kernel.name!r} is a buffer of another "
+                    "backend; allocate it on this device"
+                )
+        grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
+        threads = block3[0] * block3[1] * block3[2]
+        limit = kernel.resources.max_threads_per_block
+        if limit and threads > limit:
+            raise LaunchError(
+                f"kernel {kernel.name!r}: a block of {threads} threads exceeds the {limit} this "
+                f"kernel allows ({kernel.resources.summary()}); use smaller blocks"
+            )
+        # The arguments travel as one buffer laid out like the C ABI, through `extra`.
+        blob = pack_arguments(values)
+        buffer = ctypes.create_string_buffer(blob, max(len(blob), 1))
+        size = ctypes.c_size_t(len(blob))
+        extra = (ctypes.c_void_p * 5)(
+            HIP_LAUNCH_PARAM_BUFFER_POINTER,
+            ctypes.addressof(buffer),
+            HIP_LAUNCH_PARAM_BUFFER_SIZE,
+            ctypes.addressof(size),
+            HIP_LAUNCH_PARAM_END,
+        )
+        (err,) = hip.hipModuleLaunchKernel(
+            kernel.handle, *grid3, *block3, int(shared_bytes), stream, None, extra
+        )
+        if err != hip.hipError_t.hipSuccess:
+            raise LaunchError(
+                f"kernel {kernel.name!r} (grid {grid3}, block {block3}, {shared_bytes} B "
+                f"dynamic LDS) did not launch: {_name(err)}"
+            )
+        shape = (threads, int(shared_bytes))
+        if self._launch_shapes.get(id(kernel)) != shape:
+            self._launch_shapes[id(kernel)] = shape
+            kernel.resources = self.occupancy(kernel, threads, int(shared_bytes))
+
+    def create_event(self) -> Any:
+        hip = self._hip
+        self._check_open()
+        event = self._ok(hip.hipEventCreate(), "hipEventCreate")
+        self._events.append(event)
+        return event
+
+    def record_event(self, event: Any, stream: Any = None) -> None:
+        hip = self._hip
+        self._ok(hip.hipEventRecord(event, stream), "hipEventRecord")
+
+    def elapsed_s(self, start: Any, end: Any) -> float:
+        hip = self._hip
+        self._ok(hip.hipEventSynchronize(end), "hipEventSynchronize (a launch failed?)")
+        return float(self._ok(hip.hipEventElapsedTime(start, end), "hipEventElapsedTime")) / 1e3
+
+    def synchronize(self, stream: Any = None) -> None:
+        hip = self._hip
+        self._check_open()
+        if stream is None:
+            self._ok(hip.hipDeviceSynchronize(), "hipDeviceSynchronize (a launch failed?)")
+        else:
+            self._ok(hip.hipStreamSynchronize(stream), "hipStreamSynchronize")
+
+    def create_stream(self) -> Any:
+        hip = self._hip
+        self._check_open()
+        stream = self._ok(hip.hipStreamCreate(), "hipStreamCreate")
+        self._streams.append(stream)
+        return stream
+
+    # -- teardown -----------------------------------------------------------------------
+    def close(self) -> None:
+        """Destroy the events, streams and modules this backend created."""
+        if self._closed:
+            return
+        self._closed = True
+        hip = self._hip
+        hip.hipDeviceSynchronize()
+        for event in self._events:
+            hip.hipEventDestroy(event)
+        for stream in self._streams:
+            hip.hipStreamDestroy(stream)
+        for module in self._modules:
+            hip.hipModuleUnload(module)
+
+
+def _hip_version(value: int) -> str:
+    """HIP_VERSION-style integers (major * 10^7 + minor * 10^5 + patch) as "6.2.41133"."""
+    if value >= 10_000_000:
+        return f"{value // 10_000_000}.{value // 100_000 % 100}.{value % 100_000}"
+    return str(value)
+
+
+@lru_cache(maxsize=64)
+def _code_object(binary: bytes) -> amd_codeobject.AmdCodeObject | None:
+    if not amd_codeobject.is_code_object(binary):
+        return None
+    try:
+        return amd_codeobject.read_code_object(binary)
+    except amd_codeobject.CodeObjectError:
+        return None
+
+
+def _kernel_metadata(binary: bytes, name: str) -> amd_codeobject.AmdKernelMetadata | None:
+    code_object = _code_object(binary)
+    return code_object.kernels.get(name) if code_object else None
