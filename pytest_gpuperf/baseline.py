@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import filelock
-import tomli_w
 
 from pytest_gpuperf.errors import BaselineError, ConfigError
 from pytest_gpuperf.results import CACHE_MODES, BaselineRef, Measurement
@@ -261,6 +260,14 @@ class BaselineStore:
                     f"{entry.name!r}; give each measurement in a test its own name",
                 )
             new[entry.key] = entry
+        try:
+            import tomli_w  # noqa: F401  (render() uses it; fail before touching anything)
+        except ModuleNotFoundError:
+            raise BaselineError(
+                str(path),
+                "not saved: writing baselines needs tomli-w, which is not installed "
+                "(python3 -m pip install tomli-w); nothing was written",
+            ) from None
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = filelock.FileLock(f"{path}.lock", timeout=self.lock_timeout_s)
         try:
@@ -291,7 +298,12 @@ def utc_now() -> str:
 
 
 def render(device_key: str, entries: Iterable[BaselineEntry]) -> str:
-    """The file text: a short header, then entries sorted by (test id, name)."""
+    """The file text: a short header, then entries sorted by (test id, name).
+
+    tomli-w is imported here, not at module level: only saving writes TOML, so measuring and
+    gating work where it is missing (a GPU machine without a package registry)."""
+    import tomli_w
+
     document = {
         "schema": SCHEMA_VERSION,
         "device": device_key,

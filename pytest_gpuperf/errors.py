@@ -75,7 +75,7 @@ class KernelNotFound(GpuPerfError):
         source = f" in {where}" if where else ""
         super().__init__(
             f"no kernel named {name!r}{source}; the module has: {listing}. "
-            "Kernels need extern \"C\" (or the GPUPERF_KERNEL macro) to keep their names."
+            'Kernels need extern "C" (or the GPUPERF_KERNEL macro) to keep their names.'
         )
 
 

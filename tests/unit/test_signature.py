@@ -157,5 +157,7 @@ def test_pack_arguments_follows_the_c_abi():
 def test_pack_arguments_has_no_trailing_padding():
     """CUDA rejects a parameter buffer longer than the kernel's parameters."""
     params = signatures_of("vector_add.hip")["vector_add"]
-    blob = pack_arguments(check_arguments("vector_add", params, [buffer(1), buffer(2), buffer(3), 7]))
+    blob = pack_arguments(
+        check_arguments("vector_add", params, [buffer(1), buffer(2), buffer(3), 7])
+    )
     assert len(blob) == 3 * 8 + 4

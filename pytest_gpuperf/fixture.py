@@ -1,0 +1,398 @@
+"""`GpuBench`, the object behind the `gpu_bench` fixture, and the result it hands back.
+
+A test compiles a kernel, puts its inputs on the device, and calls the bench with the launch
+configuration and the bytes the kernel must move. Under --gpuperf the call measures (one GPU
+lock held, see gpu_lock.py) and returns the time, its interval, GB/s and efficiency; without
+it the kernel is launched once, so the test's own output checks still run as a correctness
+smoke test. The verdict comes later, after the test body has passed (plugin.py), so a kernel
+with wrong outputs never passes on time alone. No pytest import here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_gpuperf.devices import DeviceSpec
+from pytest_gpuperf.errors import ConfigError, GpuPerfError
+from pytest_gpuperf.measure import MeasureSettings, measure_callable, measure_kernel
+from pytest_gpuperf.results import ClockReport, Measurement
+from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel, KernelResources
+from pytest_gpuperf.runtime.compile import KERNELS_DIR
+from pytest_gpuperf.session import BenchSession, OpenDevice
+from pytest_gpuperf.settings import TestSettings, parse_cache
+
+SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
+POISON_BYTE = 0xFF  # every float type reads NaN, every integer -1: unwritten outputs show
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """What one `gpu_bench(...)` call produced.
+
+    Measured (under --gpuperf): `measurement` holds the median time, its interval, the samples,
+    clocks and the device; the properties below read from it. In smoke mode only the launch
+    facts are known and the timing properties are None; `note` says why.
+    """
+
+    name: str
+    kernel: str
+    bytes_moved: int
+    cache: str
+    measurement: Measurement | None = None
+    resources: KernelResources | None = None
+    note: str = ""
+
+    @property
+    def measured(self) -> bool:
+        return self.measurement is not None
+
+    @property
+    def time_s(self) -> float | None:
+        return self.measurement.time_s if self.measurement else None
+
+    @property
+    def time_ci_s(self) -> tuple[float, float] | None:
+        return self.measurement.time_ci_s if self.measurement else None
+
+    @property
+    def bandwidth_bps(self) -> float | None:
+        return self.measurement.bandwidth_bps if self.measurement else None
+
+    @property
+    def gbps(self) -> float | None:
+        return self.measurement.bandwidth_bps / 1e9 if self.measurement else None
+
+    @property
+    def efficiency(self) -> float | None:
+        return self.measurement.efficiency if self.measurement else None
+
+    @property
+    def efficiency_ci(self) -> tuple[float, float] | None:
+        return self.measurement.efficiency_ci if self.measurement else None
+
+    @property
+    def samples(self) -> int:
+        return len(self.measurement.samples_s) if self.measurement else 0
+
+    @property
+    def samples_s(self) -> tuple[float, ...]:
+        return self.measurement.samples_s if self.measurement else ()
+
+    @property
+    def clocks(self) -> ClockReport | None:
+        return self.measurement.clocks if self.measurement else None
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.measurement and self.measurement.simulated)
+
+    def __str__(self) -> str:
+        m = self.measurement
+        if m is None:
+            return f"{self.name}: {self.note}"
+        low_s, high_s = m.time_ci_s
+        text = (
+            f"{self.name}: {m.time_s * 1e6:.2f} us [{low_s * 1e6:.2f}, {high_s * 1e6:.2f}], "
+            f"{m.bandwidth_bps / 1e9:.1f} GB/s, {m.efficiency:.1%} of {m.peak_bps / 1e12:.2f} "
+            f"TB/s ({m.cache}, {len(m.samples_s)} samples, {m.device_key})"
+        )
+        return text + (" SIMULATED" if m.simulated else "")
+
+
+class GpuBench:
+    """The `gpu_bench` fixture: compile, move data, and measure kernels on the session's GPU.
+
+    ```python
+    kernel = gpu_bench.kernel("kernels/vector_add.hip", "vector_add")
+    result = gpu_bench(kernel, grid=n // 256, block=256, args=(da, db, dc, n),
+                       reads=(a, b), writes=(c,))
+    ```
+    """
+
+    def __init__(
+        self,
+        session: BenchSession,
+        device: OpenDevice,
+        test: TestSettings,
+        *,
+        test_path: Path | None = None,
+    ) -> None:
+        self._session = session
+        self._device = device
+        self.test = test
+        self._test_dir = test_path.parent if test_path else None
+        self._results: list[BenchResult] = []
+        self._owned: list[DeviceBuffer] = []
+        spec = device.match.spec
+        if test.peak_bps is not None:
+            spec = replace(spec, peak_bps=test.peak_bps, source=f"{spec.source}; peak_gbps marker")
+        self._spec = spec
+
+    # -- what the test can look at -------------------------------------------------------
+    @property
+    def measuring(self) -> bool:
+        """True under --gpuperf (or --gpuperf-save): calls measure; else they launch once."""
+        return self._session.settings.measure
+
+    @property
+    def backend(self) -> Backend:
+        return self._device.backend
+
+    @property
+    def info(self) -> DeviceInfo:
+        return self._device.info
+
+    @property
+    def device(self) -> DeviceSpec:
+        """The device spec efficiencies are computed against (peak bandwidth, caches)."""
+        return self._spec
+
+    @property
+    def simulated(self) -> bool:
+        return self._device.info.simulated
+
+    @property
+    def results(self) -> tuple[BenchResult, ...]:
+        return tuple(self._results)
+
+    # -- code and data -------------------------------------------------------------------
+    def kernel(
+        self,
+        path: str | Path,
+        name: str,
+        options: Sequence[str] = (),
+        defines: Mapping[str, str | int] | None = None,
+    ) -> Kernel:
+        """Kernel `name` from a .hip file, found next to the test file, then under the
+        rootdir, then among the kernels shipped with the plugin; compiled once per session
+        for each (file, options, defines)."""
+        source = resolve_kernel_path(path, test_dir=self._test_dir, rootdir=self._session.rootdir)
+        module = self._session.module(source, tuple(options), dict(defines or {}))
+        return module.kernel(name)
+
+    def to_device(self, array: Any) -> DeviceBuffer:
+        """A device copy of a host array, freed when the test ends."""
+        buffer = self.backend.to_device(np.ascontiguousarray(array))
+        self._owned.append(buffer)
+        return buffer
+
+    def empty(self, shape: int | Sequence[int], dtype: Any = np.float32) -> DeviceBuffer:
+        """An output buffer of `shape` x `dtype`, filled with 0xFF bytes (NaN for floats), so
+        an element the kernel forgets to write fails the output check."""
+        count = math.prod((shape,) if isinstance(shape, (int, np.integer)) else tuple(shape))
+        buffer = self.backend.alloc(max(int(count) * np.dtype(dtype).itemsize, 1))
+        self._owned.append(buffer)
+        self.backend.fill(buffer, POISON_BYTE)
+        return buffer
+
+    def from_device(
+        self,
+        buffer: DeviceBuffer,
+        dtype: Any = np.float32,
+        shape: int | Sequence[int] | None = None,
+    ) -> np.ndarray:
+        """The buffer's contents as a host array of `dtype`, `shape` (default: all of it)."""
+        self.backend.synchronize()
+        flat = buffer.download(dtype)
+        if shape is None:
+            return flat
+        dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        count = math.prod(int(d) for d in dims)
+        if count > flat.size:
+            raise ConfigError(
+                f"from_device: shape {tuple(dims)} needs {count} x {np.dtype(dtype)} but the "
+                f"buffer holds {buffer.nbytes} bytes ({flat.size} elements)"
+            )
+        return flat[:count].reshape(dims).copy()
+
+    # -- measuring -----------------------------------------------------------------------
+    def __call__(
+        self,
+        kernel: Kernel,
+        *,
+        grid: int | Sequence[int],
+        block: int | Sequence[int],
+        args: Sequence[Any],
+        bytes: int | None = None,
+        reads: Any = None,
+        writes: Any = None,
+        cache: str | None = None,
+        name: str | None = None,
+        shared_bytes: int = 0,
+    ) -> BenchResult:
+        """Measure `kernel` (under --gpuperf) or launch it once (otherwise).
+
+        Declare the bytes the kernel must move: `bytes=` a count, or `reads=` / `writes=`
+        arrays, device buffers or byte counts (each read once, each written once).
+        `cache`: "cold" | "hot" | "rotate" (default: the gpuperf marker's, else
+        --gpuperf-cache). `name` tells several measurements in one test apart.
+        """
+        if not isinstance(kernel, Kernel):
+            raise ConfigError(
+                f"{self.test.test_id}: gpu_bench(...) needs a kernel from "
+                f"gpu_bench.kernel(path, name), got {type(kernel).__name__}"
+            )
+        label = self._claim(name if name is not None else kernel.name)
+        bytes_moved = declared_bytes(label, bytes, reads, writes)
+        mode = self._cache(cache, label)
+        if not self.measuring:
+            self.backend.launch(kernel, grid, block, tuple(args), shared_bytes=shared_bytes)
+            self.backend.synchronize()
+            return self._record(
+                BenchResult(
+                    label, kernel.name, bytes_moved, mode, None, kernel.resources, SMOKE_NOTE
+                )
+            )
+        with self._device.lock.held(f"{self.test.test_id} [{label}]"):
+            measurement = measure_kernel(
+                self.backend,
+                kernel,
+                grid=grid,
+                block=block,
+                args=tuple(args),
+                bytes_moved=bytes_moved,
+                device=self._spec,
+                settings=self._measure_settings(mode),
+                name=label,
+                shared_bytes=shared_bytes,
+            )
+        return self._record(
+            BenchResult(label, kernel.name, bytes_moved, mode, measurement, kernel.resources)
+        )
+
+    def run(
+        self,
+        fn: Callable[[], Any],
+        *,
+        bytes: int | None = None,
+        reads: Any = None,
+        writes: Any = None,
+        cache: str | None = None,
+        name: str | None = None,
+    ) -> BenchResult:
+        """Measure work that `fn()` launches on the default stream (PyTorch, Triton, CuPy).
+
+        The engine cannot see the callable's buffers, so cache="rotate" is refused.
+        """
+        if not callable(fn):
+            raise ConfigError(f"{self.test.test_id}: gpu_bench.run needs a callable, got {fn!r}")
+        label = self._claim(name if name is not None else getattr(fn, "__name__", "callable"))
+        bytes_moved = declared_bytes(label, bytes, reads, writes)
+        mode = self._cache(cache, label)
+        if not self.measuring:
+            fn()
+            self.backend.synchronize()
+            return self._record(BenchResult(label, label, bytes_moved, mode, note=SMOKE_NOTE))
+        with self._device.lock.held(f"{self.test.test_id} [{label}]"):
+            measurement = measure_callable(
+                self.backend,
+                fn,
+                bytes_moved=bytes_moved,
+                device=self._spec,
+                settings=self._measure_settings(mode),
+                name=label,
+            )
+        return self._record(BenchResult(label, label, bytes_moved, mode, measurement))
+
+    def close(self) -> None:
+        """Free the buffers this test allocated through the fixture (best effort: a device
+        that already failed must not hide the test's own error behind a cleanup error)."""
+        with contextlib.suppress(GpuPerfError):
+            self.backend.synchronize()
+        for buffer in self._owned:
+            if not buffer.freed:
+                with contextlib.suppress(GpuPerfError):
+                    buffer.free()
+        self._owned.clear()
+
+    # -- helpers -------------------------------------------------------------------------
+    def _claim(self, name: Any) -> str:
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(
+                f"{self.test.test_id}: name= must be a non-empty string, got {name!r}"
+            )
+        if any(result.name == name for result in self._results):
+            raise ConfigError(
+                f"{self.test.test_id}: a measurement named {name!r} was already taken in this "
+                "test; give each gpu_bench(...) call in a test its own name=... (names key the "
+                "baselines and the report rows)"
+            )
+        return name
+
+    def _cache(self, cache: str | None, label: str) -> str:
+        if cache is None:
+            return self.test.cache
+        return parse_cache(cache, f"{self.test.test_id} [{label}]: gpu_bench(cache=...)")
+
+    def _measure_settings(self, cache: str) -> MeasureSettings:
+        return MeasureSettings(cache=cache, budget_s=self.test.budget_s)
+
+    def _record(self, result: BenchResult) -> BenchResult:
+        self._results.append(result)
+        return result
+
+
+def declared_bytes(label: str, total: Any, reads: Any, writes: Any) -> int:
+    """The bytes a kernel must move: `total`, or the sizes of what it reads and writes."""
+    if total is not None and (reads is not None or writes is not None):
+        raise ConfigError(f"{label}: give bytes= or reads=/writes=, not both")
+    if total is None and reads is None and writes is None:
+        raise ConfigError(
+            f"{label}: declare the bytes the kernel must move: bytes=N, or reads=(...) and "
+            "writes=(...) with the arrays (or byte counts) it reads once and writes once"
+        )
+    if total is not None:
+        return _byte_count(total, label, "bytes=")
+    items = [*_as_items(reads), *_as_items(writes)]
+    count = sum(_byte_count(item, label, "reads=/writes=") for item in items)
+    if count <= 0:
+        raise ConfigError(f"{label}: reads=/writes= declare no bytes; the kernel must move some")
+    return count
+
+
+def _as_items(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def _byte_count(item: Any, label: str, where: str) -> int:
+    if isinstance(item, bool):
+        raise ConfigError(f"{label}: {where} got {item!r}, not a byte count")
+    if isinstance(item, (int, np.integer)):
+        if item <= 0:
+            raise ConfigError(f"{label}: {where} byte counts must be positive, got {item}")
+        return int(item)
+    nbytes = getattr(item, "nbytes", None)  # NumPy arrays, DeviceBuffers, torch/CuPy arrays
+    if isinstance(nbytes, (int, np.integer)):
+        return int(nbytes)
+    raise ConfigError(
+        f"{label}: {where} takes arrays, device buffers or byte counts, got {type(item).__name__}"
+    )
+
+
+def resolve_kernel_path(path: str | Path, *, test_dir: Path | None, rootdir: Path) -> Path:
+    """The .hip file a test names: next to the test file, under the rootdir, or shipped with
+    the plugin (where a leading 'kernels/' is optional)."""
+    relative = Path(path)
+    if relative.is_absolute():
+        candidates = [relative]
+    else:
+        candidates = [base / relative for base in (test_dir, rootdir) if base is not None]
+        candidates.append(KERNELS_DIR / relative)
+        if relative.parts and relative.parts[0] == "kernels" and len(relative.parts) > 1:
+            candidates.append(KERNELS_DIR.joinpath(*relative.parts[1:]))
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    tried = ", ".join(str(c) for c in dict.fromkeys(candidates))
+    raise ConfigError(f"kernel source {str(path)!r} not found; looked for: {tried}")

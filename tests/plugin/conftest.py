@@ -1,0 +1,154 @@
+"""Helpers for the plugin's pytester tests: every inner run uses the simulated device.
+
+`gp.run(...)` runs pytest in-process on a directory that holds a small vector-add kernel
+(`vadd.hip`) and a module `gpuperf_helpers.py` with an `add(gpu_bench, ...)` helper that
+launches it and checks its output, so each test module only states the behaviour it is
+about. Sampling budgets are in simulated seconds (the sim's host clock), so inner runs stay
+fast in wall time.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = "1234"
+BUDGET = "0.02"
+N = 1 << 20  # 12 MiB moved: ~45% of the simulated MI300X's peak (launch overhead dominates)
+
+# Inner runs are hermetic and fast: pytester drops the modules an inner run imports, so a
+# plugin that imports a large package at the end of each run (hypothesis does) would import
+# and assertion-rewrite it again for every inner run.
+UNRELATED_PLUGINS = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark")
+
+VADD = """\
+#include "gpuperf.h"
+{directive}GPUPERF_KERNEL void vector_add(const float* a, const float* b, float* c, int n) {{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}}
+"""
+
+INNER_HELPERS = f"""\
+import numpy as np
+
+N = {N}
+
+
+def add(gpu_bench, *, path="vadd.hip", name=None, **options):
+    kernel = gpu_bench.kernel(path, "vector_add")
+    rng = np.random.default_rng(0)
+    a = rng.random(N, dtype=np.float32)
+    b = rng.random(N, dtype=np.float32)
+    da, db, dc = gpu_bench.to_device(a), gpu_bench.to_device(b), gpu_bench.empty(N)
+    result = gpu_bench(
+        kernel, grid=N // 256, block=256, args=(da, db, dc, N),
+        reads=(a, b), writes=(a,), name=name, **options,
+    )
+    np.testing.assert_allclose(gpu_bench.from_device(dc, np.float32, N), a + b, rtol=1e-6)
+    return result
+"""
+
+
+def baseline_toml(device: str, entries: list[dict]) -> str:
+    """A baseline file by hand, as a reviewer would edit one (docs/baselines.md)."""
+    parts = [f'schema = 1\ndevice = "{device}"\n']
+    for entry in entries:
+        efficiency = entry["efficiency"]
+        parts.append(
+            textwrap.dedent(
+                f"""\
+                [[entry]]
+                id = "{entry["id"]}"
+                name = "{entry.get("name", "vector_add")}"
+                efficiency = {efficiency}
+                efficiency_ci = [{efficiency * 0.995}, {efficiency * 1.005}]
+                run_spread = {entry.get("run_spread", 0.02)}
+                bandwidth_bps = {efficiency * 5.3e12}
+                time_s = 1e-5
+                bytes_moved = {3 * 4 * N}
+                cache = "{entry.get("cache", "cold")}"
+                """
+            )
+        )
+    return "\n".join(parts)
+
+
+class GpuPerfPytester:
+    """pytester plus the files and options every inner gpuperf run needs."""
+
+    def __init__(
+        self, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, plugin_args: list[str]
+    ) -> None:
+        self.pytester = pytester
+        self.monkeypatch = monkeypatch
+        self.path = pytester.path
+        self.plugin_args = plugin_args
+        pytester.makepyfile(gpuperf_helpers=INNER_HELPERS)
+        self.write_kernel()
+
+    def write_kernel(self, efficiency: float | None = None) -> Path:
+        """vadd.hip; `efficiency` adds the sim's directive that slows the kernel down."""
+        directive = f"// gpuperf-sim: efficiency={efficiency}\n" if efficiency else ""
+        path = self.path / "vadd.hip"
+        path.write_text(VADD.format(directive=directive))
+        return path
+
+    def test_file(self, source: str, name: str = "test_perf") -> Path:
+        body = "import numpy as np\nimport pytest\nfrom gpuperf_helpers import add\n\n"
+        return self.pytester.makepyfile(**{name: body + textwrap.dedent(source)})
+
+    def baseline(self, device: str, entries: list[dict], directory: str = "baselines") -> Path:
+        path = self.path / directory / f"{device}.toml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(baseline_toml(device, entries))
+        return path
+
+    def args(self, *args: str, backend: str = "sim") -> list[str]:
+        return [
+            *self.plugin_args,
+            *UNRELATED_PLUGINS,
+            f"--gpuperf-backend={backend}",
+            f"--gpuperf-budget={BUDGET}",
+            *args,
+        ]
+
+    def run_plain(self, *args: str) -> pytest.RunResult:
+        """An inner run with only the options given (no backend, no budget)."""
+        return self.pytester.runpytest(*self.plugin_args, *UNRELATED_PLUGINS, *args)
+
+    def run(self, *args: str, backend: str = "sim") -> pytest.RunResult:
+        return self.pytester.runpytest(*self.args(*args, backend=backend))
+
+    def run_subprocess(self, *args: str, backend: str = "sim") -> pytest.RunResult:
+        """For runs that need a fresh process: xdist workers, hidden GPUs."""
+        return self.pytester.runpytest_subprocess(*self.args(*args, backend=backend))
+
+
+@pytest.fixture
+def gp(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request) -> GpuPerfPytester:
+    monkeypatch.setenv("GPUPERF_SIM_SEED", SEED)
+    monkeypatch.setenv("GPUPERF_LOCK_DIR", str(pytester.path / ".locks"))
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    # Subprocess runs start in pytester's directory: they need the package on the path when
+    # it is not installed (the GPU machine runs `PYTHONPATH=. python3 -m pytest`).
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    )
+    # The entry point registers the plugin as "gpuperf"; without it (not installed) the root
+    # conftest named the module, and inner runs must name it too.
+    installed = request.config.pluginmanager.has_plugin("gpuperf")
+    return GpuPerfPytester(
+        pytester, monkeypatch, [] if installed else ["-p", "pytest_gpuperf.plugin"]
+    )
+
+
+@pytest.fixture
+def hidden_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every real GPU invisible to a subprocess run, so "no GPU" is tested everywhere."""
+    for variable in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        monkeypatch.setenv(variable, "-1")

@@ -1,0 +1,208 @@
+"""Verdicts through pytest: floors, baselines, marginal results, and outputs checked first."""
+
+from __future__ import annotations
+
+import json
+
+FLOORED = """
+@pytest.mark.min_bw({floor})
+def test_add(gpu_bench):
+    result = add(gpu_bench)
+    print("EFFICIENCY", result.efficiency)
+"""
+
+PLAIN = """
+def test_add(gpu_bench):
+    add(gpu_bench)
+"""
+
+
+def test_floor_reached_passes(gp):
+    gp.test_file(FLOORED.format(floor=0.3))
+    result = gp.run("--gpuperf", "-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*EFFICIENCY 0.4*", "*test_add*vector_add*cold*pass*"])
+
+
+def test_floor_missed_fails_the_test_with_measured_and_expected(gp):
+    gp.test_file(FLOORED.format(floor=0.9))
+    result = gp.run("--gpuperf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_add _*",
+            "vector_add: efficiency 4*% is below the floor 90.00%",
+            "*measured:*% of peak = * GB/s (95% CI *",
+            "*floor:*expected >= 90.00% of peak = 4,770 GB/s",
+            "*vs floor:*points of peak*relative)",
+            "*cache:*cold",
+            "*device:*mi300x*simulated*sim backend*",
+            "FAILED test_perf.py::test_add - Failed: vector_add: efficiency*",
+        ]
+    )
+
+
+def test_no_baseline_is_reported_not_failed(gp):
+    gp.test_file(PLAIN)
+    result = gp.run("--gpuperf")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "gpuperf: 1 of 1 measurements have no baseline for mi300x (reported, not failed; "
+            "--gpuperf-strict fails them); record them with: "
+            "pytest --gpuperf --gpuperf-save --gpuperf-backend=sim test_perf.py"
+        ]
+    )
+
+
+def test_strict_fails_without_a_baseline(gp):
+    gp.test_file(PLAIN)
+    result = gp.run("--gpuperf", "--gpuperf-strict")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "vector_add: no baseline for device mi300x, and a baseline is required*",
+            "*record:*pytest --gpuperf --gpuperf-save --gpuperf-backend=sim test_perf.py::test_add",
+        ]
+    )
+
+
+def test_baseline_of_another_device_is_reported_naming_it(gp):
+    gp.test_file(PLAIN)
+    gp.baseline("h100-sxm", [{"id": "test_perf.py::test_add", "efficiency": 0.8}])
+    result = gp.run("--gpuperf")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*test_add: baselines for this measurement exist for: h100-sxm (none for mi300x)"]
+    )
+
+
+def test_regression_against_a_stored_baseline_fails_with_the_update_command(gp):
+    gp.test_file(PLAIN)
+    gp.baseline("mi300x", [{"id": "test_perf.py::test_add", "efficiency": 0.9}])
+    result = gp.run("--gpuperf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "vector_add: regressed: 4*% vs baseline 90.00% (-*%, beyond the allowance of -5.00%)",
+            "*measured:*",
+            "*baseline:*expected 90.00% of peak = 4,770 GB/s*run-to-run +-2.0%*",
+            "*vs baseline:*points of peak*",
+            "*allowance:*-5.00% = the larger of tolerance and noise: tolerance 5.00%*",
+            "*cache:*cold",
+            "*device:*mi300x*",
+            "*update:*pytest --gpuperf --gpuperf-save --gpuperf-backend=sim "
+            "test_perf.py::test_add*",
+        ]
+    )
+
+
+def test_slowed_kernel_regresses_against_its_saved_baseline(gp):
+    gp.test_file(PLAIN)
+    gp.run("--gpuperf-save").assert_outcomes(passed=1)
+    gp.write_kernel(efficiency=0.2)  # the sim's directive: this kernel now streams slower
+    result = gp.run("--gpuperf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["vector_add: regressed: *% vs baseline 4*%*"])
+
+
+def test_improvement_passes_with_a_note(gp):
+    gp.test_file(PLAIN)
+    gp.baseline("mi300x", [{"id": "test_perf.py::test_add", "efficiency": 0.2}])
+    result = gp.run("--gpuperf")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_add*pass (improved)*",
+            "*test_add: faster than baseline by *%: consider --gpuperf-save (pytest --gpuperf "
+            "--gpuperf-save --gpuperf-backend=sim test_perf.py::test_add)",
+        ]
+    )
+
+
+def test_within_tolerance_passes(gp):
+    gp.test_file(PLAIN)
+    gp.run("--gpuperf-save").assert_outcomes(passed=1)
+    result = gp.run("--gpuperf")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_add*vector_add*46.0%*46.0%*0.0%*pass*"])
+
+
+def test_marginal_floor_passes_with_a_gpuperf_warning(gp):
+    gp.test_file(PLAIN)
+    gp.run("--gpuperf", "--gpuperf-json=first.json").assert_outcomes(passed=1)
+    measured = json.loads((gp.path / "first.json").read_text())["results"][0]["measurement"]
+    low, _ = measured["efficiency_ci"]
+    floor = (low + measured["efficiency"]) / 2  # inside the interval, below the median
+    gp.test_file(FLOORED.format(floor=floor))
+    result = gp.run("--gpuperf")  # the same seed gives the same measurement
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(
+        ["*GpuPerfWarning: vector_add: marginal: efficiency * is just at the floor*"]
+    )
+
+
+def test_wrong_output_fails_on_the_assertion_and_is_never_gated(gp):
+    gp.test_file(
+        """
+        @pytest.mark.min_bw(0.01)
+        def test_add(gpu_bench):
+            kernel = gpu_bench.kernel("vadd.hip", "vector_add")
+            a = np.ones(1024, np.float32)
+            da, dc = gpu_bench.to_device(a), gpu_bench.empty(1024)
+            gpu_bench(kernel, grid=4, block=256, args=(da, da, dc, 1024), bytes=3 * 4096)
+            assert (gpu_bench.from_device(dc, np.float32, 1024) == 3).all(), "wrong sum"
+        """
+    )
+    result = gp.run("--gpuperf", "--gpuperf-json=out.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: wrong sum*"])
+    assert json.loads((gp.path / "out.json").read_text())["results"] == []
+
+
+def test_marker_settings_reach_the_measurement(gp):
+    gp.test_file(
+        """
+        @pytest.mark.gpuperf(cache="hot", peak_gbps=1000, tolerance=0.2)
+        @pytest.mark.min_bw(1.0)
+        def test_add(gpu_bench):
+            result = add(gpu_bench)
+            assert result.cache == "hot"
+            assert result.measurement.peak_bps == 1e12
+        """
+    )
+    gp.baseline("mi300x", [{"id": "test_perf.py::test_add", "efficiency": 2.5, "cache": "hot"}])
+    result = gp.run("--gpuperf", "--gpuperf-json=out.json")
+    result.assert_outcomes(passed=1)  # hot data against a 1 TB/s "peak" beats the floor
+    verdict = json.loads((gp.path / "out.json").read_text())["results"][0]["verdict"]
+    assert verdict["floor"] == 1.0
+    assert verdict["allowance"] >= 0.2  # the marker's tolerance, not the default 5%
+
+
+def test_callable_is_measured_with_run(gp):
+    gp.test_file(
+        """
+        def test_callable(gpu_bench):
+            kernel = gpu_bench.kernel("vadd.hip", "vector_add")
+            a = np.ones(4096, np.float32)
+            da, dc = gpu_bench.to_device(a), gpu_bench.empty(4096)
+            launch = lambda: gpu_bench.backend.launch(kernel, 16, 256, (da, da, dc, 4096))
+            result = gpu_bench.run(launch, bytes=3 * a.nbytes, name="torch_like")
+            assert result.measured and result.samples >= 3
+            np.testing.assert_array_equal(gpu_bench.from_device(dc, np.float32, 4096), 2 * a)
+        """
+    )
+    result = gp.run("--gpuperf")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_callable*torch_like*cold*pass*"])
+
+
+def test_cache_option_sets_the_default_mode(gp):
+    gp.test_file(
+        """
+        def test_add(gpu_bench):
+            assert add(gpu_bench).cache == "hot"
+            assert add(gpu_bench, name="own", cache="cold").cache == "cold"
+        """
+    )
+    gp.run("--gpuperf", "--gpuperf-cache=hot").assert_outcomes(passed=1)

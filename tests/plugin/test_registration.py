@@ -1,0 +1,53 @@
+"""The plugin loads exactly once, with or without its pytest11 entry point.
+
+On the GPU machine the package is not installed and tests run as
+`PYTHONPATH=. python3 -m pytest`; the root conftest then registers the plugin itself.
+PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 reproduces "no entry point" on a machine where it is
+installed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_pytest(*args: str, autoload: bool) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("PYTEST_ADDOPTS", None)
+    if autoload:
+        env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+    else:
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:hypothesispytest",
+            *args,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("autoload", [True, False], ids=["entry-point", "root-conftest"])
+def test_plugin_is_registered_once(autoload):
+    # Registered twice, the second registration fails at start-up ("option names already
+    # added"); not registered, the fixture is missing.
+    done = run_pytest("--fixtures", "tests/plugin/test_registration.py", autoload=autoload)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("gpu_bench -- ") == 1

@@ -1,0 +1,137 @@
+"""Bad input: every mistake is an error that names the test, option or ini key at fault."""
+
+from __future__ import annotations
+
+import pytest
+
+USAGE = pytest.ExitCode.USAGE_ERROR
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        (
+            "min_bw(1.7)",
+            "*test_perf.py::test_add: @pytest.mark.min_bw(1.7): the floor is a "
+            "fraction of the peak bandwidth and must be in (0, 1]",
+        ),
+        ("min_bw(80)", "*min_bw(80)*must be in (0, 1] (a percentage? did you mean 0.8?)"),
+        (
+            'min_bw("fast")',
+            "*test_perf.py::test_add: @pytest.mark.min_bw('fast'): the floor must be a number*",
+        ),
+        ("min_bw()", "*test_perf.py::test_add: @pytest.mark.min_bw takes exactly one positional*"),
+        (
+            "gpuperf(colour=1)",
+            "*test_perf.py::test_add: @pytest.mark.gpuperf: unknown keyword "
+            "'colour'; valid keywords: tolerance, cache, budget_s, peak_gbps, strict",
+        ),
+        (
+            'gpuperf(cache="warm")',
+            "*test_perf.py::test_add: @pytest.mark.gpuperf(cache=...): "
+            "unknown cache mode 'warm'; valid modes: cold *, hot *, rotate *",
+        ),
+        ("gpuperf(tolerance=5)", "*gpuperf(tolerance=...): the tolerance*must be a fraction*"),
+        ("gpuperf(0.1)", "*@pytest.mark.gpuperf takes keyword arguments only*"),
+    ],
+)
+def test_bad_marker_is_a_usage_error_naming_the_test(gp, marker, message):
+    gp.test_file(f"@pytest.mark.{marker}\ndef test_add(gpu_bench):\n    add(gpu_bench)\n")
+    result = gp.run("--gpuperf")
+    assert result.ret == USAGE
+    result.stderr.fnmatch_lines([f"ERROR: pytest-gpuperf: {message}"])
+
+
+def test_bad_marker_is_caught_in_smoke_mode_too(gp):
+    gp.test_file("@pytest.mark.min_bw(1.7)\ndef test_add(gpu_bench):\n    add(gpu_bench)\n")
+    assert gp.run().ret == USAGE
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("--gpuperf-cache=warm", "--gpuperf-cache: unknown cache mode 'warm'; valid modes: cold*"),
+        ("--gpuperf-tolerance=5%", "--gpuperf-tolerance: the tolerance * must be a number, *"),
+        ("--gpuperf-tolerance=1.5", "--gpuperf-tolerance: the tolerance * must be a fraction*"),
+        ("--gpuperf-budget=0", "--gpuperf-budget: the budget must be a positive number*"),
+        (
+            "--gpuperf-backend=rocm",
+            "--gpuperf-backend: unknown backend 'rocm'; choose from hip, cuda, sim*",
+        ),
+        ("--gpuperf-device=mi999", "--gpuperf-device: unknown device key 'mi999'; known keys: *"),
+        ("--gpuperf-gpu=first", "--gpuperf-gpu: expected a device index (0, 1, ...)*"),
+    ],
+)
+def test_bad_option_is_a_usage_error_naming_it(gp, option, message):
+    gp.test_file("def test_add(gpu_bench):\n    add(gpu_bench)\n")
+    result = gp.run_plain("--gpuperf", option)
+    assert result.ret == USAGE
+    result.stderr.fnmatch_lines([f"ERROR: pytest-gpuperf: {message}"])
+
+
+def test_bad_ini_value_is_a_usage_error_naming_the_key(gp):
+    gp.pytester.makeini("[pytest]\ngpuperf_tolerance = lots\n")
+    gp.test_file("def test_add(gpu_bench):\n    add(gpu_bench)\n")
+    result = gp.run("--gpuperf")
+    assert result.ret == USAGE
+    result.stderr.fnmatch_lines(["ERROR: pytest-gpuperf: gpuperf_tolerance (ini): the tolerance*"])
+
+
+def test_command_line_wins_over_ini(gp):
+    gp.pytester.makeini("[pytest]\ngpuperf_cache = warm\n")
+    gp.test_file("def test_add(gpu_bench):\n    assert add(gpu_bench).cache == 'hot'\n")
+    gp.run("--gpuperf", "--gpuperf-cache=hot").assert_outcomes(passed=1)
+
+
+def test_unknown_cache_mode_in_a_call_fails_the_test_listing_the_modes(gp):
+    gp.test_file("def test_add(gpu_bench):\n    add(gpu_bench, cache='lukewarm')\n")
+    result = gp.run("--gpuperf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ConfigError: test_perf.py::test_add [[]vector_add[]]: gpu_bench(cache=...): unknown "
+            "cache mode 'lukewarm'; valid modes: cold *, hot *, rotate *"
+        ]
+    )
+
+
+def test_duplicate_measurement_name_fails_the_test(gp):
+    gp.test_file(
+        """
+        def test_add(gpu_bench):
+            add(gpu_bench)
+            add(gpu_bench)
+        """
+    )
+    result = gp.run("--gpuperf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ConfigError: test_perf.py::test_add: a measurement named 'vector_add' was already "
+            "taken in this test; give each gpu_bench(...) call in a test its own name=...*"
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        ("bytes=0", "*bytes= byte counts must be positive, got 0"),
+        ("bytes=8, reads=(a,)", "*give bytes= or reads=/writes=, not both"),
+        ("", "*declare the bytes the kernel must move: bytes=N, or reads=*"),
+        ("reads=('a',)", "*reads=/writes= takes arrays, device buffers or byte counts, got str"),
+    ],
+)
+def test_bad_byte_declarations_fail_the_test(gp, call, message):
+    gp.test_file(
+        f"""
+        def test_add(gpu_bench):
+            kernel = gpu_bench.kernel("vadd.hip", "vector_add")
+            a = np.ones(256, np.float32)
+            da, dc = gpu_bench.to_device(a), gpu_bench.empty(256)
+            gpu_bench(kernel, grid=1, block=256, args=(da, da, dc, 256), {call})
+        """
+    )
+    result = gp.run("--gpuperf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*ConfigError: vector_add: {message.lstrip('*')}"])
