@@ -26,7 +26,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -199,7 +199,9 @@ def measure_kernel(
         if settings.cache == "rotate" or settings.reallocation_rounds > 1:
             launch(args)  # untimed: the real output lands in the caller's own buffers
         backend.synchronize()
-        return measurement
+        # The backend works out the occupancy of a launch shape at its first launch, which
+        # came after extra_fields was built: read the resources again.
+        return replace(measurement, resources=kernel.resources)
     finally:
         session.close()
 

@@ -264,6 +264,21 @@ def test_every_field_is_filled():
     assert result.calibrated_efficiency is None and result.reference_efficiency is None
 
 
+def test_the_result_carries_the_occupancy_worked_out_at_the_first_launch(monkeypatch):
+    """The CUDA and HIP backends work out a launch shape's occupancy when it first launches,
+    which is inside the measurement: the result must carry that, not the compile-time report."""
+    backend = _sim(jitter=0.002)
+    real_launch = backend.launch
+
+    def launch(kernel, grid, block, args, **options):
+        real_launch(kernel, grid, block, args, **options)
+        kernel.resources = dataclasses.replace(kernel.resources, block_threads=256, occupancy=0.5)
+
+    monkeypatch.setattr(backend, "launch", launch)
+    result = _measure(backend, 1 << 16, cache="cold")[0]
+    assert result.resources.occupancy == 0.5 and result.resources.block_threads == 256
+
+
 def test_calibration_reports_efficiency_relative_to_the_reference_copy():
     result = _measure(_sim(), 1 << 20, cache="cold", calibrate=True)[0]
     # The sim streams the reference copy at 80% of peak (plus the 2 us launch overhead).
