@@ -267,7 +267,8 @@ class BenchSession:
         missing = [
             row
             for row in rows
-            if row.verdict.baseline_status == NO_BASELINE and row.verdict.status != FAIL
+            if row.verdict.baseline_status in (NO_BASELINE, OTHER_DEVICE)
+            and row.verdict.status != FAIL
         ]
         if not missing or self.settings.save:
             return None
@@ -344,14 +345,14 @@ class BenchSession:
             strict_baseline=test.strict,
             update_command=command,
         )
+        if reference is None and verdict.status != FAIL:
+            verdict = _without_record_note(verdict, command)  # summarised once per session
         if elsewhere:
             verdict = _with_note(
                 verdict,
                 f"baselines for this measurement exist for: {', '.join(elsewhere)} "
                 f"(none for {measurement.device_key})",
             )
-        elif reference is None and verdict.status != FAIL:
-            verdict = _without_record_note(verdict, command)  # summarised once per session
         return verdict
 
     def _save_outcome(

@@ -73,8 +73,14 @@ def test_baseline_of_another_device_is_reported_naming_it(gp):
     result = gp.run("--gpuperf")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["*test_add: baselines for this measurement exist for: h100-sxm (none for mi300x)"]
+        [
+            "*test_add: baselines for this measurement exist for: h100-sxm (none for mi300x)",
+            "*1 of 1 measurements have no baseline for mi300x*record them with: "
+            "pytest --gpuperf --gpuperf-save*",
+        ]
     )
+    # The command to record one is said once, in that summary, not again for the test.
+    assert result.stdout.str().count("--gpuperf-save") == 1
 
 
 def test_regression_against_a_stored_baseline_fails_with_the_update_command(gp):
