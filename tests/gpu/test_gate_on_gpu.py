@@ -1,0 +1,88 @@
+"""The gate end to end on a real GPU, through pytest itself: save a baseline, pass against it
+unchanged, fail when the kernel really slows down, name the slowdown in the failure.
+
+The slowdown is real bytes, not a sleep: vector_add_extra (kernels/bench_variants.hip) reads
+`extra_n` more floats than the 12 n bytes the test declares, so the same test id becomes slower
+in the way a regressing pull request would make it. 20% more bytes cost the 384 MiB vector add
+about 12% of its efficiency on the H100 (10% more cost 6%, too close to the default 5%
+tolerance for a test that must not flake). Each inner pytest is a separate
+process (a fresh CUDA context, as in CI).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+INNER_TEST = f"""\
+import os
+
+import numpy as np
+
+N = 32 << 20  # the seed's 32M fp32 elements: 384 MiB moved, far beyond any L2
+
+
+def test_vector_add(gpu_bench):
+    slowdown = float(os.environ.get("GPUPERF_TEST_SLOWDOWN", "0"))
+    kernel = gpu_bench.kernel({str(REPO / "kernels" / "bench_variants.hip")!r}, "vector_add_extra")
+    a = np.random.default_rng(0).random(N, dtype=np.float32)
+    da, db, dc = gpu_bench.to_device(a), gpu_bench.to_device(a), gpu_bench.empty(N)
+    extra = gpu_bench.to_device(np.zeros(N, np.float32))
+    gpu_bench(
+        kernel, grid=N // 256, block=256, bytes=12 * N, name="vector_add",
+        args=(da, db, dc, extra, N, round(slowdown * 3 * N)),
+    )
+    np.testing.assert_array_equal(gpu_bench.from_device(dc, np.float32, N), a + a)
+"""
+
+
+def _run(pytester, monkeypatch, *options, slowdown=0.0):
+    pytester.makepyfile(test_vector_add=INNER_TEST)
+    json_path = pytester.path / f"results-{slowdown}.json"
+    monkeypatch.setenv("GPUPERF_TEST_SLOWDOWN", str(slowdown))
+    # The inner pytest runs in a temporary directory: the package must be found from the repo
+    # (on the GPU machine it is not installed; PYTHONPATH=. named the repo only from there).
+    paths = [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "pytest_gpuperf.plugin",
+        "-p",
+        "no:cacheprovider",
+        "--gpuperf",
+        "--gpuperf-backend=cuda",
+        f"--gpuperf-baseline-dir={pytester.path / 'baselines'}",
+        f"--gpuperf-json={json_path}",
+        *options,
+    )
+    rows = json.loads(json_path.read_text())["results"] if json_path.exists() else []
+    return result, rows
+
+
+@pytest.mark.gpu
+def test_save_pass_then_fail_on_a_real_slowdown(pytester, monkeypatch, cuda_backend, capsys):
+    """cuda_backend: skips, saying why, where there is no CUDA GPU."""
+    saved, _ = _run(pytester, monkeypatch, "--gpuperf-save")
+    assert saved.ret == 0, saved.stdout.str()
+    baseline_files = sorted(p.name for p in (pytester.path / "baselines").glob("*.toml"))
+    assert baseline_files == ["h100-sxm.toml"], baseline_files
+
+    unchanged, rows = _run(pytester, monkeypatch)
+    assert unchanged.ret == 0, unchanged.stdout.str()
+    assert rows[0]["verdict"]["baseline_status"] in ("within-noise", "improved"), rows[0]
+
+    slowed, rows = _run(pytester, monkeypatch, slowdown=0.20)
+    assert slowed.ret == 1, slowed.stdout.str()
+    verdict = rows[0]["verdict"]
+    assert verdict["baseline_status"] == "regressed", verdict
+    assert -0.20 < verdict["delta"] < -0.08, verdict
+    slowed.stdout.fnmatch_lines(["*regressed*"])
+    with capsys.disabled():
+        for label, out in (("unchanged", unchanged), ("20% more bytes", slowed)):
+            lines = [line for line in out.stdout.lines if "vector_add" in line]
+            print(f"\n[{label}]\n" + "\n".join(lines[-4:]))
