@@ -4,7 +4,9 @@ For vector add, copy and triad at working sets from 4 KB to 2 GB, every method m
 same operation once per process, in >= 8 separate processes (run-to-run noise only shows up
 between processes):
 
-- engine cold / hot / rotate: pytest_gpuperf.measure.measure_kernel on the .hip kernels;
+- engine cold / hot / rotate: pytest_gpuperf.measure.measure_kernel on the .hip kernels
+  (hot replays graphs on backends that have them; "engine hot (stream launches)" is the same
+  without, and "graph replay (same kernel)" is do_bench_cudagraph's method on the .hip kernel);
 - events (single launch): an event pair around one launch on an idle queue, synchronising
   after each (the starved-queue pitfall: it times the host's launch latency for small sizes);
 - triton do_bench (median): triton.testing.do_bench on Triton kernels of the same ops (it
@@ -73,6 +75,7 @@ SIZES = {
 QUICK_SIZES = {"cuda": "64K,16M,1G", "sim": "4K,1M"}
 BLOCK = 256
 EVENT_REPEATS = 50
+GRAPH_REPLAYS = 20
 
 
 def _expected(op: Op, inputs: list[np.ndarray]) -> np.ndarray:
@@ -105,7 +108,11 @@ def engine_child(backend_name: str, ops: list[str], sizes: list[int]) -> None:
             args = (*buffers, output, *(() if op.scalar is None else (op.scalar,)), n)
             grid = (n + BLOCK - 1) // BLOCK
             row = {"op": op_name, "size": size, "bytes_moved": n * op.bytes_per_element}
-            for cache in ("cold", "hot", "rotate"):
+            modes = [("cold", True), ("hot", True), ("rotate", True)]
+            if backend.supports_graphs:  # hot mode replays graphs there: show it without too
+                modes.append(("hot", False))
+            for cache, graphs in modes:
+                method = f"engine {cache}" + ("" if graphs else " (stream launches)")
                 began = time.perf_counter()
                 try:
                     measurement = measure_kernel(
@@ -116,15 +123,15 @@ def engine_child(backend_name: str, ops: list[str], sizes: list[int]) -> None:
                         args=args,
                         bytes_moved=row["bytes_moved"],
                         device=device,
-                        settings=MeasureSettings(cache=cache),
+                        settings=MeasureSettings(cache=cache, graphs=graphs),
                     )
                 except ConfigError as refused:  # rotate of a tiny working set
-                    emit({**row, "method": f"engine {cache}", "skipped": str(refused)})
+                    emit({**row, "method": method, "skipped": str(refused)})
                     continue
                 emit(
                     {
                         **row,
-                        "method": f"engine {cache}",
+                        "method": method,
                         "efficiency": measurement.efficiency,
                         "time_s": measurement.time_s,
                         "wall_s": time.perf_counter() - began,
@@ -148,8 +155,43 @@ def engine_child(backend_name: str, ops: list[str], sizes: list[int]) -> None:
                     "wall_s": time.perf_counter() - began,
                 }
             )
+            if backend.supports_graphs:
+                began = time.perf_counter()
+                launches = 100 if row["bytes_moved"] <= 1 << 26 else 10
+                time_s = _graph_replay(backend, kernel, grid, args, launches)
+                emit(
+                    {
+                        **row,
+                        "method": "graph replay (same kernel)",
+                        "efficiency": row["bytes_moved"] / time_s / device.peak_bps,
+                        "time_s": time_s,
+                        "wall_s": time.perf_counter() - began,
+                    }
+                )
             for buffer in (*buffers, output):
                 buffer.free()
+
+
+def _graph_replay(backend, kernel, grid, args, launches: int) -> float:
+    """do_bench_cudagraph's method on this repo's kernel: a graph of `launches` back-to-back
+    launches, replayed between events; median per launch over the replays."""
+
+    def record(stream) -> None:
+        for _ in range(launches):
+            backend.launch(kernel, grid, BLOCK, args, stream=stream)
+
+    graph = backend.capture_graph(record)
+    start, end = backend.create_event(), backend.create_event()
+    backend.launch_graph(graph)  # warm-up
+    times_s = []
+    for _ in range(GRAPH_REPLAYS):
+        backend.record_event(start)
+        backend.launch_graph(graph)
+        backend.record_event(end)
+        backend.synchronize()
+        times_s.append(backend.elapsed_s(start, end) / launches)
+    backend.free_graph(graph)
+    return statistics.median(times_s)
 
 
 def _events_around_single_launches(backend, kernel, grid, args) -> float:

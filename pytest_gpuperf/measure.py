@@ -77,6 +77,9 @@ class MeasureSettings:
     calibrate: also time the reference copy kernel at the same working set and cache mode,
       interleaved with the kernel, and report efficiency relative to it (cancels drift that
       is common to the whole device; docs/measurement.md shows when that helps).
+    graphs: in hot mode, on a backend with graphs (CUDA), time a graph replay of the launches
+      of each event pair instead of separate stream launches, which leave a ~1 us gap
+      between kernels on an H100 (docs/benchmarks.md); kernels only, never callables.
     """
 
     cache: str = "cold"
@@ -88,6 +91,7 @@ class MeasureSettings:
     warmup_s: float = 0.2
     reallocation_rounds: int = 1
     calibrate: bool = False
+    graphs: bool = True
 
     def __post_init__(self) -> None:
         if self.cache not in CACHE_MODES:
@@ -126,11 +130,13 @@ def launches_per_pair(kernel_time_s: float, cache: str) -> int:
     return int(min(MAX_LAUNCHES_PER_PAIR, max(1, math.ceil(PAIR_TARGET_S / kernel_time_s))))
 
 
-def queue_method_for(cache: str, launches: int) -> str:
+def queue_method_for(cache: str, launches: int, graph: bool = False) -> str:
     """The words Measurement.queue_method uses for how the queue was kept ahead."""
     if cache == "cold":
         return "flush-ahead: spin per batch + read-flush before every timed launch"
     per_pair = "1 launch" if launches == 1 else f"{launches} launches"
+    if graph:
+        return f"graph-replay: spin per batch + a graph of {per_pair} per event pair"
     return f"spin-ahead: spin per batch + {per_pair} per event pair"
 
 
@@ -171,8 +177,8 @@ def measure_kernel(
     args = tuple(args)
     label = name or kernel.name
 
-    def launch(call_args: tuple) -> None:
-        backend.launch(kernel, grid3, block3, call_args, shared_bytes=shared_bytes)
+    def launch(call_args: tuple, stream: Any = None) -> None:
+        backend.launch(kernel, grid3, block3, call_args, shared_bytes=shared_bytes, stream=stream)
 
     buffers = _distinct_buffers(args)
     if settings.cache == "rotate" and not buffers:
@@ -184,7 +190,7 @@ def measure_kernel(
     try:
         copies = _copies_needed(settings, buffers, bytes_moved, session, label)
         placements = session.placements(args, buffers, copies)
-        work = Timed(label, launch, placements, bytes_moved)
+        work = Timed(label, launch, placements, bytes_moved, launch_on=launch)
         measurement = session.run(
             work,
             kernel_name=kernel.name,
@@ -250,12 +256,16 @@ class _Session:
         self.cache_bytes = max(int(device.cache_bytes), int(backend.info.l2_bytes))
         self.cold = settings.cache == "cold"
         self.clock: Callable[[], float] = getattr(backend, "host_clock", time.perf_counter)
+        self.timed: list[Timed] = []
 
     def close(self) -> None:
-        """Free the copies; a device that already failed must not hide the error that is
-        propagating behind a cleanup error (the success path synchronised already)."""
+        """Free the copies and graphs; a device that already failed must not hide the error
+        that is propagating behind a cleanup error (the success path synchronised already)."""
         with contextlib.suppress(GpuPerfError):
             self.backend.synchronize()
+        for item in self.timed:
+            with contextlib.suppress(GpuPerfError):
+                item.free_graphs(self.backend)
         for buffer in self.owned:
             if not buffer.freed:
                 with contextlib.suppress(GpuPerfError):
@@ -301,10 +311,10 @@ class _Session:
         placements = self.placements(args, [source, target], copies)
         engine, grid = self.engine, blocks_for(count)
 
-        def launch(call_args: tuple) -> None:
-            self.backend.launch(engine.copy_ref, grid, INTERNAL_BLOCK, call_args)
+        def launch(call_args: tuple, stream: Any = None) -> None:
+            self.backend.launch(engine.copy_ref, grid, INTERNAL_BLOCK, call_args, stream=stream)
 
-        return Timed("gpuperf_copy_ref", launch, placements, 2 * half_bytes)
+        return Timed("gpuperf_copy_ref", launch, placements, 2 * half_bytes, launch_on=launch)
 
     def run(self, work: Timed, *, kernel_name: str, extra_fields: dict) -> Measurement:
         settings, backend, engine = self.settings, self.backend, self.engine
@@ -312,7 +322,7 @@ class _Session:
         _check_bytes(work.bytes_moved, self.label)
         if self.cold:
             engine.scratch_for(scratch_bytes_for(self.cache_bytes))
-        timed = [work]
+        timed = self.timed = [work]
         if settings.calibrate:
             timed.append(self.reference(work.bytes_moved))
         # First launches load modules and compile lazily (Triton); keep them out of timing.
@@ -320,6 +330,11 @@ class _Session:
             item.launch_next(0)
         backend.synchronize()
         self._probe(timed)
+        graphs = self._replays_graphs(timed)
+        if graphs:
+            for item in timed:
+                item.capture_graphs(backend)
+            self._probe_graphs(timed)
         pacing = Pacing(
             # A first guess of the host's cost per launch; measured from the first batch on.
             host_per_sample_s=sum(item.launches for item in timed) * 30e-6,
@@ -370,6 +385,7 @@ class _Session:
                 "starved_samples_dropped": starved,
                 "batches": batches,
                 "launches_per_sample": work.launches,
+                "graph_replay": graphs,
                 "scratch_bytes": engine.scratch.nbytes if self.cold and engine.scratch else 0,
                 "reallocation_rounds": settings.reallocation_rounds,
             },
@@ -428,6 +444,21 @@ class _Session:
             if accepted:
                 item.launches = launches_per_pair(min(accepted), self.settings.cache)
                 item.lower_bound_s = LOWER_BOUND_FRACTION * min(accepted)
+
+    def _replays_graphs(self, timed: list[Timed]) -> bool:
+        return (
+            self.settings.graphs
+            and self.settings.cache == "hot"
+            and self.backend.supports_graphs
+            and all(item.launch_on is not None for item in timed)
+        )
+
+    def _probe_graphs(self, timed: list[Timed]) -> None:
+        """The lower bounds again, from replays: the queue account must not count on the
+        stream-launch time, which includes the gap a replay removes."""
+        batch = run_batch(self.engine, timed, 3, cold=False, spin_s=1e-3, clock=self.clock)
+        for item, accepted in zip(timed, batch.samples_s, strict=True):
+            item.lower_bound_s = LOWER_BOUND_FRACTION * min(accepted) if accepted else 0.0
 
     def _flush_time_s(self) -> float:
         """The flush kernel's own time, so the queue account can count on it."""
@@ -534,7 +565,7 @@ class _Session:
             device_name=self.device.name,
             backend=info.backend,
             simulated=info.simulated,
-            queue_method=queue_method_for(self.settings.cache, work.launches),
+            queue_method=queue_method_for(self.settings.cache, work.launches, bool(work.graphs)),
             warmup_count=warmup_launches,
             stopped_by=stopped_by,
             wall_s=wall_s,

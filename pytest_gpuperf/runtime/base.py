@@ -281,6 +281,10 @@ class Backend(abc.ABC):
         """Replay a graph from `capture_graph` (asynchronously)."""
         raise NotImplementedError(f"the {self.name or type(self).__name__} backend has no graphs")
 
+    def free_graph(self, graph: Any) -> None:
+        """Destroy a graph from `capture_graph` (the engine captures one per measurement)."""
+        raise NotImplementedError(f"the {self.name or type(self).__name__} backend has no graphs")
+
     def close(self) -> None:  # noqa: B027 (optional: not every backend holds resources)
         """Release the context/device; the backend is unusable afterwards."""
 

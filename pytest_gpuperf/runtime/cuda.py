@@ -500,6 +500,12 @@ class CudaBackend(Backend):
             raise LaunchError(f"launch_graph needs a graph from capture_graph, got {graph!r}")
         _ok(self._d.cuGraphLaunch(graph.exec_handle, _stream(stream)), "cuGraphLaunch", LaunchError)
 
+    def free_graph(self, graph: Any) -> None:
+        if graph in self._graphs:
+            self._graphs.remove(graph)
+            if not self._closed:
+                _ok(self._d.cuGraphExecDestroy(graph.exec_handle), "cuGraphExecDestroy")
+
     # -- teardown -----------------------------------------------------------------------
     def close(self) -> None:
         """Destroy what this backend created and release the primary context."""

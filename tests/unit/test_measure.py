@@ -196,6 +196,95 @@ def test_hot_batches_launches_so_an_event_pair_lasts_long_enough():
     assert result.queue_method == f"spin-ahead: spin per batch + {launches} launches per event pair"
 
 
+class _CaptureStream:
+    """What a fake capture hands to the launches it records."""
+
+    def __init__(self) -> None:
+        self.launches: list[tuple] = []
+
+
+def _sim_with_graphs(monkeypatch, **options) -> tuple[Backend, dict[str, list]]:
+    """The simulated device with stream capture: launches on a capture stream are recorded,
+    a replay issues them again. Tests the engine's graph path; the timing benefit of a real
+    graph is measured on the H100 (docs/benchmarks.md)."""
+    backend = _sim(**options)
+    real_launch = backend.launch
+    log: dict[str, list] = {"captured": [], "replayed": [], "freed": []}
+
+    def launch(kernel, grid, block, args, *, shared_bytes=0, stream=None):
+        if isinstance(stream, _CaptureStream):
+            stream.launches.append((kernel, grid, block, args, shared_bytes))
+        else:
+            real_launch(kernel, grid, block, args, shared_bytes=shared_bytes, stream=stream)
+
+    def capture_graph(fn, stream=None):
+        graph = _CaptureStream()
+        fn(graph)
+        log["captured"].append(graph)
+        return graph
+
+    def launch_graph(graph, stream=None):
+        log["replayed"].append(graph)
+        for kernel, grid, block, args, shared_bytes in graph.launches:
+            real_launch(kernel, grid, block, args, shared_bytes=shared_bytes, stream=stream)
+
+    monkeypatch.setattr(backend, "supports_graphs", True)
+    monkeypatch.setattr(backend, "launch", launch)
+    monkeypatch.setattr(backend, "capture_graph", capture_graph)
+    monkeypatch.setattr(backend, "launch_graph", launch_graph)
+    monkeypatch.setattr(backend, "free_graph", log["freed"].append)
+    return backend, log
+
+
+def test_hot_mode_replays_a_graph_of_the_pairs_launches_where_the_backend_has_graphs(
+    monkeypatch,
+):
+    n = 4096
+    backend, log = _sim_with_graphs(monkeypatch)
+    result, args, expected = _measure(backend, n, cache="hot")
+    launches = result.extra["launches_per_sample"]
+    assert result.extra["graph_replay"] is True
+    assert result.queue_method == (
+        f"graph-replay: spin per batch + a graph of {launches} launches per event pair"
+    )
+    [graph] = log["captured"]
+    assert len(graph.launches) == launches > 1
+    assert len(log["replayed"]) >= len(result.samples_s)
+    assert log["freed"] == [graph], "the measurement frees the graph it captured"
+    # Per launch, not per replay; the simulated device gives a replay no advantage.
+    assert result.time_s == pytest.approx(_model_s("mi300x", n, cached=True), rel=1e-3)
+    np.testing.assert_array_equal(args[2].download(np.float32), expected)
+
+
+def test_cold_and_rotate_modes_and_graphs_false_launch_on_the_stream(monkeypatch):
+    backend, log = _sim_with_graphs(monkeypatch)
+    for settings in ({"cache": "cold"}, {"cache": "rotate"}, {"cache": "hot", "graphs": False}):
+        result = _measure(backend, 1 << 16, **settings)[0]
+        assert result.extra["graph_replay"] is False, settings
+    assert log["captured"] == []
+
+
+def test_calibration_replays_the_reference_as_a_graph_too(monkeypatch):
+    backend, log = _sim_with_graphs(monkeypatch)
+    result = _measure(backend, 1 << 16, cache="hot", calibrate=True)[0]
+    assert result.extra["graph_replay"] is True and result.calibrated_efficiency is not None
+    assert len(log["captured"]) == 2 and len(log["freed"]) == 2
+
+
+def test_callables_are_never_captured(monkeypatch):
+    backend, log = _sim_with_graphs(monkeypatch)
+    n = 1 << 16
+    kernel, args, _ = _vector_add(backend, n)
+    result = measure_callable(
+        backend,
+        lambda: backend.launch(kernel, n // 256, 256, args),
+        bytes_moved=12 * n,
+        device=get_device("mi300x"),
+        settings=MeasureSettings(cache="hot"),
+    )
+    assert result.extra["graph_replay"] is False and log["captured"] == []
+
+
 def test_launches_per_pair_rule():
     assert measure.launches_per_pair(1e-6, "cold") == 1
     assert measure.launches_per_pair(150e-6, "hot") == 1
