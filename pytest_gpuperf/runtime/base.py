@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_gpuperf.errors import GpuPerfError, KernelNotFound
-from pytest_gpuperf.runtime.signature import KernelParam
+from pytest_gpuperf.errors import ArgumentError, GpuPerfError, KernelNotFound, LaunchError
+from pytest_gpuperf.runtime.signature import KernelParam, check_arguments
 
 
 @dataclass(frozen=True)
@@ -179,6 +179,7 @@ class Backend(abc.ABC):
 
     def __init__(self, device_index: int = 0) -> None:
         self.device_index = device_index
+        self._launch_shapes: dict[int, tuple[int, int]] = {}
 
     # -- device -----------------------------------------------------------------------
     @property
@@ -233,6 +234,58 @@ class Backend(abc.ABC):
 
     def _kernel_resources(self, kernel: Kernel) -> KernelResources:
         return KernelResources()
+
+    def occupancy(
+        self, kernel: Kernel, block_threads: int, shared_bytes: int = 0
+    ) -> KernelResources:
+        """`kernel.resources` with the theoretical occupancy of `block_threads`-thread blocks
+        and `shared_bytes` of dynamic shared memory, where the backend can work it out."""
+        return kernel.resources
+
+    # -- launch bookkeeping shared by the backends ----------------------------------------
+    def _check_launch(
+        self,
+        kernel: Kernel,
+        grid: int | Sequence[int],
+        block: int | Sequence[int],
+        args: Sequence[Any],
+    ) -> tuple[list, tuple[int, int, int], tuple[int, int, int], int]:
+        """Everything refused before a launch reaches the driver: a kernel or buffer of
+        another backend, arguments that do not fit the signature, a block larger than the
+        kernel allows. Returns (argument values, grid, block, threads per block)."""
+        self._check_open()
+        if kernel.backend is not self:
+            raise LaunchError(f"kernel {kernel.name!r} was loaded by another backend")
+        values = check_arguments(kernel.name, kernel.params, args)
+        for position, value in enumerate(args):
+            if isinstance(value, DeviceBuffer) and value.backend is not self:
+                raise ArgumentError(
+                    f"argument {position} of kernel {kernel.name!r} is a buffer of another "
+                    "backend; allocate it on this device"
+                )
+        grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
+        threads = block3[0] * block3[1] * block3[2]
+        limit = kernel.resources.max_threads_per_block
+        if limit and threads > limit:
+            raise LaunchError(
+                f"kernel {kernel.name!r}: a block of {threads} threads exceeds the {limit} this "
+                f"kernel allows ({kernel.resources.summary()}); use smaller blocks"
+            )
+        return values, grid3, block3, threads
+
+    def _note_launch_shape(self, kernel: Kernel, threads: int, shared_bytes: int) -> None:
+        """Work out the occupancy of a launch shape when the kernel first launches with it,
+        so reports show the occupancy of the blocks that actually ran."""
+        shape = (threads, int(shared_bytes))
+        if (
+            kernel.resources.block_threads != threads
+            or self._launch_shapes.get(id(kernel)) != shape
+        ):
+            self._launch_shapes[id(kernel)] = shape
+            kernel.resources = self.occupancy(kernel, threads, int(shared_bytes))
+
+    def _check_open(self) -> None:  # noqa: B027 (backends that can be closed override it)
+        """Raise if the backend was closed."""
 
     # -- execution --------------------------------------------------------------------
     @abc.abstractmethod

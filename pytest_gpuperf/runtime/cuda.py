@@ -33,7 +33,6 @@ from pytest_gpuperf.runtime.base import (
     Kernel,
     KernelResources,
     Module,
-    as_dim3,
 )
 from pytest_gpuperf.runtime.compile import (
     CompileRequest,
@@ -42,7 +41,7 @@ from pytest_gpuperf.runtime.compile import (
     portability_headers,
     read_source,
 )
-from pytest_gpuperf.runtime.signature import check_arguments, parse_signatures
+from pytest_gpuperf.runtime.signature import parse_signatures
 
 # Errors after which the context is unusable: every later call fails the same way.
 _STICKY = {
@@ -167,7 +166,6 @@ class CudaBackend(Backend):
         self._streams: list[Any] = []
         self._graphs: list[_Graph] = []
         self._capture_stream: Any = None
-        self._launch_shapes: dict[int, tuple[int, int]] = {}
         self._closed = False
 
     # -- device -------------------------------------------------------------------------
@@ -398,24 +396,7 @@ class CudaBackend(Backend):
         shared_bytes: int = 0,
         stream: Any = None,
     ) -> None:
-        self._check_open()
-        if kernel.backend is not self:
-            raise LaunchError(f"kernel {kernel.name!r} was loaded by another backend")
-        values = check_arguments(kernel.name, kernel.params, args)
-        for position, value in enumerate(args):
-            if isinstance(value, DeviceBuffer) and value.backend is not self:
-                raise ArgumentError(
-                    f"argument {position} of kernel {kernel.name!r} is a buffer of another "
-                    "backend; allocate it on this device"
-                )
-        grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
-        threads = block3[0] * block3[1] * block3[2]
-        limit = kernel.resources.max_threads_per_block
-        if limit and threads > limit:
-            raise LaunchError(
-                f"kernel {kernel.name!r}: a block of {threads} threads exceeds the {limit} this "
-                f"kernel allows ({kernel.resources.summary()}); use smaller blocks"
-            )
+        values, grid3, block3, threads = self._check_launch(kernel, grid, block, args)
         pointers = (ctypes.c_void_p * max(len(values), 1))(*(ctypes.addressof(v) for v in values))
         err, *_ = self._d.cuLaunchKernel(
             kernel.handle,
@@ -431,13 +412,7 @@ class CudaBackend(Backend):
                 f"kernel {kernel.name!r} (grid {grid3}, block {block3}, {shared_bytes} B "
                 f"dynamic shared) did not launch: {_error_text(err)}"
             )
-        shape = (threads, int(shared_bytes))
-        if (
-            kernel.resources.block_threads != threads
-            or self._launch_shapes.get(id(kernel)) != shape
-        ):
-            self._launch_shapes[id(kernel)] = shape
-            kernel.resources = self.occupancy(kernel, threads, int(shared_bytes))
+        self._note_launch_shape(kernel, threads, shared_bytes)
 
     def create_event(self) -> Any:
         self._check_open()

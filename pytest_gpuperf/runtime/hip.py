@@ -40,7 +40,6 @@ from pytest_gpuperf.runtime.base import (
     Kernel,
     KernelResources,
     Module,
-    as_dim3,
 )
 from pytest_gpuperf.runtime.compile import (
     CompileRequest,
@@ -50,7 +49,7 @@ from pytest_gpuperf.runtime.compile import (
     read_source,
 )
 from pytest_gpuperf.runtime.hip_compiler import RocmUnavailable, load_hip_python
-from pytest_gpuperf.runtime.signature import check_arguments, pack_arguments, parse_signatures
+from pytest_gpuperf.runtime.signature import pack_arguments, parse_signatures
 
 # hipModuleLaunchKernel's `extra` markers (hip_runtime_api.h; END is 0x03, unlike CUDA's 0).
 HIP_LAUNCH_PARAM_BUFFER_POINTER = 0x01
@@ -116,7 +115,6 @@ class HipBackend(Backend):
         self._modules: list[Any] = []
         self._events: list[Any] = []
         self._streams: list[Any] = []
-        self._launch_shapes: dict[int, tuple[int, int]] = {}
         self._closed = False
 
     # -- errors -------------------------------------------------------------------------
@@ -402,24 +400,7 @@ class HipBackend(Backend):
         stream: Any = None,
     ) -> None:
         hip = self._hip
-        self._check_open()
-        if kernel.backend is not self:
-            raise LaunchError(f"kernel {kernel.name!r} was loaded by another backend")
-        values = check_arguments(kernel.name, kernel.params, args)
-        for position, value in enumerate(args):
-            if isinstance(value, DeviceBuffer) and value.backend is not self:
-                raise ArgumentError(
-                    f"argument {position} of kernel {kernel.name!r} is a buffer of another "
-                    "backend; allocate it on this device"
-                )
-        grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
-        threads = block3[0] * block3[1] * block3[2]
-        limit = kernel.resources.max_threads_per_block
-        if limit and threads > limit:
-            raise LaunchError(
-                f"kernel {kernel.name!r}: a block of {threads} threads exceeds the {limit} this "
-                f"kernel allows ({kernel.resources.summary()}); use smaller blocks"
-            )
+        values, grid3, block3, threads = self._check_launch(kernel, grid, block, args)
         # The arguments travel as one buffer laid out like the C ABI, through `extra`.
         blob = pack_arguments(values)
         buffer = ctypes.create_string_buffer(blob, max(len(blob), 1))
@@ -439,10 +420,7 @@ class HipBackend(Backend):
                 f"kernel {kernel.name!r} (grid {grid3}, block {block3}, {shared_bytes} B "
                 f"dynamic LDS) did not launch: {_name(err)}"
             )
-        shape = (threads, int(shared_bytes))
-        if self._launch_shapes.get(id(kernel)) != shape:
-            self._launch_shapes[id(kernel)] = shape
-            kernel.resources = self.occupancy(kernel, threads, int(shared_bytes))
+        self._note_launch_shape(kernel, threads, shared_bytes)
 
     def create_event(self) -> Any:
         hip = self._hip

@@ -35,7 +35,6 @@ import numpy as np
 
 from pytest_gpuperf.devices import AMD, DeviceSpec, get_device
 from pytest_gpuperf.errors import (
-    ArgumentError,
     Attempt,
     CompileError,
     ConfigError,
@@ -54,7 +53,7 @@ from pytest_gpuperf.runtime.base import (
     as_dim3,
 )
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
-from pytest_gpuperf.runtime.signature import KernelParam, check_arguments, parse_signatures
+from pytest_gpuperf.runtime.signature import KernelParam, parse_signatures
 
 MODEL_VERSION = "1"
 SEED_ENV = "GPUPERF_SIM_SEED"
@@ -539,16 +538,7 @@ class SimBackend(Backend):
         shared_bytes: int = 0,
         stream: Any = None,
     ) -> None:
-        self._check_open()
-        if kernel.backend is not self:
-            raise LaunchError(f"kernel {kernel.name!r} was loaded by another backend")
-        check_arguments(kernel.name, kernel.params, args)
-        for position, value in enumerate(args):
-            if isinstance(value, DeviceBuffer) and value.backend is not self:
-                raise ArgumentError(
-                    f"argument {position} of kernel {kernel.name!r} is a buffer of another "
-                    "backend; allocate it on this device"
-                )
+        self._check_launch(kernel, grid, block, args)
         self._check_config(kernel.name, grid, block, shared_bytes)
         queue = self._stream(stream)
         if kernel.name == "gpuperf_spin" and len(args) == 1:
