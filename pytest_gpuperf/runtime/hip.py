@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
@@ -106,6 +106,7 @@ class HipBackend(Backend):
     """One GPU through the HIP runtime (ROCm, or any library that speaks HIP's C API)."""
 
     name = "hip"
+    supports_graphs = True
 
     def __init__(self, hip: ModuleType, device_index: int) -> None:
         super().__init__(device_index)
@@ -115,6 +116,8 @@ class HipBackend(Backend):
         self._modules: list[Any] = []
         self._events: list[Any] = []
         self._streams: list[Any] = []
+        self._graphs: list[Any] = []
+        self._capture_stream: Any = None
         self._closed = False
 
     # -- errors -------------------------------------------------------------------------
@@ -453,14 +456,58 @@ class HipBackend(Backend):
         self._streams.append(stream)
         return stream
 
+    # -- graphs -------------------------------------------------------------------------
+    def capture_graph(self, fn: Callable[[Any], None], stream: Any = None) -> Any:
+        """Stream capture: `fn(stream)` launches on `stream`; the launches become a graph.
+
+        The null stream cannot be captured, so without `stream` a private one is used; while
+        capturing, nothing may run on other streams (the runtime then fails the capture)."""
+        hip = self._hip
+        self._check_open()
+        if stream is None:
+            if self._capture_stream is None:
+                self._capture_stream = self.create_stream()
+            stream = self._capture_stream
+        mode = hip.hipStreamCaptureMode.hipStreamCaptureModeGlobal
+        self._ok(hip.hipStreamBeginCapture(stream, mode), "hipStreamBeginCapture")
+        try:
+            fn(stream)
+        finally:
+            err, graph = hip.hipStreamEndCapture(stream)
+        self._ok((err,), "hipStreamEndCapture (something ran outside the capturing stream?)")
+        try:
+            executable, _ = self._ok(hip.hipGraphInstantiate(graph, None, 0), "hipGraphInstantiate")
+        finally:
+            hip.hipGraphDestroy(graph)  # the executable graph does not need it
+        self._graphs.append(executable)
+        return executable
+
+    def launch_graph(self, graph: Any, stream: Any = None) -> None:
+        hip = self._hip
+        self._check_open()
+        if not any(graph is known for known in self._graphs):
+            raise LaunchError(f"launch_graph needs a graph from capture_graph, got {graph!r}")
+        self._ok(hip.hipGraphLaunch(graph, stream), "hipGraphLaunch")
+
+    def free_graph(self, graph: Any) -> None:
+        hip = self._hip
+        for index, known in enumerate(self._graphs):
+            if graph is known:
+                del self._graphs[index]
+                if not self._closed:
+                    self._ok(hip.hipGraphExecDestroy(graph), "hipGraphExecDestroy")
+                return
+
     # -- teardown -----------------------------------------------------------------------
     def close(self) -> None:
-        """Destroy the events, streams and modules this backend created."""
+        """Destroy the graphs, events, streams and modules this backend created."""
         if self._closed:
             return
         self._closed = True
         hip = self._hip
         hip.hipDeviceSynchronize()
+        for graph in self._graphs:
+            hip.hipGraphExecDestroy(graph)
         for event in self._events:
             hip.hipEventDestroy(event)
         for stream in self._streams:

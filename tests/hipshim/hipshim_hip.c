@@ -407,3 +407,39 @@ EXPORT hipError_t hipModuleLaunchKernel(CUfunction function, unsigned int grid_x
                                  shared_bytes, stream, kernel_params,
                                  extra != NULL ? cuda_extra : NULL));
 }
+
+/* -- graphs: stream capture and replay (hipStreamCaptureMode's numbers are CUDA's) --------- */
+
+EXPORT hipError_t hipStreamBeginCapture(CUstream stream, int mode) {
+    WITH_CONTEXT();
+    return to_hip(cuStreamBeginCapture(stream, (CUstreamCaptureMode)mode));
+}
+
+EXPORT hipError_t hipStreamEndCapture(CUstream stream, CUgraph* graph) {
+    WITH_CONTEXT();
+    return to_hip(cuStreamEndCapture(stream, graph));
+}
+
+/* HIP keeps the old five-argument form; CUDA 12 dropped the error node and the log. */
+EXPORT hipError_t hipGraphInstantiate(CUgraphExec* executable, CUgraph graph, void** error_node,
+                                      char* log, size_t log_size) {
+    WITH_CONTEXT();
+    if (error_node != NULL) *error_node = NULL;
+    if (log != NULL && log_size > 0) log[0] = '\0';
+    return to_hip(cuGraphInstantiateWithFlags(executable, graph, 0));
+}
+
+EXPORT hipError_t hipGraphLaunch(CUgraphExec executable, CUstream stream) {
+    WITH_CONTEXT();
+    return to_hip(cuGraphLaunch(executable, stream));
+}
+
+EXPORT hipError_t hipGraphExecDestroy(CUgraphExec executable) {
+    WITH_CONTEXT();
+    return to_hip(cuGraphExecDestroy(executable));
+}
+
+EXPORT hipError_t hipGraphDestroy(CUgraph graph) {
+    WITH_CONTEXT();
+    return to_hip(cuGraphDestroy(graph));
+}

@@ -256,6 +256,25 @@ def test_hot_mode_replays_a_graph_of_the_pairs_launches_where_the_backend_has_gr
     np.testing.assert_array_equal(args[2].download(np.float32), expected)
 
 
+def test_a_replay_faster_than_stream_launches_is_captured_again_with_more_launches(monkeypatch):
+    # A fake replay that runs a quarter of its launches reads 4x faster per launch, as a
+    # real replay of short kernels does by dropping the gap between stream launches.
+    backend, log = _sim_with_graphs(monkeypatch)
+    full_replay = backend.launch_graph
+
+    def quick_replay(graph, stream=None):
+        quarter = _CaptureStream()
+        quarter.launches = graph.launches[: max(1, len(graph.launches) // 4)]
+        full_replay(quarter, stream)
+
+    monkeypatch.setattr(backend, "launch_graph", quick_replay)
+    result = _measure(backend, 1 << 12, cache="hot")[0]
+    first, second = log["captured"]
+    assert len(second.launches) > len(first.launches)
+    assert result.extra["launches_per_sample"] == len(second.launches)
+    assert log["freed"] == [first, second]
+
+
 def test_cold_and_rotate_modes_and_graphs_false_launch_on_the_stream(monkeypatch):
     backend, log = _sim_with_graphs(monkeypatch)
     for settings in ({"cache": "cold"}, {"cache": "rotate"}, {"cache": "hot", "graphs": False}):
