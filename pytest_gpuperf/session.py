@@ -399,7 +399,7 @@ class BenchSession:
     def _run_spread(self, measurement: Measurement, previous: Any) -> tuple[float, str]:
         """The run-to-run spread to record: the backend's default, widened by what repeated
         saves at the same clean commit observed (same code, so the difference is noise)."""
-        default = default_run_spread(measurement.backend, measurement.time_s)
+        default = default_run_spread(measurement.backend, measurement.time_s, measurement.cache)
         if measurement.simulated and self._device is not None:
             configured = getattr(
                 getattr(self._device.backend, "settings", None), "run_spread", None
@@ -432,11 +432,13 @@ class BenchSession:
         )
 
 
-def default_run_spread(backend: str, time_s: float) -> float:
+def default_run_spread(backend: str, time_s: float, cache: str = "cold") -> float:
     """The run-to-run spread (a +-range at ~95%) a first save records: the backend's figure,
-    combined with LAUNCH_JITTER_S for real GPUs, which dominates for kernels of a few us."""
+    combined with LAUNCH_JITTER_S for real GPUs where every timed launch starts on a device
+    that has just finished a flush (cold) or other buffers (rotate); it dominates for kernels
+    of a few us. Hot launches follow each other with no ramp-up of their own."""
     relative = DEFAULT_RUN_SPREAD.get(backend, 0.07)
-    if backend == "sim" or time_s <= 0:
+    if backend == "sim" or cache == "hot" or time_s <= 0:
         return relative
     return round(math.hypot(relative, 1.96 * LAUNCH_JITTER_S / time_s), 4)
 

@@ -20,3 +20,10 @@ def test_kernels_of_a_few_microseconds_get_the_launch_jitter():
 
 def test_the_simulated_device_keeps_its_model():
     assert default_run_spread("sim", 1e-6) == DEFAULT_RUN_SPREAD["sim"]
+
+
+def test_hot_launches_keep_the_backends_figure():
+    # Back to back (replayed on CUDA), no launch ramps up on an idle device: on the H100 a
+    # 3.5 us hot vector add moved by under 2% between runs.
+    assert default_run_spread("cuda", 3.5e-6, "hot") == DEFAULT_RUN_SPREAD["cuda"]
+    assert default_run_spread("cuda", 3.5e-6, "rotate") > 0.1
