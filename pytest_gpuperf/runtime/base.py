@@ -180,6 +180,7 @@ class Backend(abc.ABC):
     def __init__(self, device_index: int = 0) -> None:
         self.device_index = device_index
         self._launch_shapes: dict[int, tuple[int, int]] = {}
+        self._capture_stream: Any = None
 
     # -- device -----------------------------------------------------------------------
     @property
@@ -209,6 +210,44 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def fill(self, buffer: DeviceBuffer, byte: int) -> None:
         """Set every byte of `buffer` to `byte` (asynchronous, default stream)."""
+
+    # -- argument checks shared by the vendor backends -----------------------------------
+    def _live(self, buffer: DeviceBuffer, what: str) -> None:
+        self._check_open()
+        if buffer.freed:
+            raise ArgumentError(f"{what}: the device buffer was already freed")
+        if buffer.backend is not self:
+            raise ArgumentError(f"{what}: the buffer belongs to another backend")
+
+    def _upload_source(self, buffer: DeviceBuffer, array: np.ndarray) -> np.ndarray:
+        """`array` as the contiguous host memory an upload into `buffer` copies from."""
+        self._live(buffer, "upload")
+        host = np.ascontiguousarray(array)
+        if host.nbytes > buffer.nbytes:
+            raise ArgumentError(
+                f"upload: the array has {host.nbytes} bytes, the buffer only {buffer.nbytes}"
+            )
+        return host
+
+    def _check_download(self, out: np.ndarray, buffer: DeviceBuffer) -> None:
+        self._live(buffer, "download")
+        if not (out.flags.c_contiguous and out.flags.writeable):
+            raise ArgumentError("download needs a contiguous, writeable host array")
+        if out.nbytes > buffer.nbytes:
+            raise ArgumentError(
+                f"download: the array wants {out.nbytes} bytes, the buffer has {buffer.nbytes}"
+            )
+
+    def _copy_count(self, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int | None) -> int:
+        """The bytes a device-to-device copy moves, checked against both buffers."""
+        self._live(dst, "copy (destination)")
+        self._live(src, "copy (source)")
+        count = src.nbytes if nbytes is None else int(nbytes)
+        if count > dst.nbytes or count > src.nbytes:
+            raise ArgumentError(
+                f"copy of {count} bytes: source has {src.nbytes}, destination {dst.nbytes}"
+            )
+        return count
 
     def to_device(self, array: np.ndarray) -> DeviceBuffer:
         """A new device buffer holding a copy of `array`."""
@@ -329,6 +368,14 @@ class Backend(abc.ABC):
         launches. `fn` must launch on the stream it is given (and nothing on others).
         """
         raise NotImplementedError(f"the {self.name or type(self).__name__} backend has no graphs")
+
+    def _stream_to_capture(self, stream: Any) -> Any:
+        """`stream`, or without one a private stream: the default stream cannot be captured."""
+        if stream is None:
+            if self._capture_stream is None:
+                self._capture_stream = self.create_stream()
+            stream = self._capture_stream
+        return stream
 
     def launch_graph(self, graph: Any, stream: Any = None) -> None:
         """Replay a graph from `capture_graph` (asynchronously)."""

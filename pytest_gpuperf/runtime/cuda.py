@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from pytest_gpuperf.errors import (
-    ArgumentError,
     Attempt,
     CompileError,
     DeviceUnavailable,
@@ -165,7 +164,6 @@ class CudaBackend(Backend):
         self._events: list[Any] = []
         self._streams: list[Any] = []
         self._graphs: list[_Graph] = []
-        self._capture_stream: Any = None
         self._closed = False
 
     # -- device -------------------------------------------------------------------------
@@ -234,42 +232,18 @@ class CudaBackend(Backend):
         _ok(self._d.cuMemFree(buffer.ptr), "cuMemFree")
         buffer.freed = True
 
-    def _live(self, buffer: DeviceBuffer, what: str) -> None:
-        self._check_open()
-        if buffer.freed:
-            raise ArgumentError(f"{what}: the device buffer was already freed")
-        if buffer.backend is not self:
-            raise ArgumentError(f"{what}: the buffer belongs to another backend")
-
     def upload(self, buffer: DeviceBuffer, array: np.ndarray) -> None:
-        self._live(buffer, "upload")
-        host = np.ascontiguousarray(array)
-        if host.nbytes > buffer.nbytes:
-            raise ArgumentError(
-                f"upload: the array has {host.nbytes} bytes, the buffer only {buffer.nbytes}"
-            )
+        host = self._upload_source(buffer, array)
         if host.nbytes:
             _ok(self._d.cuMemcpyHtoD(buffer.ptr, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
 
     def download(self, out: np.ndarray, buffer: DeviceBuffer) -> None:
-        self._live(buffer, "download")
-        if not (out.flags.c_contiguous and out.flags.writeable):
-            raise ArgumentError("download needs a contiguous, writeable host array")
-        if out.nbytes > buffer.nbytes:
-            raise ArgumentError(
-                f"download: the array wants {out.nbytes} bytes, the buffer has {buffer.nbytes}"
-            )
+        self._check_download(out, buffer)
         if out.nbytes:
             _ok(self._d.cuMemcpyDtoH(out.ctypes.data, buffer.ptr, out.nbytes), "cuMemcpyDtoH")
 
     def copy(self, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int | None = None) -> None:
-        self._live(dst, "copy (destination)")
-        self._live(src, "copy (source)")
-        count = src.nbytes if nbytes is None else int(nbytes)
-        if count > dst.nbytes or count > src.nbytes:
-            raise ArgumentError(
-                f"copy of {count} bytes: source has {src.nbytes}, destination {dst.nbytes}"
-            )
+        count = self._copy_count(dst, src, nbytes)
         if count:
             _ok(self._d.cuMemcpyDtoDAsync(dst.ptr, src.ptr, count, 0), "cuMemcpyDtoDAsync")
 
@@ -450,10 +424,7 @@ class CudaBackend(Backend):
         default stream): the driver then fails the capture, and so does this call.
         """
         self._check_open()
-        if stream is None:
-            if self._capture_stream is None:
-                self._capture_stream = self.create_stream()
-            stream = self._capture_stream
+        stream = self._stream_to_capture(stream)
         mode = self._d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
         _ok(self._d.cuStreamBeginCapture(stream, mode), "cuStreamBeginCapture")
         try:

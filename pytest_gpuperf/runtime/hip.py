@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from pytest_gpuperf.errors import (
-    ArgumentError,
     Attempt,
     CompileError,
     DeviceUnavailable,
@@ -117,7 +116,6 @@ class HipBackend(Backend):
         self._events: list[Any] = []
         self._streams: list[Any] = []
         self._graphs: list[Any] = []
-        self._capture_stream: Any = None
         self._closed = False
 
     # -- errors -------------------------------------------------------------------------
@@ -244,21 +242,9 @@ class HipBackend(Backend):
         self._ok(hip.hipFree(buffer.ptr), "hipFree")
         buffer.freed = True
 
-    def _live(self, buffer: DeviceBuffer, what: str) -> None:
-        self._check_open()
-        if buffer.freed:
-            raise ArgumentError(f"{what}: the device buffer was already freed")
-        if buffer.backend is not self:
-            raise ArgumentError(f"{what}: the buffer belongs to another backend")
-
     def upload(self, buffer: DeviceBuffer, array: np.ndarray) -> None:
         hip = self._hip
-        self._live(buffer, "upload")
-        host = np.ascontiguousarray(array)
-        if host.nbytes > buffer.nbytes:
-            raise ArgumentError(
-                f"upload: the array has {host.nbytes} bytes, the buffer only {buffer.nbytes}"
-            )
+        host = self._upload_source(buffer, array)
         if host.nbytes:
             kind = hip.hipMemcpyKind.hipMemcpyHostToDevice
             self._ok(
@@ -268,13 +254,7 @@ class HipBackend(Backend):
 
     def download(self, out: np.ndarray, buffer: DeviceBuffer) -> None:
         hip = self._hip
-        self._live(buffer, "download")
-        if not (out.flags.c_contiguous and out.flags.writeable):
-            raise ArgumentError("download needs a contiguous, writeable host array")
-        if out.nbytes > buffer.nbytes:
-            raise ArgumentError(
-                f"download: the array wants {out.nbytes} bytes, the buffer has {buffer.nbytes}"
-            )
+        self._check_download(out, buffer)
         if out.nbytes:
             kind = hip.hipMemcpyKind.hipMemcpyDeviceToHost
             self._ok(
@@ -284,13 +264,7 @@ class HipBackend(Backend):
 
     def copy(self, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int | None = None) -> None:
         hip = self._hip
-        self._live(dst, "copy (destination)")
-        self._live(src, "copy (source)")
-        count = src.nbytes if nbytes is None else int(nbytes)
-        if count > dst.nbytes or count > src.nbytes:
-            raise ArgumentError(
-                f"copy of {count} bytes: source has {src.nbytes}, destination {dst.nbytes}"
-            )
+        count = self._copy_count(dst, src, nbytes)
         if count:
             kind = hip.hipMemcpyKind.hipMemcpyDeviceToDevice
             self._ok(
@@ -464,10 +438,7 @@ class HipBackend(Backend):
         capturing, nothing may run on other streams (the runtime then fails the capture)."""
         hip = self._hip
         self._check_open()
-        if stream is None:
-            if self._capture_stream is None:
-                self._capture_stream = self.create_stream()
-            stream = self._capture_stream
+        stream = self._stream_to_capture(stream)
         mode = hip.hipStreamCaptureMode.hipStreamCaptureModeGlobal
         self._ok(hip.hipStreamBeginCapture(stream, mode), "hipStreamBeginCapture")
         try:
