@@ -1,12 +1,76 @@
-"""pytest-gpuperf: GPU kernel performance as pass/fail pytest tests."""
+"""pytest-gpuperf: GPU kernel performance as pass/fail pytest tests.
+
+The library front door, loaded on first use so that the pytest plugin stays cheap to import:
+
+    import pytest_gpuperf as gp
+    with gp.open_device() as device:
+        m = device.measure(kernel, grid=..., block=..., args=..., bytes=...)
+
+`open_device`, `Device` (api.py), `Measurement`, `PairedComparison` (results.py),
+`MeasureSettings`, `measure_kernel`, `measure_callable`, `measure_pair` (measure.py) and
+`DeviceSpec` (devices.py) are importable from here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.errors import (
     CompileError,
+    ConfigError,
     DeviceUnavailable,
     GpuPerfError,
     LaunchError,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-__all__ = ["CompileError", "DeviceUnavailable", "GpuPerfError", "LaunchError", "__version__"]
+_LAZY = {
+    "open_device": "pytest_gpuperf.api",
+    "Device": "pytest_gpuperf.api",
+    "Measurement": "pytest_gpuperf.results",
+    "PairedComparison": "pytest_gpuperf.results",
+    "MeasureSettings": "pytest_gpuperf.measure",
+    "measure_kernel": "pytest_gpuperf.measure",
+    "measure_callable": "pytest_gpuperf.measure",
+    "measure_pair": "pytest_gpuperf.measure",
+    "DeviceSpec": "pytest_gpuperf.devices",
+}
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.api import Device, open_device
+    from pytest_gpuperf.devices import DeviceSpec
+    from pytest_gpuperf.measure import (
+        MeasureSettings,
+        measure_callable,
+        measure_kernel,
+        measure_pair,
+    )
+    from pytest_gpuperf.results import Measurement, PairedComparison
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_gpuperf' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "CompileError",
+    "ConfigError",
+    "Device",
+    "DeviceSpec",
+    "DeviceUnavailable",
+    "GpuPerfError",
+    "LaunchError",
+    "MeasureSettings",
+    "Measurement",
+    "PairedComparison",
+    "__version__",
+    "measure_callable",
+    "measure_kernel",
+    "measure_pair",
+    "open_device",
+]

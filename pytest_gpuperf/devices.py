@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, replace
 
 from pytest_gpuperf.errors import ConfigError
-from pytest_gpuperf.runtime.base import DeviceInfo
+from pytest_gpuperf.runtime.info import DeviceInfo
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 AMD, NVIDIA = "amd", "nvidia"

@@ -21,12 +21,15 @@ import numpy as np
 
 from pytest_gpuperf.devices import DeviceSpec
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
-from pytest_gpuperf.measure import MeasureSettings, measure_callable, measure_kernel
-from pytest_gpuperf.results import ClockReport, Measurement
+from pytest_gpuperf.gate.ab import decided as ab_decided
+from pytest_gpuperf.gate.judge import AbResult, Taken
+from pytest_gpuperf.measure import MeasureSettings, measure_callable, measure_kernel, measure_pair
+from pytest_gpuperf.open_device import OpenDevice
+from pytest_gpuperf.results import NO_BASE_CALLABLE, ClockReport, Measurement, PairedComparison
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel, KernelResources
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
-from pytest_gpuperf.session import BenchSession, OpenDevice
-from pytest_gpuperf.settings import TestSettings, parse_cache
+from pytest_gpuperf.session import BenchSession
+from pytest_gpuperf.settings import TestSettings, parse_cache, parse_floor
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
 POISON_BYTE = 0xFF  # every float type reads NaN, every integer -1: unwritten outputs show
@@ -48,6 +51,7 @@ class BenchResult:
     measurement: Measurement | None = None
     resources: KernelResources | None = None
     note: str = ""
+    comparison: PairedComparison | None = None  # head vs base under --gpuperf-compare
 
     @property
     def measured(self) -> bool:
@@ -114,6 +118,7 @@ class GpuBench:
     result = gpu_bench(kernel, grid=n // 256, block=256, args=(da, db, dc, n),
                        reads=(a, b), writes=(c,))
     ```
+    One object per test: it refuses to measure once its test has ended.
     """
 
     def __init__(
@@ -129,7 +134,9 @@ class GpuBench:
         self.test = test
         self._test_dir = test_path.parent if test_path else None
         self._results: list[BenchResult] = []
+        self._taken: list[Taken] = []
         self._owned: list[DeviceBuffer] = []
+        self._closed = False
         spec = device.match.spec
         if test.peak_bps is not None:
             spec = replace(spec, peak_bps=test.peak_bps, source=f"{spec.source}; peak_gbps marker")
@@ -162,6 +169,11 @@ class GpuBench:
     def results(self) -> tuple[BenchResult, ...]:
         return tuple(self._results)
 
+    @property
+    def taken(self) -> tuple[Taken, ...]:
+        """The measurements for the gate, with their floors and A/B results."""
+        return tuple(self._taken)
+
     # -- code and data -------------------------------------------------------------------
     def kernel(
         self,
@@ -173,12 +185,14 @@ class GpuBench:
         """Kernel `name` from a .hip file, found next to the test file, then under the
         rootdir, then among the kernels shipped with the plugin; compiled once per session
         for each (file, options, defines)."""
+        self._check_open("kernel")
         source = resolve_kernel_path(path, test_dir=self._test_dir, rootdir=self._session.rootdir)
         module = self._session.module(source, tuple(options), dict(defines or {}))
         return module.kernel(name)
 
     def to_device(self, array: Any) -> DeviceBuffer:
         """A device copy of a host array, freed when the test ends."""
+        self._check_open("to_device")
         buffer = self.backend.to_device(np.ascontiguousarray(array))
         self._owned.append(buffer)
         return buffer
@@ -186,11 +200,18 @@ class GpuBench:
     def empty(self, shape: int | Sequence[int], dtype: Any = np.float32) -> DeviceBuffer:
         """An output buffer of `shape` x `dtype`, filled with 0xFF bytes (NaN for floats), so
         an element the kernel forgets to write fails the output check."""
-        count = math.prod((shape,) if isinstance(shape, (int, np.integer)) else tuple(shape))
+        self._check_open("empty")
+        count = math.prod(_dims(shape, "empty"))
         buffer = self.backend.alloc(max(int(count) * np.dtype(dtype).itemsize, 1))
         self._owned.append(buffer)
         self.backend.fill(buffer, POISON_BYTE)
         return buffer
+
+    def fill(self, buffer: DeviceBuffer, byte: int = 0) -> None:
+        """Set every byte of `buffer` to `byte`, on the device, asynchronously: what a `setup`
+        that resets an accumulator before every timed launch calls."""
+        self._check_open("fill")
+        self.backend.fill(buffer, byte)
 
     def from_device(
         self,
@@ -199,18 +220,34 @@ class GpuBench:
         shape: int | Sequence[int] | None = None,
     ) -> np.ndarray:
         """The buffer's contents as a host array of `dtype`, `shape` (default: all of it)."""
+        self._check_open("from_device")
         self.backend.synchronize()
         flat = buffer.download(dtype)
         if shape is None:
             return flat
-        dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-        count = math.prod(int(d) for d in dims)
+        dims = _dims(shape, "from_device")
+        count = math.prod(dims)
         if count > flat.size:
             raise ConfigError(
                 f"from_device: shape {tuple(dims)} needs {count} x {np.dtype(dtype)} but the "
                 f"buffer holds {buffer.nbytes} bytes ({flat.size} elements)"
             )
         return flat[:count].reshape(dims).copy()
+
+    def launch(
+        self,
+        kernel: Kernel,
+        *,
+        grid: int | Sequence[int],
+        block: int | Sequence[int],
+        args: Sequence[Any],
+        shared_bytes: int = 0,
+    ) -> None:
+        """Launch `kernel` once, untimed, and wait for it (set-up work, a reference pass)."""
+        self._check_open("launch")
+        self._check_kernel(kernel)
+        self.backend.launch(kernel, grid, block, tuple(args), shared_bytes=shared_bytes)
+        self.backend.synchronize()
 
     # -- measuring -----------------------------------------------------------------------
     def __call__(
@@ -226,45 +263,84 @@ class GpuBench:
         cache: str | None = None,
         name: str | None = None,
         shared_bytes: int = 0,
+        floor: float | None = None,
+        setup: Callable[[], Any] | None = None,
     ) -> BenchResult:
         """Measure `kernel` (under --gpuperf) or launch it once (otherwise).
 
         Declare the bytes the kernel must move: `bytes=` a count, or `reads=` / `writes=`
         arrays, device buffers or byte counts (each read once, each written once).
         `cache`: "cold" | "hot" | "rotate" (default: the gpuperf marker's, else
-        --gpuperf-cache). `name` tells several measurements in one test apart.
+        --gpuperf-cache). `name` tells several measurements in one test apart. `floor` is this
+        measurement's min_bw (it wins over the test's markers). `setup()` runs before every
+        timed launch, untimed: it must only queue device work (e.g. `gpu_bench.fill(acc, 0)`
+        for a kernel that accumulates into its output).
         """
-        if not isinstance(kernel, Kernel):
-            raise ConfigError(
-                f"{self.test.test_id}: gpu_bench(...) needs a kernel from "
-                f"gpu_bench.kernel(path, name), got {type(kernel).__name__}"
-            )
+        self._check_open("measure")
+        self._check_kernel(kernel)
         label = self._claim(name if name is not None else kernel.name)
         bytes_moved = declared_bytes(label, bytes, reads, writes)
         mode = self._cache(cache, label)
+        floor_rule = self._floor(floor, label, mode)
+        call_args = tuple(args)
+        _check_setup(setup, label)
         if not self.measuring:
-            self.backend.launch(kernel, grid, block, tuple(args), shared_bytes=shared_bytes)
+            if setup is not None:
+                setup()
+            self.backend.launch(kernel, grid, block, call_args, shared_bytes=shared_bytes)
             self.backend.synchronize()
             return self._record(
                 BenchResult(
                     label, kernel.name, bytes_moved, mode, None, kernel.resources, SMOKE_NOTE
                 )
             )
+        common = {
+            "grid": grid,
+            "block": block,
+            "args": call_args,
+            "bytes_moved": bytes_moved,
+            "device": self._spec,
+            "name": label,
+            "shared_bytes": shared_bytes,
+            "setup": setup,
+        }
+        ab: AbResult | None = None
+        paired = None
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
-            measurement = measure_kernel(
-                self.backend,
-                kernel,
-                grid=grid,
-                block=block,
-                args=tuple(args),
-                bytes_moved=bytes_moved,
-                device=self._spec,
-                settings=self._measure_settings(mode),
-                name=label,
-                shared_bytes=shared_bytes,
-            )
+            base, why, detail = self._base_of(kernel)
+            settings = self._measure_settings(mode)
+            if base is None:
+                measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
+                if why:
+                    ab = AbResult(no_base_why=why, detail=detail)
+            else:
+                head_print = self.backend.kernel_fingerprint(kernel)
+                if head_print == self.backend.kernel_fingerprint(base) and not self._forced:
+                    measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
+                    ab = AbResult(unchanged_fingerprint=head_print)
+                else:
+                    paired = measure_pair(
+                        self.backend,
+                        kernel,
+                        base,
+                        settings=replace(settings, budget_s=2 * settings.budget_s),
+                        stop_when=ab_decided(self._session.settings.compare_threshold),
+                        seed=len(self._taken),
+                        **common,
+                    )
+                    measurement = paired.head
+                    ab = AbResult(paired=paired)
+        self._taken.append(Taken(measurement, *floor_rule, ab=ab))
         return self._record(
-            BenchResult(label, kernel.name, bytes_moved, mode, measurement, kernel.resources)
+            BenchResult(
+                label,
+                kernel.name,
+                bytes_moved,
+                mode,
+                measurement,
+                kernel.resources,
+                comparison=paired,
+            )
         )
 
     def run(
@@ -276,17 +352,26 @@ class GpuBench:
         writes: Any = None,
         cache: str | None = None,
         name: str | None = None,
+        floor: float | None = None,
+        setup: Callable[[], Any] | None = None,
     ) -> BenchResult:
         """Measure work that `fn()` launches on the default stream (PyTorch, Triton, CuPy).
 
-        The engine cannot see the callable's buffers, so cache="rotate" is refused.
+        The engine cannot see the callable's buffers, so cache="rotate" is refused. Under
+        --gpuperf-compare a callable has no source to build at the base revision: it is
+        measured and gated on its floor and baseline only.
         """
+        self._check_open("run")
         if not callable(fn):
             raise ConfigError(f"{self.test.test_id}: gpu_bench.run needs a callable, got {fn!r}")
         label = self._claim(name if name is not None else getattr(fn, "__name__", "callable"))
         bytes_moved = declared_bytes(label, bytes, reads, writes)
         mode = self._cache(cache, label)
+        floor_rule = self._floor(floor, label, mode)
+        _check_setup(setup, label)
         if not self.measuring:
+            if setup is not None:
+                setup()
             fn()
             self.backend.synchronize()
             return self._record(BenchResult(label, label, bytes_moved, mode, note=SMOKE_NOTE))
@@ -298,12 +383,21 @@ class GpuBench:
                 device=self._spec,
                 settings=self._measure_settings(mode),
                 name=label,
+                setup=setup,
             )
+        ab = None
+        if self._session.settings.compare_ref:
+            ab = AbResult(
+                no_base_why=NO_BASE_CALLABLE, detail="gpu_bench.run times a Python callable"
+            )
+        self._taken.append(Taken(measurement, *floor_rule, ab=ab))
         return self._record(BenchResult(label, label, bytes_moved, mode, measurement))
 
     def close(self) -> None:
         """Free the buffers this test allocated through the fixture (best effort: a device
-        that already failed must not hide the test's own error behind a cleanup error)."""
+        that already failed must not hide the test's own error behind a cleanup error).
+        Afterwards the object refuses to measure: a test that kept it would go ungated."""
+        self._closed = True
         with contextlib.suppress(GpuPerfError):
             self.backend.synchronize()
         for buffer in self._owned:
@@ -313,6 +407,30 @@ class GpuBench:
         self._owned.clear()
 
     # -- helpers -------------------------------------------------------------------------
+    @property
+    def _forced(self) -> bool:
+        return self._session.settings.compare_force
+
+    def _base_of(self, kernel: Kernel) -> tuple[Kernel | None, str, str]:
+        if not self._session.settings.compare_ref:
+            return None, "", ""
+        return self._session.base_kernel(kernel)
+
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise ConfigError(
+                f"{self.test.test_id}: gpu_bench.{what}(...) on the fixture of a test that has "
+                "ended: measurements are gated only inside their own test; request gpu_bench "
+                "in the test that measures (do not keep it in a global or a wider-scoped fixture)"
+            )
+
+    def _check_kernel(self, kernel: Any) -> None:
+        if not isinstance(kernel, Kernel):
+            raise ConfigError(
+                f"{self.test.test_id}: gpu_bench(...) needs a kernel from "
+                f"gpu_bench.kernel(path, name), got {type(kernel).__name__}"
+            )
+
     def _claim(self, name: Any) -> str:
         if not isinstance(name, str) or not name.strip():
             raise ConfigError(
@@ -331,12 +449,33 @@ class GpuBench:
             return self.test.cache
         return parse_cache(cache, f"{self.test.test_id} [{label}]: gpu_bench(cache=...)")
 
+    def _floor(self, floor: Any, label: str, mode: str) -> tuple[float | None, str]:
+        if floor is not None:
+            where = f"{self.test.test_id} [{label}]: gpu_bench(floor={floor!r})"
+            return parse_floor(floor, where), "floor="
+        rule = self.test.floor_for(label, self._spec.key, mode)
+        return (rule.value, rule.origin) if rule is not None else (None, "")
+
     def _measure_settings(self, cache: str) -> MeasureSettings:
         return MeasureSettings(cache=cache, budget_s=self.test.budget_s)
 
     def _record(self, result: BenchResult) -> BenchResult:
         self._results.append(result)
         return result
+
+
+def _check_setup(setup: Any, label: str) -> None:
+    if setup is not None and not callable(setup):
+        raise ConfigError(f"{label}: setup= must be a callable (it runs before each launch)")
+
+
+def _dims(shape: Any, where: str) -> tuple[int, ...]:
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims):
+        raise ConfigError(f"{where}: shape must be whole numbers, got {shape!r}")
+    if any(int(d) < 0 for d in dims):
+        raise ConfigError(f"{where}: shape must not be negative, got {shape!r}")
+    return tuple(int(d) for d in dims)
 
 
 def declared_bytes(label: str, total: Any, reads: Any, writes: Any) -> int:
@@ -366,12 +505,23 @@ def _as_items(value: Any) -> list[Any]:
 
 
 def _byte_count(item: Any, label: str, where: str) -> int:
-    if isinstance(item, bool):
+    """A byte count: an integer (NumPy's too, or a 0-d integral array such as sizes.sum()),
+    or an object with `nbytes` (arrays, device buffers). A float, even a whole one, is
+    refused: `np.float64(n)` has nbytes 8, and taking that would be silently wrong."""
+    if isinstance(item, (bool, np.bool_)):
         raise ConfigError(f"{label}: {where} got {item!r}, not a byte count")
+    if isinstance(item, np.ndarray) and item.ndim == 0:
+        item = item[()]  # a NumPy scalar from a reduction
     if isinstance(item, (int, np.integer)):
         if item <= 0:
             raise ConfigError(f"{label}: {where} byte counts must be positive, got {item}")
         return int(item)
+    if isinstance(item, (float, np.floating)):
+        whole = float(item).is_integer()
+        hint = f" (use int({item!r}) if it is a count)" if whole else ""
+        raise ConfigError(
+            f"{label}: {where} got the float {item!r}; a byte count is a whole number{hint}"
+        )
     nbytes = getattr(item, "nbytes", None)  # NumPy arrays, DeviceBuffers, torch/CuPy arrays
     if isinstance(nbytes, (int, np.integer)):
         return int(nbytes)

@@ -19,7 +19,7 @@ from pathlib import Path
 import filelock
 
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.runtime.base import DeviceInfo
+from pytest_gpuperf.runtime.info import DeviceInfo
 
 DEFAULT_TIMEOUT_S = 1800.0  # a long perf suite on another worker may hold the GPU for minutes
 

@@ -4,7 +4,8 @@ A plain library function in the spirit of `triton.testing.do_bench`: give it a b
 kernel with its launch configuration and arguments, the bytes it must move and the device
 spec; it returns a `Measurement` (median kernel time, its confidence interval, how sampling
 stopped, clocks, and optionally an in-run calibration against a reference copy kernel).
-docs/measurement.md explains every choice; DESIGN.md "Measurement" is the definition.
+`measure_pair` times two builds of one kernel (head and base) interleaved on the same buffers
+for an A/B comparison. docs/measurement.md explains every choice.
 
 Three rules shape the code:
 - cold caches are made by READING a scratch buffer >= 2x all caches before every timed
@@ -26,7 +27,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,7 @@ import numpy as np
 from pytest_gpuperf import clocks as clock_readings
 from pytest_gpuperf import stats
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
-from pytest_gpuperf.results import CACHE_MODES, Measurement
+from pytest_gpuperf.results import CACHE_MODES, Measurement, PairedComparison
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel, as_dim3
 from pytest_gpuperf.timing import (
     FLUSH_ELEMENT_BYTES,
@@ -122,19 +123,23 @@ def rotation_copies_for(working_set_bytes: int, cache_bytes: int) -> int:
     return max(1, math.ceil(2 * cache_bytes / max(working_set_bytes, 1)))
 
 
-def launches_per_pair(kernel_time_s: float, cache: str) -> int:
-    """Launches between one event pair: 1 in cold mode (a flush precedes every launch),
-    else enough for the pair to last PAIR_TARGET_S."""
-    if cache == "cold" or kernel_time_s <= 0:
+def launches_per_pair(kernel_time_s: float, cache: str, setup: bool = False) -> int:
+    """Launches between one event pair: 1 in cold mode (a flush precedes every launch) and
+    with a per-launch setup (it runs between launches, outside the pair), else enough for the
+    pair to last PAIR_TARGET_S."""
+    if cache == "cold" or setup or kernel_time_s <= 0:
         return 1
     return int(min(MAX_LAUNCHES_PER_PAIR, max(1, math.ceil(PAIR_TARGET_S / kernel_time_s))))
 
 
-def queue_method_for(cache: str, launches: int, graph: bool = False) -> str:
+def queue_method_for(cache: str, launches: int, graph: bool = False, setup: bool = False) -> str:
     """The words Measurement.queue_method uses for how the queue was kept ahead."""
+    reset = " + setup before every timed launch" if setup else ""
     if cache == "cold":
-        return "flush-ahead: spin per batch + read-flush before every timed launch"
+        return "flush-ahead: spin per batch + read-flush before every timed launch" + reset
     per_pair = "1 launch" if launches == 1 else f"{launches} launches"
+    if setup:
+        return f"spin-ahead: spin per batch + {per_pair} per event pair{reset}"
     if graph:
         return f"graph-replay: spin per batch + a graph of {per_pair} per event pair"
     return f"spin-ahead: spin per batch + {per_pair} per event pair"
@@ -145,6 +150,7 @@ __all__ = [
     "launches_per_pair",
     "measure_callable",
     "measure_kernel",
+    "measure_pair",
     "queue_method_for",
     "release",
     "rotation_copies_for",
@@ -167,42 +173,34 @@ def measure_kernel(
     settings: MeasureSettings = MeasureSettings(),
     name: str | None = None,
     shared_bytes: int = 0,
+    setup: Callable[[], None] | None = None,
 ) -> Measurement:
     """Time `kernel` in the settings' cache mode; the caller's buffers end with its output.
 
     `device` is the devices.DeviceSpec (peak bandwidth, cache sizes). `args` holds
-    DeviceBuffer objects and numbers, in signature order.
+    DeviceBuffer objects and numbers, in signature order. `setup()`, when given, runs before
+    every launch, outside the timed interval: it must only enqueue device work (a fill, a
+    copy, a reset kernel) on the default stream, e.g. to zero an accumulator; each event pair
+    then holds one launch and hot mode replays no graph.
     """
-    grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
-    args = tuple(args)
-    label = name or kernel.name
-
-    def launch(call_args: tuple, stream: Any = None) -> None:
-        backend.launch(kernel, grid3, block3, call_args, shared_bytes=shared_bytes, stream=stream)
-
-    buffers = _distinct_buffers(args)
-    if settings.cache == "rotate" and not buffers:
-        raise ConfigError(
-            f"{label}: cache='rotate' rotates copies of the kernel's buffer arguments, and "
-            "this launch has none; use cache='cold'"
-        )
+    launch, args, buffers, label = _kernel_launch(backend, kernel, grid, block, args, shared_bytes)
+    label = name or label
+    _check_rotate(settings, buffers, label)
     session = _Session(backend, device, settings, label)
     try:
         copies = _copies_needed(settings, buffers, bytes_moved, session, label)
         placements = session.placements(args, buffers, copies)
-        work = Timed(label, launch, placements, bytes_moved, launch_on=launch)
+        work = Timed(label, launch, placements, bytes_moved, launch_on=launch, setup=setup)
         measurement = session.run(
-            work,
+            [work],
             kernel_name=kernel.name,
-            extra_fields={
-                "resources": kernel.resources,
-                "grid": grid3,
-                "block": block3,
-                "shared_bytes": shared_bytes,
-                "rotation_copies": copies if settings.cache == "rotate" else 0,
-            },
-        )
+            extra_fields=_kernel_fields(
+                backend, kernel, grid, block, shared_bytes, copies, settings
+            ),
+        )[0]
         if settings.cache == "rotate" or settings.reallocation_rounds > 1:
+            if setup is not None:
+                setup()
             launch(args)  # untimed: the real output lands in the caller's own buffers
         backend.synchronize()
         # The backend works out the occupancy of a launch shape at its first launch, which
@@ -210,6 +208,125 @@ def measure_kernel(
         return replace(measurement, resources=kernel.resources)
     finally:
         session.close()
+
+
+def measure_pair(
+    backend: Backend,
+    head: Kernel,
+    base: Kernel,
+    *,
+    grid: int | Sequence[int],
+    block: int | Sequence[int],
+    args: Sequence[Any],
+    bytes_moved: int,
+    device: Any,
+    settings: MeasureSettings = MeasureSettings(),
+    name: str | None = None,
+    shared_bytes: int = 0,
+    setup: Callable[[], None] | None = None,
+    stop_when: Callable[[tuple[float, float], float], bool] | None = None,
+    seed: int = 0,
+) -> PairedComparison:
+    """Time two builds of one kernel (head and base) interleaved, for an A/B comparison.
+
+    Same buffers, launch configuration, cache mode and flush for both; every sample slot runs
+    one head and one base sample back to back, in an order drawn at random per slot (seeded
+    by `seed`), so slow drift of the device, and the placement of the buffers, are shared by
+    the two sides of every pair. Sampling stops once the head's median is within the target
+    interval and `stop_when(ratio_ci, base_time_s)` says the comparison is decided (the gate's
+    rule), or at the budget, which covers both kernels. The caller's buffers end with head's
+    output.
+    """
+    launch_head, args, buffers, label = _kernel_launch(
+        backend, head, grid, block, args, shared_bytes
+    )
+    launch_base, _, _, _ = _kernel_launch(backend, base, grid, block, args, shared_bytes)
+    label = name or label
+    _check_rotate(settings, buffers, label)
+    session = _Session(backend, device, settings, label)
+    try:
+        copies = _copies_needed(settings, buffers, bytes_moved, session, label)
+        placements = session.placements(args, buffers, copies)
+        cursor = [0]  # shared: successive launches of either side take successive copies
+        works = [
+            Timed(
+                label, launch, placements, bytes_moved, launch_on=launch, setup=setup, cursor=cursor
+            )
+            for launch in (launch_head, launch_base)
+        ]
+        fields = _kernel_fields(backend, head, grid, block, shared_bytes, copies, settings)
+        base_fields = {**fields, "fingerprint": backend.kernel_fingerprint(base)}
+        head_m, base_m = session.run(
+            works,
+            kernel_name=head.name,
+            extra_fields=fields,
+            pair=_Pairing(np.random.default_rng(seed), stop_when),
+            per_item_fields=[{}, base_fields],
+        )
+        # Untimed: head's output lands in the caller's own buffers (the last timed launch may
+        # have been base's).
+        if setup is not None:
+            setup()
+        launch_head(args)
+        backend.synchronize()
+        pairing = session.pairing
+        assert pairing is not None
+        ratio = stats.summarize(pairing.ratios, settings.confidence)
+        return PairedComparison(
+            head=replace(head_m, resources=head.resources),
+            base=replace(base_m, resources=base.resources),
+            ratio=ratio.median,
+            ratio_ci=(ratio.ci_low, ratio.ci_high),
+            pairs=ratio.n,
+            confidence=settings.confidence,
+            stopped_by=head_m.stopped_by,
+        )
+    finally:
+        session.close()
+
+
+def _kernel_launch(
+    backend: Backend,
+    kernel: Kernel,
+    grid: int | Sequence[int],
+    block: int | Sequence[int],
+    args: Sequence[Any],
+    shared_bytes: int,
+) -> tuple[Callable[..., None], tuple, list[DeviceBuffer], str]:
+    grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
+
+    def launch(call_args: tuple, stream: Any = None) -> None:
+        backend.launch(kernel, grid3, block3, call_args, shared_bytes=shared_bytes, stream=stream)
+
+    call_args = tuple(args)
+    return launch, call_args, _distinct_buffers(call_args), kernel.name
+
+
+def _kernel_fields(
+    backend: Backend,
+    kernel: Kernel,
+    grid: int | Sequence[int],
+    block: int | Sequence[int],
+    shared_bytes: int,
+    copies: int,
+    settings: MeasureSettings,
+) -> dict[str, Any]:
+    return {
+        "resources": kernel.resources,
+        "grid": as_dim3(grid, "grid"),
+        "block": as_dim3(block, "block"),
+        "shared_bytes": shared_bytes,
+        "rotation_copies": copies if settings.cache == "rotate" else 0,
+        "fingerprint": backend.kernel_fingerprint(kernel),
+    }
+
+
+def _check_rotate(settings: MeasureSettings, buffers: list[DeviceBuffer], label: str) -> None:
+    if settings.cache == "rotate" and not buffers:
+        raise ConfigError(
+            f"{label}: cache='rotate' rotates copies of the kernel's buffer arguments, and "
+            "this launch has none; use cache='cold'"
+        )
 
 
 def measure_callable(
@@ -220,11 +337,13 @@ def measure_callable(
     device: Any,
     settings: MeasureSettings = MeasureSettings(),
     name: str | None = None,
+    setup: Callable[[], None] | None = None,
 ) -> Measurement:
     """Time work that `fn()` launches on the default stream (PyTorch, Triton, CuPy, ...).
 
     The engine cannot copy buffers it does not see, so cache="rotate" is refused and
-    reallocation_rounds has no effect; cold and hot work as for kernels.
+    reallocation_rounds has no effect; cold and hot work as for kernels. `setup()` runs
+    before every timed call, untimed (see measure_kernel).
     """
     label = name or str(getattr(fn, "__name__", "callable"))
     if settings.cache == "rotate":
@@ -234,10 +353,35 @@ def measure_callable(
         )
     session = _Session(backend, device, settings, label)
     try:
-        work = Timed(label, lambda _args: fn(), [[()]], bytes_moved)
-        return session.run(work, kernel_name=label, extra_fields={})
+        work = Timed(label, lambda _args: fn(), [[()]], bytes_moved, setup=setup)
+        return session.run([work], kernel_name=label, extra_fields={})[0]
     finally:
         session.close()
+
+
+@dataclass
+class _Pairing:
+    """The state of an A/B measurement: slot order, the ratios so far, the stopping rule."""
+
+    rng: np.random.Generator
+    stop_when: Callable[[tuple[float, float], float], bool] | None
+    ratios: list[float] = field(default_factory=list)
+    head_s: list[float] = field(default_factory=list)
+    base_s: list[float] = field(default_factory=list)
+    orders: list[tuple[int, int]] = field(default_factory=list)
+
+    def plan(self, samples: int) -> None:
+        self.orders = [(0, 1) if self.rng.random() < 0.5 else (1, 0) for _ in range(samples)]
+
+    def order(self, slot: int) -> tuple[int, int]:
+        return self.orders[slot]
+
+    def take(self, batch: Batch) -> None:
+        for head_s, base_s in batch.slots:
+            if head_s is not None and base_s is not None:
+                self.head_s.append(head_s)
+                self.base_s.append(base_s)
+                self.ratios.append(head_s / base_s)
 
 
 # -- the measurement session -------------------------------------------------------------
@@ -257,6 +401,7 @@ class _Session:
         self.cold = settings.cache == "cold"
         self.clock: Callable[[], float] = getattr(backend, "host_clock", time.perf_counter)
         self.timed: list[Timed] = []
+        self.pairing: _Pairing | None = None
 
     def close(self) -> None:
         """Free the copies and graphs; a device that already failed must not hide the error
@@ -316,20 +461,39 @@ class _Session:
 
         return Timed("gpuperf_copy_ref", launch, placements, 2 * half_bytes, launch_on=launch)
 
-    def run(self, work: Timed, *, kernel_name: str, extra_fields: dict) -> Measurement:
+    def run(
+        self,
+        timed: list[Timed],
+        *,
+        kernel_name: str,
+        extra_fields: dict,
+        pair: _Pairing | None = None,
+        per_item_fields: list[dict] | None = None,
+    ) -> list[Measurement]:
+        """Measure the workloads in `timed` interleaved: one Measurement each, for the user's
+        workloads (the calibration reference is folded into the first one's fields)."""
         settings, backend, engine = self.settings, self.backend, self.engine
         began = self.clock()
+        work = timed[0]
         _check_bytes(work.bytes_moved, self.label)
         if self.cold:
             engine.scratch_for(scratch_bytes_for(self.cache_bytes))
-        timed = self.timed = [work]
-        if settings.calibrate:
+        user_count = len(timed)
+        timed = self.timed = list(timed)
+        self.pairing = pair
+        if settings.calibrate and pair is None:
             timed.append(self.reference(work.bytes_moved))
         # First launches load modules and compile lazily (Triton); keep them out of timing.
         for item in timed:
+            if item.setup is not None:
+                item.setup()
             item.launch_next(0)
         backend.synchronize()
         self._probe(timed)
+        if pair is not None:  # both sides get the same launches per event pair
+            launches = max(item.launches for item in timed)
+            for item in timed:
+                item.launches = launches
         graphs = self._replays_graphs(timed)
         if graphs:
             self._capture_graphs(timed)
@@ -359,8 +523,11 @@ class _Session:
             )
             batches += 1
             starved += batch.starved
-            for item, accepted in zip(timed, batch.samples_s, strict=True):
-                item.samples_s.extend(accepted)
+            if pair is not None:
+                pair.take(batch)
+            else:
+                for item, accepted in zip(timed, batch.samples_s, strict=True):
+                    item.samples_s.extend(accepted)
             pacing.observe(batch, samples, spin_s)
             pacing.device_per_sample_s = self._device_per_sample_s(timed)
             now = self.clock()
@@ -372,23 +539,35 @@ class _Session:
         clocks = clock_readings.merge(
             clocks_before[0] if clocks_before else None, clock_readings.read_clocks(backend)
         )
-        return self._measurement(
-            timed,
-            kernel_name=kernel_name,
-            stopped_by=stopped_by,
-            warmup_launches=warmup_launches,
-            wall_s=self.clock() - began,
-            clocks=clocks,
-            extra={
-                "starved_samples_dropped": starved,
-                "batches": batches,
-                "launches_per_sample": work.launches,
-                "graph_replay": graphs,
-                "scratch_bytes": engine.scratch.nbytes if self.cold and engine.scratch else 0,
-                "reallocation_rounds": settings.reallocation_rounds,
-            },
-            extra_fields=extra_fields,
-        )
+        extra = {
+            "starved_samples_dropped": starved,
+            "batches": batches,
+            "launches_per_sample": work.launches,
+            "graph_replay": graphs,
+            "scratch_bytes": engine.scratch.nbytes if self.cold and engine.scratch else 0,
+            "reallocation_rounds": settings.reallocation_rounds,
+        }
+        if pair is not None:
+            extra["paired_with"] = "base" if user_count == 2 else ""
+        wall_s = self.clock() - began
+        results = []
+        for position in range(user_count):
+            fields = {**extra_fields, **(per_item_fields[position] if per_item_fields else {})}
+            results.append(
+                self._measurement(
+                    timed,
+                    position,
+                    kernel_name=kernel_name,
+                    stopped_by=stopped_by,
+                    warmup_launches=warmup_launches,
+                    wall_s=wall_s,
+                    clocks=clocks,
+                    extra=dict(extra),
+                    extra_fields=fields,
+                    calibrated=settings.calibrate and pair is None and position == 0,
+                )
+            )
+        return results
 
     def _batch(
         self,
@@ -399,6 +578,10 @@ class _Session:
         while_in_flight: Callable[[], None] | None = None,
     ) -> Batch:
         """One batch; what it accepted is added to each workload's samples."""
+        order = None
+        if self.pairing is not None:
+            self.pairing.plan(samples)
+            order = self.pairing.order
         batch = run_batch(
             self.engine,
             timed,
@@ -407,6 +590,7 @@ class _Session:
             spin_s=spin_s,
             clock=self.clock,
             while_in_flight=while_in_flight,
+            order=order,
         )
         for item, accepted in zip(timed, batch.samples_s, strict=True):
             item.learn(accepted)
@@ -440,7 +624,9 @@ class _Session:
             self.engine.flush_lower_bound_s = LOWER_BOUND_FRACTION * self._flush_time_s()
         for item, accepted in zip(timed, batch.samples_s, strict=True):
             if accepted:
-                item.launches = launches_per_pair(min(accepted), self.settings.cache)
+                item.launches = launches_per_pair(
+                    min(accepted), self.settings.cache, item.setup is not None
+                )
                 item.lower_bound_s = LOWER_BOUND_FRACTION * min(accepted)
 
     def _replays_graphs(self, timed: list[Timed]) -> bool:
@@ -448,7 +634,7 @@ class _Session:
             self.settings.graphs
             and self.settings.cache == "hot"
             and self.backend.supports_graphs
-            and all(item.launch_on is not None for item in timed)
+            and all(item.launch_on is not None and item.setup is None for item in timed)
         )
 
     def _capture_graphs(self, timed: list[Timed]) -> None:
@@ -460,9 +646,14 @@ class _Session:
         for item in timed:
             item.capture_graphs(self.backend)
         batch = run_batch(self.engine, timed, 3, cold=False, spin_s=1e-3, clock=self.clock)
+        wanted = []
         for item, accepted in zip(timed, batch.samples_s, strict=True):
             item.lower_bound_s = LOWER_BOUND_FRACTION * min(accepted) if accepted else 0.0
             launches = launches_per_pair(min(accepted), "hot") if accepted else item.launches
+            wanted.append(max(launches, item.launches))
+        if self.pairing is not None:  # both sides of a pair keep the same launches per pair
+            wanted = [max(wanted)] * len(wanted)
+        for item, launches in zip(timed, wanted, strict=True):
             if launches > item.launches:
                 item.free_graphs(self.backend)
                 item.launches = launches
@@ -507,15 +698,30 @@ class _Session:
             previous = median_s
 
     def _stop_reason(self, timed: list[Timed], sampling_s: float) -> str:
-        settings = self.settings
-        if all(
+        settings, pair = self.settings, self.pairing
+        if pair is not None:
+            enough = len(pair.ratios) >= settings.min_samples
+            precise = stats.precision_reached(
+                pair.head_s, settings.target_rel_ci, settings.min_samples, settings.confidence
+            )
+            defined = enough and stats.median_ci_ranks(len(pair.ratios), settings.confidence)[2]
+            if defined and defined >= settings.confidence and precise:
+                ratio = stats.summarize(pair.ratios, settings.confidence)
+                base_time_s = float(np.median(pair.base_s))
+                if pair.stop_when is None or pair.stop_when(
+                    (ratio.ci_low, ratio.ci_high), base_time_s
+                ):
+                    return "precision"
+            if len(pair.ratios) >= settings.max_samples:
+                return "max_samples"
+        elif all(
             stats.precision_reached(
                 item.samples_s, settings.target_rel_ci, settings.min_samples, settings.confidence
             )
             for item in timed
         ):
             return "precision"
-        if len(timed[0].samples_s) >= settings.max_samples:
+        elif len(timed[0].samples_s) >= settings.max_samples:
             return "max_samples"
         if sampling_s >= settings.budget_s:
             return "budget"
@@ -524,6 +730,7 @@ class _Session:
     def _measurement(
         self,
         timed: list[Timed],
+        position: int,
         *,
         kernel_name: str,
         stopped_by: str,
@@ -532,58 +739,71 @@ class _Session:
         clocks: Any,
         extra: dict,
         extra_fields: dict,
+        calibrated: bool = False,
     ) -> Measurement:
-        work = timed[0]
-        for item in timed:
-            if len(item.samples_s) < 3:
-                starved = extra["starved_samples_dropped"]
-                way_out = (
-                    f"{starved} were dropped because the host could not keep the device queue "
-                    "ahead of so short a kernel: use cache='cold' (a flush runs before each "
-                    "launch) or a larger problem, or raise budget_s"
-                    if starved
-                    else "raise budget_s"
-                )
-                raise ConfigError(
-                    f"{self.label}: only {len(item.samples_s)} usable samples of {item.name} "
-                    f"in budget_s={self.settings.budget_s}; {way_out}"
-                )
-        summary = stats.summarize(work.samples_s, self.settings.confidence)
+        work = timed[position]
+        pair = self.pairing
+        samples_s = (pair.head_s if position == 0 else pair.base_s) if pair else work.samples_s
+        checked = [len(pair.ratios)] if pair else [len(item.samples_s) for item in timed]
+        if min(checked) < 3:
+            starved = extra["starved_samples_dropped"]
+            way_out = (
+                f"{starved} were dropped because the host could not keep the device queue "
+                "ahead of so short a kernel: use cache='cold' (a flush runs before each "
+                "launch) or a larger problem, or raise budget_s"
+                if starved
+                else "raise budget_s"
+            )
+            raise ConfigError(
+                f"{self.label}: only {min(checked)} usable samples in "
+                f"budget_s={self.settings.budget_s}; {way_out}"
+            )
+        if min(samples_s) <= 0.0:
+            raise ConfigError(
+                f"{self.label}: the timed work took no time on the device (events recorded "
+                "back to back): the callable queued no GPU work on the stream being timed. "
+                "gpu_bench.run(fn) times what fn launches on the default stream; launch the "
+                "work there (or synchronously), or measure the kernel with gpu_bench(kernel, ...)"
+            )
+        summary = stats.summarize(samples_s, self.settings.confidence)
         peak_bps = float(self.device.peak_bps)
         efficiency = work.bytes_moved / summary.median / peak_bps
-        reference_efficiency = calibrated = None
-        if len(timed) > 1:
-            reference = timed[1]
+        reference_efficiency = calibrated_efficiency = None
+        if calibrated and len(timed) > 1:
+            reference = timed[-1]
             reference_time_s = float(np.median(reference.samples_s))
             reference_efficiency = reference.bytes_moved / reference_time_s / peak_bps
-            calibrated = efficiency / reference_efficiency
+            calibrated_efficiency = efficiency / reference_efficiency
             extra["reference_samples_s"] = tuple(reference.samples_s)
             extra["reference_bytes_moved"] = reference.bytes_moved
         info = self.backend.info
-        return Measurement(
-            name=self.label,
-            kernel=kernel_name,
-            cache=self.settings.cache,
-            bytes_moved=work.bytes_moved,
-            time_s=summary.median,
-            time_ci_s=(summary.ci_low, summary.ci_high),
-            samples_s=tuple(work.samples_s),
-            peak_bps=peak_bps,
-            device_key=self.device.key,
-            device_name=self.device.name,
-            backend=info.backend,
-            simulated=info.simulated,
-            queue_method=queue_method_for(self.settings.cache, work.launches, bool(work.graphs)),
-            warmup_count=warmup_launches,
-            stopped_by=stopped_by,
-            wall_s=wall_s,
-            calibrated_efficiency=calibrated,
-            reference_efficiency=reference_efficiency,
-            clocks=clocks,
-            outliers=summary.outliers,
-            extra=extra,
-            **extra_fields,
-        )
+        fields = {
+            "name": self.label,
+            "kernel": kernel_name,
+            "cache": self.settings.cache,
+            "bytes_moved": work.bytes_moved,
+            "time_s": summary.median,
+            "time_ci_s": (summary.ci_low, summary.ci_high),
+            "samples_s": tuple(samples_s),
+            "peak_bps": peak_bps,
+            "device_key": self.device.key,
+            "device_name": self.device.name,
+            "backend": info.backend,
+            "simulated": info.simulated,
+            "queue_method": queue_method_for(
+                self.settings.cache, work.launches, bool(work.graphs), setup=work.setup is not None
+            ),
+            "warmup_count": warmup_launches,
+            "stopped_by": stopped_by,
+            "wall_s": wall_s,
+            "calibrated_efficiency": calibrated_efficiency,
+            "reference_efficiency": reference_efficiency,
+            "clocks": clocks,
+            "outliers": summary.outliers,
+            "extra": extra,
+        }
+        fields.update(extra_fields)
+        return Measurement(**fields)
 
 
 # -- helpers -------------------------------------------------------------------------------

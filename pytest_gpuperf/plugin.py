@@ -1,9 +1,9 @@
 """The pytest layer, and only that: options, ini keys, markers, the `gpu_bench` fixture, the
-hooks that apply verdicts after a test body passed, and the reports at the end.
+hooks that hand a test's measurements to the gate once its body is done, and the reports.
 
-Everything that does not need `config`, `item` or `request` lives below this module:
-settings.py (options and markers), session.py (device, modules, verdicts, baseline saves),
-fixture.py (GpuBench), report.py (table, JSON, Markdown, JUnit properties).
+Loading it is cheap: it imports the settings and the errors, nothing else; NumPy, SciPy and the
+backends load when a test first uses `gpu_bench` or a run measures (session.py, fixture.py,
+gate/, report/ hold everything that does not need `config`, `item` or `request`).
 """
 
 from __future__ import annotations
@@ -12,28 +12,25 @@ import contextlib
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_gpuperf import settings as options
 from pytest_gpuperf.errors import BaselineError, ConfigError, DeviceUnavailable, GpuPerfError
-from pytest_gpuperf.fixture import GpuBench
-from pytest_gpuperf.session import (
-    BenchSession,
-    Judgement,
-    device_info_from_wire,
-    device_to_wire,
-    git_facts,
-    row_from_wire,
-    row_to_wire,
-)
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.fixture import GpuBench
+    from pytest_gpuperf.report import ReportMeta
+    from pytest_gpuperf.results import Row
+    from pytest_gpuperf.session import BenchSession, Judgement
 
 FIXTURE = "gpu_bench"
 
 
 class GpuPerfWarning(pytest.PytestWarning):
-    """A marginal result: passed on the median while its interval straddles the floor.
+    """A marginal result (passed on the median while its interval straddles the floor), or a
+    floor that cannot mean what it says (a hot-mode floor against the HBM peak).
 
     Turn these into failures with `-W error::pytest_gpuperf.plugin.GpuPerfWarning`.
     """
@@ -44,19 +41,40 @@ class _State:
     """What the plugin keeps per pytest process; registered as a plugin itself, to receive
     every test report (from xdist workers too) without a module-level global."""
 
-    session: BenchSession
-    rows: list[Any] = field(default_factory=list)  # report.Row, gathered from test reports
+    settings: options.Settings
+    rootdir: Path
+    worker: int | None
+    rows: dict[str, list[Row]] = field(default_factory=dict)  # by test id: the last report wins
     devices: list[dict[str, Any]] = field(default_factory=list)
-    smoke_launches: int = 0
+    smoke: dict[str, int] = field(default_factory=dict)
     written: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
     meta: Any = None  # report.ReportMeta, made once at the end
+    _session: BenchSession | None = None
+
+    @property
+    def session(self) -> BenchSession:
+        if self._session is None:
+            from pytest_gpuperf.session import BenchSession
+
+            self._session = BenchSession(self.settings, rootdir=self.rootdir, worker=self.worker)
+        return self._session
+
+    @property
+    def all_rows(self) -> list[Row]:
+        return [row for rows in self.rows.values() for row in rows]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         payload = getattr(report, "gpuperf", None)
         if report.when != "call" or not payload:
             return
-        self.rows.extend(row_from_wire(row) for row in payload.get("rows", ()))
-        self.smoke_launches += int(payload.get("smoke", 0))
+        from pytest_gpuperf.plain import from_plain
+        from pytest_gpuperf.results import Row
+
+        # A rerun (pytest-rerunfailures) reports the same test again: the last report is
+        # pytest's final word, and the reports follow it.
+        self.rows[report.nodeid] = [from_plain(Row, row) for row in payload.get("rows", ())]
+        self.smoke[report.nodeid] = int(payload.get("smoke", 0))
         device = payload.get("device")
         if device and all(d["lines"] != device["lines"] for d in self.devices):
             self.devices.append(device)
@@ -64,8 +82,11 @@ class _State:
 
 STATE = pytest.StashKey[_State]()
 TEST_SETTINGS = pytest.StashKey[options.TestSettings]()
-BENCH = pytest.StashKey[GpuBench]()
-JUDGEMENT = pytest.StashKey[Judgement]()
+MARKER_PROBLEM = pytest.StashKey[str]()
+BENCH = pytest.StashKey["GpuBench"]()
+JUDGEMENT = pytest.StashKey["Judgement"]()
+IN_CALL = pytest.StashKey[bool]()
+FAILED_SUBTESTS = pytest.StashKey[int]()
 
 
 # -- options, ini keys, markers -----------------------------------------------------------------
@@ -106,8 +127,7 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     except ConfigError as problem:
         raise pytest.UsageError(f"pytest-gpuperf: {problem}") from None
-    worker = options.xdist_worker_number()
-    state = _State(BenchSession(built, rootdir=Path(config.rootpath), worker=worker))
+    state = _State(built, Path(config.rootpath), options.xdist_worker_number())
     config.stash[STATE] = state
     config.pluginmanager.register(state, "gpuperf-state")
 
@@ -115,7 +135,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
     if state is not None:
-        state.session.close()
+        if state._session is not None:
+            state._session.close()
         config.pluginmanager.unregister(state)
 
 
@@ -132,24 +153,28 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    settings = _state(config).session.settings
+    settings = _state(config).settings
     if not settings.measure:
         return [
             "gpuperf: smoke mode (each gpu_bench call launches once, no timing, no gate); "
             "--gpuperf measures and gates"
         ]
     lines = [f"gpuperf: {options.describe(settings)}"]
-    if "sim" in settings.backends:
-        first = settings.backends[0]
-        which = "is the only backend" if first == "sim" else "is the fallback when no GPU is found"
+    backends = settings.allowed_backends
+    if "sim" in backends:
+        which = (
+            "is the only backend"
+            if backends[0] == "sim"
+            else "is the fallback when no GPU is found"
+        )
         lines.append(f"gpuperf: the SIMULATED device {which} (--gpuperf-backend)")
     return lines
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """A broken baseline file stops the run before any test, naming its file and line."""
+    """A broken baseline file (or directory) stops the run before any test, naming it."""
     state = _state(session.config)
-    if state.session.settings.measure:
+    if state.settings.measure:
         try:
             state.session.check_baseline_files()
         except BaselineError as broken:
@@ -158,24 +183,33 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Marker arguments are checked at collection: a bad one is a usage error naming the test.
-    Last, so markers other hooks add (a conftest turning its own marks into min_bw) count."""
-    settings = _state(config).session.settings
+    """Marker arguments are read at collection, last, so marks other hooks add (a conftest
+    turning its own marks into min_bw) count. A bad marker fails its own test when it runs,
+    naming it; it does not abort a session in which that test is deselected."""
+    settings = _state(config).settings
     for item in items:
         try:
             item.stash[TEST_SETTINGS] = _test_settings(settings, item)
         except ConfigError as problem:
-            raise pytest.UsageError(f"pytest-gpuperf: {problem}") from None
+            item.stash[MARKER_PROBLEM] = f"pytest-gpuperf: {problem}"
 
 
 def _test_settings(settings: options.Settings, item: pytest.Item) -> options.TestSettings:
-    def marker(name: str) -> options.MarkerArgs | None:
-        mark = item.get_closest_marker(name)
-        return options.MarkerArgs(tuple(mark.args), dict(mark.kwargs)) if mark else None
+    def marks(name: str) -> list[options.MarkerArgs]:
+        return [
+            options.MarkerArgs(tuple(mark.args), dict(mark.kwargs))
+            for mark in item.iter_markers(name)
+        ]
 
     return options.settings_for_test(
-        settings, item.nodeid, min_bw=marker("min_bw"), gpuperf=marker("gpuperf")
+        settings, item.nodeid, min_bw=marks("min_bw"), gpuperf=marks("gpuperf")
     )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    problem = item.stash.get(MARKER_PROBLEM, None)
+    if problem is not None and FIXTURE in getattr(item, "fixturenames", ()):
+        raise pytest.UsageError(problem)
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
@@ -185,9 +219,12 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
         return []
     if not any(FIXTURE in getattr(item, "fixturenames", ()) for item in items):
         return []
+    state = _state(config)
     try:
-        return _state(config).session.device().describe()
+        return state.session.device().describe()
     except DeviceUnavailable as unavailable:
+        if state.settings.measure and state.settings.require:
+            return [f"gpuperf: {unavailable}; tests using {FIXTURE} will FAIL (--gpuperf-require)"]
         return [f"gpuperf: {unavailable}; tests using {FIXTURE} will be skipped"]
     except GpuPerfError as problem:
         return [f"gpuperf: the device could not be set up: {problem}"]
@@ -200,14 +237,19 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
 def gpu_bench(request: pytest.FixtureRequest) -> Iterator[GpuBench]:
     """Compile, move data to and measure kernels on the session's GPU (see GpuBench).
 
-    Skips, saying what was tried, when no usable GPU is found.
+    Skips, saying what was tried, when no usable GPU is found; fails instead under
+    --gpuperf-require, so a runner that lost its GPU never goes green.
     """
+    from pytest_gpuperf.fixture import GpuBench
+
     state = _state(request.config)
     item = request.node
-    test = item.stash.get(TEST_SETTINGS, None) or _test_settings(state.session.settings, item)
+    test = item.stash.get(TEST_SETTINGS, None) or _test_settings(state.settings, item)
     try:
         device = state.session.device()
     except DeviceUnavailable as unavailable:
+        if state.settings.measure and state.settings.require:
+            pytest.fail(f"gpuperf: {unavailable}", pytrace=False)
         pytest.skip(f"gpuperf: {unavailable}")
     bench = GpuBench(state.session, device, test, test_path=Path(item.path))
     item.stash[BENCH] = bench
@@ -222,26 +264,55 @@ def gpu_bench(request: pytest.FixtureRequest) -> Iterator[GpuBench]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
-    """Gate the measurements once the test body has passed: its own output checks come first,
-    so a kernel with wrong results never passes on time alone. A failed gate fails the test."""
-    result = yield
-    bench = item.stash.get(BENCH, None)
-    if bench is None or not bench.measuring:
-        return result
-    measurements = [r.measurement for r in bench.results if r.measurement is not None]
-    if not measurements:
-        return result
+    """Gate the measurements once the test body is done: its own output checks come first,
+    so a kernel with wrong results never passes on time alone. A test whose body (or one of
+    its subtests) failed keeps its rows, marked not judged, and saves nothing."""
+    item.stash[IN_CALL] = True
     try:
-        judgement = _state(item.config).session.judge(bench.test, measurements)
-    except GpuPerfError as problem:  # e.g. a baseline file that cannot be written
+        result = yield
+    except BaseException:
+        item.stash[IN_CALL] = False
+        with contextlib.suppress(GpuPerfError):
+            _judge(item, unjudged=True)
+        raise
+    item.stash[IN_CALL] = False
+    failed_subtests = item.stash.get(FAILED_SUBTESTS, 0)
+    try:
+        judgement = _judge(item, unjudged=failed_subtests > 0)
+    except GpuPerfError as problem:  # e.g. a baseline file that cannot be read
         pytest.fail(f"gpuperf: {problem}", pytrace=False)
-    item.stash[JUDGEMENT] = judgement
-    item.user_properties.extend(judgement.properties)
-    for text in judgement.warnings:
-        item.warn(GpuPerfWarning(text))
-    if judgement.failures:
-        pytest.fail("\n\n".join(judgement.failures), pytrace=False)
+    if judgement is None:
+        return result
+    from pytest_gpuperf.report import failure_text, junit_properties
+    from pytest_gpuperf.results import FAIL, MARGINAL
+
+    verdicts = judgement.verdicts
+    for measurement, verdict in verdicts:
+        prefix = "gpuperf" if len(verdicts) == 1 else f"gpuperf.{measurement.name}"
+        item.user_properties.extend(junit_properties(measurement, verdict, prefix=prefix))
+        if verdict.status == MARGINAL:
+            item.warn(GpuPerfWarning(failure_text(measurement, verdict)))
+        if verdict.floor is not None and verdict.floor.hot_floor:
+            item.warn(
+                GpuPerfWarning(
+                    f"{measurement.name}: a floor in hot mode compares cache bandwidth with the "
+                    "HBM peak (hot runs can read over 100%); put floors on cold or rotate "
+                    "measurements"
+                )
+            )
+    failures = [failure_text(m, v) for m, v in verdicts if v.status == FAIL]
+    if failures:
+        pytest.fail("\n\n".join(failures), pytrace=False)
     return result
+
+
+def _judge(item: pytest.Item, *, unjudged: bool) -> Judgement | None:
+    bench = item.stash.get(BENCH, None)
+    if bench is None or not bench.measuring or not bench.taken:
+        return None
+    judgement = _state(item.config).session.judge(bench.test, bench.taken, unjudged=unjudged)
+    item.stash[JUDGEMENT] = judgement
+    return judgement
 
 
 @pytest.hookimpl(wrapper=True)
@@ -249,24 +320,40 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Attach the test's rows to its report as plain data: pytest-xdist carries extra report
-    attributes from workers to the controller, where the summary and files are made."""
+    attributes from workers to the controller, where the summary and files are made. A report
+    made while the body still runs is a subtest's: a failed one keeps the test unjudged."""
     report = yield
     if call.when != "call":
+        return report
+    if item.stash.get(IN_CALL, False):
+        if call.excinfo is not None:
+            item.stash[FAILED_SUBTESTS] = item.stash.get(FAILED_SUBTESTS, 0) + 1
         return report
     bench = item.stash.get(BENCH, None)
     if bench is None:
         return report
+    from pytest_gpuperf.plain import to_plain
+    from pytest_gpuperf.results import Row
+
     payload: dict[str, Any] = {
         "rows": [],
         "smoke": sum(1 for r in bench.results if not r.measured),
     }
     judgement = item.stash.get(JUDGEMENT, None)
     if judgement is not None:
-        payload["rows"] = [row_to_wire(item.nodeid, m, v) for m, v in judgement.verdicts]
+        payload["rows"] = [
+            to_plain(Row(item.nodeid, m, v, test_outcome=report.outcome))
+            for m, v in judgement.verdicts
+        ]
     session = _state(item.config).session
     if session.opened:
         with contextlib.suppress(GpuPerfError):
-            payload["device"] = device_to_wire(session.device())
+            device = session.device()
+            payload["device"] = {
+                "info": to_plain(device.info),
+                "lines": device.describe(),
+                "simulated": device.simulated,
+            }
     report.gpuperf = payload  # type: ignore[attr-defined]
     return report
 
@@ -274,13 +361,18 @@ def pytest_runtest_makereport(
 # -- reports ---------------------------------------------------------------------------------------
 
 
-def _meta(config: pytest.Config, state: _State) -> Any:
+def _meta(config: pytest.Config, state: _State) -> ReportMeta:
+    from pytest_gpuperf.plain import from_plain
+    from pytest_gpuperf.provenance import git_facts
     from pytest_gpuperf.report import ReportMeta
+    from pytest_gpuperf.runtime.info import DeviceInfo
 
     if state.meta is not None:
         return state.meta
     facts = git_facts(Path(config.rootpath))
-    info = device_info_from_wire(state.devices[0]) if state.devices else None
+    info = from_plain(DeviceInfo, state.devices[0]["info"]) if state.devices else None
+    compare = state.settings.compare_ref or ""
+    compare_commit = state.session.base_tree().commit if compare else ""
     state.meta = ReportMeta(
         device=info,
         project=Path(config.rootpath).name,
@@ -289,31 +381,52 @@ def _meta(config: pytest.Config, state: _State) -> Any:
         branch=facts.branch,
         dirty=facts.dirty,
         command=" ".join(["pytest", *config.invocation_params.args]),
+        compare_ref=compare,
+        compare_commit=compare_commit,
     )
     return state.meta
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Write the JSON / Markdown files (once, in the controller) and release the device."""
+    """Write the saved baselines (each worker its own, one merge per file), then the JSON and
+    Markdown files (once, in the controller), and release the device."""
     config = session.config
     state = _state(config)
     try:
-        if not _is_xdist_worker(config):
+        if state._session is not None:
+            _, problems = state.session.flush_saves()
+            state.problems += [str(problem) for problem in problems]
+        if _is_xdist_worker(config):
+            config.workeroutput["gpuperf_problems"] = list(state.problems)  # type: ignore[attr-defined]
+        else:
+            if state.problems:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
             _write_files(config, state)
     finally:
-        state.session.close()
+        if state._session is not None:
+            state.session.close()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist: a worker's save errors reach the controller's summary and exit code."""
+    output = getattr(node, "workeroutput", None) or {}
+    problems = output.get("gpuperf_problems", ())
+    if problems:
+        _state(node.config).problems.extend(problems)
 
 
 def _write_files(config: pytest.Config, state: _State) -> None:
     from pytest_gpuperf import report
 
-    settings = state.session.settings
+    settings = state.settings
     wanted = (settings.json_path, settings.benchmark_json_path, settings.markdown_path)
     if not any(wanted):
         return
     meta = _meta(config, state)
-    rows = state.rows
+    rows = state.all_rows
+    command = state.session.update_command
     if settings.json_path:
         report.write_json(settings.json_path, report.to_json(rows, meta))
         state.written.append(f"JSON report: {settings.json_path}")
@@ -321,7 +434,7 @@ def _write_files(config: pytest.Config, state: _State) -> None:
         report.write_json(settings.benchmark_json_path, report.to_pytest_benchmark_json(rows, meta))
         state.written.append(f"pytest-benchmark JSON: {settings.benchmark_json_path}")
     if settings.markdown_path:
-        text = report.markdown(rows, meta)
+        text = report.markdown(rows, meta, update_command=command)
         settings.markdown_path.parent.mkdir(parents=True, exist_ok=True)
         settings.markdown_path.write_text(text, encoding="utf-8")
         state.written.append(f"Markdown summary: {settings.markdown_path}")
@@ -336,27 +449,47 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if _is_xdist_worker(config):
         return
     state = _state(config)
-    if not (state.rows or state.devices or state.smoke_launches):
+    rows = state.all_rows
+    smoke = sum(state.smoke.values())
+    if not (rows or state.devices or smoke or state.problems):
         return
     writer = terminalreporter
     simulated = any(d.get("simulated") for d in state.devices) or any(
-        row.measurement.simulated for row in state.rows
+        row.measurement.simulated for row in rows
     )
     title = "gpuperf" + (" — SIMULATED DEVICE" if simulated else "")
     writer.write_sep("=", title, bold=True, yellow=simulated)
     for device in state.devices:
-        for line in device["lines"][1:] if state.rows else device["lines"]:
+        for line in device["lines"][1:] if rows else device["lines"]:
             writer.write_line(line, yellow="SIMULATED" in line or "FELL BACK" in line)
-    if state.rows:
+    if rows:
         width = config.get_terminal_writer().fullwidth
-        writer.write_line(report.terminal_table(state.rows, _meta(config, state), width=width))
-        missing = state.session.missing_baselines(state.rows)
-        if missing:
-            writer.write_line(f"gpuperf: {missing}")
-    elif state.smoke_launches:
-        writer.write_line(
-            f"gpuperf: smoke mode: {state.smoke_launches} gpu_bench call(s) launched once and "
-            "checked, nothing timed (--gpuperf measures and gates)"
+        table = report.terminal_table(
+            rows, _meta(config, state), width=width, update_command=state.session.update_command
         )
+        writer.write_line(table)
+    elif smoke:
+        writer.write_line(
+            f"gpuperf: smoke mode: {smoke} gpu_bench call(s) launched once and checked, "
+            "nothing timed (--gpuperf measures and gates)"
+        )
+    for line in _saved_lines(rows, state.rootdir):
+        writer.write_line(f"gpuperf: {line}")
     for line in state.written:
         writer.write_line(f"gpuperf: {line}")
+    for problem in state.problems:
+        writer.write_line(f"gpuperf: ERROR: {problem}", red=True)
+
+
+def _saved_lines(rows: list[Row], rootdir: Path) -> list[str]:
+    from pytest_gpuperf.session import relative
+
+    counts: dict[str, int] = {}
+    for row in rows:
+        save = row.verdict.save
+        if save is not None and save.saved:
+            counts[save.path] = counts.get(save.path, 0) + 1
+    return [
+        f"saved {count} measurement{'s' if count != 1 else ''} to {relative(Path(path), rootdir)}"
+        for path, count in counts.items()
+    ]

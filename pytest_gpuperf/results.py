@@ -1,13 +1,17 @@
-"""The values that flow from the measurement engine to verdicts and reports.
+"""The values that flow from the measurement engine to the gate and from the gate to reports.
 
-Frozen dataclasses with units in their names (STYLE.md). Efficiency is a fraction.
+Frozen dataclasses with units in their names; efficiency is a fraction. The gate
+(`pytest_gpuperf.gate`) is the only code that builds a `Verdict` or its checks: everything
+downstream (terminal, Markdown, JSON, JUnit, pytest-benchmark) only reads them, and text is
+made by the renderers. `pytest_gpuperf.plain` converts every class here to plain data and back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from pytest_gpuperf.runtime.base import KernelResources
+from pytest_gpuperf.runtime.info import KernelResources
 
 CACHE_MODES = ("cold", "hot", "rotate")
 
@@ -32,6 +36,8 @@ class Measurement:
 
     `time_s` is the median per-launch kernel time; `time_ci_s` the distribution-free
     confidence interval of that median. Efficiency = bytes_moved / time_s / peak_bps.
+    `fingerprint` identifies the kernel's code object ("" for callables): two measurements
+    with the same fingerprint ran byte-identical machine code.
     """
 
     name: str
@@ -59,7 +65,8 @@ class Measurement:
     block: tuple[int, int, int] | None = None
     shared_bytes: int = 0
     outliers: int = 0
-    extra: dict = field(default_factory=dict)
+    fingerprint: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def bandwidth_bps(self) -> float:
@@ -82,10 +89,31 @@ class Measurement:
         return (high_s - low_s) / 2 / self.time_s
 
 
-# Verdict statuses. FAIL fails the test; MARGINAL passes with a warning (undecided at the
-# budget, decided on the median); the baseline outcome is reported alongside.
-PASS, FAIL, MARGINAL = "pass", "fail", "marginal"
-# Baseline outcomes.
+@dataclass(frozen=True)
+class PairedComparison:
+    """Head against base, measured interleaved in one run (measure.measure_pair).
+
+    `ratio` is the median over pairs of head time / base time (> 1: head is slower) and
+    `ratio_ci` its distribution-free interval; each pair is one head and one base sample taken
+    back to back, in random order, on the same buffers. `head` and `base` summarise each side.
+    """
+
+    head: Measurement
+    base: Measurement
+    ratio: float
+    ratio_ci: tuple[float, float]
+    pairs: int
+    confidence: float = 0.95
+    stopped_by: str = ""
+
+
+# -- what the gate decides -------------------------------------------------------------------
+
+# Verdict statuses: FAIL fails the test; MARGINAL passes with a warning (undecided at the
+# budget, decided on the median); UNJUDGED: the test body failed, so its numbers were neither
+# gated nor saved.
+PASS, FAIL, MARGINAL, UNJUDGED = "pass", "fail", "marginal", "unjudged"
+# Stored-baseline outcomes.
 NO_BASELINE, OTHER_DEVICE, WITHIN_NOISE, REGRESSED, IMPROVED = (
     "no-baseline",
     "other-device",
@@ -93,37 +121,180 @@ NO_BASELINE, OTHER_DEVICE, WITHIN_NOISE, REGRESSED, IMPROVED = (
     "regressed",
     "improved",
 )
+# A/B states (--gpuperf-compare): head against the base revision's build of the same kernel.
+AB_PASS, AB_REGRESSED, AB_IMPROVED, AB_INCONCLUSIVE, AB_NO_BASE, AB_UNCHANGED = (
+    "pass",
+    "regressed",
+    "improved",
+    "inconclusive",
+    "no-base",
+    "unchanged",
+)
+# Why an A/B comparison has no base (ComparisonCheck.no_base_why).
+NO_BASE_REF, NO_BASE_FILE, NO_BASE_KERNEL, NO_BASE_COMPILE, NO_BASE_CALLABLE = (
+    "ref",
+    "file",
+    "kernel",
+    "compile",
+    "callable",
+)
 
 
 @dataclass(frozen=True)
 class BaselineRef:
-    """The stored baseline a measurement was compared with (a view of one TOML table)."""
+    """The stored baseline a measurement was compared with (a view of one TOML entry).
+
+    `saves` is how many measured saves of the same code its expected value and spread come
+    from; `spread_basis` says whether `run_spread` was learned from them ("history") or is the
+    backend's prior for a first save ("prior").
+    """
 
     efficiency: float
     efficiency_ci: tuple[float, float]
-    run_spread: float  # relative run-to-run spread recorded with it (0.07 is +-7%)
+    run_spread: float  # relative run-to-run spread, a +-range at ~95% (0.07 is +-7%)
     bandwidth_bps: float
     time_s: float
     cache: str
     source: str  # "measured" | "reported"
     provenance: str  # one line: when, commit, device, or the document it was reported in
     path: str
+    device_key: str = ""
+    saves: int = 1
+    spread_basis: str = "prior"
+    fingerprint: str = ""
+
+
+@dataclass(frozen=True)
+class FloorCheck:
+    """The floor (min_bw) decision: `status` PASS, FAIL or MARGINAL (interval straddles)."""
+
+    floor: float
+    status: str
+    efficiency: float
+    efficiency_ci: tuple[float, float]
+    straddles: bool = False
+    origin: str = "min_bw"  # where the floor came from: "min_bw", "min_bw(name=...)", "floor="
+    hot_floor: bool = False  # a hot-mode floor against the HBM peak: warned about
+
+
+@dataclass(frozen=True)
+class BaselineCheck:
+    """The stored-baseline decision (`outcome` one of the baseline outcomes above).
+
+    `gating` is False where the baseline is shown for information only (an A/B comparison
+    gates instead, or a simulated number beside a real device's entry).
+    """
+
+    outcome: str
+    baseline: BaselineRef | None = None
+    delta: float | None = None  # efficiency / baseline - 1 (-0.05: 5% less efficient)
+    allowance: float | None = None  # the drop tolerated before failing
+    tolerance: float = 0.0
+    noise: float | None = None  # the part of the allowance the noise explains
+    strict: bool = False
+    gating: bool = True
+    elsewhere: tuple[str, ...] = ()  # device keys that hold a baseline for it
+    info: BaselineRef | None = None  # a real/reported entry shown beside a simulated number
+
+
+@dataclass(frozen=True)
+class ComparisonCheck:
+    """The A/B decision against --gpuperf-compare=REF (`state` one of the AB_* states)."""
+
+    state: str
+    ref: str
+    ref_commit: str = ""
+    threshold: float = 0.0
+    ratio: float | None = None  # head time / base time
+    ratio_ci: tuple[float, float] | None = None
+    pairs: int = 0
+    head_efficiency: float | None = None
+    base_efficiency: float | None = None
+    base_time_s: float | None = None
+    head_fingerprint: str = ""
+    base_fingerprint: str = ""
+    forced: bool = False  # timed although the code objects are identical
+    no_base_why: str = ""  # NO_BASE_* when state is AB_NO_BASE
+    detail: str = ""  # the tool's own words for a missing base (git's or the compiler's)
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class SaveAction:
+    """What --gpuperf-save does with a measurement: where it goes, or why it is not saved."""
+
+    saved: bool
+    path: str
+    device_key: str
+    why_not: str = ""  # "floor" when the floor check failed, "unjudged" when the test failed
+    previous_efficiency: float | None = None
+    history_saves: int = 0  # saves in the entry's history after this one
+    new_history: bool = False  # the code changed (fingerprint, bytes, launch): history restarts
+    run_spread: float | None = None
+    spread_basis: str = ""
+
+
+@dataclass(frozen=True)
+class Note:
+    """A fact for the reader, as data (`kind` names it; renderers word it once per run)."""
+
+    kind: str
+    values: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """What the gate decided for one measurement, and the sentence that explains it.
+    """What the gate decided for one measurement: the test-level status and every check.
 
-    `reason` is the full, human message (measured vs expected, difference, noise allowance,
-    cache mode, device, and how to update the baseline when it failed).
+    Renderers (report/) turn it into words; `update_command` is the command that re-records
+    this measurement's baseline, quoted wherever a message asks for one.
     """
 
-    status: str  # PASS | FAIL | MARGINAL
-    reason: str
-    floor: float | None = None  # min_bw, as efficiency
-    floor_status: str | None = None  # PASS | FAIL | MARGINAL | None (no floor)
-    baseline_status: str = NO_BASELINE
-    baseline: BaselineRef | None = None
-    delta: float | None = None  # relative change of efficiency vs baseline (-0.05 = 5% slower)
-    allowance: float | None = None  # relative drop tolerated before failing
-    notes: tuple[str, ...] = ()  # e.g. "faster than baseline: consider --gpuperf-save"
+    status: str  # PASS | FAIL | MARGINAL | UNJUDGED
+    baseline: BaselineCheck
+    floor: FloorCheck | None = None
+    comparison: ComparisonCheck | None = None
+    save: SaveAction | None = None
+    notes: tuple[Note, ...] = ()
+    update_command: str = ""
+
+    @property
+    def failed_checks(self) -> tuple[str, ...]:
+        """Which checks failed the test: "floor", "regression", "ab", "strict-baseline",
+        "strict-ab"."""
+        causes = []
+        if self.floor is not None and self.floor.status == FAIL:
+            causes.append("floor")
+        if self.baseline.gating and self.baseline.outcome == REGRESSED:
+            causes.append("regression")
+        if (
+            self.baseline.gating
+            and self.baseline.strict
+            and self.baseline.outcome
+            in (
+                NO_BASELINE,
+                OTHER_DEVICE,
+            )
+        ):
+            causes.append("strict-baseline")
+        comparison = self.comparison
+        if comparison is not None:
+            if comparison.state == AB_REGRESSED:
+                causes.append("ab")
+            elif comparison.strict and (
+                comparison.state == AB_INCONCLUSIVE
+                or (comparison.state == AB_NO_BASE and comparison.no_base_why == NO_BASE_REF)
+            ):
+                causes.append("strict-ab")
+        return tuple(causes) if self.status == FAIL else ()
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measurement of one test, what the gate decided, and how pytest ended the test
+    (`test_outcome`: "passed", "failed", ...; "" while the test is still running)."""
+
+    test_id: str
+    measurement: Measurement
+    verdict: Verdict
+    test_outcome: str = ""

@@ -12,21 +12,23 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.gate.policy import (
+    DEFAULT_COMPARE_THRESHOLD,
+    DEFAULT_TOLERANCE,
+    HISTORY_LENGTH,
+)
 from pytest_gpuperf.results import CACHE_MODES
 
 BACKEND_NAMES = ("hip", "cuda", "sim")
 DEFAULT_BACKENDS = ("hip", "cuda")
 DEFAULT_SIM_DEVICE = "mi300x"
-# The regression a gate exists to catch is a kernel change costing several percent; 5% sits
-# above the run-to-run noise of an NVIDIA H100 (do_bench CV 0.23%) and, combined with the
-# recorded run spread (verdict.py), keeps MI300X's +-7% drift from raising false alarms.
-DEFAULT_TOLERANCE = 0.05
+REQUIRE_CHOICES = ("gpu", "hip", "cuda")
 DEFAULT_BUDGET_S = 1.0
 DEFAULT_CACHE = "cold"
 DEFAULT_BASELINE_DIR = "baselines"
@@ -57,10 +59,19 @@ OPTIONS: tuple[OptionSpec, ...] = (
         is_flag=True,
     ),
     OptionSpec(
+        "--no-gpuperf",
+        "no_gpuperf",
+        "undo a gpuperf = true in the ini file for this run: smoke mode (each gpu_bench call "
+        "launches once, nothing is timed or gated).",
+        ini=None,
+        is_flag=True,
+    ),
+    OptionSpec(
         "--gpuperf-save",
         "gpuperf_save",
-        "record the measurements as baselines in <baseline-dir>/<device>.toml (merged with "
-        "the entries already there) after their floor check passed; implies --gpuperf. "
+        "record the measurements as baselines in <baseline-dir>/<device>.toml "
+        "(<device>-sim.toml on the simulated device), appended to each entry's history of "
+        "saves, after their floor check passed; implies --gpuperf. "
         "Default: off. Command line only: saving baselines must be a deliberate act.",
         ini=None,
         is_flag=True,
@@ -73,6 +84,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "simulated device when no GPU is found. Default: 'hip,cuda'.",
         ini="gpuperf_backend",
         metavar="LIST",
+    ),
+    OptionSpec(
+        "--gpuperf-require",
+        "gpuperf_require",
+        "what a measuring run must find: gpu (a real GPU on any backend), hip or cuda. When "
+        "it is not found the session fails with the reasons instead of skipping to green, and "
+        "the simulated device is never used. Use it on GPU runners. Default: not required.",
+        ini="gpuperf_require",
+        metavar="KIND",
     ),
     OptionSpec(
         "--gpuperf-device",
@@ -101,19 +121,58 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-tolerance",
         "gpuperf_tolerance",
-        "relative drop of efficiency below the baseline tolerated before a test fails, on top "
-        "of the measurement noise and the baseline's recorded run-to-run spread. "
-        "Default: 0.05 (5%, see docs/writing-perf-tests.md).",
+        "the smallest relative drop of efficiency below the stored baseline that fails a "
+        "test: a test fails when the drop exceeds the larger of this and the noise allowance "
+        "(the measurement's own interval and the baseline's run-to-run spread, learned from its "
+        "history of saves). 0 leaves the noise allowance alone. "
+        f"Default: {DEFAULT_TOLERANCE} ({DEFAULT_TOLERANCE:.0%}, docs/measurement.md).",
         ini="gpuperf_tolerance",
         metavar="FRACTION",
     ),
     OptionSpec(
         "--gpuperf-strict",
         "gpuperf_strict",
-        "fail a measured test that has no baseline for this device. "
-        "Default: off (reported, not failed).",
+        "fail a measured test that has no baseline for this device, and under "
+        "--gpuperf-compare one whose comparison stays inconclusive or could not reach the "
+        "base revision. Default: off (reported, not failed).",
         ini="gpuperf_strict",
         is_flag=True,
+    ),
+    OptionSpec(
+        "--gpuperf-compare",
+        "gpuperf_compare",
+        "A/B in one run: also build every measured kernel from git revision REF's version of "
+        "its source (e.g. origin/main on a pull request) and measure head and base "
+        "interleaved on the same buffers; a slowdown beyond the threshold fails the test. "
+        "Stored baselines are then shown, not gated. Default: off.",
+        ini="gpuperf_compare",
+        metavar="REF",
+    ),
+    OptionSpec(
+        "--gpuperf-compare-threshold",
+        "gpuperf_compare_threshold",
+        "the smallest A/B difference (head time / base time - 1) that counts as a "
+        "regression or an improvement; very short kernels get a wider one (docs/measurement.md). "
+        f"Default: {DEFAULT_COMPARE_THRESHOLD} ({DEFAULT_COMPARE_THRESHOLD:.1%}).",
+        ini="gpuperf_compare_threshold",
+        metavar="FRACTION",
+    ),
+    OptionSpec(
+        "--gpuperf-compare-force",
+        "gpuperf_compare_force",
+        "time head and base even when they compiled to byte-identical code objects (an A/A "
+        "control). Default: off (identical code is reported as unchanged, not timed).",
+        ini=None,
+        is_flag=True,
+    ),
+    OptionSpec(
+        "--gpuperf-history",
+        "gpuperf_history",
+        "saves of the same code kept per baseline entry by --gpuperf-save; the run-to-run "
+        "spread is learned from them once there are 3. "
+        f"Default: {HISTORY_LENGTH}.",
+        ini="gpuperf_history",
+        metavar="N",
     ),
     OptionSpec(
         "--gpuperf-budget",
@@ -165,27 +224,66 @@ class Settings:
     measure: bool = False
     save: bool = False
     backends: tuple[str, ...] = DEFAULT_BACKENDS
+    require: str | None = None  # "gpu" | "hip" | "cuda"
     device_key: str | None = None
     gpu_index: int | None = None
     baseline_dir: Path = Path(DEFAULT_BASELINE_DIR)
     tolerance: float = DEFAULT_TOLERANCE
     strict: bool = False
+    compare_ref: str | None = None
+    compare_threshold: float = DEFAULT_COMPARE_THRESHOLD
+    compare_force: bool = False
+    history_length: int = HISTORY_LENGTH
     budget_s: float = DEFAULT_BUDGET_S
     cache: str = DEFAULT_CACHE
     json_path: Path | None = None
     benchmark_json_path: Path | None = None
     markdown_path: Path | None = None
 
+    @property
+    def allowed_backends(self) -> tuple[str, ...]:
+        """The backends to try: --gpuperf-require drops the simulated device, and hip/cuda
+        keep only that backend."""
+        if self.require is None:
+            return self.backends
+        if self.require == "gpu":
+            return tuple(b for b in self.backends if b != "sim") or ("hip", "cuda")
+        return (self.require,)
+
     def command_options(self) -> list[str]:
         """The options a re-run needs to measure the same way (for the update command)."""
         options = []
         if self.backends != DEFAULT_BACKENDS:
             options.append(f"--gpuperf-backend={','.join(self.backends)}")
+        if self.require:
+            options.append(f"--gpuperf-require={self.require}")
         if self.device_key:
             options.append(f"--gpuperf-device={self.device_key}")
         if self.cache != DEFAULT_CACHE:
             options.append(f"--gpuperf-cache={self.cache}")
         return options
+
+
+@dataclass(frozen=True)
+class FloorRule:
+    """One floor: `value` applies to the measurements it names (None: any name, device key or
+    cache mode); `origin` says where it was written, for messages."""
+
+    value: float
+    name: str | None = None
+    device: str | None = None
+    cache: str | None = None
+    origin: str = "min_bw"
+
+    def matches(self, name: str, device: str, cache: str) -> bool:
+        return all(
+            wanted is None or wanted == actual
+            for wanted, actual in ((self.name, name), (self.device, device), (self.cache, cache))
+        )
+
+    @property
+    def specificity(self) -> int:
+        return sum(part is not None for part in (self.name, self.device, self.cache))
 
 
 @dataclass(frozen=True)
@@ -195,12 +293,21 @@ class TestSettings:
     __test__ = False  # not a test class, whatever pytest's collector thinks of the name
 
     test_id: str
-    floor: float | None = None
+    floors: tuple[FloorRule, ...] = ()  # closest marker first
     tolerance: float = DEFAULT_TOLERANCE
     cache: str = DEFAULT_CACHE
     budget_s: float = DEFAULT_BUDGET_S
     peak_bps: float | None = None
     strict: bool = False
+
+    def floor_for(self, name: str, device: str, cache: str) -> FloorRule | None:
+        """The floor of one measurement: the most specific matching rule, and among equally
+        specific ones the closest marker."""
+        matching = [rule for rule in self.floors if rule.matches(name, device, cache)]
+        if not matching:
+            return None
+        best = max(rule.specificity for rule in matching)
+        return next(rule for rule in matching if rule.specificity == best)
 
 
 # -- parsing the options --------------------------------------------------------------------
@@ -243,16 +350,28 @@ def build_settings(
         return (base / Path(os.path.expanduser(text))).resolve()
 
     save = get("gpuperf_save", parse_bool, False)
+    measure = bool(get("gpuperf", parse_bool, False) or save)
+    if get("no_gpuperf", parse_bool, False):
+        if save:
+            raise ConfigError("--no-gpuperf and --gpuperf-save contradict each other")
+        measure = False
     baseline_dir = path("gpuperf_baseline_dir") or (rootdir / DEFAULT_BASELINE_DIR)
     return Settings(
-        measure=bool(get("gpuperf", parse_bool, False) or save),
+        measure=measure,
         save=save,
         backends=get("gpuperf_backend", parse_backends, DEFAULT_BACKENDS),
+        require=get("gpuperf_require", parse_require, None),
         device_key=get("gpuperf_device", parse_device_key, None),
         gpu_index=get("gpuperf_gpu", parse_gpu_index, None),
         baseline_dir=baseline_dir,
         tolerance=get("gpuperf_tolerance", parse_tolerance, DEFAULT_TOLERANCE),
         strict=get("gpuperf_strict", parse_bool, False),
+        compare_ref=get("gpuperf_compare", parse_ref, None),
+        compare_threshold=get(
+            "gpuperf_compare_threshold", parse_threshold, DEFAULT_COMPARE_THRESHOLD
+        ),
+        compare_force=get("gpuperf_compare_force", parse_bool, False),
+        history_length=get("gpuperf_history", parse_history, HISTORY_LENGTH),
         budget_s=get("gpuperf_budget", parse_budget, DEFAULT_BUDGET_S),
         cache=get("gpuperf_cache", parse_cache, DEFAULT_CACHE),
         json_path=path("gpuperf_json"),
@@ -290,6 +409,25 @@ def parse_backends(raw: Any, where: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(expanded))
 
 
+def parse_require(raw: Any, where: str) -> str:
+    kind = str(raw).strip().lower()
+    if kind not in REQUIRE_CHOICES:
+        raise ConfigError(
+            f"{where}: expected one of {', '.join(REQUIRE_CHOICES)} (gpu: any real GPU), "
+            f"got {raw!r}"
+        )
+    return kind
+
+
+def parse_ref(raw: Any, where: str) -> str:
+    text = str(raw).strip()
+    if not text or text.startswith("-") or any(c.isspace() for c in text):
+        raise ConfigError(
+            f"{where}: expected a git revision (e.g. origin/main, HEAD~1, a commit id), got {raw!r}"
+        )
+    return text
+
+
 def parse_device_key(raw: Any, where: str) -> str:
     from pytest_gpuperf.devices import KNOWN_DEVICES
 
@@ -303,17 +441,24 @@ def parse_device_key(raw: Any, where: str) -> str:
 
 def parse_gpu_index(raw: Any, where: str) -> int:
     text = str(raw).strip()
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise ConfigError(f"{where}: expected a device index (0, 1, ...), got {raw!r}")
     return int(text)
 
 
-def _fraction(raw: Any, where: str, what: str, *, high_inclusive: bool) -> float:
+def parse_history(raw: Any, where: str) -> int:
+    text = str(raw).strip()
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 100:
+        raise ConfigError(f"{where}: expected a number of saves from 1 to 100, got {raw!r}")
+    return int(text)
+
+
+def _fraction(raw: Any, where: str, what: str, *, low_inclusive: bool = False) -> float:
     value = _number(raw, where, what)
-    upper_ok = value <= 1 if high_inclusive else value < 1
-    if not (value > 0 and upper_ok):
-        bound = "1]" if high_inclusive else "1)"
-        raise ConfigError(f"{where}: {what} must be a fraction in (0, {bound}, got {raw!r}")
+    low_ok = value >= 0 if low_inclusive else value > 0
+    if not (low_ok and value < 1):
+        bracket = "[" if low_inclusive else "("
+        raise ConfigError(f"{where}: {what} must be a fraction in {bracket}0, 1), got {raw!r}")
     return value
 
 
@@ -330,7 +475,13 @@ def _number(raw: Any, where: str, what: str) -> float:
 
 
 def parse_tolerance(raw: Any, where: str) -> float:
-    return _fraction(raw, where, "the tolerance (e.g. 0.05 for 5%)", high_inclusive=False)
+    return _fraction(
+        raw, where, "the tolerance (e.g. 0.01 for 1%; 0 for the noise alone)", low_inclusive=True
+    )
+
+
+def parse_threshold(raw: Any, where: str) -> float:
+    return _fraction(raw, where, "the compare threshold (e.g. 0.005 for 0.5%)", low_inclusive=True)
 
 
 def parse_budget(raw: Any, where: str) -> float:
@@ -344,7 +495,7 @@ def parse_cache(raw: Any, where: str) -> str:
     mode = str(raw).strip().lower() if isinstance(raw, str) else raw
     if mode not in CACHE_MODES:
         raise ConfigError(f"{where}: {cache_mode_problem(raw)}")
-    return mode
+    return str(mode)
 
 
 def cache_mode_problem(raw: Any) -> str:
@@ -358,16 +509,20 @@ def cache_mode_problem(raw: Any) -> str:
 # -- the markers ----------------------------------------------------------------------------
 
 MARKER_KEYWORDS = ("tolerance", "cache", "budget_s", "peak_gbps", "strict")
+FLOOR_KEYWORDS = ("name", "device", "cache")
 
 MIN_BW_HELP = (
-    "min_bw(fraction): fail the test when its measured bandwidth efficiency (declared bytes / "
-    "median kernel time / the device's peak bandwidth) is below the fraction, 0 < x <= 1 "
-    "(e.g. min_bw(0.8)). Applies under --gpuperf."
+    "min_bw(fraction, name=None, device=None, cache=None): fail a measurement whose bandwidth "
+    "efficiency (declared bytes / median kernel time / the device's peak bandwidth) is below "
+    "the fraction, 0 < x <= 1 (e.g. min_bw(0.8)). name=, device= and cache= limit it to one "
+    "measurement name, device key or cache mode; several min_bw marks may be stacked and the "
+    "most specific applies. Applies under --gpuperf."
 )
 GPUPERF_HELP = (
     "gpuperf(tolerance=, cache=, budget_s=, peak_gbps=, strict=): per-test measurement "
     "settings: baseline tolerance (fraction), default cache mode (cold|hot|rotate), sampling "
-    "budget in seconds, peak bandwidth override in GB/s, and whether a missing baseline fails."
+    "budget in seconds, peak bandwidth override in GB/s, and whether a missing baseline fails. "
+    "Marks on the module, class and test merge by keyword, the closest winning."
 )
 
 
@@ -383,10 +538,13 @@ def settings_for_test(
     settings: Settings,
     test_id: str,
     *,
-    min_bw: MarkerArgs | None = None,
-    gpuperf: MarkerArgs | None = None,
+    min_bw: Sequence[MarkerArgs] = (),
+    gpuperf: Sequence[MarkerArgs] = (),
 ) -> TestSettings:
-    """The settings for one test; `ConfigError` naming the test for a bad marker."""
+    """The settings for one test; `ConfigError` naming the test for a bad marker.
+
+    `min_bw` and `gpuperf` list the test's marks closest first (as pytest's iter_markers).
+    """
     result = TestSettings(
         test_id=test_id,
         tolerance=settings.tolerance,
@@ -394,37 +552,57 @@ def settings_for_test(
         budget_s=settings.budget_s,
         strict=settings.strict,
     )
-    if min_bw is not None:
-        result = replace(result, floor=_floor(test_id, min_bw))
-    if gpuperf is not None:
-        result = _apply_gpuperf_marker(result, test_id, gpuperf)
-    return result
+    if min_bw:
+        result = replace(result, floors=tuple(_floor(test_id, marker) for marker in min_bw))
+    merged: dict[str, Any] = {}
+    for marker in reversed(tuple(gpuperf)):  # farthest first: the closest overwrites
+        merged.update(_gpuperf_keywords(test_id, marker))
+    return _apply_gpuperf(result, test_id, merged) if merged else result
 
 
-def _floor(test_id: str, marker: MarkerArgs) -> float:
+def _floor(test_id: str, marker: MarkerArgs) -> FloorRule:
     where = f"{test_id}: @pytest.mark.min_bw"
-    if marker.kwargs or len(marker.args) != 1:
+    kwargs = dict(marker.kwargs or {})
+    unknown = sorted(set(kwargs) - set(FLOOR_KEYWORDS))
+    if unknown or len(marker.args) != 1:
         raise ConfigError(
-            f"{where} takes exactly one positional fraction, e.g. min_bw(0.8); got "
-            f"{_call_text(marker)}"
+            f"{where} takes one positional fraction and optionally name=, device=, cache= "
+            f"(e.g. min_bw(0.8) or min_bw(0.6, name='tiled')); got {_call_text(marker)}"
         )
     raw = marker.args[0]
+    value = parse_floor(raw, f"{where}({raw!r})")
+    rule = {}
+    for key in FLOOR_KEYWORDS:
+        if key in kwargs:
+            given = kwargs[key]
+            if not isinstance(given, str) or not given.strip():
+                raise ConfigError(f"{where}({key}=...): must be a non-empty string, got {given!r}")
+            rule[key] = parse_cache(given, f"{where}(cache=...)") if key == "cache" else given
+    if "device" in rule:
+        rule["device"] = parse_device_key(rule["device"], f"{where}(device=...)")
+    origin = "min_bw" + (
+        "(" + ", ".join(f"{k}={v!r}" for k, v in rule.items()) + ")" if rule else ""
+    )
+    return FloorRule(value=value, origin=origin, **rule)
+
+
+def parse_floor(raw: Any, where: str) -> float:
+    """A floor: an efficiency fraction in (0, 1]."""
     if isinstance(raw, bool) or not isinstance(raw, (int, float)):
         raise ConfigError(
-            f"{where}({raw!r}): the floor must be a number, the fraction of the device's peak "
+            f"{where}: the floor must be a number, the fraction of the device's peak "
             "bandwidth the kernel must reach (0 < x <= 1), e.g. min_bw(0.8)"
         )
     value = float(raw)
     if not (math.isfinite(value) and 0 < value <= 1):
         hint = f" (a percentage? did you mean {value / 100:g}?)" if 2 <= value <= 100 else ""
         raise ConfigError(
-            f"{where}({raw!r}): the floor is a fraction of the peak bandwidth and must be in "
-            f"(0, 1]{hint}"
+            f"{where}: the floor is a fraction of the peak bandwidth and must be in (0, 1]{hint}"
         )
     return value
 
 
-def _apply_gpuperf_marker(result: TestSettings, test_id: str, marker: MarkerArgs) -> TestSettings:
+def _gpuperf_keywords(test_id: str, marker: MarkerArgs) -> dict[str, Any]:
     where = f"{test_id}: @pytest.mark.gpuperf"
     if marker.args:
         raise ConfigError(
@@ -438,6 +616,11 @@ def _apply_gpuperf_marker(result: TestSettings, test_id: str, marker: MarkerArgs
             f"{where}: unknown keyword {', '.join(map(repr, unknown))}; valid keywords: "
             f"{', '.join(MARKER_KEYWORDS)}"
         )
+    return kwargs
+
+
+def _apply_gpuperf(result: TestSettings, test_id: str, kwargs: Mapping[str, Any]) -> TestSettings:
+    where = f"{test_id}: @pytest.mark.gpuperf"
     changes: dict[str, Any] = {}
     if "tolerance" in kwargs:
         changes["tolerance"] = parse_tolerance(kwargs["tolerance"], f"{where}(tolerance=...)")
@@ -486,11 +669,19 @@ def describe(settings: Settings) -> str:
     mode = "save baselines" if settings.save else "measure and gate"
     parts = [
         mode,
-        f"backends {','.join(settings.backends)}",
+        f"backends {','.join(settings.allowed_backends)}",
         f"cache {settings.cache}",
-        f"tolerance {settings.tolerance:.0%}",
+        f"tolerance {settings.tolerance:.1%}",
         f"budget {settings.budget_s:g} s",
     ]
+    if settings.compare_ref:
+        forced = ", forced" if settings.compare_force else ""
+        parts.append(
+            f"A/B against {settings.compare_ref} (threshold {settings.compare_threshold:.1%}"
+            f"{forced})"
+        )
+    if settings.require:
+        parts.append(f"requires {settings.require}")
     if settings.device_key:
         parts.append(f"device {settings.device_key}")
     if settings.gpu_index is not None:
@@ -503,6 +694,7 @@ def describe(settings: Settings) -> str:
 
 __all__ = [
     "OPTIONS",
+    "FloorRule",
     "MarkerArgs",
     "OptionSpec",
     "Settings",

@@ -2,8 +2,8 @@
 
 The mechanism under the measurement engine (measure.py holds the policy: cache modes,
 placements, warm-up, stopping). An event pair around a launch on an idle device times the
-host's launch latency (5.8 us for an empty kernel on an H100, DESIGN.md), so every timed
-launch must be submitted while the device is still busy with earlier work:
+host's launch latency (5.8 us for an empty kernel on an H100, docs/measurement.md), so every
+timed launch must be submitted while the device is still busy with earlier work:
 
 - each batch starts with `gpuperf_spin`, long enough for the host to enqueue the batch;
 - `QueueAccount` keeps a host-side lower bound of when the device runs dry, and a sample
@@ -133,16 +133,20 @@ class Timed:
     launches: int = 1  # per event pair
     samples_s: list[float] = field(default_factory=list)
     lower_bound_s: float = 0.0
-    cursor: int = 0
+    # The next copy to launch on, in a list so that two workloads sharing buffers (head and
+    # base of an A/B pair) can share it: successive launches of either take successive copies.
+    cursor: list[int] = field(default_factory=lambda: [0])
     # `launch_on(args, stream)` launches on a given stream, which stream capture needs; None
     # for work the engine cannot capture (a callable launches where it likes).
     launch_on: Callable[[tuple, Any], None] | None = None
     graphs: list = field(default_factory=list)  # one per placement, when replaying graphs
+    # Enqueues untimed device work before every timed launch (a reset of an accumulator).
+    setup: Callable[[], None] | None = None
 
     def launch_next(self, placement: int) -> None:
         copies = self.placements[placement % len(self.placements)]
-        self.launch(copies[self.cursor % len(copies)])
-        self.cursor += 1
+        self.launch(copies[self.cursor[0] % len(copies)])
+        self.cursor[0] += 1
 
     def capture_graphs(self, backend: Backend) -> None:
         """One graph per placement holding `launches` launches on its (single) copy, so an
@@ -180,6 +184,9 @@ class Batch:
     starved: int
     host_s: float  # wall time the host spent enqueueing (spin excluded)
     deficit_s: float  # summed lateness of timed launches that came after the device ran dry
+    # Per sample slot, each workload's time (None where it was dropped as starved): the
+    # workloads of one slot ran back to back, which paired comparisons rely on.
+    slots: list[list[float | None]] = field(default_factory=list)
 
 
 class QueueAccount:
@@ -221,18 +228,26 @@ def run_batch(
     spin_s: float,
     clock: Callable[[], float],
     while_in_flight: Callable[[], None] | None = None,
+    order: Callable[[int], Sequence[int]] | None = None,
 ) -> Batch:
-    """Enqueue `samples` samples of every workload, interleaved, then synchronise once."""
+    """Enqueue `samples` samples of every workload, interleaved, then synchronise once.
+
+    `order(slot)` gives the order in which the workloads run in one sample slot (default:
+    as listed); an A/B pair randomises it so neither side always runs first.
+    """
     backend = engine.backend
     events = engine.event_pairs(samples * len(timed))
     account = QueueAccount(clock)
     account.enqueue(lambda: engine.launch_spin(spin_s), spin_s, timed=False)
     started = clock()
-    pending: list[tuple[int, Any, Any, bool]] = []
+    pending: list[tuple[int, int, Any, Any, bool]] = []
     for placement in range(samples):
-        for which, work in enumerate(timed):
+        for which in order(placement) if order else range(len(timed)):
+            work = timed[which]
             if cold:
                 account.enqueue(engine.launch_flush, engine.flush_lower_bound_s, timed=False)
+            if work.setup is not None:
+                account.enqueue(work.setup, 0.0, timed=False)
             start, end = events[2 * len(pending)], events[2 * len(pending) + 1]
             backend.record_event(start)
             if work.graphs:
@@ -247,19 +262,22 @@ def run_batch(
                         functools.partial(work.launch_next, placement), work.lower_bound_s
                     )
             backend.record_event(end)
-            pending.append((which, start, end, fed))
+            pending.append((placement, which, start, end, fed))
     host_s = clock() - started
     if while_in_flight is not None:
         while_in_flight()
     backend.synchronize()
     accepted: list[list[float]] = [[] for _ in timed]
+    slots: list[list[float | None]] = [[None] * len(timed) for _ in range(samples)]
     starved = 0
-    for which, start, end, fed in pending:
+    for placement, which, start, end, fed in pending:
         if fed:
-            accepted[which].append(backend.elapsed_s(start, end) / timed[which].launches)
+            sample_s = backend.elapsed_s(start, end) / timed[which].launches
+            accepted[which].append(sample_s)
+            slots[placement][which] = sample_s
         else:
             starved += 1
-    return Batch(accepted, starved, host_s, account.deficit_s)
+    return Batch(accepted, starved, host_s, account.deficit_s, slots)
 
 
 @dataclass

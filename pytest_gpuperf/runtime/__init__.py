@@ -1,22 +1,20 @@
 """Backends behind one interface, registered by name and imported only when asked for.
 
 `open_backend("auto")` tries hip, then cuda; the simulated device is used only when named,
-so a machine without a GPU never measures a fake device by accident.
+so a machine without a GPU never measures a fake device by accident. Importing this package
+imports no backend and no NumPy: the interface types load on first use.
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.errors import Attempt, DeviceUnavailable
-from pytest_gpuperf.runtime.base import (
-    Backend,
-    DeviceBuffer,
-    DeviceInfo,
-    Kernel,
-    KernelResources,
-    Module,
-)
+from pytest_gpuperf.runtime.info import DeviceInfo, KernelResources
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel, Module
 
 # name -> module exposing `open(device_index: int, **options) -> Backend`, which raises
 # DeviceUnavailable carrying one Attempt that says why (library missing, no device, ...).
@@ -26,6 +24,7 @@ BACKENDS = {
     "sim": "pytest_gpuperf.runtime.sim",
 }
 AUTO_ORDER = ("hip", "cuda")
+_LAZY = {"Backend", "DeviceBuffer", "Kernel", "Module"}
 
 
 def open_backend(name: str = "auto", device_index: int = 0, **options: object) -> Backend:
@@ -37,11 +36,20 @@ def open_backend(name: str = "auto", device_index: int = 0, **options: object) -
     for candidate in AUTO_ORDER if name == "auto" else (name,):
         module = importlib.import_module(BACKENDS[candidate])
         try:
-            return module.open(device_index, **options)
+            backend: Backend = module.open(device_index, **options)
+            return backend
         except DeviceUnavailable as unavailable:
             attempts.extend(unavailable.attempts)
     hint = "pass --gpuperf-backend=sim to run on the simulated device" if name == "auto" else ""
     raise DeviceUnavailable(attempts, hint=hint)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from pytest_gpuperf.runtime import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

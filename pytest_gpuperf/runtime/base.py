@@ -9,6 +9,7 @@ streams, events, synchronize). Vendor types never cross this interface: buffers 
 from __future__ import annotations
 
 import abc
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,78 +18,8 @@ from typing import Any
 import numpy as np
 
 from pytest_gpuperf.errors import ArgumentError, GpuPerfError, KernelNotFound, LaunchError
+from pytest_gpuperf.runtime.info import DeviceInfo, KernelResources
 from pytest_gpuperf.runtime.signature import KernelParam, check_arguments
-
-
-@dataclass(frozen=True)
-class DeviceInfo:
-    """What the runtime reports about the device (no datasheet figures: see devices.py)."""
-
-    backend: str  # "hip" | "cuda" | "sim"
-    index: int
-    name: str  # "AMD Instinct MI300X", "NVIDIA H100 80GB HBM3"
-    arch: str  # "gfx942", "sm_90"
-    compute_units: int  # CUs on AMD, SMs on NVIDIA
-    l2_bytes: int
-    memory_bytes: int
-    warp_size: int
-    max_threads_per_block: int
-    shared_bytes_per_block: int
-    clock_khz: int | None = None
-    memory_clock_khz: int | None = None
-    memory_bus_bits: int | None = None
-    pci_bus_id: str | None = None
-    runtime_version: str = ""
-    driver_version: str = ""
-    simulated: bool = False
-
-    @property
-    def reported_peak_bps(self) -> float | None:
-        """Peak bandwidth from memory clock x bus width (x2 for DDR), when both are known.
-
-        Only a fallback for unknown devices: on AMD HBM3 this does not give the datasheet
-        figure (DESIGN.md), so devices.py prefers its table.
-        """
-        if not self.memory_clock_khz or not self.memory_bus_bits:
-            return None
-        return 2.0 * self.memory_clock_khz * 1e3 * self.memory_bus_bits / 8
-
-
-@dataclass(frozen=True)
-class KernelResources:
-    """The static resource report of one compiled kernel.
-
-    `registers` is VGPRs per thread on AMD (arch VGPRs + AGPRs) and registers per thread on
-    NVIDIA; `sgprs` exists on AMD only. Occupancy is a fraction of the maximum resident
-    wavefronts/warps per CU/SM for `block_threads`, with the resource that limits it.
-    """
-
-    registers: int | None = None
-    sgprs: int | None = None
-    shared_bytes: int = 0
-    scratch_bytes: int = 0
-    spill_count: int | None = None
-    max_threads_per_block: int | None = None
-    block_threads: int | None = None
-    occupancy: float | None = None
-    occupancy_limiter: str | None = None
-    waves_per_simd: int | None = None
-    blocks_per_cu: int | None = None
-
-    def summary(self) -> str:
-        """One short line for reports: "32 VGPR, 0 B LDS, occ 100% (waves)"."""
-        parts = []
-        if self.registers is not None:
-            parts.append(f"{self.registers} regs")
-        if self.sgprs is not None:
-            parts.append(f"{self.sgprs} sgprs")
-        parts.append(f"{self.shared_bytes} B shared")
-        if self.scratch_bytes:
-            parts.append(f"{self.scratch_bytes} B scratch")
-        if self.occupancy is not None:
-            limiter = f" ({self.occupancy_limiter})" if self.occupancy_limiter else ""
-            parts.append(f"occupancy {self.occupancy:.0%}{limiter}")
-        return ", ".join(parts)
 
 
 @dataclass(eq=False)
@@ -126,6 +57,7 @@ class Kernel:
     handle: Any = field(repr=False)
     module: Module = field(repr=False)
     resources: KernelResources = field(default_factory=KernelResources)
+    fingerprint: str = ""  # filled by Backend.kernel_fingerprint on first use
 
     @property
     def backend(self) -> Backend:
@@ -143,6 +75,11 @@ class Module:
     binary: bytes = field(repr=False, default=b"")
     log: str = ""
     from_cache: bool = False
+    # Where it was compiled from, as the session asked for it (the A/B comparison builds the
+    # base revision's version of the same file with the same options and defines).
+    source_path: Path | None = None
+    options: tuple[str, ...] = ()
+    defines: tuple[tuple[str, str], ...] = ()
     _kernels: dict[str, Kernel] = field(default_factory=dict, repr=False)
 
     def kernel(self, name: str) -> Kernel:
@@ -273,6 +210,22 @@ class Backend(abc.ABC):
 
     def _kernel_resources(self, kernel: Kernel) -> KernelResources:
         return KernelResources()
+
+    def kernel_fingerprint(self, kernel: Kernel) -> str:
+        """'sha256:<hex>' of the kernel's machine code: equal exactly when two builds are
+        byte-identical, so an A/B comparison can skip timing and a baseline history can tell
+        a save of the same code from a save of edited code. Memoised on the kernel."""
+        if not kernel.fingerprint:
+            kernel.fingerprint = self._fingerprint(kernel)
+        return kernel.fingerprint
+
+    def _fingerprint(self, kernel: Kernel) -> str:
+        try:
+            from pytest_gpuperf.runtime.fingerprint import code_fingerprint
+        except ImportError:  # pragma: no cover - until the ELF reader is there
+            digest = hashlib.sha256(kernel.module.binary + b"\0" + kernel.name.encode())
+            return f"sha256:{digest.hexdigest()}"
+        return str(code_fingerprint(kernel.module.binary, kernel.name))
 
     def occupancy(
         self, kernel: Kernel, block_threads: int, shared_bytes: int = 0

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.runtime.amd_codeobject import AmdKernelMetadata, target_arch
-from pytest_gpuperf.runtime.base import KernelResources
+from pytest_gpuperf.runtime.info import KernelResources
 
 DEFAULT_BLOCK_THREADS = 256  # what kernels/ are launched with; reports may recompute
 

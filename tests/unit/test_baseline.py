@@ -1,4 +1,5 @@
-"""Baseline files: validation with file:line, merge-on-save, atomic and concurrent writes."""
+"""Baseline files: schema 2 with a history of saves, schema 1 migrated on load, validation with
+file:line, merge-on-save, atomic and concurrent writes, links never followed."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf import baseline
-from pytest_gpuperf.baseline import BaselineEntry, BaselineStore, Provenance
+from pytest_gpuperf.baseline import BaselineEntry, BaselineStore, SaveRecord
+from pytest_gpuperf.baseline import store as store_module
 from pytest_gpuperf.errors import BaselineError, ConfigError
+from pytest_gpuperf.gate.saving import entry_from_history
 from pytest_gpuperf.results import Measurement
 
 TEST_ID = "tests/perf/test_vector_add.py::test_vector_add[32M]"
@@ -37,22 +39,37 @@ def make_measurement(name: str = "vector_add", time_s: float = 105.7e-6, **chang
         queue_method="flush kernel",
         grid=(131072, 1, 1),
         block=(256, 1, 1),
+        fingerprint="sha256:aa",
     )
     fields.update(changes)
     return Measurement(**fields)
 
 
-def make_entry(test_id: str = TEST_ID, name: str = "vector_add", **changes) -> BaselineEntry:
-    entry = BaselineEntry.from_measurement(
-        make_measurement(name),
-        test_id,
-        run_spread=0.07,
-        provenance=Provenance(when="2025-01-02T03:04:05Z", commit="0123456789abcdef"),
+def make_save(efficiency: float = 0.7185, **changes) -> SaveRecord:
+    fields = dict(
+        efficiency=efficiency,
+        efficiency_ci=(efficiency * 0.995, efficiency * 1.005),
+        time_s=BYTES / efficiency / 5.3e12,
+        when="2025-01-02T03:04:05Z",
+        commit="0123456789abcdef",
+        fingerprint="sha256:aa",
+        samples=40,
+        device_name="AMD Instinct MI300X",
+        backend="hip",
     )
+    fields.update(changes)
+    return SaveRecord(**fields)
+
+
+def make_entry(
+    test_id: str = TEST_ID, name: str = "vector_add", saves: int = 1, **changes
+) -> BaselineEntry:
+    history = [make_save(0.7185 * (1 + 0.002 * i)) for i in range(saves)]
+    entry = entry_from_history(make_measurement(name), test_id, history, prior_spread=0.07)
     return replace(entry, **changes)
 
 
-VALID = f"""\
+VALID_V1 = f"""\
 schema = 1
 device = "mi300x"
 
@@ -84,6 +101,49 @@ when = "2025-01-02T03:04:05Z"
 samples = 120
 """
 
+VALID = f"""\
+schema = 2
+device = "mi300x"
+
+[[entry]]
+id = "{TEST_ID}"
+name = "vector_add"
+cache = "cold"
+source = "measured"
+efficiency = 0.7185
+efficiency_ci = [0.70, 0.73]
+run_spread = 0.004
+spread_basis = "history"
+bandwidth_bps = 3.808e12
+time_s = 1.057e-4
+bytes_moved = {BYTES}
+
+[[entry.save]]
+efficiency = 0.7180
+efficiency_ci = [0.71, 0.72]
+time_s = 1.058e-4
+fingerprint = "sha256:aa"
+samples = 120
+
+[[entry.save]]
+efficiency = 0.7190
+efficiency_ci = [0.71, 0.73]
+time_s = 1.056e-4
+fingerprint = "sha256:aa"
+
+[[entry]]
+id = "tests/perf/test_vector_add.py::test_vector_add_seed"
+name = "vector_add"
+cache = "cold"
+source = "reported"
+efficiency = 0.7185
+efficiency_ci = [0.7185, 0.7185]
+run_spread = 0.07
+bandwidth_bps = 3.808e12
+time_s = 1.057e-4
+bytes_moved = {BYTES}
+reported_in = "Making memory bound kernels go brr on a MI300X: vector add 32M fp32"
+"""
 
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
 
@@ -94,68 +154,107 @@ def write(directory: Path, text: str, key: str = "mi300x") -> Path:
     return path
 
 
+def line_of(text: str, needle: str, occurrence: int = 1) -> int:
+    lines = text.splitlines()
+    hits = [i + 1 for i, line in enumerate(lines) if needle in line]
+    return hits[occurrence - 1]
+
+
 def test_saved_entry_round_trips_and_reads_as_a_baseline_ref(tmp_path):
     store = BaselineStore(tmp_path)
-    entry = make_entry()
+    entry = make_entry(saves=3)
     path = store.save("mi300x", [entry])
 
     assert path == tmp_path / "mi300x.toml"
-    assert BaselineStore(tmp_path).load("mi300x").get(TEST_ID, "vector_add") == entry
-    ref = store.lookup("mi300x", TEST_ID, "vector_add")
+    assert BaselineStore(tmp_path).load("mi300x").get(TEST_ID, "vector_add", "cold") == entry
+    ref = store.lookup("mi300x", TEST_ID, "vector_add", "cold")
     assert ref is not None
-    assert ref.efficiency == pytest.approx(BYTES / 105.7e-6 / 5.3e12, abs=1e-5)
-    assert ref.run_spread == 0.07
-    assert ref.cache == "cold"
-    assert ref.source == "measured"
-    assert ref.path == str(path)
+    assert ref.efficiency == pytest.approx(0.7185 * 1.002, rel=1e-5)  # the median save
+    assert ref.spread_basis == "history" and ref.saves == 3
+    assert ref.cache == "cold" and ref.source == "measured"
+    assert ref.path == str(path) and ref.device_key == "mi300x"
     assert "AMD Instinct MI300X" in ref.provenance
     assert "commit 0123456789ab" in ref.provenance
-    assert "40 samples" in ref.provenance
+    assert "median of 3 saves" in ref.provenance
+    assert ref.fingerprint == "sha256:aa"
 
 
 def test_saved_file_is_human_diffable(tmp_path):
     store = BaselineStore(tmp_path)
-    store.save("mi300x", [make_entry("b::test"), make_entry("a::test")])
+    store.save("mi300x", [make_entry("b::test", saves=2), make_entry("a::test")])
     text = (tmp_path / "mi300x.toml").read_text()
 
     assert text.index('id = "a::test"') < text.index('id = "b::test"')  # stable order
     assert "grid = [131072, 1, 1]" in text  # short arrays on one line
     assert text.count("[[entry]]") == 2
-    # re-saving the same entries changes nothing
-    store.save("mi300x", [make_entry("a::test")])
+    assert text.count("\n[[entry.save]]") == 3
+    assert "schema = 2" in text
+    store.save("mi300x", [make_entry("a::test")])  # re-saving the same entries changes nothing
     assert (tmp_path / "mi300x.toml").read_text() == text
 
 
-def test_from_measurement_takes_device_facts_from_the_measurement():
-    measurement = make_measurement(simulated=True, backend="sim", device_name="sim MI300X")
-    entry = BaselineEntry.from_measurement(measurement, TEST_ID, run_spread=0.0712345)
+def test_entries_are_keyed_by_cache_mode_too(tmp_path):
+    """A hot save must not replace the cold entry of the same measurement."""
+    store = BaselineStore(tmp_path)
+    cold = make_entry()
+    hot = replace(make_entry(), cache="hot", efficiency=1.9, efficiency_ci=(1.8, 2.0))
+    store.save("mi300x", [cold])
+    store.save("mi300x", [hot])
+    loaded = BaselineStore(tmp_path).load("mi300x")
+    assert loaded.get(TEST_ID, "vector_add", "cold") == cold
+    assert loaded.get(TEST_ID, "vector_add", "hot").efficiency == 1.9
 
-    assert entry.provenance.simulated
-    assert entry.provenance.backend == "sim"
-    assert entry.provenance.samples == 40
-    assert entry.provenance.when.endswith("Z")
-    assert entry.provenance.plugin_version
-    assert entry.run_spread == 0.0712
-    assert entry.efficiency_ci[0] <= entry.efficiency <= entry.efficiency_ci[1]
-    assert entry.to_ref("x").provenance.startswith("simulated")
+
+def test_schema_1_files_load_as_histories_of_one_save(tmp_path):
+    write(tmp_path, VALID_V1)
+    loaded = BaselineStore(tmp_path).load("mi300x")
+    assert loaded.schema == 1 and len(loaded) == 2
+    first = loaded.get(TEST_ID, "vector_add", "cold")
+    assert first.spread_basis == "prior" and first.run_spread == 0.07
+    assert len(first.saves) == 1 and first.saves[0].efficiency == 0.7185
+    copy = loaded.get("tests/perf/test_copy.py::test_copy", "copy", "rotate")
+    assert copy.saves[0].samples == 120 and copy.saves[0].when == "2025-01-02T03:04:05Z"
+    assert copy.to_ref("p").saves == 1
+
+    # a save migrates the whole file to schema 2 and keeps every entry
+    BaselineStore(tmp_path).save("mi300x", [make_entry(name="new")])
+    text = (tmp_path / "mi300x.toml").read_text()
+    assert "schema = 2" in text
+    migrated = BaselineStore(tmp_path).load("mi300x")
+    assert migrated.schema == 2 and len(migrated) == 3
+    assert migrated.get(TEST_ID, "vector_add", "cold") == first
+
+
+def test_schema_1_reported_entries_migrate_with_their_document(tmp_path):
+    text = VALID_V1.replace(
+        'source = "measured"',
+        'source = "reported"\n\n[entry.provenance]\n'
+        'reported_in = "the blog: 71.85%"\nnote = "rocprof"',
+    )
+    write(tmp_path, text)
+    entry = BaselineStore(tmp_path).load("mi300x").get(TEST_ID, "vector_add", "cold")
+    assert entry.source == "reported" and entry.saves == ()
+    assert entry.reported_in == "the blog: 71.85%" and entry.note == "rocprof"
+    assert entry.describe() == "reported in the blog: 71.85% (rocprof)"
 
 
 def test_lookup_misses_and_devices_with(tmp_path):
     store = BaselineStore(tmp_path)
-    assert store.lookup("mi300x", TEST_ID, "vector_add") is None  # no file at all
-    assert store.devices_with(TEST_ID, "vector_add") == []
+    assert store.lookup("mi300x", TEST_ID, "vector_add", "cold") is None  # no file at all
+    assert store.devices_with(TEST_ID, "vector_add", "cold") == []
 
     store.save("h100-sxm", [make_entry()])
     store.save("mi300x", [make_entry(name="other")])
 
-    assert store.lookup("mi300x", TEST_ID, "vector_add") is None
-    assert store.devices_with(TEST_ID, "vector_add") == ["h100-sxm"]
-    assert store.devices_with(TEST_ID, "other") == ["mi300x"]
+    assert store.lookup("mi300x", TEST_ID, "vector_add", "cold") is None
+    assert store.devices_with(TEST_ID, "vector_add", "cold") == ["h100-sxm"]
+    assert store.devices_with(TEST_ID, "other", "cold") == ["mi300x"]
+    assert store.devices_with(TEST_ID, "other", "hot") == []
     assert store.device_keys() == ["h100-sxm", "mi300x"]
 
 
 def test_save_merges_and_never_drops_other_entries(tmp_path):
-    path = write(tmp_path, VALID)
+    write(tmp_path, VALID)
     store = BaselineStore(tmp_path)
     updated = make_entry(efficiency=0.75)
     second_name = make_entry(name="vector_add_bypass")
@@ -164,95 +263,100 @@ def test_save_merges_and_never_drops_other_entries(tmp_path):
 
     loaded = BaselineStore(tmp_path).load("mi300x")
     assert len(loaded) == 3
-    assert loaded.get(TEST_ID, "vector_add").efficiency == 0.75  # replaced
-    assert loaded.get(TEST_ID, "vector_add_bypass") == second_name  # added
-    kept = loaded.get("tests/perf/test_copy.py::test_copy", "copy")  # untouched
-    assert (kept.efficiency, kept.cache, kept.provenance.samples) == (0.80, "rotate", 120)
-    assert kept.source == "measured"  # the default when a hand-written entry omits it
-    assert path.exists()
-
-
-def test_reported_entry_round_trips(tmp_path):
-    reported = make_entry(
-        test_id="tests/perf/test_vector_add.py::test_vector_add_seed",
-        source="reported",
-        efficiency=0.7185,
-        efficiency_ci=(0.7185, 0.7185),
-        provenance=Provenance(
-            reported_in="seeds/mi300x-memory-bound-kernels-blog.txt: vector add 32M fp32",
-            note="rocprof counters, 71.85% of 5.3 TB/s",
-        ),
+    assert loaded.get(TEST_ID, "vector_add", "cold").efficiency == 0.75  # replaced
+    assert loaded.get(TEST_ID, "vector_add_bypass", "cold") == second_name  # added
+    reported = loaded.get(
+        "tests/perf/test_vector_add.py::test_vector_add_seed", "vector_add", "cold"
     )
-    store = BaselineStore(tmp_path)
-    store.save("mi300x", [reported])
+    assert reported.source == "reported" and reported.reported_in.startswith("Making memory")
 
-    loaded = BaselineStore(tmp_path).load("mi300x").get(reported.test_id, "vector_add")
-    assert loaded == reported
-    ref = reported.to_ref("p")
-    assert ref.source == "reported"
-    assert ref.provenance.startswith("reported in seeds/mi300x-memory-bound-kernels-blog.txt")
+
+def test_update_can_prune_entries(tmp_path):
+    write(tmp_path, VALID)
+    store = BaselineStore(tmp_path)
+    store.update("mi300x", [], remove=[(TEST_ID, "vector_add", "cold")])
+    loaded = BaselineStore(tmp_path).load("mi300x")
+    assert list(loaded.entries) == [
+        ("tests/perf/test_vector_add.py::test_vector_add_seed", "vector_add", "cold")
+    ]
 
 
 def test_reported_entry_must_name_its_document(tmp_path):
-    text = VALID.replace('source = "measured"', 'source = "reported"')
+    text = VALID.replace('reported_in = "Making', 'note = "Making')
     write(tmp_path, text)
     with pytest.raises(BaselineError, match="reported_in") as caught:
         BaselineStore(tmp_path).load("mi300x")
-    assert caught.value.line == 14
+    assert caught.value.line == line_of(text, 'source = "reported"')
 
 
 def test_corrupt_toml_names_file_and_line(tmp_path):
-    text = VALID.replace("efficiency = 0.80", "efficiency = 0.80 0.81")
+    text = VALID.replace("run_spread = 0.07", "run_spread = 0.07 0.08")
     path = write(tmp_path, text)
     with pytest.raises(BaselineError) as caught:
         BaselineStore(tmp_path).load("mi300x")
     error = caught.value
-    assert error.path == str(path)
-    assert error.line == 19
-    assert str(error).startswith(f"{path}:19: not valid TOML")
+    line = line_of(text, "run_spread = 0.07 0.08")
+    assert error.path == str(path) and error.line == line
+    assert str(error).startswith(f"{path}:{line}: not valid TOML")
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "line", "message"),
+    ("old", "new", "message"),
     [
-        ("efficiency = 0.7185", 'efficiency = "high"', 7, "'efficiency' must be a number"),
-        ("efficiency = 0.7185", "efficiency = 1.7", 7, r"must be in \(0, 1.5\] for cache='cold'"),
-        ("efficiency = 0.7185", "efficiency = 0", 7, r"must be in \(0, 1.5\]"),
-        ('cache = "cold"', 'cache = "warm"', 13, "must be one of cold, hot, rotate"),
-        ("run_spread = 0.07\n", "", 4, "'run_spread' is missing"),
-        ("run_spread = 0.07\n", "run_spread = -0.1\n", 9, r"must be in \[0, 1\]"),
-        ("efficiency_ci = [0.70, 0.73]", "efficiency_ci = [0.73, 0.70]", 8, "low <= high"),
-        ("efficiency_ci = [0.70, 0.73]", "efficiency_ci = [0.70]", 8, "list of 2 numbers"),
-        (f"bytes_moved = {BYTES}", "bytes_moved = 1.5", 12, "'bytes_moved' must be an integer"),
-        ('source = "measured"', 'source = "guessed"', 14, "must be one of measured, reported"),
-        ('cache = "cold"', 'cache = "cold"\ngrid = [0, 1, 1]', 14, "positive integers"),
-        ("run_spread = 0.07", "run_sprad = 0.07", 9, "'run_sprad' is not a known key"),
-        ("samples = 120", "samples = -3", 29, "'samples' must be >= 0"),
-        ("samples = 120", 'samples = "many"', 29, "'samples' must be an integer"),
-        ("samples = 120", "sample = 120", 29, "'sample' is not a known key"),
-        ("schema = 1", "schema = 2", 1, "schema = 2 is not supported.*newer"),
-        ('device = "mi300x"', 'device = "h100-sxm"', 2, 'file is for device "mi300x"'),
-        ('device = "mi300x"\n', "", 1, "'device' is missing"),
+        ("efficiency = 0.7185", 'efficiency = "high"', "'efficiency' must be a number"),
+        ("efficiency = 0.7185", "efficiency = 1.7", r"must be in \(0, 1.5\] for cache='cold'"),
+        ("efficiency = 0.7185", "efficiency = 0", r"must be in \(0, 1.5\]"),
+        ('cache = "cold"', 'cache = "warm"', "must be one of cold, hot, rotate"),
+        ("run_spread = 0.004", "run_spread = -0.1", r"must be in \[0, 1\]"),
+        ("efficiency_ci = [0.70, 0.73]", "efficiency_ci = [0.73, 0.70]", "low <= high"),
+        ("efficiency_ci = [0.70, 0.73]", "efficiency_ci = [0.70]", "list of 2 numbers"),
+        (f"bytes_moved = {BYTES}", "bytes_moved = 1.5", "'bytes_moved' must be an integer"),
+        ('source = "measured"', 'source = "guessed"', "must be one of measured, reported"),
+        ('spread_basis = "history"', 'spread_basis = "guess"', "must be one of prior, history"),
+        ("run_spread = 0.004", "run_sprad = 0.004", "'run_sprad' is not a known key"),
+        ("samples = 120", "samples = -3", "'samples' must be >= 0"),
+        ("samples = 120", 'samples = "many"', "'samples' must be an integer"),
+        ("samples = 120", "sample = 120", "'sample' is not a known key"),
+        ("efficiency = 0.7180", "efficiency = 7.18", r"save #1: 'efficiency' must be in"),
+        ("schema = 2", "schema = 3", "schema = 3 is not supported.*newer"),
+        ('device = "mi300x"', 'device = "h100-sxm"', 'file is for device "mi300x"'),
     ],
 )
-def test_broken_entry_names_file_line_and_problem(tmp_path, old, new, line, message):
+def test_broken_entry_names_file_line_and_problem(tmp_path, old, new, message):
     assert old in VALID
-    path = write(tmp_path, VALID.replace(old, new, 1))
+    text = VALID.replace(old, new, 1)
+    path = write(tmp_path, text)
     with pytest.raises(BaselineError, match=message) as caught:
         BaselineStore(tmp_path).load("mi300x")
     assert caught.value.path == str(path)
-    assert caught.value.line == line, str(caught.value)
+    assert caught.value.line == line_of(text, new.split("\n")[0]), str(caught.value)
+
+
+def test_missing_keys_point_at_their_entry(tmp_path):
+    text = VALID.replace("run_spread = 0.004\n", "")
+    write(tmp_path, text)
+    with pytest.raises(BaselineError, match="'run_spread' is missing") as caught:
+        BaselineStore(tmp_path).load("mi300x")
+    assert caught.value.line == line_of(text, "[[entry]]")
+
+
+def test_a_learned_spread_needs_a_history(tmp_path):
+    start = VALID.index("[[entry.save]]")
+    end = VALID.index("[[entry]]", start)
+    text = VALID[:start] + VALID[end:]
+    write(tmp_path, text)
+    with pytest.raises(BaselineError, match="needs at least two"):
+        BaselineStore(tmp_path).load("mi300x")
 
 
 def test_duplicate_entries_name_both_lines(tmp_path):
     duplicate = VALID.replace(
-        'id = "tests/perf/test_copy.py::test_copy"\nname = "copy"',
-        f'id = "{TEST_ID}"\nname = "vector_add"',
+        'id = "tests/perf/test_vector_add.py::test_vector_add_seed"', f'id = "{TEST_ID}"'
     )
     write(tmp_path, duplicate)
     with pytest.raises(BaselineError, match=r"duplicate entry.*the first is at line 5") as caught:
         BaselineStore(tmp_path).load("mi300x")
-    assert caught.value.line == 17
+    assert caught.value.line == line_of(duplicate, f'id = "{TEST_ID}"', 2)
 
 
 def test_a_broken_file_is_never_overwritten(tmp_path):
@@ -280,8 +384,26 @@ def test_an_invalid_new_entry_is_refused_before_writing(tmp_path):
 
 def test_hot_cache_entries_may_exceed_the_hbm_peak(tmp_path):
     store = BaselineStore(tmp_path)
-    store.save("mi300x", [make_entry(cache="hot", efficiency=3.2, efficiency_ci=(3.1, 3.3))])
-    assert store.lookup("mi300x", TEST_ID, "vector_add").efficiency == 3.2
+    hot = replace(make_entry(), cache="hot", efficiency=3.2, efficiency_ci=(3.1, 3.3), saves=())
+    store.save("mi300x", [hot])
+    assert store.lookup("mi300x", TEST_ID, "vector_add", "hot").efficiency == 3.2
+
+
+def test_tiny_efficiencies_keep_their_precision(tmp_path):
+    """A kernel moving a few hundred bytes has efficiencies near 1e-7: stored to 6
+    significant digits, not 5 decimals (which turned them into 0 or -32% on identical runs)."""
+    measurement = make_measurement(bytes_moved=256, time_s=2.01234e-6)
+    save = make_save(
+        efficiency=measurement.efficiency,
+        efficiency_ci=measurement.efficiency_ci,
+        time_s=measurement.time_s,
+    )
+    entry = entry_from_history(measurement, TEST_ID, [save], prior_spread=0.02)
+    store = BaselineStore(tmp_path)
+    store.save("mi300x", [entry])
+    loaded = BaselineStore(tmp_path).lookup("mi300x", TEST_ID, "vector_add", "cold")
+    assert loaded.efficiency == pytest.approx(measurement.efficiency, rel=1e-5)
+    assert loaded.efficiency > 0
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
@@ -290,11 +412,53 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
     def broken_replace(source, destination):
         raise OSError("disk full")
 
-    monkeypatch.setattr(baseline.os, "replace", broken_replace)
+    monkeypatch.setattr(store_module.os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
         BaselineStore(tmp_path).save("mi300x", [make_entry(name="new")])
     assert path.read_text() == VALID
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mi300x.toml", "mi300x.toml.lock"]
+
+
+def test_links_at_the_file_or_its_lock_are_never_followed(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("secret")
+    victim.chmod(0o600)
+    directory = tmp_path / "baselines"
+    directory.mkdir()
+    (directory / "mi300x.toml.lock").symlink_to(victim)
+    with pytest.raises(BaselineError, match="symbolic link"):
+        BaselineStore(directory).save("mi300x", [make_entry()])
+    assert victim.read_text() == "secret" and (victim.stat().st_mode & 0o777) == 0o600
+    (directory / "mi300x.toml.lock").unlink()
+    (directory / "mi300x.toml").symlink_to(victim)
+    with pytest.raises(BaselineError, match="symbolic link"):
+        BaselineStore(directory).save("mi300x", [make_entry()])
+    assert victim.read_text() == "secret"
+
+
+def test_a_baseline_directory_that_is_a_file_or_a_dangling_link_is_named(tmp_path):
+    as_file = tmp_path / "baselines"
+    as_file.write_text("oops")
+    with pytest.raises(BaselineError, match="is a file, not a directory"):
+        BaselineStore(as_file).check_directory()
+    dangling = tmp_path / "link"
+    dangling.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(BaselineError, match="does not exist"):
+        BaselineStore(dangling).check_directory()
+
+
+@pytest.mark.skipif(
+    os.geteuid() == 0 if hasattr(os, "geteuid") else True, reason="root writes anywhere"
+)
+def test_a_read_only_directory_gives_a_clear_error_and_keeps_the_file(tmp_path):
+    path = write(tmp_path, VALID)
+    tmp_path.chmod(0o555)
+    try:
+        with pytest.raises(BaselineError, match="permission denied"):
+            BaselineStore(tmp_path).save("mi300x", [make_entry(name="new")])
+    finally:
+        tmp_path.chmod(0o755)
+    assert path.read_text() == VALID
 
 
 def _save_then_hang(directory: str, ready) -> None:
@@ -304,7 +468,7 @@ def _save_then_hang(directory: str, ready) -> None:
         ready.set()
         time.sleep(60)
 
-    baseline.os.replace = hang
+    store_module.os.replace = hang
     BaselineStore(directory).save("mi300x", [make_entry(name="new")])
 
 
@@ -350,7 +514,9 @@ def test_concurrent_saves_from_eight_processes_lose_nothing(tmp_path):
 
     loaded = BaselineStore(tmp_path).load("mi300x")
     expected = {
-        (f"tests/perf/test_w{w}.py::test_{r}", "vector_add") for w in range(8) for r in range(3)
+        (f"tests/perf/test_w{w}.py::test_{r}", "vector_add", "cold")
+        for w in range(8)
+        for r in range(3)
     }
     assert expected <= set(loaded.entries)
     assert len(loaded) == 2 + 24
@@ -370,5 +536,5 @@ def test_unusable_device_key_is_a_config_error(tmp_path):
 
 
 def test_empty_file_of_entries_is_valid(tmp_path):
-    write(tmp_path, 'schema = 1\ndevice = "mi300x"\n')
+    write(tmp_path, 'schema = 2\ndevice = "mi300x"\n')
     assert len(BaselineStore(tmp_path).load("mi300x")) == 0

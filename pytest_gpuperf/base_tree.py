@@ -1,0 +1,131 @@
+"""The base revision's source tree for an A/B comparison (--gpuperf-compare=REF).
+
+REF is resolved to a commit once per session and its tree is extracted with `git archive`
+into a cache directory outside the work tree (keyed by the commit, so it is reused across runs
+and shared by pytest-xdist workers under a lock). Nothing in the work tree, the index or the
+repository's refs is touched. A kernel's base source is the file at the same path relative to
+the repository's top level, compiled with its includes as they were at REF.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import filelock
+
+from pytest_gpuperf.provenance import run_git
+from pytest_gpuperf.results import NO_BASE_FILE, NO_BASE_REF
+
+ARCHIVE_TIMEOUT_S = 300.0
+_COMPLETE = ".gpuperf-complete"
+
+
+@dataclass(frozen=True)
+class BaseTree:
+    """REF's tree, or why there is none (`problem`)."""
+
+    ref: str
+    commit: str = ""
+    toplevel: Path | None = None
+    root: Path | None = None
+    problem: str = ""
+
+    def source_for(self, path: Path) -> tuple[Path | None, str, str]:
+        """(the base version of `path`, "", "") or (None, NO_BASE_*, what is missing).
+
+        A file outside the repository is not versioned by it: it is its own base (a kernel
+        shipped with the plugin, say) and the comparison will find it unchanged.
+        """
+        if self.root is None or self.toplevel is None:
+            return None, NO_BASE_REF, self.problem
+        resolved = path.resolve()
+        try:
+            relative = resolved.relative_to(self.toplevel)
+        except ValueError:
+            return resolved, "", ""
+        base = self.root / relative
+        if not base.is_file():
+            return None, NO_BASE_FILE, f"{relative.as_posix()} does not exist at {self.ref}"
+        return base, "", ""
+
+
+def materialise(ref: str, start: Path, cache_root: Path) -> BaseTree:
+    """REF's tree for the repository that holds `start`, extracted under `cache_root`."""
+    toplevel_text = run_git(start, "rev-parse", "--show-toplevel")
+    if not toplevel_text:
+        return BaseTree(
+            ref, problem=f"{start} is not inside a git work tree (or git is not installed)"
+        )
+    toplevel = Path(toplevel_text).resolve()
+    commit = run_git(toplevel, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if not commit:
+        return BaseTree(
+            ref,
+            toplevel=toplevel,
+            problem=(
+                f"git revision {ref!r} not found in {toplevel} (a shallow clone? fetch it "
+                "first, e.g. `git fetch --depth=1 origin main` for origin/main)"
+            ),
+        )
+    target = cache_root / commit
+    try:
+        _extract(toplevel, commit, target)
+    except (OSError, subprocess.SubprocessError, tarfile.TarError) as failure:
+        return BaseTree(
+            ref,
+            commit=commit,
+            toplevel=toplevel,
+            problem=f"could not extract {ref} ({commit[:12]}) with git archive: {failure}",
+        )
+    return BaseTree(ref, commit=commit, toplevel=toplevel, root=target)
+
+
+def _extract(toplevel: Path, commit: str, target: Path) -> None:
+    """`git archive <commit>` into `target`, once: other processes wait on the lock and reuse
+    it; a half-extracted tree is never seen (extract next to it, then rename)."""
+    if (target / _COMPLETE).exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(f"{target}.lock", timeout=ARCHIVE_TIMEOUT_S):
+        if (target / _COMPLETE).exists():
+            return
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", commit],
+            cwd=toplevel,
+            capture_output=True,
+            timeout=ARCHIVE_TIMEOUT_S,
+            check=False,
+        )
+        if archive.returncode != 0:
+            raise subprocess.SubprocessError(archive.stderr.decode(errors="replace").strip())
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{commit[:12]}-"))
+        try:
+            with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+                _safe_extract(tar, staging)
+            (staging / _COMPLETE).write_text(commit + "\n")
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+
+def _safe_extract(tar: tarfile.TarFile, destination: Path) -> None:
+    """Extract without letting a member escape `destination` (git archive never makes one,
+    but the tar reader should not have to trust it)."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(destination, filter="data")
+        return
+    root = destination.resolve()  # pragma: no cover - Python without extraction filters
+    for member in tar.getmembers():
+        if not (root / member.name).resolve().is_relative_to(root):
+            raise tarfile.TarError(f"unsafe path in archive: {member.name}")
+    tar.extractall(destination)

@@ -1,0 +1,249 @@
+"""The `baselines/` directory: one TOML file per device key, loaded once and merged on save.
+
+Saving merges into what is on disk under a file lock, re-reading inside the lock so that
+pytest-xdist workers saving at once lose nothing, and writes through a temporary file plus
+`os.replace` so that a crash leaves the old file whole. A file that does not validate is never
+overwritten, and no path is followed through a symbolic link: a link committed as
+`baselines/<key>.toml.lock` must not make a save truncate whatever it points to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import filelock
+
+from pytest_gpuperf.baseline.model import BaselineEntry
+from pytest_gpuperf.baseline.schema import (
+    SCHEMA_VERSION,
+    Invalid,
+    TOMLDecodeError,
+    parse,
+    render,
+    toml_error_line,
+)
+from pytest_gpuperf.errors import BaselineError, ConfigError
+from pytest_gpuperf.results import BaselineRef
+
+LOCK_TIMEOUT_S = 120.0
+_DEVICE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+Key = tuple[str, str, str]  # (test id, measurement name, cache mode)
+
+
+@dataclass(frozen=True)
+class BaselineFile:
+    """The validated contents of one baseline file (empty when the file does not exist)."""
+
+    path: Path
+    device_key: str
+    entries: Mapping[Key, BaselineEntry] = field(default_factory=dict)
+    schema: int = SCHEMA_VERSION
+
+    def get(self, test_id: str, name: str, cache: str) -> BaselineEntry | None:
+        return self.entries.get((test_id, name, cache))
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+class BaselineStore:
+    """The baseline directory. Loads are cached per file and revalidated when it changes."""
+
+    def __init__(
+        self, directory: str | os.PathLike[str], *, lock_timeout_s: float = LOCK_TIMEOUT_S
+    ) -> None:
+        self.directory = Path(directory)
+        self.lock_timeout_s = lock_timeout_s
+        self._cache: dict[Path, tuple[tuple[int, int, int], BaselineFile]] = {}
+
+    def path_for(self, device_key: str) -> Path:
+        if not _DEVICE_KEY.match(device_key):
+            raise ConfigError(
+                f"device key {device_key!r} cannot name a baseline file: use letters, digits "
+                "and . _ + - (e.g. 'mi300x', 'h100-sxm')"
+            )
+        return self.directory / f"{device_key}.toml"
+
+    def check_directory(self) -> None:
+        """A baseline directory that is a file or a dangling link stops the run up front."""
+        directory = self.directory
+        if directory.is_symlink() and not directory.exists():
+            raise BaselineError(
+                str(directory),
+                f"the baseline directory is a symbolic link to {os.readlink(directory)!r}, "
+                "which does not exist; remove the link or point --gpuperf-baseline-dir at a "
+                "directory",
+            )
+        if directory.exists() and not directory.is_dir():
+            raise BaselineError(
+                str(directory),
+                "the baseline directory is a file, not a directory; move it away or point "
+                "--gpuperf-baseline-dir at a directory",
+            )
+
+    def device_keys(self) -> list[str]:
+        """Devices that have a baseline file here, sorted."""
+        if not self.directory.is_dir():
+            return []
+        return sorted(p.stem for p in self.directory.glob("*.toml") if _DEVICE_KEY.match(p.stem))
+
+    def load(self, device_key: str) -> BaselineFile:
+        """The device's baselines; BaselineError (file:line) if the file is broken."""
+        path = self.path_for(device_key)
+        try:
+            status = path.stat()
+        except FileNotFoundError:
+            self._cache.pop(path, None)
+            if path.is_symlink():
+                raise BaselineError(
+                    str(path), "is a symbolic link to a file that does not exist; remove it"
+                ) from None
+            return BaselineFile(path=path, device_key=device_key)
+        except OSError as problem:
+            raise BaselineError(str(path), f"cannot be read: {problem.strerror}") from None
+        signature = (status.st_mtime_ns, status.st_size, status.st_ino)
+        cached = self._cache.get(path)
+        if cached and cached[0] == signature:
+            return cached[1]
+        loaded = _read(path, device_key)
+        self._cache[path] = (signature, loaded)
+        return loaded
+
+    def lookup(self, device_key: str, test_id: str, name: str, cache: str) -> BaselineRef | None:
+        entry = self.load(device_key).get(test_id, name, cache)
+        return entry.to_ref(self.path_for(device_key), device_key) if entry else None
+
+    def devices_with(self, test_id: str, name: str, cache: str) -> list[str]:
+        """Device keys that hold a baseline for this measurement, so a test without one on
+        this device can say where one exists. A broken file raises rather than hiding."""
+        return [key for key in self.device_keys() if self.load(key).get(test_id, name, cache)]
+
+    def save(self, device_key: str, entries: Iterable[BaselineEntry]) -> Path:
+        """Merge `entries` into the device's file (replacing the same keys, keeping every other
+        entry) and write it atomically under `<file>.lock`; returns the file's path.
+
+        The file on disk is re-read and validated inside the lock; if it is broken this raises
+        BaselineError and leaves it byte-identical.
+        """
+        return self.update(device_key, entries, remove=())
+
+    def update(
+        self, device_key: str, entries: Iterable[BaselineEntry], *, remove: Iterable[Key]
+    ) -> Path:
+        """`save`, also dropping the entries whose keys are in `remove` (pruning orphans)."""
+        path = self.path_for(device_key)
+        new: dict[Key, BaselineEntry] = {}
+        for entry in entries:
+            if entry.key in new:
+                raise BaselineError(
+                    str(path),
+                    f"not saved: two new entries for test {entry.test_id!r} measurement "
+                    f"{entry.name!r} (cache {entry.cache}); give each measurement in a test "
+                    "its own name",
+                )
+            new[entry.key] = entry
+        dropped = set(remove)
+        try:
+            import tomli_w  # noqa: F401  (render() uses it; fail before touching anything)
+        except ModuleNotFoundError:
+            raise BaselineError(
+                str(path),
+                "not saved: writing baselines needs tomli-w, which is not installed "
+                "(python3 -m pip install tomli-w); nothing was written",
+            ) from None
+        self.check_directory()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as problem:
+            raise BaselineError(
+                str(path.parent), f"not saved: cannot create the directory ({problem.strerror})"
+            ) from None
+        lock_path = Path(f"{path}.lock")
+        for target in (path, lock_path):
+            _refuse_link(target)
+        lock = filelock.FileLock(str(lock_path), timeout=self.lock_timeout_s)
+        try:
+            with lock:
+                _refuse_link(path)
+                current = _read(path, device_key) if path.exists() else None
+                merged = dict(current.entries) if current else {}
+                for key in dropped:
+                    merged.pop(key, None)
+                merged.update(new)
+                text = render(device_key, merged.values())
+                try:
+                    parse(text, device_key)
+                except Invalid as problem:
+                    raise BaselineError(
+                        str(path), f"not saved: a new entry is invalid: {problem.message}"
+                    ) from None
+                _atomic_write(path, text)
+        except filelock.Timeout:
+            raise BaselineError(
+                str(path),
+                f"not saved: could not lock {lock_path} within {self.lock_timeout_s:.0f} s; "
+                "another pytest process is saving baselines (wait for it, then save again)",
+            ) from None
+        except PermissionError as problem:
+            raise BaselineError(
+                str(path),
+                f"not saved: permission denied ({problem.filename}); make the baseline "
+                "directory writable, or save elsewhere with --gpuperf-baseline-dir; the file "
+                "was left as it was",
+            ) from None
+        self._cache.pop(path, None)
+        return path
+
+
+def _refuse_link(path: Path) -> None:
+    if path.is_symlink():
+        raise BaselineError(
+            str(path),
+            f"not saved: it is a symbolic link (to {os.readlink(path)!r}); pytest-gpuperf "
+            "never writes through one. Remove the link; nothing was written",
+        )
+
+
+def _read(path: Path, device_key: str) -> BaselineFile:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise BaselineError(str(path), f"not UTF-8 text ({error.reason})") from None
+    except IsADirectoryError:
+        raise BaselineError(str(path), "is a directory, not a baseline file") from None
+    except OSError as problem:
+        raise BaselineError(str(path), f"cannot be read: {problem.strerror}") from None
+    try:
+        schema, entries = parse(text, device_key)
+    except TOMLDecodeError as error:
+        message, line = toml_error_line(error)
+        raise BaselineError(
+            str(path), f"not valid TOML: {message}. Fix the file or restore it from git", line
+        ) from None
+    except Invalid as problem:
+        raise BaselineError(str(path), *problem.located(text)) from None
+    return BaselineFile(path=path, device_key=device_key, entries=entries, schema=schema)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write a temporary file next to `path`, fsync it, then rename it over `path`."""
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise

@@ -1,0 +1,110 @@
+"""The A/B check: head against the base revision's build of the same kernel, in one run.
+
+Head and base run interleaved on the same buffers (measure.measure_pair); each pair gives a
+ratio of head time to base time in which whatever the run shares (clocks, placement of the
+buffers, a neighbour's load) cancels. The decision reads the median ratio's distribution-free
+interval against the threshold t:
+
+  REGRESSED     the whole interval above 1 + t (slower by more than t, with confidence)
+  IMPROVED      the whole interval below 1 / (1 + t)
+  PASS          the whole interval within [1 / (1 + t), 1 + t]
+  INCONCLUSIVE  anything else once the budget is spent (reported; fails under strict)
+
+docs/measurement.md says why a paired ratio and why these rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pytest_gpuperf.gate.policy import compare_threshold
+from pytest_gpuperf.results import (
+    AB_IMPROVED,
+    AB_INCONCLUSIVE,
+    AB_NO_BASE,
+    AB_PASS,
+    AB_REGRESSED,
+    AB_UNCHANGED,
+    ComparisonCheck,
+    PairedComparison,
+)
+
+
+def ab_state(ratio_ci: tuple[float, float], threshold: float) -> str:
+    """The state an interval of head/base time ratios gives at `threshold`."""
+    low, high = ratio_ci
+    slower, faster = 1.0 + threshold, 1.0 / (1.0 + threshold)
+    if low > slower:
+        return AB_REGRESSED
+    if high < faster:
+        return AB_IMPROVED
+    if low >= faster and high <= slower:
+        return AB_PASS
+    return AB_INCONCLUSIVE
+
+
+def decided(threshold: float) -> Callable[[tuple[float, float], float], bool]:
+    """The stopping rule the engine samples an A/B pair with: stop once the state is known
+    (for a base that takes `base_time_s`, whose threshold policy.compare_threshold widens)."""
+
+    def known(ratio_ci: tuple[float, float], base_time_s: float) -> bool:
+        effective = compare_threshold(threshold, base_time_s)
+        return ab_state(ratio_ci, effective) != AB_INCONCLUSIVE
+
+    return known
+
+
+def check_comparison(
+    paired: PairedComparison,
+    *,
+    ref: str,
+    ref_commit: str,
+    threshold: float,
+    strict: bool = False,
+    forced: bool = False,
+) -> ComparisonCheck:
+    """The state of a timed A/B pair."""
+    effective = compare_threshold(threshold, paired.base.time_s)
+    return ComparisonCheck(
+        state=ab_state(paired.ratio_ci, effective),
+        ref=ref,
+        ref_commit=ref_commit,
+        threshold=effective,
+        ratio=paired.ratio,
+        ratio_ci=paired.ratio_ci,
+        pairs=paired.pairs,
+        head_efficiency=paired.head.efficiency,
+        base_efficiency=paired.base.efficiency,
+        base_time_s=paired.base.time_s,
+        head_fingerprint=paired.head.fingerprint,
+        base_fingerprint=paired.base.fingerprint,
+        forced=forced,
+        strict=strict,
+    )
+
+
+def unchanged(*, ref: str, ref_commit: str, fingerprint: str, threshold: float) -> ComparisonCheck:
+    """Head and base compiled to byte-identical code: nothing to time."""
+    return ComparisonCheck(
+        state=AB_UNCHANGED,
+        ref=ref,
+        ref_commit=ref_commit,
+        threshold=threshold,
+        head_fingerprint=fingerprint,
+        base_fingerprint=fingerprint,
+    )
+
+
+def no_base(
+    *, ref: str, ref_commit: str, why: str, detail: str, threshold: float, strict: bool = False
+) -> ComparisonCheck:
+    """No base to compare with (`why` one of results.NO_BASE_*; `detail` the tool's words)."""
+    return ComparisonCheck(
+        state=AB_NO_BASE,
+        ref=ref,
+        ref_commit=ref_commit,
+        threshold=threshold,
+        no_base_why=why,
+        detail=detail,
+        strict=strict,
+    )

@@ -1,0 +1,160 @@
+"""What `--gpuperf-save` records: an entry that keeps a short history of saves of the same code.
+
+Each save appends a `SaveRecord` to the entry's history (the last `history_length` are kept).
+The expected efficiency is the median of the history and, once it holds MIN_HISTORY saves, the
+run-to-run spread is learned from them, so it can shrink as well as grow; before that the
+backend's prior stands (policy.prior_run_spread). A save of DIFFERENT code (another code-object
+fingerprint, other declared bytes or launch shape) starts a new history: repeated saves of an
+edited kernel must not widen the spread of the old one (that once let a 26% drop pass).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_gpuperf.baseline.model import BaselineEntry, SaveRecord, significant, utc_now
+from pytest_gpuperf.gate.policy import HISTORY_LENGTH, MIN_HISTORY, Z_95
+from pytest_gpuperf.results import FAIL, FloorCheck, Measurement, SaveAction
+
+
+@dataclass(frozen=True)
+class SaveContext:
+    """What a save records besides the measurement: where, from which commit, with what."""
+
+    test_id: str
+    path: str
+    device_key: str
+    commit: str = ""  # '<sha>' or '<sha>-dirty'
+    runtime_version: str = ""
+    driver_version: str = ""
+    prior_spread: float = 0.07
+    history_length: int = HISTORY_LENGTH
+    when: str = ""
+
+
+def plan_save(
+    measurement: Measurement,
+    previous: BaselineEntry | None,
+    context: SaveContext,
+    *,
+    floor: FloorCheck | None = None,
+    unjudged: bool = False,
+) -> tuple[SaveAction, BaselineEntry | None]:
+    """The save action for `measurement` and the entry to write (None when not saved).
+
+    Nothing is saved when the floor check failed or the test itself failed (`unjudged`): a
+    baseline must never record a kernel that misses its floor or gives wrong results.
+    """
+    where = {"path": context.path, "device_key": context.device_key}
+    if unjudged:
+        return SaveAction(saved=False, why_not="unjudged", **where), None
+    if floor is not None and floor.status == FAIL:
+        return SaveAction(saved=False, why_not="floor", **where), None
+    from pytest_gpuperf import __version__
+
+    low, high = measurement.efficiency_ci
+    record = SaveRecord(
+        efficiency=significant(measurement.efficiency),
+        efficiency_ci=(significant(low), significant(high)),
+        time_s=significant(measurement.time_s),
+        when=context.when or utc_now(),
+        commit=context.commit,
+        fingerprint=measurement.fingerprint,
+        samples=len(measurement.samples_s),
+        device_name=measurement.device_name,
+        backend=measurement.backend,
+        simulated=measurement.simulated,
+        runtime_version=context.runtime_version,
+        driver_version=context.driver_version,
+        plugin_version=__version__,
+    )
+    continues = previous is not None and same_code(previous, measurement, record)
+    kept = previous.saves if continues and previous is not None else ()
+    history = (*kept, record)[-max(context.history_length, 1) :]
+    entry = entry_from_history(measurement, context.test_id, history, context.prior_spread)
+    action = SaveAction(
+        saved=True,
+        previous_efficiency=previous.efficiency if previous is not None else None,
+        history_saves=len(history),
+        new_history=previous is not None and not continues,
+        run_spread=entry.run_spread,
+        spread_basis=entry.spread_basis,
+        **where,
+    )
+    return action, entry
+
+
+def same_code(previous: BaselineEntry, measurement: Measurement, record: SaveRecord) -> bool:
+    """Whether a new save continues `previous`'s history: the same code measured the same way.
+
+    The code is the same when the fingerprints match; without fingerprints (a callable) when
+    both saves come from the same clean commit. A reported entry never continues.
+    """
+    last = previous.latest
+    if previous.source != "measured" or last is None:
+        return False
+    if (previous.bytes_moved, previous.grid, previous.block) != (
+        measurement.bytes_moved,
+        measurement.grid,
+        measurement.block,
+    ):
+        return False
+    if last.fingerprint or record.fingerprint:
+        return last.fingerprint == record.fingerprint
+    clean = record.commit and not record.commit.endswith("-dirty")
+    return bool(clean) and last.commit == record.commit
+
+
+def entry_from_history(
+    measurement: Measurement, test_id: str, saves: Sequence[SaveRecord], prior_spread: float
+) -> BaselineEntry:
+    """The entry for a history of saves: median efficiency, spread learned or prior."""
+    centre = statistics.median(s.efficiency for s in saves)
+    run_spread, basis = learned_spread(saves, prior_spread)
+    lows = [s.efficiency_ci[0] for s in saves]
+    highs = [s.efficiency_ci[1] for s in saves]
+    bandwidth_bps = centre * measurement.peak_bps
+    return BaselineEntry(
+        test_id=test_id,
+        name=measurement.name,
+        cache=measurement.cache,
+        efficiency=significant(centre),
+        efficiency_ci=(significant(min(lows)), significant(max(highs))),
+        run_spread=run_spread,
+        bandwidth_bps=significant(bandwidth_bps),
+        time_s=significant(measurement.bytes_moved / bandwidth_bps),
+        bytes_moved=measurement.bytes_moved,
+        source="measured",
+        spread_basis=basis,
+        kernel=measurement.kernel,
+        grid=measurement.grid,
+        block=measurement.block,
+        saves=tuple(saves),
+    )
+
+
+def learned_spread(
+    saves: Sequence[SaveRecord], prior_spread: float, *, confidence: float = 0.95
+) -> tuple[float, str]:
+    """(run_spread as a +-95% range, "history" or "prior").
+
+    With MIN_HISTORY saves or more: 1.96 x the sample standard deviation of their log
+    efficiencies, but never less than their own intervals say each median was uncertain by (a
+    history of near-identical numbers must not claim more precision than each run had).
+    """
+    if len(saves) < MIN_HISTORY:
+        return round(prior_spread, 6), "prior"
+    logs = [math.log(s.efficiency) for s in saves]
+    between = statistics.stdev(logs)
+    z_ci = Z_95 if confidence == 0.95 else _z(confidence)
+    within = math.sqrt(statistics.fmean((s.relative_ci / z_ci) ** 2 for s in saves))
+    return significant(Z_95 * max(between, within), 4), "history"
+
+
+def _z(confidence: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(0.5 + confidence / 2.0))

@@ -1,0 +1,125 @@
+"""Opening the device a session measures on: backends tried in order, the spec it is measured
+against, and its GPU lock; and saying loudly what was passed over to reach it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pytest_gpuperf.devices import DeviceMatch, match_device
+from pytest_gpuperf.errors import Attempt, DeviceUnavailable, GpuPerfError
+from pytest_gpuperf.gpu_lock import GpuLock
+from pytest_gpuperf.runtime import BACKENDS, open_backend
+from pytest_gpuperf.runtime.info import DeviceInfo
+from pytest_gpuperf.settings import DEFAULT_SIM_DEVICE, Settings, gpu_index_for
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.runtime.base import Backend
+
+
+@dataclass(frozen=True)
+class OpenDevice:
+    """The session's device: the backend, the spec it is measured against, its GPU lock,
+    and the backends that were passed over to reach it (a fallback to "sim" says why)."""
+
+    backend: Backend
+    match: DeviceMatch
+    lock: GpuLock
+    passed_over: tuple[Attempt, ...] = ()
+
+    @property
+    def info(self) -> DeviceInfo:
+        return self.backend.info
+
+    @property
+    def simulated(self) -> bool:
+        return self.backend.info.simulated
+
+    def describe(self) -> list[str]:
+        """Header lines: the device, and loudly, whether it is simulated and why."""
+        info, spec = self.info, self.match.spec
+        where = f"GPU {info.index}" + (f" ({info.pci_bus_id})" if info.pci_bus_id else "")
+        line = (
+            f"{info.name} [{spec.key}] via {info.backend}, {where}, {info.arch}, "
+            f"peak {spec.peak_bps / 1e12:.2f} TB/s ({self.match.how})"
+        )
+        lines = [f"gpuperf device: {line}"]
+        if self.simulated:
+            seed = getattr(self.backend, "seed", None)
+            seeded = f", seed {seed} (GPUPERF_SIM_SEED={seed} reproduces it)" if seed else ""
+            lines.append(
+                f"gpuperf device: *** SIMULATED *** times come from a model, not a GPU{seeded}"
+            )
+        if self.passed_over:
+            tried = "; ".join(f"{a.backend}: {a.reason}" for a in self.passed_over)
+            lines.append(f"gpuperf device: *** FELL BACK to {info.backend}: {tried}")
+        if self.match.warning:
+            lines.append(f"gpuperf device: warning: {self.match.warning}")
+        return lines
+
+
+def open_device(
+    settings: Settings,
+    *,
+    worker: int | None = None,
+    opener: Callable[..., Backend] = open_backend,
+) -> OpenDevice:
+    """Open the first backend of the settings' list that has a device.
+
+    `DeviceUnavailable` lists every attempt; any other error (a device key that does not fit,
+    say) is a setup error. Under --gpuperf-require only real devices of the required kind are
+    tried, and the error says what was required.
+    """
+    attempts: list[Attempt] = []
+    backends = settings.allowed_backends
+    for name in backends:
+        index = gpu_index_for(settings, device_count(name), worker)
+        options: dict[str, Any] = {}
+        if name == "sim":
+            options["device"] = settings.device_key or DEFAULT_SIM_DEVICE
+        try:
+            backend = opener(name, index, **options)
+        except DeviceUnavailable as unavailable:
+            attempts.extend(unavailable.attempts or (Attempt(name, str(unavailable)),))
+            continue
+        except ImportError as missing:
+            attempts.append(Attempt(name, f"backend module did not import ({missing})"))
+            continue
+        try:
+            match = match_device(backend.info, key=settings.device_key)
+            lock = GpuLock(backend.info)
+        except GpuPerfError:
+            backend.close()
+            raise
+        return OpenDevice(backend, match, lock, tuple(attempts))
+    if settings.require:
+        wanted = "a real GPU" if settings.require == "gpu" else f"a {settings.require} GPU"
+        hint = (
+            f"--gpuperf-require={settings.require} needs {wanted}: this run fails rather than "
+            "skipping or measuring the simulated device"
+        )
+    elif "sim" not in backends:
+        hint = "Add sim to --gpuperf-backend (e.g. hip,cuda,sim) to run on the simulated device"
+    else:
+        hint = ""
+    raise DeviceUnavailable(attempts, hint=hint)
+
+
+def device_count(backend_name: str) -> int | None:
+    """How many devices the backend sees, when its module can tell without opening one
+    (used to spread pytest-xdist workers over GPUs); None when unknown."""
+    try:
+        module = importlib.import_module(BACKENDS[backend_name])
+    except ImportError:
+        return None
+    count = getattr(module, "device_count", None)
+    if not callable(count):
+        return None
+    try:
+        value = count()
+    except Exception:  # a missing runtime is reported when the device is opened
+        return None
+    return value if isinstance(value, int) and value > 0 else None

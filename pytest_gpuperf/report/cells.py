@@ -1,0 +1,67 @@
+"""The cells of one report row, shared by the terminal table and the Markdown summary."""
+
+from __future__ import annotations
+
+from pytest_gpuperf.report.text import ab_cell, format_gbps, format_time, verdict_label
+from pytest_gpuperf.results import FAIL, OTHER_DEVICE, Row
+
+# Every column a row can have, in display order; renderers drop the empty ones.
+COLUMNS = (
+    "kernel",
+    "mode",
+    "time ± CI",
+    "GB/s",
+    "eff",
+    "floor",
+    "base",
+    "delta",
+    "allow",
+    "A/B",
+    "verdict",
+    "occ",
+)
+LEFT_ALIGNED = {"test", "name", "kernel", "mode", "verdict", "A/B"}
+HEADERS = {
+    "eff": "efficiency",
+    "base": "baseline",
+    "allow": "allowance",
+    "occ": "occupancy",
+    "name": "measurement",
+}
+
+
+def cells(row: Row) -> dict[str, str]:
+    m, v = row.measurement, row.verdict
+    occupancy = m.resources.occupancy if m.resources else None
+    throttled = " !" if m.clocks and m.clocks.throttled else ""
+    baseline = v.baseline
+    if baseline.baseline is not None:
+        base = f"{baseline.baseline.efficiency:.1%}"
+        if not baseline.gating:
+            base += "*"
+    elif baseline.info is not None:
+        base = f"({baseline.info.efficiency:.1%})"
+    else:
+        base = "other dev" if baseline.outcome == OTHER_DEVICE else "—"
+    return {
+        "kernel": m.kernel or "—",
+        "mode": m.cache,
+        "time ± CI": f"{format_time(m.time_s)} ±{m.relative_ci:.1%}{throttled}",
+        "GB/s": format_gbps(m.bandwidth_bps),
+        "eff": f"{m.efficiency:.1%}",
+        "floor": f"{v.floor.floor:.0%}" if v.floor is not None else "—",
+        "base": base,
+        "delta": f"{baseline.delta:+.1%}" if baseline.delta is not None else "—",
+        "allow": f"±{baseline.allowance:.1%}" if baseline.allowance is not None else "—",
+        "A/B": ab_cell(v.comparison),
+        "verdict": verdict_label(v) + _outcome(row),
+        "occ": f"{occupancy:.0%}" if occupancy is not None else "—",
+    }
+
+
+def _outcome(row: Row) -> str:
+    """Where pytest failed the test for another reason than the gate (its body or a subtest
+    failed), say so: reports follow pytest's final word on the test."""
+    if row.test_outcome in ("", "passed") or row.verdict.status == FAIL:
+        return ""
+    return f" (test {row.test_outcome})"

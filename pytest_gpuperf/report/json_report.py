@@ -1,0 +1,106 @@
+"""Our own JSON report (versioned, complete: docs/json-schema.md) and its writer."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_gpuperf.baseline.model import utc_now
+from pytest_gpuperf.plain import to_plain
+from pytest_gpuperf.report.devices import devices
+from pytest_gpuperf.report.text import ReportMeta, summary_line
+from pytest_gpuperf.results import FAIL, MARGINAL, PASS, UNJUDGED, Measurement, Row
+
+REPORT_SCHEMA = "pytest-gpuperf-report"
+# 2: verdicts carry their checks (floor, baseline, A/B comparison, save) as objects; rows
+# carry pytest's final outcome of their test.
+REPORT_SCHEMA_VERSION = 2
+
+
+def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, Any]:
+    """The complete report in our own versioned schema."""
+    meta = meta or ReportMeta()
+    statuses = [row.verdict.status for row in rows]
+    return {
+        "schema": REPORT_SCHEMA,
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "plugin_version": meta.plugin_version,
+        "created": meta.created or utc_now(),
+        "command": meta.command,
+        "commit": {
+            "id": meta.commit,
+            "time": meta.commit_time,
+            "branch": meta.branch,
+            "dirty": meta.dirty,
+            "project": meta.project,
+        },
+        "compare": {"ref": meta.compare_ref, "commit": meta.compare_commit}
+        if meta.compare_ref
+        else None,
+        "simulated": any(row.measurement.simulated for row in rows),
+        "devices": devices(rows, meta),
+        "summary": {
+            "total": len(rows),
+            "tests": len({row.test_id for row in rows}),
+            "passed": statuses.count(PASS),
+            "failed": statuses.count(FAIL),
+            "marginal": statuses.count(MARGINAL),
+            "unjudged": statuses.count(UNJUDGED),
+            "line": summary_line(rows),
+        },
+        "results": [
+            {
+                "test_id": row.test_id,
+                "test_outcome": row.test_outcome,
+                "measurement": measurement_json(row.measurement),
+                "verdict": to_plain(row.verdict),
+            }
+            for row in rows
+        ],
+    }
+
+
+def measurement_json(measurement: Measurement) -> dict[str, Any]:
+    """A measurement's fields plus the quantities derived from them."""
+    data = to_plain(measurement)
+    data.update(
+        bandwidth_bps=to_plain(measurement.bandwidth_bps),
+        efficiency=to_plain(measurement.efficiency),
+        efficiency_ci=to_plain(measurement.efficiency_ci),
+        relative_ci=to_plain(measurement.relative_ci),
+    )
+    return dict(data)
+
+
+def rows_from_json(document: Mapping[str, Any]) -> list[Row]:
+    """The rows of a report written by `to_json` (for history plots and offline tools)."""
+    from pytest_gpuperf.plain import from_plain
+    from pytest_gpuperf.results import Verdict
+
+    derived = {"bandwidth_bps", "efficiency", "efficiency_ci", "relative_ci"}
+    rows = []
+    for result in document.get("results", ()):
+        fields = {k: v for k, v in result["measurement"].items() if k not in derived}
+        rows.append(
+            Row(
+                test_id=result["test_id"],
+                measurement=from_plain(Measurement, fields),
+                verdict=from_plain(Verdict, result["verdict"]),
+                test_outcome=result.get("test_outcome", ""),
+            )
+        )
+    return rows
+
+
+def write_json(path: str | os.PathLike[str], document: Mapping[str, Any]) -> Path:
+    """Write a document from `to_json` or `to_pytest_benchmark_json` (strict JSON: no NaN)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(
+        json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
+        encoding="utf-8",
+    )
+    return target

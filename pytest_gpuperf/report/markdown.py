@@ -1,0 +1,81 @@
+"""The Markdown summary: for the CI job summary and the pull-request comment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from pytest_gpuperf.report.cells import COLUMNS, HEADERS, LEFT_ALIGNED, cells
+from pytest_gpuperf.report.devices import device_lines
+from pytest_gpuperf.report.explain import failure_text
+from pytest_gpuperf.report.text import (
+    SIMULATED_BANNER,
+    ReportMeta,
+    row_labels,
+    run_notes,
+    summary_line,
+)
+from pytest_gpuperf.results import FAIL, MARGINAL, Row
+
+# Marks the comment the CI recipe updates in place on every push (docs/ci.md).
+COMMENT_MARKER = "<!-- pytest-gpuperf -->"
+
+
+def markdown(
+    rows: Sequence[Row],
+    meta: ReportMeta | None = None,
+    *,
+    update_command: Callable[..., str] | None = None,
+) -> str:
+    """A GitHub-flavoured summary: device, counts, the table, the notes once each, then every
+    failure and marginal result with its full message."""
+    out = [COMMENT_MARKER, "### pytest-gpuperf", ""]
+    for line in device_lines(rows, meta):
+        out.append(f"> **{line}**" if line == SIMULATED_BANNER else f"Device: {md_escape(line)}  ")
+    if meta is not None and meta.compare_ref:
+        out.append(f"A/B against `{meta.compare_ref}` ({meta.compare_commit[:12]})  ")
+    out += ["", f"**{summary_line(rows)}**", ""]
+    if rows:
+        table = [cells(row) for row in rows]
+        columns = [c for c in COLUMNS if any(cell[c] != "—" for cell in table) or c == "verdict"]
+        columns = ["test", *columns]
+        out.append("| " + " | ".join(HEADERS.get(c, c) for c in columns) + " |")
+        out.append("|" + "|".join("---" if c in LEFT_ALIGNED else "--:" for c in columns) + "|")
+        for row, cell, label in zip(rows, table, row_labels(rows), strict=True):
+            values: Mapping[str, str] = {**cell, "test": f"`{md_escape(label)}`"}
+            line = [md_escape(values[c]) if c != "test" else values[c] for c in columns]
+            if row.verdict.status == FAIL:
+                line[columns.index("verdict")] = f"**{line[columns.index('verdict')]}**"
+            out.append("| " + " | ".join(line) + " |")
+    notes = run_notes(rows, row_labels(rows), update_command=update_command)
+    if notes:
+        out += ["", "#### Notes", ""]
+        out += [f"- {md_escape(note.text)}" for note in notes]
+    for status, title in ((FAIL, "Failures"), (MARGINAL, "Marginal")):
+        listed = [row for row in rows if row.verdict.status == status]
+        if listed:
+            out += ["", f"#### {title}", ""]
+            for row in listed:
+                out.append(f"- `{md_escape(row.test_id)}` ({md_escape(row.measurement.name)}):")
+                text = failure_text(row.measurement, row.verdict)
+                out += ["  ```", *(f"  {line}" for line in text.splitlines()), "  ```"]
+    return "\n".join(out) + "\n"
+
+
+def md_escape(text: str) -> str:
+    """Table-safe text: pipes escaped, newlines (ids may hold them) turned into spaces."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def append_github_step_summary(
+    markdown_text: str, env: Mapping[str, str] = os.environ
+) -> Path | None:
+    """Append to the file GitHub Actions names in $GITHUB_STEP_SUMMARY; None when unset."""
+    target = env.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return None
+    path = Path(target)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(markdown_text if markdown_text.endswith("\n") else markdown_text + "\n")
+    return path

@@ -1,0 +1,107 @@
+"""The table printed at the end of a session.
+
+Test ids are never cut: when a row would be wider than the terminal (80 columns in most CI
+logs), each test id gets a line of its own and its measurements follow, indented; columns are
+dropped, least useful first, until the rows fit. Each distinct note is printed once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from pytest_gpuperf.report.cells import COLUMNS, HEADERS, LEFT_ALIGNED, cells
+from pytest_gpuperf.report.devices import device_lines
+from pytest_gpuperf.report.text import (
+    SIMULATED_BANNER,
+    ReportMeta,
+    row_labels,
+    run_notes,
+    summary_line,
+)
+from pytest_gpuperf.results import FAIL, Row
+
+TABLE_WIDTH = 160
+# Columns in the order they are dropped when a row does not fit (first dropped first).
+DROP_ORDER = ("kernel", "occ", "GB/s", "mode", "time ± CI", "base", "allow", "floor")
+
+
+def terminal_table(
+    rows: Sequence[Row],
+    meta: ReportMeta | None = None,
+    *,
+    width: int = TABLE_WIDTH,
+    update_command: Callable[..., str] | None = None,
+) -> str:
+    """The end-of-session table, at most `width` columns wide apart from long test ids, which
+    get their own line rather than being cut."""
+    lines = [
+        line if line == SIMULATED_BANNER else f"gpuperf device: {line}"
+        for line in device_lines(rows, meta)
+    ]
+    if not rows:
+        return "\n".join([*lines, "gpuperf: no measurements"])
+    table = [cells(row) for row in rows]
+    columns = [c for c in COLUMNS if any(cell[c] != "—" for cell in table) or c == "verdict"]
+    labels = row_labels(rows)
+    flat = _layout(
+        ["test", *columns],
+        [{**cell, "test": label} for cell, label in zip(table, labels, strict=True)],
+    )
+    if _width(flat) <= width:
+        lines += flat
+    else:
+        lines += _grouped(rows, table, columns, width)
+    for note in run_notes(rows, labels, update_command=update_command):
+        lines.append(f"note: {note.text}" + _about(note.labels, len(rows)))
+    lines.append(summary_line(rows))
+    return "\n".join(lines)
+
+
+def _about(labels: Sequence[str], total: int) -> str:
+    if not labels or len(labels) == total:
+        return "" if not labels else " (all measurements)"
+    if len(labels) <= 3:
+        return " (" + "; ".join(labels) + ")"
+    return f" ({len(labels)} measurements)"
+
+
+def _grouped(
+    rows: Sequence[Row], table: list[dict[str, str]], columns: list[str], width: int
+) -> list[str]:
+    """Each test id on a line of its own, its measurements below it, indented."""
+    shown = ["name", *columns]
+    body = [{**cell, "name": row.measurement.name} for row, cell in zip(rows, table, strict=True)]
+    for column in DROP_ORDER:
+        if _width(_layout(shown, body)) + 4 <= width:
+            break
+        if column in shown:
+            shown.remove(column)
+    laid = _layout(shown, body)
+    header, rule, rendered = laid[0], laid[1], laid[2:]
+    out = ["    " + header, "    " + rule]
+    failed = {row.test_id for row in rows if row.verdict.status == FAIL}
+    previous = None
+    for row, line in zip(rows, rendered, strict=True):
+        if row.test_id != previous:
+            marker = "!" if row.test_id in failed else " "
+            out.append(f"{marker} {row.test_id}")
+            previous = row.test_id
+        out.append("    " + line)
+    return out
+
+
+def _layout(columns: list[str], table: Sequence[Mapping[str, str]]) -> list[str]:
+    widths = {c: max(len(HEADERS.get(c, c)), *(len(cell[c]) for cell in table)) for c in columns}
+
+    def line(values: Mapping[str, str]) -> str:
+        return "  ".join(
+            values[c].ljust(widths[c]) if c in LEFT_ALIGNED else values[c].rjust(widths[c])
+            for c in columns
+        ).rstrip()
+
+    header = line({c: HEADERS.get(c, c) for c in columns})
+    return [header, "-" * len(header), *(line(cell) for cell in table)]
+
+
+def _width(lines: Sequence[str]) -> int:
+    return max(len(line) for line in lines)

@@ -1,0 +1,310 @@
+"""Words and numbers shared by every renderer: units, labels, counts, the notes of a run.
+
+Renderers read `results.Row`s and never decide anything: a verdict's status and checks are
+the gate's; this module only says them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from pytest_gpuperf import __version__
+from pytest_gpuperf.results import (
+    AB_IMPROVED,
+    AB_INCONCLUSIVE,
+    AB_NO_BASE,
+    AB_PASS,
+    AB_REGRESSED,
+    AB_UNCHANGED,
+    FAIL,
+    IMPROVED,
+    MARGINAL,
+    NO_BASE_CALLABLE,
+    NO_BASE_COMPILE,
+    NO_BASE_FILE,
+    NO_BASE_KERNEL,
+    NO_BASE_REF,
+    NO_BASELINE,
+    OTHER_DEVICE,
+    PASS,
+    UNJUDGED,
+    ComparisonCheck,
+    Row,
+    Verdict,
+)
+from pytest_gpuperf.runtime.info import DeviceInfo
+
+SIMULATED_BANNER = "SIMULATED device — numbers are not measurements"
+
+
+@dataclass(frozen=True)
+class ReportMeta:
+    """Facts about the run that the rows do not carry (all optional).
+
+    `device` adds arch and runtime/driver versions to what the measurements already say.
+    """
+
+    device: DeviceInfo | None = None
+    project: str = ""
+    commit: str = ""
+    commit_time: str = ""
+    branch: str = ""
+    dirty: bool = False
+    created: str = ""  # ISO 8601 UTC; the time of rendering when empty
+    command: str = ""  # the command line, so a reader can rerun it
+    plugin_version: str = __version__
+    compare_ref: str = ""
+    compare_commit: str = ""
+
+
+# -- units ------------------------------------------------------------------------------------
+
+
+def format_time(seconds: float) -> str:
+    """Four significant digits in the unit that keeps the number in [1, 1000): '105.7 µs',
+    '97.00 µs' (fixed decimals, so a column of times lines up)."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
+        if abs(seconds) >= scale or unit == "ns":
+            value = seconds / scale
+            decimals = 1 if abs(value) >= 100 else 2 if abs(value) >= 10 else 3
+            return f"{value:.{decimals}f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def format_gbps(bandwidth_bps: float) -> str:
+    gbps = bandwidth_bps / 1e9
+    return f"{gbps:,.0f}" if gbps >= 100 else f"{gbps:.3g}"
+
+
+def gbps_text(bandwidth_bps: float) -> str:
+    return f"{format_gbps(bandwidth_bps)} GB/s"
+
+
+def pct(fraction: float) -> str:
+    return f"{fraction:.2%}"
+
+
+def signed_pct(fraction: float, digits: int = 2) -> str:
+    return f"{fraction:+.{digits}%}"
+
+
+# -- one verdict in a few words -----------------------------------------------------------
+
+
+CAUSE_WORDS = {
+    "floor": "floor",
+    "regression": "regression",
+    "ab": "A/B",
+    "strict-baseline": "no baseline",
+    "strict-ab": "A/B undecided",
+}
+
+
+def verdict_label(verdict: Verdict) -> str:
+    """Short status for tables: 'FAIL regression', 'FAIL A/B', 'marginal', 'pass (improved)'."""
+    if verdict.status == FAIL:
+        return " ".join(["FAIL", *(CAUSE_WORDS[c] for c in verdict.failed_checks)])
+    if verdict.status == UNJUDGED:
+        return "not judged"
+    if verdict.status == MARGINAL:
+        return "marginal"
+    if verdict.save is not None and verdict.save.saved:
+        return "saved"
+    comparison = verdict.comparison
+    if comparison is not None and comparison.state == AB_IMPROVED:
+        return "pass (faster)"
+    if comparison is None and verdict.baseline.outcome == IMPROVED:
+        return "pass (improved)"
+    return PASS
+
+
+def ab_cell(comparison: ComparisonCheck | None) -> str:
+    """'+3.1% slower', '-2.0% faster', 'same', 'unchanged code', 'no base', 'undecided'."""
+    if comparison is None:
+        return "—"
+    state = comparison.state
+    if state == AB_UNCHANGED:
+        return "same code"
+    if state == AB_NO_BASE:
+        return "no base"
+    assert comparison.ratio is not None
+    change = signed_pct(comparison.ratio - 1.0, 1)
+    words = {
+        AB_REGRESSED: "slower",
+        AB_IMPROVED: "faster",
+        AB_PASS: "same",
+        AB_INCONCLUSIVE: "undecided",
+    }
+    return f"{change} {words[state]}"
+
+
+def no_base_text(comparison: ComparisonCheck) -> str:
+    """Why an A/B comparison had no base, with the tool's own words."""
+    why = {
+        NO_BASE_REF: f"the base revision {comparison.ref} could not be used",
+        NO_BASE_FILE: "the kernel's file is new",
+        NO_BASE_KERNEL: "the kernel is new",
+        NO_BASE_COMPILE: f"the base version at {comparison.ref} could not be built",
+        NO_BASE_CALLABLE: "a callable has no source to build at the base revision",
+    }.get(comparison.no_base_why, "no base")
+    return f"{why}: {comparison.detail}" if comparison.detail else why
+
+
+def summary_line(rows: Sequence[Row]) -> str:
+    """'13 measurements in 10 tests: 11 ok, 1 failed (regression), 1 marginal'.
+
+    Words that do not collide with pytest's own "passed"/"failed" test counts."""
+    if not rows:
+        return "no measurements"
+    tests = len({row.test_id for row in rows})
+    statuses = [row.verdict.status for row in rows]
+    parts = []
+    if statuses.count(PASS):
+        parts.append(f"{statuses.count(PASS)} ok")
+    failed = [row.verdict for row in rows if row.verdict.status == FAIL]
+    if failed:
+        kinds = ["+".join(CAUSE_WORDS[c] for c in v.failed_checks) or "other" for v in failed]
+        counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
+        detail = ", ".join(
+            kind if len(counts) == 1 else f"{n} {kind}" for kind, n in counts.items()
+        )
+        parts.append(f"{len(failed)} failed ({detail})")
+    if statuses.count(MARGINAL):
+        parts.append(f"{statuses.count(MARGINAL)} marginal")
+    if statuses.count(UNJUDGED):
+        parts.append(f"{statuses.count(UNJUDGED)} not judged (their test failed)")
+    noun = "measurement" if len(rows) == 1 else "measurements"
+    return f"{len(rows)} {noun} in {tests} test{'s' if tests != 1 else ''}: {', '.join(parts)}"
+
+
+# -- row labels -------------------------------------------------------------------------------
+
+
+def row_labels(rows: Sequence[Row]) -> list[str]:
+    """Full test ids, with the measurement name where a test has several measurements."""
+    per_test: dict[str, int] = {}
+    for row in rows:
+        per_test[row.test_id] = per_test.get(row.test_id, 0) + 1
+    return [
+        f"{row.test_id} ({row.measurement.name})" if per_test[row.test_id] > 1 else row.test_id
+        for row in rows
+    ]
+
+
+# -- the notes of a run: each distinct one once ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunNote:
+    """One sentence for the reader, and the rows it is about."""
+
+    text: str
+    labels: tuple[str, ...]
+
+
+def run_notes(
+    rows: Sequence[Row],
+    labels: Sequence[str],
+    *,
+    update_command: Callable[..., str] | None = None,
+) -> list[RunNote]:
+    """The distinct notes of a run, each once with the rows it concerns, in first-seen order."""
+    found: dict[str, list[str]] = {}
+
+    def add(text: str, label: str) -> None:
+        found.setdefault(text, []).append(label)
+
+    missing = []
+    for row, label in zip(rows, labels, strict=True):
+        for text in row_notes(row):
+            add(text, label)
+        baseline = row.verdict.baseline
+        if (
+            baseline.outcome in (NO_BASELINE, OTHER_DEVICE)
+            and row.verdict.status != FAIL
+            and row.verdict.save is None
+        ):
+            missing.append(row)
+    if missing:
+        devices = ", ".join(sorted({_own_key(row) for row in missing}))
+        files = list(dict.fromkeys(row.test_id.split("::")[0] for row in missing))
+        command = update_command(*files) if update_command else "pytest --gpuperf --gpuperf-save"
+        text = (
+            f"{len(missing)} of {len(rows)} measurements have no baseline for {devices} "
+            f"(reported, not failed; --gpuperf-strict fails them); record them with: {command}"
+        )
+        found[text] = []
+    return [RunNote(text, tuple(labels)) for text, labels in found.items()]
+
+
+def _own_key(row: Row) -> str:
+    m = row.measurement
+    return f"{m.device_key}-sim" if m.simulated else m.device_key
+
+
+def row_notes(row: Row) -> list[str]:
+    """What a row adds for the reader, as sentences that are the same for every row they
+    apply to (so a run can say each once)."""
+    v, m = row.verdict, row.measurement
+    notes = []
+    if m.clocks and m.clocks.throttled:
+        reasons = ", ".join(m.clocks.throttle_reasons) or "reason not reported"
+        notes.append(f"clocks throttled during the measurement ({reasons})")
+    if v.floor is not None and v.floor.hot_floor:
+        notes.append(
+            "a floor in hot mode compares cache bandwidth with the HBM peak (hot runs can "
+            "exceed 100%); floors belong to cold or rotate measurements"
+        )
+    if v.floor is not None and v.floor.status == MARGINAL:
+        notes.append(
+            "marginal: the efficiency interval straddles the floor and the median reached it; "
+            "a longer --gpuperf-budget or a steadier machine would settle it"
+        )
+    baseline = v.baseline
+    if baseline.elsewhere:
+        notes.append(
+            f"baselines for these measurements exist for other devices only: "
+            f"{', '.join(baseline.elsewhere)}"
+        )
+    if baseline.info is not None:
+        notes.append(
+            "simulated numbers are not judged against a real device's baselines "
+            f"({baseline.info.device_key}.toml); its entries are shown for information"
+        )
+    if v.comparison is None and baseline.outcome == IMPROVED and v.save is None:
+        notes.append("faster than the stored baseline: consider re-recording it (--gpuperf-save)")
+    if baseline.outcome != NO_BASELINE and not baseline.gating and baseline.baseline:
+        notes.append("stored baselines are shown, not gated, while comparing with a revision")
+    comparison = v.comparison
+    if comparison is not None:
+        if comparison.state == AB_NO_BASE:
+            notes.append(f"A/B: no base — {no_base_text(comparison)}")
+        elif comparison.state == AB_UNCHANGED:
+            notes.append(
+                f"A/B: head and {comparison.ref} compiled to the same code object: not timed "
+                "(--gpuperf-compare-force times them anyway)"
+            )
+        elif comparison.state == AB_INCONCLUSIVE:
+            notes.append(
+                "A/B: the interval still straddles the threshold at the budget (reported, not "
+                "failed; --gpuperf-strict fails it; a longer --gpuperf-budget settles it)"
+            )
+    save = v.save
+    if save is not None:
+        if not save.saved:
+            why = {
+                "floor": "not saved: the floor check failed",
+                "unjudged": "not saved: the test failed",
+            }
+            notes.append(why.get(save.why_not, "not saved"))
+        elif save.new_history and save.previous_efficiency is not None:
+            notes.append(
+                "saved as a new history: the code (or its declared bytes or launch shape) "
+                "differs from the saves before it"
+            )
+    return notes
+
+
+def distinct(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))

@@ -1,0 +1,493 @@
+"""The gate: floor, stored baseline (prior and learned history), A/B, saving, and how they
+compose into one verdict; plus the rule that only the gate decides."""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_gpuperf.baseline import BaselineStore
+from pytest_gpuperf.gate.ab import ab_state, check_comparison, decided, no_base, unchanged
+from pytest_gpuperf.gate.decide import decide
+from pytest_gpuperf.gate.floor import check_floor
+from pytest_gpuperf.gate.judge import AbResult, JudgeContext, Taken, judge
+from pytest_gpuperf.gate.noise import history_allowance, prior_allowance
+from pytest_gpuperf.gate.policy import (
+    FALSE_ALARM_RATE,
+    compare_threshold,
+    prior_run_spread,
+)
+from pytest_gpuperf.gate.saving import SaveContext, learned_spread, plan_save
+from pytest_gpuperf.gate.stored import check_baseline
+from pytest_gpuperf.report import failure_text
+from pytest_gpuperf.results import (
+    AB_IMPROVED,
+    AB_INCONCLUSIVE,
+    AB_NO_BASE,
+    AB_PASS,
+    AB_REGRESSED,
+    AB_UNCHANGED,
+    FAIL,
+    IMPROVED,
+    MARGINAL,
+    NO_BASE_FILE,
+    NO_BASE_REF,
+    NO_BASELINE,
+    OTHER_DEVICE,
+    PASS,
+    REGRESSED,
+    UNJUDGED,
+    WITHIN_NOISE,
+    BaselineRef,
+    Measurement,
+    PairedComparison,
+)
+
+PEAK_BPS = 5.3e12  # MI300X datasheet
+BYTES = 12 * (32 << 20)  # the seed's 32M-element fp32 vector add
+UPDATE = "pytest --gpuperf --gpuperf-save 'tests/perf/test_vector_add.py::test_vector_add'"
+PACKAGE = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
+
+
+def measurement(efficiency: float, rel_ci: float = 0.002, **overrides) -> Measurement:
+    """A measurement whose median efficiency is `efficiency`, time interval +-rel_ci."""
+    time_s = BYTES / (efficiency * PEAK_BPS)
+    fields = dict(
+        name="test_vector_add[cold]",
+        kernel="vector_add",
+        cache="cold",
+        bytes_moved=BYTES,
+        time_s=time_s,
+        time_ci_s=(time_s * (1 - rel_ci), time_s * (1 + rel_ci)),
+        samples_s=(time_s,) * 400,
+        peak_bps=PEAK_BPS,
+        device_key="mi300x",
+        device_name="AMD Instinct MI300X",
+        backend="hip",
+        simulated=False,
+        queue_method="flush kernel",
+        stopped_by="budget",
+        grid=(131072, 1, 1),
+        block=(256, 1, 1),
+        fingerprint="sha256:head",
+    )
+    fields.update(overrides)
+    return Measurement(**fields)
+
+
+def baseline(efficiency: float, **overrides) -> BaselineRef:
+    fields = dict(
+        efficiency=efficiency,
+        efficiency_ci=(efficiency * 0.998, efficiency * 1.002),
+        run_spread=0.01,
+        bandwidth_bps=efficiency * PEAK_BPS,
+        time_s=BYTES / (efficiency * PEAK_BPS),
+        cache="cold",
+        source="measured",
+        provenance="measured 2025-06-01T12:00:00Z on AMD Instinct MI300X (hip), commit 0123",
+        path="baselines/mi300x.toml",
+        device_key="mi300x",
+    )
+    fields.update(overrides)
+    return BaselineRef(**fields)
+
+
+def paired(ratio: float, half_width: float, base_time_s: float = 100e-6) -> PairedComparison:
+    base = measurement(0.8, time_s=base_time_s)
+    head = measurement(0.8 / ratio, time_s=base_time_s * ratio)
+    return PairedComparison(
+        head=head,
+        base=replace(base, fingerprint="sha256:base"),
+        ratio=ratio,
+        ratio_ci=(ratio - half_width, ratio + half_width),
+        pairs=60,
+    )
+
+
+# -- floor ------------------------------------------------------------------------------------
+
+
+def test_floor_pass_fail_and_marginal():
+    assert check_floor(measurement(0.85), 0.80).status == PASS
+    failed = check_floor(measurement(0.70), 0.80)
+    assert (failed.status, failed.straddles) == (FAIL, False)
+    marginal = check_floor(measurement(0.801, rel_ci=0.01), 0.80)
+    assert (marginal.status, marginal.straddles) == (MARGINAL, True)
+    missed = check_floor(measurement(0.799, rel_ci=0.01), 0.80)
+    assert (missed.status, missed.straddles) == (FAIL, True)
+    exact = check_floor(measurement(0.80, rel_ci=0.0), 0.80)
+    assert exact.status == PASS
+    assert check_floor(measurement(1.9, cache="hot"), 0.8).hot_floor
+
+
+def test_floor_must_be_positive():
+    with pytest.raises(ValueError):
+        check_floor(measurement(0.8), 0.0)
+
+
+def test_floor_message_says_measured_expected_and_why():
+    m = measurement(0.70)
+    verdict = decide(
+        baseline=check_baseline(m, None, tolerance=0.01),
+        floor=check_floor(m, 0.8),
+        update_command=UPDATE,
+    )
+    assert verdict.status == FAIL and verdict.failed_checks == ("floor",)
+    text = failure_text(m, verdict)
+    assert text.startswith("test_vector_add[cold] (kernel vector_add): efficiency 70.00%")
+    assert "below the floor 80.00%" in text
+    assert "70.00% of peak = 3,710 GB/s" in text
+    assert "expected >= 80.00% of peak = 4,240 GB/s (min_bw)" in text
+    assert "-10.00 points of peak (-12.50% relative)" in text
+    assert "lies entirely below the floor" in text
+    assert "mi300x (AMD Instinct MI300X), hip backend" in text
+    assert UPDATE not in text  # re-recording a baseline does not fix a floor
+
+
+# -- stored baseline: the prior of a first save --------------------------------------------
+
+
+def test_prior_allowance_formula():
+    z99, z95 = 2.3263478740408408, 1.959963984540054
+    expected = z99 * math.sqrt(2 * (0.07 / z95) ** 2 + (0.004 / z95) ** 2 + (0.003 / z95) ** 2)
+    assert prior_allowance(0.004, 0.003, 0.07) == pytest.approx(expected)
+    assert prior_allowance(0.0, 0.0, 0.0) == 0.0
+
+
+def test_prior_run_spread_of_a_first_save():
+    assert prior_run_spread("cuda", 145e-6) == pytest.approx(0.02, abs=0.001)
+    assert prior_run_spread("hip", 145e-6) == pytest.approx(0.07, abs=0.0005)
+    # 8 us: 1.96 x 0.2 us / 8 us = 4.9%, with the 2% of cuda -> 5.3%.
+    assert prior_run_spread("cuda", 8e-6) == pytest.approx(0.053, abs=0.001)
+    assert prior_run_spread("cuda", 3.5e-6, "hot") == 0.02
+    assert prior_run_spread("sim", 1e-6, simulated_spread=0.03) == 0.03
+
+
+def test_within_noise_regressed_and_improved():
+    ref = baseline(0.80, run_spread=0.0)
+    assert check_baseline(measurement(0.80), ref, tolerance=0.01).outcome == WITHIN_NOISE
+    regressed = check_baseline(measurement(0.76), ref, tolerance=0.01)
+    assert (regressed.outcome, regressed.delta) == (REGRESSED, pytest.approx(-0.05))
+    assert regressed.allowance == pytest.approx(max(0.01, regressed.noise))
+    assert check_baseline(measurement(0.85), ref, tolerance=0.01).outcome == IMPROVED
+
+
+def test_the_tolerance_is_the_least_allowance():
+    check = check_baseline(
+        measurement(0.79, rel_ci=0.0),
+        baseline(0.80, run_spread=0.0, efficiency_ci=(0.8, 0.8)),
+        tolerance=0.05,
+    )
+    assert check.allowance == 0.05 and check.outcome == WITHIN_NOISE
+
+
+def test_the_prior_gate_cries_wolf_at_about_its_false_alarm_rate():
+    rng = np.random.default_rng(12)
+    spread, trials = 0.07, 4000
+    sigma = spread / 1.959963984540054
+    base_runs = 0.72 * (1 + sigma * rng.standard_normal(trials))
+    now_runs = 0.72 * (1 + sigma * rng.standard_normal(trials))
+    alarms = 0
+    for base_eff, now_eff in zip(base_runs, now_runs, strict=True):
+        ref = baseline(base_eff, efficiency_ci=(base_eff, base_eff), run_spread=spread)
+        check = check_baseline(measurement(now_eff, rel_ci=0.0), ref, tolerance=0.0)
+        alarms += check.outcome == REGRESSED
+    standard_error = math.sqrt(FALSE_ALARM_RATE * (1 - FALSE_ALARM_RATE) / trials)
+    assert abs(alarms / trials - FALSE_ALARM_RATE) < 4 * standard_error
+
+
+# -- stored baseline: a spread learned from a history of saves -----------------------------
+
+
+def test_history_allowance_is_a_t_prediction_interval():
+    sigma = 0.003 / 1.959963984540054
+    expected = 3.746947 * sigma * math.sqrt(1 + math.pi / 10)  # t(0.99; 4), median of 5
+    assert history_allowance(0.003, 5, 0.0) == pytest.approx(expected, rel=1e-5)
+    # never more precise than this run's own interval says
+    assert history_allowance(0.0, 5, 0.01) > history_allowance(0.0, 5, 0.001)
+    with pytest.raises(ValueError):
+        history_allowance(0.01, 1, 0.0)
+
+
+def test_a_learned_history_gates_at_its_false_alarm_rate_and_catches_3_percent():
+    """Simulate saves and runs of one kernel whose run-to-run sigma is 0.15% (the H100 at
+    hundreds of us): history of 5 saves, then an unchanged run or one 3% slower."""
+    rng = np.random.default_rng(3)
+    sigma, trials = 0.0015, 3000
+    alarms = caught = 0
+    for _ in range(trials):
+        saves = 0.83 * np.exp(sigma * rng.standard_normal(5))
+        logs = np.log(saves)
+        spread = 1.959963984540054 * max(float(np.std(logs, ddof=1)), 1e-9)
+        ref = baseline(float(np.median(saves)), run_spread=spread, saves=5, spread_basis="history")
+        now = 0.83 * math.exp(sigma * rng.standard_normal())
+        alarms += (
+            check_baseline(measurement(now, rel_ci=0.0), ref, tolerance=0.0).outcome == REGRESSED
+        )
+        slow = now / 1.03
+        caught += (
+            check_baseline(measurement(slow, rel_ci=0.0), ref, tolerance=0.0).outcome == REGRESSED
+        )
+    assert alarms / trials < 0.02
+    assert caught / trials > 0.99
+
+
+def test_learned_spread_follows_the_saves_both_ways():
+    from pytest_gpuperf.baseline import SaveRecord
+
+    def saves(values):
+        return [SaveRecord(v, (v * 0.9999, v * 1.0001), 1e-4) for v in values]
+
+    assert learned_spread(saves([0.8, 0.81]), 0.07) == (0.07, "prior")
+    wide, basis = learned_spread(saves([0.80, 0.84, 0.76]), 0.07)
+    narrow, _ = learned_spread(saves([0.800, 0.801, 0.799]), 0.07)
+    assert basis == "history" and wide > 0.07 > narrow  # grows as well as shrinks
+    # identical numbers cannot claim more precision than each run's interval
+    floor, _ = learned_spread(saves([0.8, 0.8, 0.8]), 0.07)
+    assert floor == pytest.approx(1.96 * 0.0001 / 1.96, rel=0.01)
+
+
+def test_missing_baseline_is_reported_and_strict_fails_it():
+    m = measurement(0.7)
+    missing = check_baseline(m, None, tolerance=0.01)
+    assert missing.outcome == NO_BASELINE
+    assert decide(baseline=missing).status == PASS
+    elsewhere = check_baseline(m, None, tolerance=0.01, elsewhere=("h100-sxm",))
+    assert elsewhere.outcome == OTHER_DEVICE
+    strict = check_baseline(m, None, tolerance=0.01, strict=True)
+    verdict = decide(baseline=strict, update_command=UPDATE)
+    assert verdict.status == FAIL and verdict.failed_checks == ("strict-baseline",)
+    assert "a baseline is required" in failure_text(m, verdict)
+    assert UPDATE in failure_text(m, verdict)
+
+
+def test_regression_message_tells_the_whole_story():
+    m = measurement(0.70)
+    ref = baseline(0.80, run_spread=0.004, saves=5, spread_basis="history")
+    verdict = decide(baseline=check_baseline(m, ref, tolerance=0.01), update_command=UPDATE)
+    text = failure_text(m, verdict)
+    assert verdict.failed_checks == ("regression",)
+    assert "regressed: 70.00% vs baseline 80.00% (-12.50%" in text
+    assert "learned from 5 saves" in text
+    assert "prediction interval" in text
+    assert f"update:      {UPDATE}" in text
+    assert "[baselines/mi300x.toml]" in text
+
+
+# -- A/B -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("interval", "state"),
+    [
+        ((1.006, 1.010), AB_REGRESSED),
+        ((0.990, 0.994), AB_IMPROVED),
+        ((0.998, 1.003), AB_PASS),
+        ((1.003, 1.008), AB_INCONCLUSIVE),
+        ((0.980, 1.020), AB_INCONCLUSIVE),
+    ],
+)
+def test_ab_states(interval, state):
+    assert ab_state(interval, 0.005) == state
+
+
+def test_ab_threshold_widens_for_very_short_kernels():
+    assert compare_threshold(0.005, 100e-6) == 0.005
+    assert compare_threshold(0.005, 2e-6) == pytest.approx(0.02)
+    stop = decided(0.005)
+    assert stop((1.006, 1.03), 100e-6) and not stop((1.006, 1.03), 2e-6)
+
+
+def test_ab_regression_fails_and_says_head_base_and_the_interval():
+    comparison = check_comparison(
+        paired(1.03, 0.002), ref="origin/main", ref_commit="abc123", threshold=0.005
+    )
+    assert comparison.state == AB_REGRESSED
+    head = measurement(0.8 / 1.03)
+    # the stored baseline is shown, not gated, while an A/B comparison decides
+    stored = check_baseline(head, baseline(0.9), tolerance=0.01, gating=False)
+    verdict = decide(baseline=stored, comparison=comparison)
+    assert verdict.status == FAIL and verdict.failed_checks == ("ab",)
+    text = failure_text(head, verdict)
+    assert "A/B regressed: +3.00% time against origin/main (abc123)" in text
+    assert "beyond the threshold of +0.50%" in text
+    assert "over 60 interleaved pairs" in text
+
+
+def test_ab_states_that_pass_and_strict():
+    same = check_comparison(paired(1.0, 0.001), ref="main", ref_commit="c", threshold=0.005)
+    assert (
+        decide(
+            baseline=check_baseline(measurement(0.8), None, tolerance=0.01, gating=False),
+            comparison=same,
+        ).status
+        == PASS
+    )
+    undecided = check_comparison(
+        paired(1.005, 0.003), ref="main", ref_commit="c", threshold=0.005, strict=True
+    )
+    assert undecided.state == AB_INCONCLUSIVE
+    base = check_baseline(measurement(0.8), None, tolerance=0.01, gating=False)
+    assert decide(baseline=base, comparison=undecided).failed_checks == ("strict-ab",)
+    lenient = replace(undecided, strict=False)
+    assert decide(baseline=base, comparison=lenient).status == PASS
+    new_file = no_base(
+        ref="main", ref_commit="", why=NO_BASE_FILE, detail="x.hip", threshold=0.005, strict=True
+    )
+    assert decide(baseline=base, comparison=new_file).status == PASS  # a new kernel is no failure
+    bad_ref = no_base(
+        ref="nope", ref_commit="", why=NO_BASE_REF, detail="not found", threshold=0.005, strict=True
+    )
+    assert decide(baseline=base, comparison=bad_ref).status == FAIL
+    assert (
+        unchanged(ref="main", ref_commit="c", fingerprint="sha256:x", threshold=0.005).state
+        == AB_UNCHANGED
+    )
+
+
+# -- saving ---------------------------------------------------------------------------------
+
+
+def context(**changes) -> SaveContext:
+    fields = dict(
+        test_id="t::x",
+        path="baselines/mi300x.toml",
+        device_key="mi300x",
+        commit="abc",
+        prior_spread=0.07,
+        history_length=5,
+        when="2026-01-01T00:00:00Z",
+    )
+    fields.update(changes)
+    return SaveContext(**fields)
+
+
+def test_saves_build_a_history_and_learn_its_spread():
+    previous = None
+    for index, efficiency in enumerate((0.80, 0.81, 0.79, 0.805, 0.80, 0.802)):
+        action, entry = plan_save(measurement(efficiency), previous, context())
+        assert action.saved and entry is not None
+        assert action.history_saves == min(index + 1, 5)
+        assert not action.new_history
+        previous = entry
+    assert len(previous.saves) == 5  # the oldest fell out
+    assert previous.spread_basis == "history"
+    assert previous.efficiency == pytest.approx(0.802, rel=1e-4)  # the median of the last five
+
+
+def test_edited_code_starts_a_new_history_instead_of_widening_the_spread():
+    previous = None
+    for efficiency in (0.80, 0.801, 0.799):
+        _, previous = plan_save(measurement(efficiency), previous, context())
+    narrow = previous.run_spread
+    edited = measurement(0.60, fingerprint="sha256:edited")  # same commit, uncommitted edit
+    action, entry = plan_save(edited, previous, context())
+    assert action.new_history and entry.saves[-1].fingerprint == "sha256:edited"
+    assert len(entry.saves) == 1 and entry.spread_basis == "prior"
+    assert entry.efficiency == pytest.approx(0.60)
+    # the old history was not widened by the edited kernel's number
+    assert narrow < 0.01
+    other_bytes = measurement(0.80, bytes_moved=BYTES // 2)
+    assert plan_save(other_bytes, previous, context())[0].new_history
+
+
+def test_a_missed_floor_or_a_failed_test_saves_nothing():
+    m = measurement(0.5)
+    action, entry = plan_save(m, None, context(), floor=check_floor(m, 0.8))
+    assert (action.saved, action.why_not, entry) == (False, "floor", None)
+    action, entry = plan_save(m, None, context(), unjudged=True)
+    assert (action.saved, action.why_not, entry) == (False, "unjudged", None)
+
+
+def test_saving_does_not_fail_on_the_baseline_it_re_records():
+    m = measurement(0.5)
+    stored = check_baseline(m, baseline(0.8), tolerance=0.01)
+    action, _ = plan_save(m, None, context())
+    assert stored.outcome == REGRESSED
+    assert decide(baseline=stored, save=action).status == PASS
+    assert decide(baseline=stored, floor=check_floor(m, 0.7), save=action).status == FAIL
+
+
+def test_an_unjudged_verdict_neither_passes_nor_fails():
+    verdict = decide(baseline=check_baseline(measurement(0.8), None, tolerance=0.01), unjudged=True)
+    assert verdict.status == UNJUDGED and verdict.failed_checks == ()
+
+
+# -- judging with a store --------------------------------------------------------------------
+
+
+def test_simulated_numbers_are_judged_against_sim_files_only(tmp_path):
+    real = measurement(0.80)
+    _, entry = plan_save(real, None, context())
+    BaselineStore(tmp_path).save("mi300x", [entry])
+    simulated = measurement(0.40, backend="sim", simulated=True)
+    (judged,) = judge(
+        "t::x", [Taken(simulated)], BaselineStore(tmp_path), JudgeContext(tolerance=0.01)
+    )
+    check = judged.verdict.baseline
+    assert check.outcome == NO_BASELINE and check.baseline is None
+    assert check.info is not None and check.info.efficiency == pytest.approx(0.80)
+    assert judged.verdict.status == PASS  # -50% against the real device is not a failure
+
+    saving = JudgeContext(tolerance=0.01, saving=True)
+    (saved,) = judge("t::x", [Taken(simulated)], BaselineStore(tmp_path), saving)
+    assert saved.save_key == "mi300x-sim" and saved.verdict.save.saved
+
+
+def test_judge_compares_under_compare_and_shows_the_stored_baseline(tmp_path):
+    _, entry = plan_save(measurement(0.80), None, context())
+    BaselineStore(tmp_path).save("mi300x", [entry])
+    ab = AbResult(paired=paired(1.0, 0.001))
+    ctx = JudgeContext(tolerance=0.01, compare_ref="main", compare_commit="c")
+    (judged,) = judge("t::x", [Taken(measurement(0.5), ab=ab)], BaselineStore(tmp_path), ctx)
+    assert judged.verdict.baseline.outcome == REGRESSED and not judged.verdict.baseline.gating
+    assert judged.verdict.comparison.state == AB_PASS
+    assert judged.verdict.status == PASS
+    (missing,) = judge(
+        "t::x",
+        [Taken(measurement(0.8), ab=AbResult(no_base_why=NO_BASE_FILE))],
+        BaselineStore(tmp_path),
+        ctx,
+    )
+    assert missing.verdict.comparison.state == AB_NO_BASE
+
+
+# -- the gate decides once ------------------------------------------------------------------
+
+DECISIONS = {"Verdict", "FloorCheck", "BaselineCheck", "ComparisonCheck", "SaveAction"}
+
+
+def _violations(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "id", getattr(node.func, "attr", ""))
+            if name in DECISIONS:
+                found.append(f"{path.name}:{node.lineno} builds {name}")
+            if name == "replace" and node.args:
+                target = ast.unparse(node.args[0])
+                if "verdict" in target.lower() or "check" in target.lower():
+                    found.append(f"{path.name}:{node.lineno} edits {target}")
+    return found
+
+
+def test_only_the_gate_builds_or_edits_a_verdict():
+    """Decisions are structured values made in gate/; renderers and the pytest layer only
+    read them (plain.py rebuilds them from plain data generically, by type hints)."""
+    outside = [p for p in PACKAGE.rglob("*.py") if "gate" not in p.relative_to(PACKAGE).parts]
+    violations = [v for p in outside for v in _violations(p)]
+    assert violations == []
+    inside = [v for p in (PACKAGE / "gate").glob("*.py") for v in _violations(p)]
+    assert inside  # the scan does see the gate building them
+
+
+def test_verdicts_are_frozen():
+    verdict = decide(baseline=check_baseline(measurement(0.8), None, tolerance=0.01))
+    with pytest.raises(AttributeError):
+        verdict.status = FAIL  # type: ignore[misc]

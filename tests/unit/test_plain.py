@@ -1,0 +1,95 @@
+"""One serialisation: every field of a row survives plain data (xdist, JSON) and comes back."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+
+from pytest_gpuperf.plain import from_plain, to_plain
+from pytest_gpuperf.results import (
+    BaselineCheck,
+    BaselineRef,
+    ClockReport,
+    ComparisonCheck,
+    FloorCheck,
+    Measurement,
+    Note,
+    Row,
+    SaveAction,
+    Verdict,
+)
+from pytest_gpuperf.runtime.info import DeviceInfo, KernelResources
+
+
+def filled(cls, **overrides):
+    """An instance of `cls` with no field left at its default (so a lost field shows)."""
+    values = {}
+    hints = __import__("typing").get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        if field.name in overrides:
+            values[field.name] = overrides[field.name]
+            continue
+        kind = hints[field.name]
+        values[field.name] = _sample(kind, field.name)
+    return cls(**values)
+
+
+def _sample(kind, name):
+    text = str(kind)
+    if "tuple[float, float]" in text:
+        return (0.25, 0.75)
+    if "tuple[int, int, int]" in text:
+        return (4, 2, 1)
+    if "tuple[float, ...]" in text:
+        return (1.5e-6, 1.75e-6)
+    if "tuple[str, ...]" in text:
+        return ("a", "b")
+    if kind is bool or text == "bool":
+        return True
+    if "float" in text:
+        return 0.125
+    if "int" in text:
+        return 7
+    if "dict" in text:
+        return {"k": [1, 2], "n": 3.5}
+    return f"<{name}>"
+
+
+def test_every_field_of_a_row_round_trips_through_json():
+    measurement = filled(
+        Measurement,
+        clocks=filled(ClockReport),
+        resources=filled(KernelResources),
+    )
+    ref = filled(BaselineRef)
+    verdict = filled(
+        Verdict,
+        baseline=filled(BaselineCheck, baseline=ref, info=filled(BaselineRef, path="other")),
+        floor=filled(FloorCheck),
+        comparison=filled(ComparisonCheck),
+        save=filled(SaveAction),
+        notes=(Note("kind", ("x", "y")),),
+    )
+    row = Row("tests/x.py::test_y[a|b]", measurement, verdict, test_outcome="passed")
+    wire = json.loads(json.dumps(to_plain(row)))  # what xdist and the JSON report carry
+    assert from_plain(Row, wire) == row
+
+
+def test_numpy_numbers_and_non_finite_floats_become_plain():
+    data = to_plain({"a": np.float32(1.5), "b": float("nan"), "c": np.int64(3), "d": (1, 2)})
+    assert data == {"a": 1.5, "b": None, "c": 3, "d": [1, 2]}
+    assert type(data["c"]) is int
+
+
+def test_device_info_round_trips():
+    info = filled(DeviceInfo, pci_bus_id="0000:c1:00.0")
+    assert from_plain(DeviceInfo, to_plain(info)) == info
+
+
+def test_missing_fields_take_their_defaults():
+    """A report written before a field existed still reads back."""
+    data = to_plain(filled(ClockReport))
+    del data["power_w"]
+    assert from_plain(ClockReport, data).power_w is None
