@@ -13,9 +13,13 @@ name can change the file without changing this kernel. So we hash what the kerne
   "Kernel Descriptor"), so a resource change with identical instructions still shows. Its
   `kernel_code_entry_byte_offset` field is left out: it is the distance from the descriptor
   to the code, which moves when another kernel of a linked file grows.
-- NVIDIA (EM_CUDA, a CUBIN): the register count NVIDIA keeps in the top byte of the
-  `.text.<kernel>` section's `sh_info` (the low bytes index the symbol table, which moves),
-  and the size of `.nv.shared.<kernel>` (static shared memory).
+- NVIDIA (EM_CUDA, a CUBIN): the kernel's entries in the `.nv.info` attribute section
+  (register count EIATTR_REGCOUNT, frame and stack sizes; found by the kernel's symbol index,
+  which is itself left out since it moves when a kernel is added), the register count older
+  CUBINs keep in the top byte of `.text.<kernel>`'s `sh_info`, and the size of
+  `.nv.shared.<kernel>` (static shared memory). The attribute layout (a format byte, an
+  attribute byte, then a 16-bit value or a 16-bit size and that many bytes) is the one
+  cuobjdump prints; NVRTC 13's sm_90 CUBINs were read to check it.
 
 When the ELF cannot be parsed, or has no such symbol, the whole binary is hashed and the
 `Fingerprint` says so (`scope="binary"` and the reason). Pure Python: the few ELF64
@@ -99,6 +103,7 @@ class _Section:
 
 @dataclass(frozen=True)
 class _Symbol:
+    index: int
     name: str
     kind: int
     section: int
@@ -158,12 +163,13 @@ class _Elf:
     def symbols(self, table: _Section) -> list[_Symbol]:
         strings = self.sections[table.link]
         found = []
-        for position in range(table.offset, table.offset + table.size, table.entry_size or 24):
+        step = table.entry_size or 24
+        for index, position in enumerate(range(table.offset, table.offset + table.size, step)):
             name, info, _other, shndx, value, size = struct.unpack_from(
                 "<IBBHQQ", self.data, position
             )
             found.append(
-                _Symbol(self._string(strings.offset, name), info & 0xF, shndx, value, size)
+                _Symbol(index, self._string(strings.offset, name), info & 0xF, shndx, value, size)
             )
         return found
 
@@ -246,7 +252,39 @@ def _amd_descriptor(elf: _Elf, kernel: str) -> bytes:
 def _cuda_resources(elf: _Elf, function: _Symbol, kernel: str) -> bytes:
     registers = elf.sections[function.section].info >> 24
     shared = next((s.size for s in elf.sections if s.name == f".nv.shared.{kernel}"), 0)
-    return struct.pack("<IQ", registers, shared)
+    attributes = b"".join(
+        struct.pack("<BI", attribute, value)
+        for section in elf.sections
+        if section.name == ".nv.info"
+        for attribute, symbol, value in _nv_info_entries(elf.section_bytes(section))
+        if symbol == function.index
+    )
+    return struct.pack("<IQ", registers, shared) + attributes
+
+
+EIFMT_SVAL = 0x04  # a 16-bit size, then that many bytes
+_PER_FUNCTION_ATTRIBUTES = {
+    0x2F: "EIATTR_REGCOUNT",
+    0x11: "EIATTR_FRAME_SIZE",
+    0x12: "EIATTR_MIN_STACK_SIZE",
+    0x23: "EIATTR_MAX_STACK_SIZE",
+}
+
+
+def _nv_info_entries(data: bytes):
+    """(attribute, symbol index, value) of the per-function attributes in `.nv.info`."""
+    position = 0
+    while position + 4 <= len(data):
+        fmt, attribute = data[position], data[position + 1]
+        if fmt != EIFMT_SVAL:
+            position += 4  # the other formats carry a 16-bit value inline
+            continue
+        size = _u16(data, position + 2)
+        payload = data[position + 4 : position + 4 + size]
+        position += 4 + size
+        if attribute in _PER_FUNCTION_ATTRIBUTES and len(payload) == 8:
+            symbol, value = struct.unpack("<II", payload)
+            yield attribute, symbol, value
 
 
 def _sha256(*parts: bytes) -> str:

@@ -85,9 +85,22 @@ def build_elf(machine: int, sections: list[Section], symbols: list[tuple]) -> by
     return header + body + b"".join(headers)
 
 
-def cubin(k1=b"\x01" * 32, k2=b"\x02" * 16, registers=24, symbol_slot=5, shared=0, call="foo"):
-    """Two kernels in their own .text.<name> sections, as NVCC/NVRTC lay them out."""
+def nv_info(*entries: tuple[int, int, int]) -> bytes:
+    """`.nv.info` attributes (attribute, symbol index, value), cuobjdump's layout."""
+    return b"".join(struct.pack("<BBHII", 0x04, a, 8, symbol, v) for a, symbol, v in entries)
+
+
+def cubin(k1=b"\x01" * 32, k2=b"\x02" * 16, registers=24, symbol_slot=5, shared=0, call="foo",
+          regcount=8, k2_regcount=16, k1_symbol=1):  # fmt: skip
+    """Two kernels in their own .text.<name> sections, as NVCC/NVRTC lay them out; symbol 1
+    is k1 (`k1_symbol` moves EIATTR_REGCOUNT's reference, to show that it must match)."""
     sections = [
+        Section(
+            ".nv.info",
+            data=nv_info(
+                (0x2F, 2, k2_regcount), (0x2F, k1_symbol, regcount), (0x11, 1, 0), (0x12, 2, 0)
+            ),
+        ),
         Section(".text.k1", data=k1, info=(registers << 24) | symbol_slot),
         Section(".text.k2", data=k2, info=(40 << 24) | 6),
         Section(".rela.text.k1", SHT_RELA, [(8, call, 1, 0)], link_to=".text.k1"),  # type: ignore[arg-type]
@@ -128,6 +141,11 @@ def test_a_sibling_kernel_and_the_symbol_slot_do_not_change_a_cubin_kernel():
     assert base.scope == SCOPE_KERNEL and base.per_kernel and base.digest.startswith("sha256:")
     assert kernel_fingerprint(cubin(k2=b"\x03" * 48), "k1") == base
     assert kernel_fingerprint(cubin(symbol_slot=9), "k1") == base
+    assert kernel_fingerprint(cubin(k2_regcount=99), "k1") == base
+    # another function's EIATTR_REGCOUNT is not this kernel's
+    assert kernel_fingerprint(cubin(k1_symbol=3, regcount=99), "k1") == kernel_fingerprint(
+        cubin(k1_symbol=3, regcount=7), "k1"
+    )
     assert kernel_fingerprint(cubin(), "k2") != base
 
 
@@ -135,11 +153,12 @@ def test_a_sibling_kernel_and_the_symbol_slot_do_not_change_a_cubin_kernel():
     "edit",
     [
         {"k1": b"\x01" * 31 + b"\x09"},  # an instruction
-        {"registers": 32},  # the register count in sh_info's top byte
+        {"registers": 32},  # the register count in sh_info's top byte (older CUBINs)
+        {"regcount": 10},  # EIATTR_REGCOUNT in .nv.info (CUDA 12/13 CUBINs)
         {"shared": 1024},  # static shared memory
         {"call": "bar"},  # a call that goes elsewhere, same placeholder bytes
     ],
-    ids=["code", "registers", "shared", "relocation"],
+    ids=["code", "registers", "regcount", "shared", "relocation"],
 )
 def test_a_cubin_kernel_edit_changes_its_fingerprint(edit):
     assert code_fingerprint(cubin(**edit), "k1") != code_fingerprint(cubin(), "k1")
