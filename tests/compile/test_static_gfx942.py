@@ -51,6 +51,36 @@ GPUPERF_KERNEL void heavy(const float* a, float* c, int n) {
 }
 """
 
+# The HIP device API the gate's own hip_runtime.h provides, used once each.
+HIP_API = """#include <hip/hip_runtime.h>
+extern "C" __global__ void __launch_bounds__(256, 2)
+api(float* f, int* i, unsigned* u, double* d, unsigned long long* q) {
+    const unsigned t = threadIdx.x + blockIdx.y * blockDim.z + gridDim.x + threadIdx.z;
+    float v = f[t];
+    v += __shfl(v, 3) + __shfl_up(v, 1u) + __shfl_down(v, 2u, 32) + __shfl_xor(v, 4);
+    int w = __shfl_xor(i[t], 1) + __shfl(u[t], 0) + __popc(u[t]) + __popcll(q[t]);
+    w += __clz(i[t]) + __ffs(i[t]) + __clzll(q[t]) + __ffsll(q[t]);
+    q[t] = __ballot(v > 0) + (__any(w) ? 1 : 0) + (__all(w) ? 2 : 0) + __lane_id();
+    q[t + 1] = clock64() + wall_clock64() + clock();
+    atomicAdd(f, v); atomicAdd(i, w); atomicAdd(u, 1u); atomicAdd(d, 1.0); atomicAdd(q, 1ull);
+    atomicMax(i, w); atomicMin(u, 3u); atomicExch(f + 1, v);
+    atomicCAS(i + 1, 0, w); atomicCAS(u + 1, 0u, 1u);
+    __threadfence(); __threadfence_block(); __threadfence_system(); __syncthreads();
+    float4 a = make_float4(v, v, v, v); int2 b = make_int2(w, w);
+    uchar4 c = make_uchar4(1, 2, 3, 4); double2 e = make_double2(1.0, 2.0);
+    dim3 g(2, 3); dim3 h(threadIdx.x, threadIdx.y);
+    f[t] = a.x + b.y + c.z + e.x + g.y + h.x + warpSize + __ldg(f + t);
+    f[t + 1] = expf(v) + sqrtf(v) + fmaxf(v, 1.0f);
+    int3 k = make_int3(1, 2, 3); longlong4 l = make_longlong4(1, 2, 3, 4);
+    i[t] = k.z + (int)l.w + min(w, 3) + max(w, 4);
+}
+"""
+ROCM_DEVICE_LIBS_90A = pytest.mark.skipif(
+    not (DEBIAN_DEVICE_LIBS / "oclc_isa_version_90a.bc").exists() or not DEBIAN_HIP_HEADER.exists(),
+    reason="ROCm headers and device libraries for gfx90a are not installed: "
+    "apt-get install libamdhip64-dev rocm-device-libs",
+)
+
 
 @pytest.fixture(scope="module")
 def clang(clang19):
@@ -102,19 +132,18 @@ def test_shipped_kernels_facts_agree_with_llvm(path, clang, record_property):
     print(f"{path.name} on gfx942 (block 256):\n  " + "\n  ".join(rows))
 
 
-@pytest.mark.skipif(
-    not (DEBIAN_DEVICE_LIBS / "oclc_isa_version_90a.bc").exists() or not DEBIAN_HIP_HEADER.exists(),
-    reason="ROCm headers and device libraries for gfx90a are not installed: "
-    "apt-get install libamdhip64-dev rocm-device-libs",
+@ROCM_DEVICE_LIBS_90A
+@pytest.mark.parametrize(
+    "path", [*KERNEL_FILES, "hip_api"], ids=[p.name for p in KERNEL_FILES] + ["hip_api"]
 )
-@pytest.mark.parametrize("path", KERNEL_FILES, ids=[p.name for p in KERNEL_FILES])
 def test_gate_header_gives_the_registers_of_a_linked_rocm_build(path, clang19):
     """gfx90a, the one arch Debian's ROCm 5.2 device libraries cover: our header without
     device libraries and ROCm's headers with them allocate the same VGPRs, for every kernel
     that calls no math function of the device libraries."""
     clang = find_clang(clang19, "gfx90a")
-    ours = compile_static(path, "gfx90a", clang=clang)
-    rocm = compile_static(path, "gfx90a", clang=clang, hip_runtime="rocm",
+    source, name = (HIP_API, "hip_api.hip") if path == "hip_api" else (path, None)
+    ours = compile_static(source, "gfx90a", clang=clang, name=name)
+    rocm = compile_static(source, "gfx90a", clang=clang, hip_runtime="rocm", name=name,
                           options=[f"--rocm-device-lib-path={DEBIAN_DEVICE_LIBS}"])  # fmt: skip
     for name in kernel_names(ours.asm):
         gate, linked = kernel_facts(ours, name), kernel_facts(rocm, name)
@@ -122,6 +151,13 @@ def test_gate_header_gives_the_registers_of_a_linked_rocm_build(path, clang19):
         if not gate.calls:
             assert gate.vgprs == linked.vgprs, name
             assert gate.waves_per_simd == linked.waves_per_simd, name
+
+
+def test_gate_header_covers_the_hip_device_api_of_portable_kernels(clang):
+    build = compile_static(HIP_API, clang=clang, name="hip_api.hip")
+    facts = kernel_facts(build, "api", block_threads=1024)
+    assert facts.calls == () and facts.max_block_threads == 256  # __launch_bounds__(256, 2)
+    assert check_isa(build.asm, "api", ["ds_bpermute_b32", "s_memrealtime", "s_barrier"]) == []
 
 
 def heavy(clang, n: int):
