@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pytest_gpuperf.errors import KernelNotFound
+from pytest_gpuperf.errors import ConfigError, KernelNotFound
 
 _LABEL_RE = re.compile(r"^(?P<name>[A-Za-z_.$][\w.$]*):[ \t]*(?:;[^\n]*)?$", re.M)
 _FUNC_END_RE = re.compile(r"^\.Lfunc_end\d+:", re.M)
@@ -91,7 +91,7 @@ def check_isa(asm_text: str, kernel: str, expect: Iterable[str]) -> list[str]:
 def _matcher(expectation: str) -> re.Pattern[str]:
     tokens = [t for t in re.split(r"[\s,]+", expectation.strip()) if t]
     if not tokens:
-        raise ValueError("an ISA expectation needs at least one token")
+        raise ConfigError(f"an ISA expectation needs at least one token, got {expectation!r}")
     parts: list[str] = []
     for token in tokens:
         if token == "...":

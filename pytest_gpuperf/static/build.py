@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_gpuperf.errors import CompileError
+from pytest_gpuperf.errors import CompileError, ConfigError
 from pytest_gpuperf.runtime.compile import (
     KERNELS_DIR,
     cache_dir,
@@ -86,7 +86,10 @@ def compile_static(
     (clang's full log, the source file:line), `UnknownArch`, or `StaticUnavailable`.
     """
     if hip_runtime not in HIP_RUNTIMES:
-        raise ValueError(f"hip_runtime must be one of {HIP_RUNTIMES}, not {hip_runtime!r}")
+        raise ConfigError(
+            f"hip_runtime {hip_runtime!r} is not one of {', '.join(HIP_RUNTIMES)}: 'gpuperf' "
+            "(the plugin's HIP header, no ROCm needed) or 'rocm' (ROCm's headers and libraries)"
+        )
     compiler = clang if isinstance(clang, Clang) and clang.arch == arch else None
     if compiler is None:
         compiler = find_clang(clang.path if isinstance(clang, Clang) else clang, arch)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpuperf.errors import KernelNotFound
+from pytest_gpuperf.errors import ConfigError, KernelNotFound
 from pytest_gpuperf.static import check_isa, kernel_asm, kernel_names
 
 
@@ -102,5 +102,5 @@ def test_an_unknown_kernel_lists_the_ones_there_are():
 
 
 def test_an_empty_expectation_is_refused():
-    with pytest.raises(ValueError, match="at least one token"):
+    with pytest.raises(ConfigError, match="at least one token"):
         check_isa(ASM, "plain", ["  "])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.errors import ConfigError
-from pytest_gpuperf.static import StaticUnavailable, UnknownArch, find_clang
+from pytest_gpuperf.static import StaticUnavailable, UnknownArch, compile_static, find_clang
 from pytest_gpuperf.static import clang as clang_module
 
 FAKE = """#!{python}
@@ -100,3 +100,8 @@ def test_a_program_that_is_not_clang_is_refused_with_what_it_said(tmp_path, path
     path = fake_clang(tmp_path, "gcc", version="gcc (Debian 12.2.0-14) 12.2.0")
     with pytest.raises(StaticUnavailable, match=r"`--version` did not name a clang version"):
         find_clang(str(path))
+
+
+def test_an_unknown_hip_runtime_is_named_before_any_compiler_runs():
+    with pytest.raises(ConfigError, match=r"hip_runtime 'hipcc' is not one of gpuperf, rocm"):
+        compile_static("kernels/vector_add.hip", hip_runtime="hipcc")
