@@ -9,7 +9,11 @@ import sys
 import pytest
 import tomli_w
 
+from pytest_gpuperf.runtime.amd_codeobject import read_code_object
 from pytest_gpuperf.static import StaticFacts, StaticFactsError, with_occupancy
+
+# the synthetic code objects of the metadata reader's own tests (same folder)
+from test_amd_codeobject import KERNEL, code_object, metadata  # isort: skip
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -89,3 +93,10 @@ def test_a_missing_field_is_named():
 def test_a_mistyped_field_is_named(field, value, message):
     with pytest.raises(StaticFactsError, match=message):
         StaticFacts.from_dict({**FACTS.to_dict(), field: value})
+
+
+def test_metadata_without_spill_counts_says_so_for_the_assembly_fallback():
+    entry = {key: value for key, value in KERNEL.items() if not key.endswith("spill_count")}
+    kernel = read_code_object(code_object(metadata(kernels=[entry]))).kernels["vector_add"]
+    assert not kernel.spill_counts_known and kernel.vgpr_spill_count == 0
+    assert read_code_object(code_object()).kernels["vector_add"].spill_counts_known
