@@ -9,8 +9,8 @@
 // that portable kernels use straight onto clang's AMDGPU built-ins, which is what the linked
 // device libraries reduce to, so the code and its register counts are those of a hiprtc or
 // hipcc build, up to small differences (blockDim assumes uniform workgroups, as HIP launches
-// them). Math functions (expf, rsqrtf, ...) come from clang's own HIP wrapper headers and
-// still call the device libraries (__ocml_*): the static facts list those calls.
+// them). Math functions come from clang's own HIP wrapper headers; some of them (rsqrtf,
+// ...) still call the device libraries (__ocml_*): the static facts list those calls.
 //
 // The launch coordinates read the implicit kernel arguments of code object version 5, which
 // the static gate asks clang for (-mcode-object-version=5, the default of clang 19 and ROCm 6).
