@@ -57,6 +57,7 @@ class AmdKernelMetadata:
     sgpr_spill_count: int = 0
     uses_dynamic_stack: bool = False
     kernarg_bytes: int = 0
+    spill_counts_known: bool = True  # False: the metadata had no .vgpr_spill_count
 
     @property
     def spill_count(self) -> int:
@@ -172,6 +173,7 @@ def _kernel(entry: dict[str, Any]) -> AmdKernelMetadata:
         sgpr_spill_count=number(".sgpr_spill_count", 0),
         uses_dynamic_stack=bool(entry.get(".uses_dynamic_stack", False)),
         kernarg_bytes=number(".kernarg_segment_size", 0),
+        spill_counts_known=".vgpr_spill_count" in entry,
     )
 
 

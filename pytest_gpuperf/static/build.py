@@ -1,0 +1,223 @@
+"""Offline compilation of one kernel source for one AMD arch with a stock clang.
+
+What runs: `clang -x hip --offload-arch=<arch> --cuda-device-only -O3 -S` (the test's
+defines and options, the source's own folder and the plugin's kernels/ folder on the include
+path, as the hip backend compiles them with hiprtc), then `clang --target=amdgcn-amd-amdhsa
+-mcpu=<arch> -c` on that assembly. Going through the assembly gives both things the gate
+reads from one compilation - the text (ISA checks, LLVM's per-kernel comments) and a code
+object whose NT_AMDGPU_METADATA note and symbols match it - and needs no ld.lld.
+
+Two ways to provide the HIP device API (`hip_runtime`):
+- "gpuperf" (default): -nogpulib and the plugin's own device-only `hip/hip_runtime.h`
+  (static/include), with `__HIPCC_RTC__` defined as hiprtc defines it. Needs only clang.
+  ROCm's header would leave the launch coordinates as unlinked device-library calls
+  under -nogpulib (checked with ROCm 5.2: every kernel then calls __ockl_get_local_id & co.,
+  and its registers are the calling convention's), so it is not used in this mode.
+- "rocm": ROCm's headers and device libraries, found by clang as hipcc would (pass
+  `--rocm-path=...` in options to choose one). Faithful for math functions too, but needs a
+  ROCm installation with device libraries for the arch.
+
+Compilation runs in a subprocess with a time limit; results are cached on disk (under the
+kernel cache's `static/` folder) keyed by everything that can change them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_gpuperf.errors import CompileError, ConfigError
+from pytest_gpuperf.runtime.compile import (
+    KERNELS_DIR,
+    cache_dir,
+    error_location,
+    local_headers,
+    portability_headers,
+    read_source,
+)
+from pytest_gpuperf.static.clang import Clang, find_clang, supported_processors
+from pytest_gpuperf.static.errors import StaticUnavailable, UnknownArch
+
+SHIM_DIR = Path(__file__).parent / "include"
+HIP_RUNTIMES = ("gpuperf", "rocm")
+DEFAULT_TIMEOUT_S = 300.0
+_CACHE_VERSION = "static-build-v1"
+_ARCH_MARKERS = ("invalid target id", "unsupported cuda gpu architecture", "unknown target cpu")
+
+
+@dataclass(frozen=True)
+class StaticBuild:
+    """One source compiled for one arch: the code object (a relocatable AMDGPU ELF with the
+    kernels' metadata note) and the assembly it was assembled from."""
+
+    source_name: str
+    arch: str
+    compiler: str  # "clang 19.1.7"
+    hip_runtime: str  # "gpuperf" or "rocm"
+    code_object: bytes
+    asm: str
+    log: str = ""
+    from_cache: bool = False
+
+
+def compile_static(
+    source: str | Path,
+    arch: str = "gfx942",
+    *,
+    defines: Mapping[str, str | int] | None = None,
+    options: Sequence[str] = (),
+    include_dirs: Sequence[str | Path] = (),
+    clang: Clang | str | os.PathLike[str] | None = None,
+    hip_runtime: str = "gpuperf",
+    name: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    use_cache: bool = True,
+) -> StaticBuild:
+    """Compile `source` (a .hip path, or source text named `name`) for `arch`.
+
+    `defines` and `options` are what the test passes to `gpu_bench.kernel` (an
+    `--offload-arch` among the options is replaced by `arch`); `clang` is a Clang from
+    `find_clang`, a path or command name, or None to search PATH. Raises `CompileError`
+    (clang's full log, the source file:line), `UnknownArch`, or `StaticUnavailable`.
+    """
+    if hip_runtime not in HIP_RUNTIMES:
+        raise ConfigError(
+            f"hip_runtime {hip_runtime!r} is not one of {', '.join(HIP_RUNTIMES)}: 'gpuperf' "
+            "(the plugin's HIP header, no ROCm needed) or 'rocm' (ROCm's headers and libraries)"
+        )
+    compiler = clang if isinstance(clang, Clang) and clang.arch == arch else None
+    if compiler is None:
+        compiler = find_clang(clang.path if isinstance(clang, Clang) else clang, arch)
+    text, source_name, directory = read_source(source, name)
+    flags = _flags(hip_runtime, options, defines or {})
+    includes = [*([directory] if directory else []), *map(Path, include_dirs), KERNELS_DIR]
+    key = _cache_key(compiler, arch, hip_runtime, flags, text, includes)
+    cached = cache_dir() / "static" / key
+    if use_cache and cached.with_suffix(".o").is_file() and cached.with_suffix(".s").is_file():
+        return StaticBuild(
+            source_name, arch, compiler.label, hip_runtime,
+            code_object=cached.with_suffix(".o").read_bytes(),
+            asm=cached.with_suffix(".s").read_text(),
+            from_cache=True,
+        )  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="gpuperf-static-") as tmp:
+        work = Path(tmp)
+        if directory is not None:
+            path = Path(source)
+        else:
+            path = work / (Path(source_name).name if source_name != "<string>" else "kernel.hip")
+            path.write_text(text)
+        asm_path, object_path = work / "kernel.s", work / "kernel.o"
+        compile_command = [
+            compiler.path, "-x", "hip", f"--offload-arch={arch}", "--cuda-device-only", "-O3",
+            *flags, *(f"-I{d}" for d in includes), str(path), "-S", "-o", str(asm_path),
+        ]  # fmt: skip
+        log = _run(compile_command, timeout_s, compiler, arch, hip_runtime, source_name, path)
+        assemble = [compiler.path, "--target=amdgcn-amd-amdhsa", f"-mcpu={arch}", "-c",
+                    str(asm_path), "-o", str(object_path)]  # fmt: skip
+        _run(assemble, timeout_s, compiler, arch, hip_runtime, source_name, asm_path)
+        build = StaticBuild(
+            source_name, arch, compiler.label, hip_runtime,
+            code_object=object_path.read_bytes(), asm=asm_path.read_text(), log=log,
+        )  # fmt: skip
+    if use_cache:
+        _store(cached.with_suffix(".s"), build.asm.encode())
+        _store(cached.with_suffix(".o"), build.code_object)
+    return build
+
+
+def _flags(hip_runtime: str, options: Sequence[str], defines: Mapping[str, str | int]) -> list[str]:
+    user = [o for o in options if not o.startswith(("--offload-arch", "-offload-arch"))]
+    flags = []
+    if hip_runtime == "gpuperf":
+        flags += ["-nogpulib", "-D__HIPCC_RTC__", f"-I{SHIM_DIR}"]
+        if not any(o.startswith("-mcode-object-version") for o in user):
+            flags.append("-mcode-object-version=5")  # the shim reads v5 implicit arguments
+    return [*flags, *user, *(f"-D{key}={value}" for key, value in defines.items())]
+
+
+def _cache_key(
+    compiler: Clang,
+    arch: str,
+    hip_runtime: str,
+    flags: Sequence[str],
+    text: str,
+    includes: Sequence[Path],
+) -> str:
+    """Everything that can change the output: the compiler build, arch, mode, flags, the
+    source, the headers it includes by quotes from each include folder, the shipped headers
+    and the shim."""
+    digest = hashlib.sha256()
+    shim = (SHIM_DIR / "hip" / "hip_runtime.h").read_text()
+    headers = [
+        *portability_headers(),
+        *(h for folder in includes for h in local_headers(text, folder)),
+        ("shim", shim),
+    ]
+    parts = [_CACHE_VERSION, compiler.version_line, arch, hip_runtime, *flags, text]
+    for part in parts + [f"{n}\0{c}" for n, c in headers]:
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()
+
+
+def _run(
+    command: list[str],
+    timeout_s: float,
+    compiler: Clang,
+    arch: str,
+    hip_runtime: str,
+    source_name: str,
+    compiled: Path,
+) -> str:
+    """Run one clang step; its stderr (warnings) on success, typed errors on failure."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise CompileError(
+            f"{compiler.label} did not finish compiling for {arch} within {timeout_s:.0f} s; "
+            "it was stopped",
+            source_path=source_name,
+        ) from None
+    log = done.stderr.replace(str(compiled), source_name)
+    if done.returncode == 0:
+        return log
+    lowered = log.lower()
+    if any(marker in lowered for marker in _ARCH_MARKERS):
+        raise UnknownArch(arch, compiler.path, supported_processors(compiler.path))
+    if hip_runtime == "rocm" and "cannot find rocm device library" in lowered:
+        raise StaticUnavailable(
+            f"{compiler.label} found no ROCm device libraries for {arch} (hip_runtime='rocm'): "
+            "pass --rocm-path=<ROCm folder> (or --rocm-device-lib-path) among the options, "
+            "install ROCm, or use hip_runtime='gpuperf', which needs no ROCm"
+        )
+    if hip_runtime == "rocm" and "'hip/hip_runtime.h' file not found" in lowered:
+        raise StaticUnavailable(
+            f"{compiler.label} found no ROCm HIP headers (hip_runtime='rocm'): pass "
+            "--rocm-path=<ROCm folder> among the options, install ROCm, or use "
+            "hip_runtime='gpuperf', which needs no ROCm"
+        )
+    file, line = error_location(log)
+    step = "assemble the code of" if compiled.suffix == ".s" else "compile"
+    raise CompileError(
+        f"{compiler.label} could not {step} {source_name} for {arch}",
+        log=log,
+        source_path=file or source_name,
+        line=line,
+    )
+
+
+def _store(path: Path, data: bytes) -> None:
+    """Write atomically; a read-only cache costs a recompile, never a failure."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass
