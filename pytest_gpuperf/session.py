@@ -109,7 +109,7 @@ class BenchSession:
             from pytest_gpuperf.runtime.compile import cache_dir
 
             ref = self.settings.compare_ref or "HEAD"
-            self._base_tree = materialise(ref, self.rootdir, cache_dir().parent / "trees")
+            self._base_tree = materialise(ref, self.rootdir, cache_dir() / "trees")
         return self._base_tree
 
     def base_kernel(self, kernel: Kernel) -> tuple[Kernel | None, str, str]:

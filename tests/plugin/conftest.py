@@ -13,7 +13,15 @@ import os
 import textwrap
 from pathlib import Path
 
+import numpy  # noqa: F401
 import pytest
+import scipy.stats  # noqa: F401
+
+import pytest_gpuperf.fixture  # noqa: F401
+
+# pytester's in-process runs forget the modules an inner run imported; NumPy refuses to be
+# imported a second time in one process. The plugin itself loads NumPy and SciPy only when a
+# test uses gpu_bench, so the outer process imports them here, once, before any inner run.
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = "1234"

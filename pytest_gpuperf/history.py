@@ -1,0 +1,191 @@
+"""Look at a baseline entry's history: efficiency per save (and per run, from JSON reports),
+with the band the gate allows around the expected value.
+
+    python -m pytest_gpuperf.history baselines/h100-sxm.toml --test vector_add_seed \\
+        [--reports out/*.json] [--out history.png]
+
+Without --out it prints a table; with it, a PNG or SVG (matplotlib: the `plot` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
+from pytest_gpuperf.gate.noise import history_allowance, prior_allowance
+from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, MIN_HISTORY
+
+
+@dataclass(frozen=True)
+class Point:
+    """One efficiency in time: a save of the baseline, or a gated run from a report."""
+
+    when: str
+    efficiency: float
+    low: float
+    high: float
+    kind: str  # "save" | "run"
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class History:
+    test_id: str
+    name: str
+    cache: str
+    expected: float
+    allowance: float  # the drop the gate allows below `expected`
+    basis: str
+    points: tuple[Point, ...]
+
+
+def entry_history(
+    entry: BaselineEntry, reports: Sequence[dict] = (), tolerance: float = DEFAULT_TOLERANCE
+) -> History:
+    """The history of one entry: its saves, plus the runs of it found in `reports`."""
+    if entry.spread_basis == "history" and len(entry.saves) >= MIN_HISTORY:
+        noise = history_allowance(entry.run_spread, len(entry.saves), 0.0)
+    else:
+        low, high = entry.efficiency_ci
+        noise = prior_allowance(0.0, (high - low) / 2 / entry.efficiency, entry.run_spread)
+    points = [
+        Point(s.when, s.efficiency, *s.efficiency_ci, kind="save", label=s.commit[:12])
+        for s in entry.saves
+    ]
+    for document in reports:
+        for result in document.get("results", ()):
+            m = result["measurement"]
+            if (result["test_id"], m["name"], m["cache"]) != entry.key:
+                continue
+            low, high = m["efficiency_ci"]
+            commit = document.get("commit", {}).get("id", "")
+            points.append(
+                Point(document.get("created", ""), m["efficiency"], low, high, "run", commit[:12])
+            )
+    points.sort(key=lambda p: p.when)
+    return History(
+        entry.test_id,
+        entry.name,
+        entry.cache,
+        entry.efficiency,
+        max(tolerance, noise),
+        entry.spread_basis,
+        tuple(points),
+    )
+
+
+def text(history: History) -> str:
+    lines = [
+        f"{history.test_id} [{history.name}, {history.cache}]: expected "
+        f"{history.expected:.2%}, fails below {history.expected * (1 - history.allowance):.2%} "
+        f"(allowance {history.allowance:.2%}, spread from the {history.basis})",
+        f"{'when':<22} {'kind':<5} {'efficiency':>10} {'95% CI':>19}  commit",
+    ]
+    for p in history.points:
+        lines.append(
+            f"{p.when:<22} {p.kind:<5} {p.efficiency:>10.2%} "
+            f"{p.low:>9.2%}-{p.high:<9.2%}  {p.label}"
+        )
+    return "\n".join(lines)
+
+
+def plot(histories: Sequence[History], path: Path) -> Path:
+    """One panel per entry: saves and runs with their intervals, the expected value and the
+    band the gate allows (below it a run fails)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as missing:
+        raise SystemExit(
+            f"plotting needs matplotlib ({missing}): pip install 'pytest-gpuperf[plot]'"
+        ) from None
+    figure, axes = plt.subplots(len(histories), 1, figsize=(9, 3.2 * len(histories)), squeeze=False)
+    for axis, history in zip(axes[:, 0], histories, strict=True):
+        xs = range(len(history.points))
+        for kind, marker in (("save", "o"), ("run", "s")):
+            chosen = [(x, p) for x, p in zip(xs, history.points, strict=True) if p.kind == kind]
+            if chosen:
+                axis.errorbar(
+                    [x for x, _ in chosen],
+                    [p.efficiency * 100 for _, p in chosen],
+                    yerr=[
+                        [(p.efficiency - p.low) * 100 for _, p in chosen],
+                        [(p.high - p.efficiency) * 100 for _, p in chosen],
+                    ],
+                    fmt=marker,
+                    label=f"{kind}s",
+                    capsize=3,
+                )
+        expected = history.expected * 100
+        lower = expected * (1 - history.allowance)
+        axis.axhline(expected, color="grey", linewidth=1, label="expected (median of saves)")
+        axis.axhspan(
+            lower,
+            expected * (1 + history.allowance),
+            color="grey",
+            alpha=0.15,
+            label=f"allowance ±{history.allowance:.1%} ({history.basis})",
+        )
+        axis.set_xticks(list(xs))
+        axis.set_xticklabels(
+            [p.when[5:16].replace("T", " ") for p in history.points], rotation=30, fontsize=7
+        )
+        axis.set_ylabel("efficiency (% of peak)")
+        axis.set_title(f"{history.test_id} [{history.name}, {history.cache}]", fontsize=8)
+        axis.legend(fontsize=7, loc="lower left")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_gpuperf.history",
+        description="Show the history of baseline entries: saves, runs and the gate's band.",
+    )
+    parser.add_argument("baseline", type=Path, help="a baselines/<device>.toml file")
+    parser.add_argument("--test", default="", help="only entries whose test id contains this")
+    parser.add_argument("--name", default="", help="only this measurement name")
+    parser.add_argument("--cache", default="", help="only this cache mode")
+    parser.add_argument(
+        "--reports",
+        nargs="*",
+        type=Path,
+        default=[],
+        help="JSON reports (--gpuperf-json) whose runs to add",
+    )
+    parser.add_argument("--out", type=Path, help="write a PNG or SVG plot here")
+    options = parser.parse_args(argv)
+    path: Path = options.baseline
+    store = BaselineStore(path.parent)
+    loaded = store.load(path.stem)
+    chosen = [
+        entry
+        for key, entry in sorted(loaded.entries.items())
+        if options.test in key[0]
+        and (not options.name or key[1] == options.name)
+        and (not options.cache or key[2] == options.cache)
+    ]
+    if not chosen:
+        print(f"no entry in {path} matches", file=sys.stderr)
+        return 1
+    reports = [json.loads(p.read_text()) for p in options.reports]
+    histories = [entry_history(entry, reports) for entry in chosen]
+    if options.out:
+        print(plot(histories, options.out))
+    else:
+        print("\n\n".join(text(h) for h in histories))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

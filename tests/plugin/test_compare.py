@@ -1,0 +1,231 @@
+"""--gpuperf-compare=REF on the simulated device: head and base measured interleaved in one run,
+and every state a user can act on (pass, regressed, improved, inconclusive, no base,
+unchanged code), a REF or work tree git cannot serve, a kernel file added in head, xdist."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+PLAIN = """
+def test_add(gpu_bench):
+    add(gpu_bench)
+"""
+
+TWO_KERNELS = """
+def test_add(gpu_bench):
+    add(gpu_bench)
+
+def test_new(gpu_bench):
+    add(gpu_bench, path="new.hip")
+"""
+
+
+def git(directory: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(gp, tmp_path_factory, monkeypatch):
+    """The pytester directory as a git repository with one commit (the base)."""
+    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    gp.test_file(PLAIN)
+    git(gp.path, "init", "-q")
+    git(gp.path, "add", "-A")
+    git(gp.path, "commit", "-qm", "base")
+    return gp
+
+
+def set_efficiency(gp, efficiency: float | None) -> None:
+    """Edit the kernel in the work tree (uncommitted): the simulated device streams a kernel
+    at the efficiency its `gpuperf-sim` directive names, so this changes its time."""
+    gp.write_kernel(efficiency)
+
+
+def report(gp) -> dict:
+    return json.loads((gp.path / "report.json").read_text())
+
+
+def test_unchanged_code_is_not_timed(repo):
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*same code*", "*compiled to the same code object: not timed*"])
+    comparison = report(repo)["results"][0]["verdict"]["comparison"]
+    assert comparison["state"] == "unchanged"
+    assert comparison["ref"] == "HEAD" and len(comparison["ref_commit"]) == 40
+    assert comparison["head_fingerprint"] == comparison["base_fingerprint"]
+
+
+def test_a_comment_only_edit_is_still_the_same_code(repo):
+    path = repo.path / "vadd.hip"
+    path.write_text(path.read_text().replace("c[i] = a[i] + b[i];", "c[i] = a[i] + b[i];  // sum"))
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*same code*"])
+
+
+def test_forced_timing_of_identical_code_passes(repo):
+    """The A/A control: identical kernels timed anyway must come out the same."""
+    result = repo.run(
+        "--gpuperf",
+        "--gpuperf-compare=HEAD",
+        "--gpuperf-compare-force",
+        "--gpuperf-json=report.json",
+    )
+    result.assert_outcomes(passed=1)
+    comparison = report(repo)["results"][0]["verdict"]["comparison"]
+    assert comparison["state"] == "pass" and comparison["forced"] is True
+    low, high = comparison["ratio_ci"]
+    assert low <= 1.0 <= high and comparison["pairs"] >= 10
+
+
+def test_a_slower_head_regresses_and_fails_naming_head_base_and_the_interval(repo):
+    set_efficiency(repo, 0.5)  # the base streams at the catalog's 0.7185
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "vector_add: A/B regressed: +*% time against HEAD (*) (95% CI +*% to +*%, beyond the "
+            "threshold of +*%)",
+            "*A/B:*head *% vs base *%, * at HEAD (*); head/base time 1.* (95% CI *) over * "
+            "interleaved pairs",
+            "*FAIL A/B*",
+        ]
+    )
+    verdict = report(repo)["results"][0]["verdict"]
+    assert verdict["status"] == "fail" and verdict["comparison"]["state"] == "regressed"
+    assert verdict["comparison"]["head_efficiency"] < verdict["comparison"]["base_efficiency"]
+
+
+def test_a_faster_head_is_reported_as_improved(repo):
+    repo.write_kernel(0.5)
+    git(repo.path, "commit", "-qam", "slow base")
+    repo.write_kernel(None)  # head back to the catalog's efficiency: faster than the base
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*faster*pass (faster)*"])
+    assert report(repo)["results"][0]["verdict"]["comparison"]["state"] == "improved"
+
+
+def test_a_difference_at_the_threshold_is_inconclusive_and_strict_fails_it(repo):
+    set_efficiency(repo, 0.7)  # about 1.7% slower than the base on this small kernel
+    args = ["--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-compare-threshold=0.017"]
+    result = repo.run(*args, "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*undecided*", "*straddles the threshold at the budget*"])
+    assert report(repo)["results"][0]["verdict"]["comparison"]["state"] == "inconclusive"
+    strict = repo.run(*args, "--gpuperf-strict")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*FAIL A/B undecided*"])
+
+
+def test_a_kernel_file_added_in_head_has_no_base(repo):
+    (repo.path / "new.hip").write_text((repo.path / "vadd.hip").read_text())
+    repo.test_file(TWO_KERNELS)
+    result = repo.run(
+        "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-strict", "--gpuperf-save"
+    )  # strict: a new kernel is still no failure
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*no base*", "*the kernel's file is new: new.hip does not exist at HEAD*"]
+    )
+
+
+NEW_KERNEL = """
+def test_scale(gpu_bench):
+    kernel = gpu_bench.kernel("vadd.hip", "vector_scale")
+    n = 1 << 16
+    x = gpu_bench.to_device(np.ones(n, np.float32))
+    gpu_bench(kernel, grid=n // 256, block=256, args=(x, n), bytes=8 * n)
+"""
+
+
+def test_a_kernel_added_to_an_existing_file_has_no_base(repo):
+    path = repo.path / "vadd.hip"
+    path.write_text(
+        path.read_text() + "GPUPERF_KERNEL void vector_scale(float* x, int n) {\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) x[i] *= 2.0f;\n}\n"
+    )
+    repo.test_file(NEW_KERNEL)
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*the kernel is new: no kernel 'vector_scale' in that file at HEAD*"]
+    )
+
+
+def test_a_ref_that_does_not_exist_is_reported_never_a_crash(repo):
+    result = repo.run("--gpuperf", "--gpuperf-compare=no-such-branch")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*no base*",
+            "*the base revision no-such-branch could not be used: git revision "
+            "'no-such-branch' not found*fetch it first*",
+        ]
+    )
+    strict = repo.run("--gpuperf", "--gpuperf-compare=no-such-branch", "--gpuperf-strict")
+    strict.assert_outcomes(failed=1)
+
+
+def test_a_work_tree_that_is_not_a_git_repository(gp, tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(gp.path.parent))
+    gp.test_file(PLAIN)
+    result = gp.run("--gpuperf", "--gpuperf-compare=origin/main")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*is not inside a git work tree*"])
+
+
+def test_a_bad_ref_option_is_a_usage_error(gp):
+    gp.test_file(PLAIN)
+    result = gp.run("--gpuperf", "--gpuperf-compare=--oops")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gpuperf-compare: expected a git revision*"])
+
+
+def test_nothing_in_the_work_tree_is_touched(repo):
+    set_efficiency(repo, 0.5)
+    before = git(repo.path, "status", "--porcelain", "--", ".", ":!.locks")
+    branches = git(repo.path, "branch", "--list")
+    repo.run("--gpuperf", "--gpuperf-compare=HEAD")
+    assert git(repo.path, "status", "--porcelain", "--", ".", ":!.locks") == before
+    assert git(repo.path, "branch", "--list") == branches
+    assert git(repo.path, "worktree", "list").count("\n") == 0
+
+
+def test_compare_under_xdist(repo):
+    pytest.importorskip("xdist")
+    repo.test_file(PLAIN + PLAIN.replace("test_add", "test_add_again"))
+    set_efficiency(repo, 0.5)
+    result = repo.run_subprocess(
+        "--gpuperf", "--gpuperf-compare=HEAD", "-n", "2", "--gpuperf-json=report.json"
+    )
+    result.assert_outcomes(failed=2)
+    states = [r["verdict"]["comparison"]["state"] for r in report(repo)["results"]]
+    assert states == ["regressed", "regressed"]
+
+
+def test_stored_baselines_are_shown_not_gated_while_comparing(repo):
+    repo.run("--gpuperf-save").assert_outcomes(passed=1)
+    git(repo.path, "add", "-A")
+    git(repo.path, "commit", "-qm", "baselines")
+    repo.path.joinpath("baselines", "mi300x-sim.toml").write_text(
+        repo.path.joinpath("baselines", "mi300x-sim.toml")
+        .read_text()
+        .replace("efficiency = 0.", "efficiency = 0.9", 1)  # a baseline far above reach
+    )
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD")
+    result.assert_outcomes(passed=1)  # same code: the stored regression is only shown
+    result.stdout.fnmatch_lines(["*stored baselines are shown, not gated*"])
