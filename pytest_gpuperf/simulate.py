@@ -252,7 +252,7 @@ def missing_model_message(name: str, source: Path | None, traffic_declared: bool
     return (
         f"simulated device: kernel {name!r} of {where} has no model that computes its outputs, "
         f"so they are NOT computed (they keep what the buffers held) and {timing}; {how}. "
-        "docs/simulated-device.md, 'Models of your kernels'."
+        "See \"Models of your kernels\" in pytest-gpuperf's docs/simulated-device.md."
     )
 
 

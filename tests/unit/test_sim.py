@@ -469,6 +469,17 @@ def test_the_device_docs_exist_and_name_every_option():
         "throttle_probability",
         "kernel_slowdown",
         "kernel_efficiency",
+        "placement_fraction",
         sim_module.SEED_ENV,
+        "simulate.model(",
+        "simulate.register(",
+        "simulate.unregister(",
+        "simulate.scoped(",
+        "SimulationWarning",
+        "kernel_fingerprint",
+        "reads_outputs",
+        "traffic_bytes",
     ):
         assert option in text
+    for private in ("DESIGN.md", "STYLE.md", "seeds/"):  # not in the repository
+        assert private not in text
