@@ -212,9 +212,13 @@ def unregister(source: str | Path, kernel: str, *, relative_to: str | Path | Non
     return _MODELS.pop((path.resolve(), kernel), None) is not None
 
 
-def lookup(source: str | Path, kernel: str) -> KernelModel | None:
-    """The model registered for `kernel` in the file `source` (made absolute), or None."""
-    return _MODELS.get((Path(source).resolve(), kernel))
+def lookup(source: str | Path, kernel: str, *, resolved: bool = False) -> KernelModel | None:
+    """The model registered for `kernel` in the file `source` (made absolute), or None.
+
+    `resolved=True` says `source` is already an absolute, resolved Path: the simulated
+    device looks models up at every launch and skips the file system."""
+    path = source if resolved and isinstance(source, Path) else Path(source).resolve()
+    return _MODELS.get((path, kernel))
 
 
 def models() -> tuple[KernelModel, ...]:
@@ -252,7 +256,7 @@ def missing_model_message(name: str, source: Path | None, traffic_declared: bool
     return (
         f"simulated device: kernel {name!r} of {where} has no model that computes its outputs, "
         f"so they are NOT computed (they keep what the buffers held) and {timing}; {how}. "
-        "See \"Models of your kernels\" in pytest-gpuperf's docs/simulated-device.md."
+        'See "Models of your kernels" in pytest-gpuperf\'s docs/simulated-device.md.'
     )
 
 

@@ -27,7 +27,7 @@ from pytest_gpuperf.devices import AMD
 from pytest_gpuperf.errors import GpuPerfError, LaunchError, OutOfDeviceMemory
 from pytest_gpuperf.results import ClockReport
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel, Module
-from pytest_gpuperf.runtime.sim_exec import Allocation, Executor, SimKernel, is_plugin_source
+from pytest_gpuperf.runtime.sim_exec import Allocation, Executor, SimKernel
 from pytest_gpuperf.runtime.sim_model import (
     DEFAULT_EFFICIENCY,
     HOST_EVENT_S,
@@ -504,4 +504,4 @@ class SimBackend(Backend):
             raise GpuPerfError(f"the {self._info.name} was closed; open a new one")
 
 
-__all__ = ["SimBackend", "SimEvent", "SimStream", "host_available_bytes", "is_plugin_source"]
+__all__ = ["SimBackend", "SimEvent", "SimStream", "host_available_bytes"]

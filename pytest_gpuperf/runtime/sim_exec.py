@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,34 +49,37 @@ _VECTOR_ELEMENTS = {
 }
 
 
+_PLUGIN_KERNELS = KERNELS_DIR.resolve()
+
+
 def is_plugin_source(path: Path | None) -> bool:
-    """Whether `path` is one of the plugin's own kernel files (kernels/ in the package)."""
-    return path is not None and path.parent == KERNELS_DIR.resolve()
+    """Whether `path` (absolute, resolved) is one of the plugin's own kernel files."""
+    return path is not None and path.parent == _PLUGIN_KERNELS
 
 
 @dataclass(frozen=True)
 class SimKernel:
-    """The handle of a simulated kernel: its name, the source's efficiency directive, its
-    fingerprint, and the file it came from (None for a source string)."""
+    """The handle of a simulated kernel: its name, its fingerprint, the source's efficiency
+    directive, and the file it came from (None for a source string; absolute, resolved)."""
 
     name: str
     fingerprint: str
     efficiency: float | None = None
     source: Path | None = None
+    plugin_kernel: bool = field(init=False)  # from the plugin's kernels/
+    internal: bool = field(init=False)  # from the measurement engine's gpuperf_internal.hip
 
-    @property
-    def plugin_kernel(self) -> bool:
-        return is_plugin_source(self.source)
-
-    @property
-    def internal(self) -> bool:
-        """One of the measurement engine's kernels (kernels/gpuperf_internal.hip)."""
-        return (
-            self.plugin_kernel and self.source is not None and self.source.name == INTERNAL_SOURCE
-        )
+    def __post_init__(self) -> None:
+        plugin = is_plugin_source(self.source)
+        object.__setattr__(self, "plugin_kernel", plugin)
+        internal = plugin and self.source is not None and self.source.name == INTERNAL_SOURCE
+        object.__setattr__(self, "internal", internal)
 
     def model(self) -> simulate.KernelModel | None:
-        return simulate.lookup(self.source, self.name) if self.source is not None else None
+        """The registered model, looked up at every launch (a conftest may register late)."""
+        if self.source is None:
+            return None
+        return simulate.lookup(self.source, self.name, resolved=True)
 
 
 @dataclass(eq=False)
@@ -273,7 +276,6 @@ class Executor:
         """Outputs left as they are (a GPU would have written them: bump their versions)."""
         for param, value in zip(kernel.params, args, strict=True):
             if isinstance(value, DeviceBuffer) and not is_input(param):
-                self._memo.pop((value.ptr,), None)
                 self.written(value.ptr)
         where = str(handle.source) if handle.source is not None else "<string>"
         key = (where, handle.name)
