@@ -361,13 +361,10 @@ class SimBackend(Backend):
         """Check the source's structure and read its kernels; no compiler runs.
 
         `options` and `defines` are not applied (there is no preprocessor) but are part of
-        the code object, as they are part of a real binary. A source string whose `name` is
-        an absolute path is treated as that file's text (its models and catalog apply).
+        the code object, as they are part of a real binary.
         """
         self._check_open()
         text = read_source(source, name)
-        if text.path is None and name is not None and Path(name).is_absolute():
-            text = type(text)(text.text, text.name, Path(name).resolve())
         signatures = check_source(text.text, text.name, text.directory)
         found = directives(text.text, text.name)
         binary = code_object(text, found, tuple(options), defines)
@@ -381,7 +378,13 @@ class SimBackend(Backend):
         )
 
     def _get_function(self, module: Module, name: str) -> SimKernel:
+        """The kernel's handle. Its models are those of the module's file, or, when the
+        caller set `module.origin_path` before asking for kernels (an A/B comparison's base
+        version, built from another revision's copy of a file), those of that file."""
         path, found = module.handle
+        origin = getattr(module, "origin_path", None)
+        if origin is not None:
+            path = Path(origin).resolve()
         return SimKernel(name, fingerprint(module.binary, name), found.get(name), path)
 
     # -- execution --------------------------------------------------------------------------

@@ -260,17 +260,28 @@ def test_a_source_string_has_no_model(sim):
     assert sim.unmodelled_kernels == {("<string>", "vector_add")}
 
 
-def test_a_source_string_named_by_an_absolute_path_is_that_files_text(sim):
-    """How a base version of a plugin kernel, read from git, keeps the file's models."""
-    text = VECTOR_ADD.read_text().replace("c[idx] = a[idx] + b[idx];", "c[idx] = b[idx] + a[idx];")
-    kernel = sim.compile(text, name=str(VECTOR_ADD)).kernel("vector_add")
+def test_a_base_version_built_elsewhere_keeps_its_files_models(sim, tmp_path):
+    """An A/B comparison builds the base revision's copy of a file from another directory;
+    `module.origin_path`, set before its kernels are looked up, names the file whose models
+    (here: the plugin's catalog and reference efficiency) apply."""
+    base_path = tmp_path / "base-tree" / "kernels" / "vector_add.hip"
+    base_path.parent.mkdir(parents=True)
+    base_path.write_text(
+        VECTOR_ADD.read_text().replace("c[idx] = a[idx] + b[idx];", "c[idx] = b[idx] + a[idx];")
+    )
+    (base_path.parent / "gpuperf.h").write_text((KERNELS_DIR / "gpuperf.h").read_text())
+    module = sim.compile(base_path)
+    module.origin_path = VECTOR_ADD
+    base = module.kernel("vector_add")
     a, b, c = _vectors(sim, 256)
-    sim.launch(kernel, 1, 256, (a, b, c, 256))
+    sim.launch(base, 1, 256, (a, b, c, 256))
     expected = a.download(np.float32) + b.download(np.float32)
     np.testing.assert_array_equal(c.download(np.float32), expected)
-    assert sim.efficiency_of(kernel) == 0.7185
+    assert sim.efficiency_of(base) == 0.7185
     head = sim.compile(VECTOR_ADD).kernel("vector_add")
-    assert sim.kernel_fingerprint(kernel) != sim.kernel_fingerprint(head)
+    assert sim.kernel_fingerprint(base) != sim.kernel_fingerprint(head)
+    with pytest.warns(simulate.SimulationWarning, match="base-tree"):  # without: a user file
+        sim.launch(sim.compile(base_path).kernel("vector_add"), 1, 256, (a, b, c, 256))
 
 
 def test_an_emulation_out_of_bounds_is_a_launch_error(sim):
