@@ -140,7 +140,6 @@ def register(
     efficiency: float | None = None,
     reads_outputs: bool = False,
     relative_to: str | Path | None = None,
-    _depth: int = 0,
 ) -> KernelModel:
     """Register (or replace) the model of `kernel` in `source`; returns it.
 
@@ -163,7 +162,7 @@ def register(
             "fraction of peak bandwidth in (0, 1]"
         )
     entry = KernelModel(
-        source=_resolve(source, relative_to, _depth + 1),
+        source=_resolve(source, relative_to, 1),
         kernel=kernel,
         compute=compute,
         traffic_bytes=traffic_bytes,
