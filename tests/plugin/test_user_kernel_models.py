@@ -39,10 +39,11 @@ def test_a_conftest_model_computes_a_users_kernel(gp):
 
 
 def test_a_users_kernel_without_a_model_warns_and_fails_its_output_check(gp):
+    (gp.path / "nomodel.hip").write_text((gp.path / "vadd.hip").read_text())
     gp.test_file(
         """
         def test_add(gpu_bench):
-            add(gpu_bench)
+            add(gpu_bench, path="nomodel.hip")
         """
     )
     result = gp.run("--gpuperf")
@@ -50,7 +51,7 @@ def test_a_users_kernel_without_a_model_warns_and_fails_its_output_check(gp):
     result.stdout.fnmatch_lines(
         [
             "*nan location mismatch*",
-            "*SimulationWarning: simulated device: kernel 'vector_add' of *vadd.hip has no "
+            "*SimulationWarning: simulated device: kernel 'vector_add' of *nomodel.hip has no "
             "model that computes its outputs*",
         ]
     )
