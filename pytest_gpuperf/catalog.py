@@ -1,7 +1,9 @@
 """What every user-facing kernel in kernels/ computes, as concrete NumPy problems.
 
 Two users: the GPU tests launch a `KernelCase` and compare the outputs with `expected`; the
-simulated device calls `emulate` so the outputs of its launches are right. One NumPy
+simulated device calls `emulate` so the outputs of its launches are right, for the kernels
+of the plugin's own files in kernels/ only (a user's kernel of the same name is not these;
+models of users' kernels are registered through `pytest_gpuperf.simulate`). One NumPy
 reference per kernel (float64 arithmetic on the float32 inputs) serves both. Tolerances
 cover float32 rounding and each kernel's own summation order.
 
@@ -370,23 +372,39 @@ def _span(view: np.ndarray, count: int, what: str) -> np.ndarray:
     return view[:count]
 
 
-def _emulate_elementwise(name: str, args: list) -> None:
+def covered_elements(name: str, count: int, threads_x: int | None) -> int:
+    """How many of the first `count` elements an elementwise kernel writes when launched
+    with `threads_x` threads along x (gridDim.x * blockDim.x; None: as many as it needs).
+
+    As the sources do it: the scalar kernels give thread i element i (`if (i < n)`), so a
+    grid too small leaves the rest unwritten; the float4 kernels walk grid-stride over the
+    float4s, so any grid covers them, but only threads 0 .. n % 4 - 1 take the scalar tail.
+    """
+    if threads_x is None:
+        return count
+    if name in _ONE_PER_THREAD:
+        return min(count, threads_x)
+    body = count - count % 4
+    return body + min(count - body, threads_x)
+
+
+def _emulate_elementwise(name: str, args: list, threads_x: int | None) -> None:
+    count = _count(args[-1])
+    done = covered_elements(name, count, threads_x)
     if name == "copy" or name == "copy_vec4":
-        a, b, n = args
-        _span(b, _count(n), "b")[:] = _span(a, _count(n), "a")
+        a, b, _ = args
+        _span(b, done, "b")[:] = _span(a, done, "a")
     elif name == "scale":
-        a, b, s, n = args
-        _span(b, _count(n), "b")[:] = _F32(s) * _span(a, _count(n), "a")
+        a, b, s, _ = args
+        _span(b, done, "b")[:] = _F32(s) * _span(a, done, "a")
     elif name in ("triad", "triad_vec4"):
-        a, b, c, s, n = args
-        count = _count(n)
-        _span(c, count, "c")[:] = _span(a, count, "a").astype(_F64) + float(_F32(s)) * _span(
-            b, count, "b"
+        a, b, c, s, _ = args
+        _span(c, done, "c")[:] = _span(a, done, "a").astype(_F64) + float(_F32(s)) * _span(
+            b, done, "b"
         ).astype(_F64)
     else:  # the vector_add family
-        a, b, c, n = args
-        count = _count(n)
-        _span(c, count, "c")[:] = _span(a, count, "a") + _span(b, count, "b")
+        a, b, c, _ = args
+        _span(c, done, "c")[:] = _span(a, done, "a") + _span(b, done, "b")
 
 
 def _emulate_dot(args: list, blocks: int | None, threads: int | None) -> None:
@@ -432,10 +450,9 @@ def _emulate_rope(args: list) -> None:
         _span(y, size, "y")[:] = result.ravel()
 
 
-_ELEMENTWISE = {
-    "vector_add", "vector_add_bypass", "vector_add_nt", "vector_add_vec4",
-    "copy", "scale", "triad", "copy_vec4", "triad_vec4",
-}  # fmt: skip
+# One element per thread (`if (i < n)`), and float4 grid-stride with a scalar tail.
+_ONE_PER_THREAD = {"vector_add", "vector_add_bypass", "vector_add_nt", "copy", "scale", "triad"}
+_ELEMENTWISE = _ONE_PER_THREAD | {"vector_add_vec4", "copy_vec4", "triad_vec4"}
 _OTHERS: dict[str, Callable[[list], None]] = {
     "dot_finish": _emulate_dot_finish,
     "rmsnorm": _emulate_rmsnorm,
@@ -454,14 +471,16 @@ def emulate(
     """Run kernel `name`'s semantics in place on `args`; False for a kernel not catalogued.
 
     Pointer parameters come as 1-D NumPy views typed by the signature, scalars as numbers.
-    Raises IndexError where the kernel would access past a buffer. Only `dot` depends on the
-    launch shape: pass `grid`/`block` for its exact per-block partials; without them it
-    assumes one block of 256 threads per element of `partial` (the catalog's layout), which
-    keeps dot_finish's total right whenever `partial` is exactly one float per block.
-    gpuperf_* kernels are not here: the simulated device models them itself.
+    Raises IndexError where the kernel would access past a buffer. With `grid` and `block`
+    the launch shape counts as on a GPU: the elementwise kernels write only the elements
+    their threads cover (`covered_elements`: a grid too small leaves the rest as it was),
+    and `dot` writes one exact partial per block. Without them every element is written,
+    and `dot` assumes one block of 256 threads per element of `partial` (the catalog's
+    layout), which keeps dot_finish's total right whenever `partial` is exactly one float
+    per block. gpuperf_* kernels are not here: the simulated device models them itself.
     """
     if name in _ELEMENTWISE:
-        _emulate_elementwise(name, args)
+        _emulate_elementwise(name, args, _threads_x(grid, block))
     elif name == "dot":
         _emulate_dot(args, _x(grid), _x(block))
     elif name in _OTHERS:
@@ -475,3 +494,8 @@ def _x(shape: Sequence[int] | int | None) -> int | None:
     if shape is None:
         return None
     return int(shape) if isinstance(shape, (int, np.integer)) else int(next(iter(shape)))
+
+
+def _threads_x(grid: Sequence[int] | int | None, block: Sequence[int] | int | None) -> int | None:
+    grid_x, block_x = _x(grid), _x(block)
+    return None if grid_x is None or block_x is None else grid_x * block_x

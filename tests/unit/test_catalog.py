@@ -204,3 +204,45 @@ def test_non_positive_sizes_do_nothing():
     assert emulate("vector_add", [f32(1, 2), f32(1, 2), c, 0])
     assert emulate("vector_add", [f32(1, 2), f32(1, 2), c, -5])
     assert np.isnan(c).all()
+
+
+# -- the launch grid ------------------------------------------------------------------------
+
+
+def test_covered_elements_follow_each_kernels_thread_layout():
+    assert catalog.covered_elements("vector_add", 1000, None) == 1000
+    assert catalog.covered_elements("vector_add", 1000, 512) == 512  # one element per thread
+    assert catalog.covered_elements("copy", 100, 512) == 100
+    # float4 grid-stride: any grid covers the float4s; threads 0 .. n % 4 - 1 take the tail.
+    assert catalog.covered_elements("vector_add_vec4", 1003, 1) == 1001
+    assert catalog.covered_elements("triad_vec4", 1003, 2) == 1002
+    assert catalog.covered_elements("copy_vec4", 1003, 256) == 1003
+
+
+@pytest.mark.parametrize("name", sorted(ONE_PER_THREAD))
+def test_a_grid_too_small_leaves_the_uncovered_outputs_poisoned(name):
+    case = KERNELS[name].make_case(4096, np.random.default_rng(0))
+    args = copies(case.args)
+    (output,) = case.outputs
+    assert emulate(name, args, grid=(8, 1, 1), block=(256, 1, 1))  # 2048 of 4096 elements
+    np.testing.assert_allclose(
+        args[output][:2048], case.expected[output][:2048], rtol=case.rtol, atol=case.atol
+    )
+    assert np.isnan(args[output][2048:]).all()
+
+
+def test_the_float4_kernels_cover_any_grid_but_their_tail_needs_threads():
+    case = KERNELS["vector_add_vec4"].make_case(1003, np.random.default_rng(0))
+    args = copies(case.args)
+    assert emulate("vector_add_vec4", args, grid=(1, 1, 1), block=(1, 1, 1))
+    np.testing.assert_allclose(args[2][:1001], case.expected[2][:1001], rtol=1e-6)
+    assert np.isnan(args[2][1001:]).all()
+
+
+def test_a_grid_that_covers_only_what_fits_does_not_fault():
+    """n beyond the buffers faults only where a thread reaches past them, as on a GPU."""
+    a, b, c = f32(1, 2), f32(3, 4), f32(np.nan, np.nan)
+    assert emulate("vector_add", [a, b, c, 1000], grid=(1, 1, 1), block=(2, 1, 1))
+    np.testing.assert_array_equal(c, [4, 6])
+    with pytest.raises(IndexError):
+        emulate("vector_add", [a, b, c, 1000], grid=(1, 1, 1), block=(4, 1, 1))
