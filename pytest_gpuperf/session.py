@@ -122,6 +122,7 @@ class BenchSession:
             return None, why, detail
         try:
             base_module = self.module(source, module.options, dict(module.defines))
+            base_module.origin_path = module.source_path
             return base_module.kernel(kernel.name), "", ""
         except KernelNotFound:
             tree = self.base_tree()

@@ -78,6 +78,9 @@ class Module:
     # Where it was compiled from, as the session asked for it (the A/B comparison builds the
     # base revision's version of the same file with the same options and defines).
     source_path: Path | None = None
+    # The work tree's file a base revision's build stands in for (A/B): the simulated
+    # device looks its models up by this path.
+    origin_path: Path | None = None
     options: tuple[str, ...] = ()
     defines: tuple[tuple[str, str], ...] = ()
     _kernels: dict[str, Kernel] = field(default_factory=dict, repr=False)

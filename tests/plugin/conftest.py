@@ -18,6 +18,7 @@ import pytest
 import scipy.stats  # noqa: F401
 
 import pytest_gpuperf.fixture  # noqa: F401
+from pytest_gpuperf import simulate
 
 # pytester's in-process runs forget the modules an inner run imported; NumPy refuses to be
 # imported a second time in one process. The plugin itself loads NumPy and SciPy only when a
@@ -62,6 +63,20 @@ def add(gpu_bench, *, path="vadd.hip", name=None, **options):
 """
 
 
+# vadd.hip is the user's own kernel: the simulated device computes its outputs through the
+# model a conftest registers (pytest_gpuperf.simulate), as a user's repository would.
+INNER_CONFTEST = """\
+from pytest_gpuperf import simulate
+
+
+@simulate.model("vadd.hip", "vector_add", efficiency=0.7185)
+def vector_add(args, launch):
+    a, b, c, n = args
+    count = min(n, launch.threads_x)  # one element per thread, as the kernel does
+    c[:count] = a[:count] + b[:count]
+"""
+
+
 def baseline_toml(device: str, entries: list[dict]) -> str:
     """A baseline file by hand, as a reviewer would edit one (docs/baselines.md)."""
     parts = [f'schema = 1\ndevice = "{device}"\n']
@@ -98,6 +113,7 @@ class GpuPerfPytester:
         self.plugin_args = plugin_args
         pytester.makepyfile(gpuperf_helpers=INNER_HELPERS)
         self.write_kernel()
+        pytester.makeconftest(INNER_CONFTEST)
 
     def write_kernel(self, efficiency: float | None = None) -> Path:
         """vadd.hip; `efficiency` adds the sim's directive that slows the kernel down."""
@@ -127,10 +143,14 @@ class GpuPerfPytester:
 
     def run_plain(self, *args: str) -> pytest.RunResult:
         """An inner run with only the options given (no backend, no budget)."""
-        return self.pytester.runpytest(*self.plugin_args, *UNRELATED_PLUGINS, *args)
+        with simulate.scoped():
+            return self.pytester.runpytest(*self.plugin_args, *UNRELATED_PLUGINS, *args)
 
     def run(self, *args: str, backend: str = "sim") -> pytest.RunResult:
-        return self.pytester.runpytest(*self.args(*args, backend=backend))
+        # An inner run's conftest registers simulated-device models in this process: keep
+        # them from leaking into the next test.
+        with simulate.scoped():
+            return self.pytester.runpytest(*self.args(*args, backend=backend))
 
     def run_subprocess(self, *args: str, backend: str = "sim") -> pytest.RunResult:
         """For runs that need a fresh process: xdist workers, hidden GPUs."""

@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from pytest_gpuperf.verdict import decide
 
 from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.devices import get_device
 from pytest_gpuperf.results import Measurement
-from pytest_gpuperf.verdict import decide
 
 REPO = Path(__file__).resolve().parents[2]
 SEED_DOC = "seeds/mi300x-memory-bound-kernels-blog.txt"
