@@ -95,3 +95,13 @@ class BaselineError(GpuPerfError):
 
 class ConfigError(GpuPerfError):
     """A setting, marker or fixture argument is invalid; names it and the valid values."""
+
+
+class DeviceFault(LaunchError):
+    """The device can no longer be used in this process: a sticky fault (an illegal address)
+    or a kernel that did not finish within the watchdog's limit. Every later GPU test of the
+    session fails with the same reason instead of hanging or crashing."""
+
+
+class KernelTimeout(DeviceFault):
+    """A launch did not finish within --gpuperf-kernel-timeout; names the kernel."""

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf import settings as options
-from pytest_gpuperf.errors import BaselineError, ConfigError, DeviceUnavailable, GpuPerfError
+from pytest_gpuperf.errors import (
+    BaselineError,
+    ConfigError,
+    DeviceFault,
+    DeviceUnavailable,
+    GpuPerfError,
+)
 
 if TYPE_CHECKING:
     from pytest_gpuperf.fixture import GpuBench
@@ -87,6 +93,7 @@ BENCH = pytest.StashKey["GpuBench"]()
 JUDGEMENT = pytest.StashKey["Judgement"]()
 IN_CALL = pytest.StashKey[bool]()
 FAILED_SUBTESTS = pytest.StashKey[int]()
+EXIT_NOW = pytest.StashKey[int]()
 
 
 # -- options, ini keys, markers -----------------------------------------------------------------
@@ -132,14 +139,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(state, "gpuperf-state")
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
-    state = config.stash.get(STATE, None)
-    if state is not None:
-        if state._session is not None:
-            state._session.close()
-        config.pluginmanager.unregister(state)
-
-
 def _state(config: pytest.Config) -> _State:
     return config.stash[STATE]
 
@@ -172,13 +171,20 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """A broken baseline file (or directory) stops the run before any test, naming it."""
+    """A broken baseline file (or directory), or a report that could not be written, stops
+    the run before any test, naming it: found after the tests, it would cost the summary."""
     state = _state(session.config)
     if state.settings.measure:
         try:
             state.session.check_baseline_files()
         except BaselineError as broken:
             raise pytest.UsageError(f"pytest-gpuperf: {broken}") from None
+    if not _is_xdist_worker(session.config):
+        from pytest_gpuperf.report.files import unwritable
+
+        problem = unwritable(state.settings)
+        if problem:
+            raise pytest.UsageError(f"pytest-gpuperf: {problem}")
 
 
 @pytest.hookimpl(trylast=True)
@@ -251,6 +257,8 @@ def gpu_bench(request: pytest.FixtureRequest) -> Iterator[GpuBench]:
         if state.settings.measure and state.settings.require:
             pytest.fail(f"gpuperf: {unavailable}", pytrace=False)
         pytest.skip(f"gpuperf: {unavailable}")
+    if state.session.fault:
+        pytest.fail(f"gpuperf: not run: {state.session.fault}", pytrace=False)
     bench = GpuBench(state.session, device, test, test_path=Path(item.path))
     item.stash[BENCH] = bench
     try:
@@ -270,10 +278,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     item.stash[IN_CALL] = True
     try:
         result = yield
-    except BaseException:
+    except BaseException as failure:
         item.stash[IN_CALL] = False
         with contextlib.suppress(GpuPerfError):
             _judge(item, unjudged=True)
+        if isinstance(failure, DeviceFault):  # the facts, not a traceback into the driver
+            pytest.fail(f"gpuperf: {item.nodeid}: {failure}", pytrace=False)
         raise
     item.stash[IN_CALL] = False
     failed_subtests = item.stash.get(FAILED_SUBTESTS, 0)
@@ -400,12 +410,33 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if _is_xdist_worker(config):
             config.workeroutput["gpuperf_problems"] = list(state.problems)  # type: ignore[attr-defined]
         else:
+            _write_files(config, state)
             if state.problems:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
-            _write_files(config, state)
     finally:
         if state._session is not None:
             state.session.close()
+            if state.session.hung:
+                config.stash[EXIT_NOW] = int(session.exitstatus or pytest.ExitCode.TESTS_FAILED)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """After a kernel hung, end the process once every report is out: the kernel is still
+    running, and a normal interpreter exit would wait on the driver for it."""
+    state = config.stash.get(STATE, None)
+    if state is not None:
+        if state._session is not None:
+            state._session.close()
+        config.pluginmanager.unregister(state)
+    status = config.stash.get(EXIT_NOW, None)
+    if status is not None:
+        import os
+        import sys
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -427,20 +458,39 @@ def _write_files(config: pytest.Config, state: _State) -> None:
     meta = _meta(config, state)
     rows = state.all_rows
     command = state.session.update_command
+
+    def attempt(what: str, write: Any) -> None:  # one failed file must not cost the others
+        try:
+            done = write()
+        except OSError as problem:
+            state.problems.append(f"{what} not written: {problem}")
+            return
+        if done is not None:
+            state.written.append(f"{what}: {done}")
+
     if settings.json_path:
-        report.write_json(settings.json_path, report.to_json(rows, meta))
-        state.written.append(f"JSON report: {settings.json_path}")
+        attempt(
+            "JSON report",
+            lambda: report.write_json(settings.json_path, report.to_json(rows, meta)),
+        )
     if settings.benchmark_json_path:
-        report.write_json(settings.benchmark_json_path, report.to_pytest_benchmark_json(rows, meta))
-        state.written.append(f"pytest-benchmark JSON: {settings.benchmark_json_path}")
+        attempt(
+            "pytest-benchmark JSON",
+            lambda: report.write_json(
+                settings.benchmark_json_path, report.to_pytest_benchmark_json(rows, meta)
+            ),
+        )
     if settings.markdown_path:
         text = report.markdown(rows, meta, update_command=command)
-        settings.markdown_path.parent.mkdir(parents=True, exist_ok=True)
-        settings.markdown_path.write_text(text, encoding="utf-8")
-        state.written.append(f"Markdown summary: {settings.markdown_path}")
-        summary = report.append_github_step_summary(text)
-        if summary is not None:
-            state.written.append(f"appended to $GITHUB_STEP_SUMMARY ({summary})")
+        path = settings.markdown_path
+
+        def write_markdown() -> Path:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            return path
+
+        attempt("Markdown summary", write_markdown)
+        attempt("appended to $GITHUB_STEP_SUMMARY", lambda: report.append_github_step_summary(text))
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -8,6 +8,7 @@ imports pytest, and importing this module loads neither NumPy nor a backend.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -60,6 +61,8 @@ class BenchSession:
         self._device: OpenDevice | None = None
         self._failure: GpuPerfError | None = None
         self._modules: dict[ModuleKey, Module] = {}
+        self._compile_failures: dict[ModuleKey, CompileError] = {}
+        self._hung = False
         self._store: BaselineStore | None = None
         self._git: GitFacts | None = None
         self._base_tree: BaseTree | None = None
@@ -86,7 +89,20 @@ class BenchSession:
         except GpuPerfError as failure:
             self._failure = failure
             raise
+        backend = self._device.backend
+        backend.kernel_timeout_s = self.settings.watchdog_s
+        backend.compile_timeout_s = self.settings.compile_timeout_s
         return self._device
+
+    @property
+    def fault(self) -> str:
+        """Why the opened device can no longer be used ("" while it can)."""
+        return self._device.backend.fault if self._device is not None else ""
+
+    @property
+    def hung(self) -> bool:
+        """A kernel is still running that will not finish (it outlives close())."""
+        return self._hung or (self._device is not None and self._device.backend.hung)
 
     def module(
         self, path: Path, options: tuple[str, ...], defines: Mapping[str, str | int]
@@ -94,9 +110,15 @@ class BenchSession:
         """The compiled module for (file, options, defines), compiled once per session."""
         pairs = tuple(sorted((k, str(v)) for k, v in defines.items()))
         key = (str(path), options, pairs)
+        if key in self._compile_failures:
+            raise self._compile_failures[key]  # a failed (or timed out) compile is not retried
         if key not in self._modules:
             backend = self.device().backend
-            module = backend.compile(path, options=options, defines=dict(defines))
+            try:
+                module = backend.compile(path, options=options, defines=dict(defines))
+            except CompileError as failure:
+                self._compile_failures[key] = failure
+                raise
             module.source_path, module.options, module.defines = path, options, pairs
             self._modules[key] = module
         return self._modules[key]
@@ -237,13 +259,16 @@ class BenchSession:
         return written, problems
 
     def close(self) -> None:
+        """Release the device; never raises (it runs while pytest writes its summary, which
+        a cleanup error on a faulted device must not lose)."""
         if self._device is not None:
             from pytest_gpuperf import measure
 
             backend = self._device.backend
-            try:
+            self._hung = self._hung or backend.hung
+            with contextlib.suppress(GpuPerfError):
                 measure.release(backend)
-            finally:
+            with contextlib.suppress(GpuPerfError):
                 backend.close()
             self._device = None
         self._modules.clear()

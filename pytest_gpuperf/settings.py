@@ -30,6 +30,7 @@ DEFAULT_BACKENDS = ("hip", "cuda")
 DEFAULT_SIM_DEVICE = "mi300x"
 REQUIRE_CHOICES = ("gpu", "hip", "cuda")
 DEFAULT_BUDGET_S = 1.0
+DEFAULT_COMPILE_TIMEOUT_S = 300.0
 DEFAULT_CACHE = "cold"
 DEFAULT_BASELINE_DIR = "baselines"
 
@@ -183,6 +184,23 @@ OPTIONS: tuple[OptionSpec, ...] = (
         metavar="SECONDS",
     ),
     OptionSpec(
+        "--gpuperf-kernel-timeout",
+        "gpuperf_kernel_timeout",
+        "seconds a wait for the GPU may take before the kernel running is declared hung: the "
+        "test fails naming it, the GPU lock is released, the remaining GPU tests fail with "
+        "the reason and the reports are still written. Default: 60 + 10 x the budget.",
+        ini="gpuperf_kernel_timeout",
+        metavar="SECONDS",
+    ),
+    OptionSpec(
+        "--gpuperf-compile-timeout",
+        "gpuperf_compile_timeout",
+        "seconds a kernel compile may take (the compiler runs in a child process, stopped "
+        "after this); a failed compile is remembered for the session. Default: 300.",
+        ini="gpuperf_compile_timeout",
+        metavar="SECONDS",
+    ),
+    OptionSpec(
         "--gpuperf-cache",
         "gpuperf_cache",
         "default cache mode: cold (clean read-eviction before every timed launch), hot "
@@ -235,10 +253,19 @@ class Settings:
     compare_force: bool = False
     history_length: int = HISTORY_LENGTH
     budget_s: float = DEFAULT_BUDGET_S
+    kernel_timeout_s: float | None = None  # None: 60 s + 10 x budget_s
+    compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S
     cache: str = DEFAULT_CACHE
     json_path: Path | None = None
     benchmark_json_path: Path | None = None
     markdown_path: Path | None = None
+
+    @property
+    def watchdog_s(self) -> float:
+        """The kernel timeout in force (--gpuperf-kernel-timeout, else from the budget)."""
+        if self.kernel_timeout_s is not None:
+            return self.kernel_timeout_s
+        return 60.0 + 10.0 * self.budget_s
 
     @property
     def allowed_backends(self) -> tuple[str, ...]:
@@ -373,6 +400,10 @@ def build_settings(
         compare_force=get("gpuperf_compare_force", parse_bool, False),
         history_length=get("gpuperf_history", parse_history, HISTORY_LENGTH),
         budget_s=get("gpuperf_budget", parse_budget, DEFAULT_BUDGET_S),
+        kernel_timeout_s=get("gpuperf_kernel_timeout", _seconds("the kernel timeout"), None),
+        compile_timeout_s=get(
+            "gpuperf_compile_timeout", _seconds("the compile timeout"), DEFAULT_COMPILE_TIMEOUT_S
+        ),
         cache=get("gpuperf_cache", parse_cache, DEFAULT_CACHE),
         json_path=path("gpuperf_json"),
         benchmark_json_path=path("gpuperf_benchmark_json"),
@@ -482,6 +513,16 @@ def parse_tolerance(raw: Any, where: str) -> float:
 
 def parse_threshold(raw: Any, where: str) -> float:
     return _fraction(raw, where, "the compare threshold (e.g. 0.005 for 0.5%)", low_inclusive=True)
+
+
+def _seconds(what: str) -> Callable[[Any, str], float]:
+    def parse(raw: Any, where: str) -> float:
+        value = _number(raw, where, f"{what} in seconds")
+        if value <= 0:
+            raise ConfigError(f"{where}: {what} must be a positive number of seconds, got {raw!r}")
+        return value
+
+    return parse
 
 
 def parse_budget(raw: Any, where: str) -> float:

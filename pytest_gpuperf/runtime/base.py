@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from pytest_gpuperf.errors import ArgumentError, GpuPerfError, KernelNotFound, LaunchError
+from pytest_gpuperf.errors import (
+    ArgumentError,
+    DeviceFault,
+    KernelNotFound,
+    KernelTimeout,
+    LaunchError,
+)
+from pytest_gpuperf.runtime.compile import DEFAULT_TIMEOUT_S as DEFAULT_COMPILE_TIMEOUT_S
 from pytest_gpuperf.runtime.info import DeviceInfo, KernelResources
 from pytest_gpuperf.runtime.signature import KernelParam, check_arguments
 
@@ -103,9 +111,19 @@ Dim3 = tuple[int, int, int]
 
 def as_dim3(value: int | Sequence[int], what: str) -> Dim3:
     """Normalise a grid or block given as an int or a 1-3 tuple of positive ints."""
-    items = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
-    if not 1 <= len(items) <= 3 or any(int(v) < 1 for v in items):
-        raise GpuPerfError(f"{what} must be a positive int or 1-3 positive ints, got {value!r}")
+    problem = ArgumentError(
+        f"{what} must be a positive int or a tuple of 1-3 positive ints, got {value!r}"
+        + (" (a float: use // or int() for a count of blocks)" if isinstance(value, float) else "")
+    )
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        items: tuple = (value,)
+    elif isinstance(value, (tuple, list)):
+        items = tuple(value)
+    else:
+        raise problem
+    whole = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in items)
+    if not whole or not 1 <= len(items) <= 3 or any(int(v) < 1 for v in items):
+        raise problem
     padded = (*(int(v) for v in items), 1, 1)
     return (padded[0], padded[1], padded[2])
 
@@ -121,6 +139,47 @@ class Backend(abc.ABC):
         self.device_index = device_index
         self._launch_shapes: dict[int, tuple[int, int]] = {}
         self._capture_stream: Any = None
+        # The watchdog: waits for device work never block in the driver longer than this
+        # (None: block); the session sets it from --gpuperf-kernel-timeout.
+        self.kernel_timeout_s: float | None = None
+        self.compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S
+        self.fault = ""  # why this device can no longer be used (a sticky fault, a hang)
+        self.hung = False  # a kernel is still running that will not finish
+        self.last_kernel = ""
+
+    # -- the watchdog and faults ----------------------------------------------------------
+    def _await(self, finished: Callable[[], bool], what: str) -> None:
+        """Wait until `finished()` with the watchdog: poll, never block in the driver, so a
+        kernel that does not finish ends in a KernelTimeout naming it (and Ctrl-C works)."""
+        limit_s = self.kernel_timeout_s
+        if limit_s is None:
+            while not finished():
+                time.sleep(1e-4)
+            return
+        deadline = time.monotonic() + limit_s
+        pause_s = 20e-6
+        while not finished():
+            if time.monotonic() > deadline:
+                self.hung = True
+                self.fault = (
+                    f"{what} did not finish within the kernel timeout of {limit_s:g} s "
+                    f"(--gpuperf-kernel-timeout); the last kernel launched was "
+                    f"{self.last_kernel!r}, and it is still running: this process cannot use "
+                    "the GPU again"
+                )
+                raise KernelTimeout(self.fault)
+            time.sleep(pause_s)
+            pause_s = min(2 * pause_s, 1e-3)
+
+    def _check_usable(self) -> None:
+        """Refuse every call once the device has faulted or hung: later tests fail at once
+        with the reason instead of hanging or crashing."""
+        if self.fault:
+            raise DeviceFault(f"the device is unusable: {self.fault}")
+
+    def _mark_fault(self, reason: str) -> None:
+        if not self.fault:
+            self.fault = reason
 
     # -- device -----------------------------------------------------------------------
     @property

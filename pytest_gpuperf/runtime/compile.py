@@ -98,7 +98,13 @@ def read_source(source: str | Path, name: str | None = None) -> tuple[str, str, 
         return str(source), name or "<string>", None
     path = Path(source)
     try:
-        return path.read_text(), name or str(path), path.parent
+        return path.read_text(encoding="utf-8"), name or str(path), path.parent
+    except UnicodeDecodeError as failure:
+        raise CompileError(
+            f"the kernel source is not UTF-8 text (byte {failure.start}: {failure.reason}); "
+            "save it as UTF-8",
+            source_path=str(path),
+        ) from None
     except OSError as failure:
         raise CompileError(
             f"cannot read the kernel source: {failure}", source_path=str(path)
@@ -153,9 +159,22 @@ _LOCATION_PATTERNS = (
 )
 
 
-def error_location(log: str) -> tuple[str | None, int | None]:
-    """The file and line of the first error in a clang-style or NVRTC-style log."""
+def error_location(log: str, source_name: str | None = None) -> tuple[str | None, int | None]:
+    """The file and line of the first error in a clang-style or NVRTC-style log.
+
+    The source's own name is looked for literally first: a path may hold spaces, colons or
+    parentheses that no general pattern can tell from the log's own punctuation."""
     found: list[tuple[int, str, int]] = []
+    if source_name:
+        name = re.escape(source_name)
+        literal = re.compile(
+            rf"^(?P<file>{name})(?::(?P<a>\d+):(?:\d+:)?\s*(?:fatal )?error"
+            rf"|\((?P<b>\d+)\):\s*(?:catastrophic )?error)",
+            re.M,
+        )
+        match = literal.search(log)
+        if match:
+            found.append((match.start(), source_name, int(match.group("a") or match.group("b"))))
     for pattern in _LOCATION_PATTERNS:
         match = pattern.search(log)
         if match:
@@ -250,6 +269,6 @@ def _compile_in_child(request: CompileRequest, timeout_s: float) -> tuple[bytes,
     if status == "ok":
         return payload
     message, log = payload
-    file, line = error_location(log)
+    file, line = error_location(log, request.source_name)
     return_path = request.source_name if file in (None, request.source_name) else file
     raise CompileError(message, log=log, source_path=return_path, line=line)

@@ -19,6 +19,7 @@ import numpy as np
 from pytest_gpuperf.errors import (
     Attempt,
     CompileError,
+    DeviceFault,
     DeviceUnavailable,
     GpuPerfError,
     KernelNotFound,
@@ -75,16 +76,25 @@ def _error_text(err: Any) -> str:
     return f"{name} ({detail})" if detail else name
 
 
+# Set by the first sticky error: the primary context is lost for the whole process.
+_STICKY_FAULT: list[str] = []
+
+
 def _ok(result: tuple, what: str, error: type[GpuPerfError] = LaunchError) -> Any:
-    """The values of a driver call's result tuple, or `error` naming the call and the code."""
+    """The values of a driver call's result tuple, or `error` naming the call and the code.
+    A sticky error (an illegal address, ...) raises DeviceFault and marks the context lost."""
     err, *values = result
     if err != _driver().CUresult.CUDA_SUCCESS:
         message = f"{what} failed: {_error_text(err)}"
         if _error_name(err) in _STICKY:
             message += (
-                "; the CUDA context is unusable after this error (it is sticky): "
-                "restart the process (run the test alone to find the kernel at fault)"
+                "; the CUDA context is unusable after this error (it is sticky): every later "
+                "GPU test of this process fails with it. Run the test alone to find the kernel "
+                "at fault (compute-sanitizer names the access)"
             )
+            if not _STICKY_FAULT:
+                _STICKY_FAULT.append(message)
+            raise DeviceFault(message)
         raise error(message)
     if not values:
         return None
@@ -164,6 +174,7 @@ class CudaBackend(Backend):
         self._events: list[Any] = []
         self._streams: list[Any] = []
         self._graphs: list[_Graph] = []
+        self._sync_event: Any = None
         self._closed = False
 
     # -- device -------------------------------------------------------------------------
@@ -208,6 +219,17 @@ class CudaBackend(Backend):
     def _check_open(self) -> None:
         if self._closed:
             raise GpuPerfError(f"the cuda backend for device {self.device_index} was closed")
+        if _STICKY_FAULT:
+            self._mark_fault(_STICKY_FAULT[0])
+        self._check_usable()
+
+    def _done(self, event: Any) -> bool:
+        """Whether the work before `event` has finished (cuEventQuery; never blocks)."""
+        (err,) = self._d.cuEventQuery(event)
+        if err == self._d.CUresult.CUDA_ERROR_NOT_READY:
+            return False
+        _ok((err,), "cuEventQuery (an earlier launch failed)")
+        return True
 
     # -- memory -------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> DeviceBuffer:
@@ -227,18 +249,20 @@ class CudaBackend(Backend):
         return DeviceBuffer(self, int(pointer), int(nbytes))
 
     def free(self, buffer: DeviceBuffer) -> None:
-        if buffer.freed or self._closed:
-            return
+        if buffer.freed or self._closed or self.fault:
+            return  # after a fault or a hang a free may block: the process's exit frees it
         _ok(self._d.cuMemFree(buffer.ptr), "cuMemFree")
         buffer.freed = True
 
     def upload(self, buffer: DeviceBuffer, array: np.ndarray) -> None:
         host = self._upload_source(buffer, array)
+        self.synchronize()  # the copy would block behind queued kernels: wait with the watchdog
         if host.nbytes:
             _ok(self._d.cuMemcpyHtoD(buffer.ptr, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
 
     def download(self, out: np.ndarray, buffer: DeviceBuffer) -> None:
         self._check_download(out, buffer)
+        self.synchronize()
         if out.nbytes:
             _ok(self._d.cuMemcpyDtoH(out.ctypes.data, buffer.ptr, out.nbytes), "cuMemcpyDtoH")
 
@@ -273,7 +297,7 @@ class CudaBackend(Backend):
         request = CompileRequest(
             "nvrtc", text, source_name, self._info.arch, tuple(flags), (*shipped, *local)
         )
-        result = compile_source(request)
+        result = compile_source(request, timeout_s=self.compile_timeout_s)
         err, handle = self._d.cuModuleLoadData(result.binary)
         if err != self._d.CUresult.CUDA_SUCCESS:
             raise CompileError(
@@ -372,6 +396,7 @@ class CudaBackend(Backend):
     ) -> None:
         values, grid3, block3, threads = self._check_launch(kernel, grid, block, args)
         pointers = (ctypes.c_void_p * max(len(values), 1))(*(ctypes.addressof(v) for v in values))
+        self.last_kernel = kernel.name
         err, *_ = self._d.cuLaunchKernel(
             kernel.handle,
             *grid3,
@@ -398,15 +423,22 @@ class CudaBackend(Backend):
         _ok(self._d.cuEventRecord(event, _stream(stream)), "cuEventRecord")
 
     def elapsed_s(self, start: Any, end: Any) -> float:
-        _ok(self._d.cuEventSynchronize(end), "cuEventSynchronize (an earlier launch failed)")
+        self._check_open()
+        self._await(lambda: self._done(end), "the timed launches")
         return float(_ok(self._d.cuEventElapsedTime(start, end), "cuEventElapsedTime")) / 1e3
 
     def synchronize(self, stream: Any = None) -> None:
+        """Wait for `stream` (None: the legacy default stream, which waits for every blocking
+        stream) with the watchdog: an event recorded there, polled."""
         self._check_open()
-        if stream is None:
-            _ok(self._d.cuCtxSynchronize(), "cuCtxSynchronize (an earlier launch failed)")
-        else:
-            _ok(self._d.cuStreamSynchronize(stream), "cuStreamSynchronize")
+        if self._sync_event is None:
+            self._sync_event = _ok(
+                self._d.cuEventCreate(self._d.CUevent_flags.CU_EVENT_DISABLE_TIMING),
+                "cuEventCreate",
+            )
+        _ok(self._d.cuEventRecord(self._sync_event, _stream(stream)), "cuEventRecord")
+        event = self._sync_event
+        self._await(lambda: self._done(event), "the queued GPU work")
 
     def create_stream(self) -> Any:
         self._check_open()
@@ -458,11 +490,15 @@ class CudaBackend(Backend):
         if self._closed:
             return
         self._closed = True
+        if self.fault or _STICKY_FAULT:
+            # A hung kernel or a lost context: any driver call may block or fail. The
+            # process's exit releases the context.
+            return
         d = self._d
         d.cuCtxSynchronize()
         for graph in self._graphs:
             d.cuGraphExecDestroy(graph.exec_handle)
-        for event in self._events:
+        for event in [*self._events, *([self._sync_event] if self._sync_event else [])]:
             d.cuEventDestroy(event)
         for stream in self._streams:
             d.cuStreamDestroy(stream)

@@ -25,6 +25,7 @@ import numpy as np
 from pytest_gpuperf.errors import (
     Attempt,
     CompileError,
+    DeviceFault,
     DeviceUnavailable,
     GpuPerfError,
     KernelNotFound,
@@ -54,6 +55,17 @@ from pytest_gpuperf.runtime.signature import pack_arguments, parse_signatures
 HIP_LAUNCH_PARAM_BUFFER_POINTER = 0x01
 HIP_LAUNCH_PARAM_BUFFER_SIZE = 0x02
 HIP_LAUNCH_PARAM_END = 0x03
+
+# Faults after which the device cannot be used again in this process (hip_runtime_api.h).
+_STICKY = {
+    "hipErrorIllegalAddress",
+    "hipErrorLaunchFailure",
+    "hipErrorIllegalState",
+    "hipErrorAssert",
+    "hipErrorHardwareStackError",
+    "hipErrorIllegalInstruction",
+    "hipErrorMisalignedAddress",
+}
 
 _AMD_NAME_RE = re.compile(r"\b(AMD|ATI|Radeon|Instinct)\b|gfx\d", re.I)
 _NVIDIA_NAME_RE = re.compile(r"\b(NVIDIA|GeForce|Tesla|Quadro|TITAN)\b", re.I)
@@ -116,15 +128,26 @@ class HipBackend(Backend):
         self._events: list[Any] = []
         self._streams: list[Any] = []
         self._graphs: list[Any] = []
+        self._sync_event: Any = None
         self._closed = False
 
     # -- errors -------------------------------------------------------------------------
     def _ok(self, result: tuple, what: str, error: type[GpuPerfError] = LaunchError) -> Any:
-        """The values of a hip-python result tuple, or `error` naming the call and the code."""
+        """The values of a hip-python result tuple, or `error` naming the call and the code.
+        A device fault (an illegal address, a failed launch) raises DeviceFault and marks the
+        device unusable for the rest of the process."""
         hip = self._hip
         err, *values = result
         if err != hip.hipError_t.hipSuccess:
-            raise error(f"{what} failed: {_name(err)}")
+            message = f"{what} failed: {_name(err)}"
+            if _name(err) in _STICKY:
+                message += (
+                    "; the device is unusable after this fault: every later GPU test of this "
+                    "process fails with it. Run the test alone to find the kernel at fault"
+                )
+                self._mark_fault(message)
+                raise DeviceFault(message)
+            raise error(message)
         if not values:
             return None
         return values[0] if len(values) == 1 else tuple(values)
@@ -208,6 +231,16 @@ class HipBackend(Backend):
     def _check_open(self) -> None:
         if self._closed:
             raise GpuPerfError(f"the hip backend for device {self.device_index} was closed")
+        self._check_usable()
+
+    def _done(self, event: Any) -> bool:
+        """Whether the work before `event` has finished (hipEventQuery; never blocks)."""
+        hip = self._hip
+        (err,) = hip.hipEventQuery(event)
+        if err == hip.hipError_t.hipErrorNotReady:
+            return False
+        self._ok((err,), "hipEventQuery (an earlier launch failed)")
+        return True
 
     # -- memory -------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> DeviceBuffer:
@@ -237,14 +270,15 @@ class HipBackend(Backend):
 
     def free(self, buffer: DeviceBuffer) -> None:
         hip = self._hip
-        if buffer.freed or self._closed:
-            return
+        if buffer.freed or self._closed or self.fault:
+            return  # after a fault or a hang a free may block: the process's exit frees it
         self._ok(hip.hipFree(buffer.ptr), "hipFree")
         buffer.freed = True
 
     def upload(self, buffer: DeviceBuffer, array: np.ndarray) -> None:
         hip = self._hip
         host = self._upload_source(buffer, array)
+        self.synchronize()  # the copy would block behind queued kernels: wait with the watchdog
         if host.nbytes:
             kind = hip.hipMemcpyKind.hipMemcpyHostToDevice
             self._ok(
@@ -255,6 +289,7 @@ class HipBackend(Backend):
     def download(self, out: np.ndarray, buffer: DeviceBuffer) -> None:
         hip = self._hip
         self._check_download(out, buffer)
+        self.synchronize()
         if out.nbytes:
             kind = hip.hipMemcpyKind.hipMemcpyDeviceToHost
             self._ok(
@@ -300,7 +335,7 @@ class HipBackend(Backend):
         request = CompileRequest(
             "hiprtc", text, source_name, self._info.arch, tuple(flags), (*shipped, *local)
         )
-        result = compile_source(request)
+        result = compile_source(request, timeout_s=self.compile_timeout_s)
         err, handle = hip.hipModuleLoadData(result.binary)
         if err != hip.hipError_t.hipSuccess:
             raise CompileError(
@@ -389,6 +424,7 @@ class HipBackend(Backend):
             ctypes.addressof(size),
             HIP_LAUNCH_PARAM_END,
         )
+        self.last_kernel = kernel.name
         (err,) = hip.hipModuleLaunchKernel(
             kernel.handle, *grid3, *block3, int(shared_bytes), stream, None, extra
         )
@@ -412,16 +448,20 @@ class HipBackend(Backend):
 
     def elapsed_s(self, start: Any, end: Any) -> float:
         hip = self._hip
-        self._ok(hip.hipEventSynchronize(end), "hipEventSynchronize (a launch failed?)")
+        self._check_open()
+        self._await(lambda: self._done(end), "the timed launches")
         return float(self._ok(hip.hipEventElapsedTime(start, end), "hipEventElapsedTime")) / 1e3
 
     def synchronize(self, stream: Any = None) -> None:
+        """Wait for `stream` (None: the null stream, which waits for every blocking stream)
+        with the watchdog: an event recorded there, polled."""
         hip = self._hip
         self._check_open()
-        if stream is None:
-            self._ok(hip.hipDeviceSynchronize(), "hipDeviceSynchronize (a launch failed?)")
-        else:
-            self._ok(hip.hipStreamSynchronize(stream), "hipStreamSynchronize")
+        if self._sync_event is None:
+            self._sync_event = self._ok(hip.hipEventCreate(), "hipEventCreate")
+        self._ok(hip.hipEventRecord(self._sync_event, stream), "hipEventRecord")
+        event = self._sync_event
+        self._await(lambda: self._done(event), "the queued GPU work")
 
     def create_stream(self) -> Any:
         hip = self._hip
@@ -475,11 +515,13 @@ class HipBackend(Backend):
         if self._closed:
             return
         self._closed = True
+        if self.fault:
+            return  # a hung kernel or a lost device: the process's exit releases it
         hip = self._hip
         hip.hipDeviceSynchronize()
         for graph in self._graphs:
             hip.hipGraphExecDestroy(graph)
-        for event in self._events:
+        for event in [*self._events, *([self._sync_event] if self._sync_event else [])]:
             hip.hipEventDestroy(event)
         for stream in self._streams:
             hip.hipStreamDestroy(stream)

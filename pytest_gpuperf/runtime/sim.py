@@ -19,7 +19,8 @@ docs/simulated-device.md explains every parameter and formula. Everything it rep
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping
 
 from pytest_gpuperf.devices import DeviceSpec, get_device
 from pytest_gpuperf.errors import Attempt, DeviceUnavailable
@@ -65,6 +66,8 @@ def open(  # the name every backend module exposes (runtime/__init__.py)
     throttle_probability: float = 0.0,
     kernel_slowdown: Mapping[str, float] | None = None,
     kernel_efficiency: Mapping[str, float] | None = None,
+    hang_kernels: Iterable[str] | None = None,
+    fault_kernels: Iterable[str] | None = None,
 ) -> SimBackend:
     """A simulated `device` (a key of devices.KNOWN_DEVICES, or a DeviceSpec).
 
@@ -72,7 +75,10 @@ def open(  # the name every backend module exposes (runtime/__init__.py)
     which. `common_fraction` and `placement_fraction` split the run-to-run variance (the code
     object gets the rest; `placement_fraction=None` leaves it 0.05). `kernel_slowdown` and
     `kernel_efficiency` are keyed by kernel name or fingerprint ("sha256:...", from
-    `backend.kernel_fingerprint(kernel)`). docs/simulated-device.md explains every option.
+    `backend.kernel_fingerprint(kernel)`). `hang_kernels` never finish and `fault_kernels`
+    leave a sticky device fault (by kernel name; also $GPUPERF_SIM_HANG and $GPUPERF_SIM_FAULT,
+    comma-separated): fault injection for testing a run's behaviour on a misbehaving GPU.
+    docs/simulated-device.md explains every option.
     """
     if int(device_index) < 0:
         raise DeviceUnavailable(
@@ -93,8 +99,19 @@ def open(  # the name every backend module exposes (runtime/__init__.py)
         throttle_probability=float(throttle_probability),
         kernel_slowdown={str(k): float(v) for k, v in (kernel_slowdown or {}).items()},
         kernel_efficiency={str(k): float(v) for k, v in (kernel_efficiency or {}).items()},
+        hang_kernels=_names(hang_kernels, HANG_ENV),
+        fault_kernels=_names(fault_kernels, FAULT_ENV),
     )
     return SimBackend(int(device_index), settings)
+
+
+HANG_ENV, FAULT_ENV = "GPUPERF_SIM_HANG", "GPUPERF_SIM_FAULT"
+
+
+def _names(given: Iterable[str] | None, variable: str) -> frozenset[str]:
+    if given is not None:
+        return frozenset(str(name) for name in given)
+    return frozenset(n.strip() for n in os.environ.get(variable, "").split(",") if n.strip())
 
 
 __all__ = [

@@ -14,6 +14,7 @@ docs/simulated-device.md explains every part. Everything it reports says "simula
 from __future__ import annotations
 
 import collections
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -121,6 +122,7 @@ class SimBackend(Backend):
         self._streams = 1
         self.launch_counts: collections.Counter[str] = collections.Counter()
         self._closed = False
+        self._pending_fault = ""
         self._info = DeviceInfo(
             backend="sim",
             index=device_index,
@@ -346,6 +348,7 @@ class SimBackend(Backend):
 
     def _host_transfer(self, nbytes: int) -> None:
         """A synchronous host<->device copy: waits for the device, then crosses the link."""
+        self._wait_for(self._device_free_s)
         self._host_s = max(self._host_s, self._device_free_s) + HOST_SYNC_S
         self._host_s += nbytes / HOST_LINK_BPS
 
@@ -407,6 +410,15 @@ class SimBackend(Backend):
             self._enqueue(queue, self.settings.launch_overhead_s + int(args[0]) * 1e-9)
             self.launch_counts[kernel.name] += 1
             return
+        self.last_kernel = kernel.name
+        if kernel.name in self.settings.hang_kernels:
+            self._enqueue(queue, math.inf)  # never finishes (fault injection)
+            return
+        if kernel.name in self.settings.fault_kernels:
+            self._pending_fault = (
+                f"kernel {kernel.name!r} failed on the simulated device: an illegal memory "
+                "access (simulated sticky fault); the device is unusable after it"
+            )
         shape = simulate.LaunchShape(grid3, block3, int(shared_bytes))
         accesses = self._executor.launch(kernel, args, shape)
         self._run(handle.fingerprint, kernel.name, accesses, self.efficiency_of(kernel), queue)
@@ -482,7 +494,20 @@ class SimBackend(Backend):
         self._host_s += HOST_EVENT_S
         event.time_s = max(self._host_s, self._stream(stream).free_s)
 
+    def _wait_for(self, until_s: float) -> None:
+        """What a wait does on a faulted or hung device: the sticky fault surfaces, and a
+        queue that never drains trips the watchdog (at once without one)."""
+        self._check_open()
+        if self._pending_fault:
+            self._mark_fault(self._pending_fault)
+            self._check_usable()
+        if math.isinf(until_s):
+            if self.kernel_timeout_s is None:
+                self.kernel_timeout_s = 0.0
+            self._await(lambda: False, "the queued simulated work")
+
     def elapsed_s(self, start: Any, end: Any) -> float:
+        self._wait_for(end.time_s if isinstance(end, SimEvent) and end.time_s else 0.0)
         for event in (start, end):
             if not isinstance(event, SimEvent) or event.owner is not self:
                 raise GpuPerfError(f"{event!r} is not an event of this simulated device")
@@ -494,6 +519,7 @@ class SimBackend(Backend):
     def synchronize(self, stream: Any = None) -> None:
         self._check_open()
         until_s = self._device_free_s if stream is None else self._stream(stream).free_s
+        self._wait_for(until_s)
         self._host_s = max(self._host_s, until_s) + HOST_SYNC_S
 
     def close(self) -> None:
@@ -505,6 +531,7 @@ class SimBackend(Backend):
     def _check_open(self) -> None:
         if self._closed:
             raise GpuPerfError(f"the {self._info.name} was closed; open a new one")
+        self._check_usable()
 
 
 __all__ = ["SimBackend", "SimEvent", "SimStream", "host_available_bytes"]

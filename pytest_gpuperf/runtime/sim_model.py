@@ -68,6 +68,10 @@ class SimSettings:
     throttle_probability: float = 0.0
     kernel_slowdown: Mapping[str, float] = field(default_factory=dict)
     kernel_efficiency: Mapping[str, float] = field(default_factory=dict)
+    # Fault injection, to test what a run does when a GPU misbehaves (docs/reliability.md):
+    # kernels (by name) that never finish, and kernels that leave a sticky device fault.
+    hang_kernels: frozenset[str] = frozenset()
+    fault_kernels: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.placement_fraction is None:

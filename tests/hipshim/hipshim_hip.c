@@ -322,6 +322,11 @@ EXPORT hipError_t hipEventSynchronize(CUevent event) {
     return to_hip(cuEventSynchronize(event));
 }
 
+EXPORT hipError_t hipEventQuery(CUevent event) {
+    WITH_CONTEXT();
+    return to_hip(cuEventQuery(event));
+}
+
 EXPORT hipError_t hipEventElapsedTime(float* ms, CUevent start, CUevent stop) {
     WITH_CONTEXT();
     return to_hip(cuEventElapsedTime(ms, start, stop));
