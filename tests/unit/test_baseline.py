@@ -17,7 +17,7 @@ from pytest_gpuperf.errors import BaselineError, ConfigError
 from pytest_gpuperf.results import Measurement
 
 TEST_ID = "tests/perf/test_vector_add.py::test_vector_add[32M]"
-BYTES = 3 * 4 * 32 * 2**20  # the seed's 32M fp32 vector add: two reads, one write
+BYTES = 3 * 4 * 32 * 2**20  # the MI300X blog post's 32M fp32 vector add: 2 reads, 1 write
 
 
 def make_measurement(name: str = "vector_add", time_s: float = 105.7e-6, **changes) -> Measurement:
@@ -179,7 +179,7 @@ def test_reported_entry_round_trips(tmp_path):
         efficiency=0.7185,
         efficiency_ci=(0.7185, 0.7185),
         provenance=Provenance(
-            reported_in="seeds/mi300x-memory-bound-kernels-blog.txt: vector add 32M fp32",
+            reported_in="Making memory bound kernels go brr on a MI300X: vector add 32M fp32",
             note="rocprof counters, 71.85% of 5.3 TB/s",
         ),
     )
@@ -190,7 +190,7 @@ def test_reported_entry_round_trips(tmp_path):
     assert loaded == reported
     ref = reported.to_ref("p")
     assert ref.source == "reported"
-    assert ref.provenance.startswith("reported in seeds/mi300x-memory-bound-kernels-blog.txt")
+    assert ref.provenance.startswith("reported in Making memory bound kernels go brr on a MI300X")
 
 
 def test_reported_entry_must_name_its_document(tmp_path):

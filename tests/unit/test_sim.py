@@ -206,7 +206,7 @@ def test_compile_reads_kernels_and_the_efficiency_directive(sim, tmp_path):
     assert list(module.signatures) == ["vector_add", "slow_copy"]
     assert [p.name for p in module.kernel("vector_add").params] == ["a", "b", "c", "n"]
     assert sim.efficiency_of(module.kernel("slow_copy")) == 0.55
-    assert sim.efficiency_of(module.kernel("vector_add")) == 0.7185  # the seed's figure
+    assert sim.efficiency_of(module.kernel("vector_add")) == 0.7185  # the MI300X blog post's figure
     with pytest.raises(KernelNotFound, match="slow_copy, vector_add"):
         module.kernel("vector_ad")
 
@@ -353,7 +353,7 @@ def test_internal_kernels_copy_and_only_read(sim):
 
 
 def test_a_cold_400mb_vector_add_on_mi300x_runs_at_the_seeds_efficiency(sim):
-    n = 32 * MiB  # the seed's 32M fp32 elements: 384 MiB moved
+    n = 32 * MiB  # the MI300X blog post's 32M fp32 elements: 384 MiB moved
     launch = _add(sim, _vectors(sim, n), n)
     time_s = _timed(sim, launch)  # freshly uploaded buffers are not in any cache
     bytes_moved, peak = 12 * n, 5.3e12
