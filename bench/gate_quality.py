@@ -52,7 +52,7 @@ from _common import (  # the script's own directory, so it runs from anywhere
 SLOWDOWNS = (0.03, 0.05, 0.10, 0.20)
 FRACTIONS = (0.0, 0.5, 0.75, 0.9, 1.0)
 SIM_ELEMENTS = 1 << 16
-CUDA_ELEMENTS = 32 << 20  # the seed's 32M-element vector add
+CUDA_ELEMENTS = 32 << 20  # the MI300X blog post's 32M-element vector add
 SIM_PILOT_RUNS = 200  # runs that only estimate the spread a baseline would record
 BLOCK = 256
 

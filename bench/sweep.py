@@ -1,15 +1,15 @@
-"""Bandwidth against size: the seed's memcpy sweep, for copy and vector add, on one device.
+"""Bandwidth against size: a memcpy sweep, for copy and vector add, on one device.
 
-The ScalarLM MI300X memcpy benchmark (seeds/mi300x-memcpy-benchmark-blog.txt) copies buffers
-of 4 KB .. 2.1 GB (powers of two) and plots GB/s against the size, log-log, under the 5.3 TB/s
-roofline. This script does the same through the plugin's measurement engine
-(`measure_kernel`) with the shipped kernels `copy` (kernels/stream.hip) and `vector_add`
-(kernels/vector_add.hip), in the cache modes asked for, so that the curve shows what the
-engine measures: launch-bound below a few MB, cache-resident in between (hot mode can beat
-the HBM roofline there), HBM-bound beyond the caches.
+The blog post "ScalarLM Benchmarking MI300X Memcpy" (code: github.com/tensorwavecloud/ScalarLM)
+copies buffers of 4 KB .. 2.1 GB (powers of two) with PyTorch on an MI300X and plots GB/s
+against the size, log-log, under the 5.3 TB/s roofline. This script does the same through the
+plugin's measurement engine (`measure_kernel`) with the shipped kernels `copy`
+(kernels/stream.hip) and `vector_add` (kernels/vector_add.hip), in the cache modes asked for, so
+that the curve shows what the engine measures: launch-bound below a few MB, cache-resident in
+between (hot mode can beat the HBM roofline there), HBM-bound beyond the caches.
 
 GB/s here is the plugin's: declared bytes (each input read once + each output written once)
-over the median kernel time. The seed's memcpy figure counts only the bytes copied
+over the median kernel time. The blog's memcpy figure counts only the bytes copied
 (size / time), half of what a copy reads and writes, so its "40-60% of peak" corresponds
 to about twice that in this script's terms.
 
@@ -44,8 +44,8 @@ from _common import (  # the script's own directory, so it runs from anywhere
 )
 
 BLOCK = 256
-MIN_BYTES = 4 * 2**10  # the seed's smallest memcpy (2**12)
-MAX_BYTES = 2 * 2**30  # the seed stops at the Llama 3 8B embedding table, 2.1 GB
+MIN_BYTES = 4 * 2**10  # the ScalarLM blog's smallest memcpy (2**12)
+MAX_BYTES = 2 * 2**30  # the blog stops at the Llama 3 8B embedding table, 2.1 GB
 CHECK_MAX_ELEMENTS = 2**26  # outputs are checked on the host up to 256 MiB per buffer
 BUDGET_SPENT = "wall budget spent"
 NAN_BYTE = 0xFF  # output buffers start as NaN, so an unwritten element fails the check
@@ -76,7 +76,7 @@ KERNELS = {
 
 @dataclass(frozen=True)
 class SweepRow:
-    """One measurement: `size_bytes` per buffer (the seed's memcpy size), `bytes_moved` over
+    """One measurement: `size_bytes` per buffer (the blog's memcpy size), `bytes_moved` over
     all buffers (the working set, what efficiency is computed from)."""
 
     kernel: str
@@ -119,7 +119,7 @@ class SweepResult:
 
 
 def sizes_between(min_bytes: int, max_bytes: int) -> list[int]:
-    """Powers of two from `min_bytes` to `max_bytes` inclusive (the seed's 2**12 .. 2**31)."""
+    """Powers of two from `min_bytes` to `max_bytes` inclusive (the blog's 2**12 .. 2**31)."""
     if min_bytes < 4 or max_bytes < min_bytes:
         raise ValueError(f"need 4 <= --min-bytes <= --max-bytes, got {min_bytes}, {max_bytes}")
     first = math.ceil(math.log2(min_bytes))

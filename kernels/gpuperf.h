@@ -3,8 +3,8 @@
 // Every kernel file starts with #include "gpuperf.h" and declares kernels with
 // GPUPERF_KERNEL (extern "C" __global__, so module lookups by name work on both vendors).
 // The helpers below have fixed names that the kernels and the tests rely on:
-//   gp_load_bypass / gp_store_bypass  loads and stores that skip the L2 (HIP: the seed's
-//                                     system-scope relaxed atomics, `sc0 sc1` on gfx942)
+//   gp_load_bypass / gp_store_bypass  loads and stores that skip the L2 (HIP: system-scope
+//                                     relaxed atomics, `sc0 sc1` on gfx942)
 //   gp_load_nt / gp_store_nt          nontemporal (streaming) loads and stores
 //   gp_wall_ns()                      a device wall clock in nanoseconds
 //   gp_warp_sum / gp_block_sum        sums across a warp / a block
@@ -41,8 +41,9 @@
 static_assert(1000000000ull % GPUPERF_WALL_CLOCK_HZ == 0,
               "GPUPERF_WALL_CLOCK_HZ must divide 1 GHz");
 
-// The seed's L2 bypass (mi300x-memory-bound-kernels-blog): relaxed atomics at system scope
-// set sc0 sc1 on gfx942, so the line skips the L2; relaxed keeps the loads independent.
+// The L2 bypass of the blog post "Making memory bound kernels go brr on a MI300X": relaxed
+// atomics at system scope set sc0 sc1 on gfx942, so the line skips the L2; relaxed keeps the
+// loads independent.
 template <typename T>
 __device__ __forceinline__ T gp_load_bypass(const T* p) {
     return __hip_atomic_load(p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);

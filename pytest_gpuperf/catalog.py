@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-BLOCK = 256  # threads per block in every case (the seed's THREADS_PER_BLOCK)
+BLOCK = 256  # threads per block in every case (THREADS_PER_BLOCK of the MI300X blog's vector add)
 MAX_GRID_Y = 65535  # CUDA's grid.y limit; kernels walk further rows grid-stride
 DOT_MAX_BLOCKS = 2048  # enough to fill an H100 (132 SMs) or MI300X (304 CUs) about once
 EPS32 = float(np.finfo(np.float32).eps)
@@ -333,7 +333,7 @@ _VECTOR_ADD, _VECTOR_ADD_VEC4 = _vector_add_case(vec4=False), _vector_add_case(v
 
 # fmt: off
 _TABLE = (
-    ("vector_add.hip", "vector_add", "c = a + b, the seed's plain kernel", _VECTOR_ADD),
+    ("vector_add.hip", "vector_add", "c = a + b, the plain kernel of the MI300X blog post", _VECTOR_ADD),
     ("vector_add.hip", "vector_add_bypass", "c = a + b, loads/stores bypass the L2", _VECTOR_ADD),
     ("vector_add.hip", "vector_add_nt", "c = a + b, nontemporal loads/stores", _VECTOR_ADD),
     ("vector_add.hip", "vector_add_vec4", "c = a + b, float4 loads/stores", _VECTOR_ADD_VEC4),

@@ -1,7 +1,7 @@
 """Kernel compilation, vendor-neutral: on-disk cache and a child process with a time limit.
 
-Run-time compilers can abort the whole process (ROCm 5.2's hiprtc does for gfx942, see
-DESIGN.md) or hang; compiling in a child turns either into a `CompileError` for one kernel
+Run-time compilers can abort the whole process (Debian's ROCm 5.2 hiprtc does for gfx942) or
+hang; compiling in a child turns either into a `CompileError` for one kernel
 while the pytest session goes on. Results are cached on disk, keyed by everything that can
 change the binary: source, headers, options, arch, compiler and its version.
 """

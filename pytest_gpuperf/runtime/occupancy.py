@@ -1,11 +1,11 @@
 """Theoretical occupancy of a kernel on AMD CDNA2 (gfx90a) and CDNA3 (gfx940-gfx942) CUs.
 
 The method is the one in the MI300X workload optimization guide ("Compute the occupancy of
-a kernel", seeds/mi300x-workload-optimization-guide.rst): waves per SIMD (EU) allowed by
+a kernel", AMD ROCm documentation): waves per SIMD (EU) allowed by
 the VGPRs, workgroups per CU = min(floor(waves_per_simd * 4 / waves_per_workgroup),
 floor(65536 / LDS bytes)), occupancy = workgroups * waves_per_workgroup / 4 per SIMD. Its
 facts: 4 SIMDs per CU, 512 VGPRs per SIMD lane, 64 KB of LDS per CU (same figures in
-seeds/amd-triton-optimization-guide.md).
+the AMD Triton Performance Optimization Guide, ROCm/triton wiki).
 
 Two figures come from LLVM's AMDGPU backend instead, the compiler that allocates the
 registers, and tests/compile/test_gfx942_asm.py checks both against clang-19's own

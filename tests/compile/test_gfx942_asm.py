@@ -1,5 +1,6 @@
-"""clang-19's gfx942 code for kernels/: the cache-control bits the seeds rely on, and each
-kernel's registers and occupancy - ours checked against LLVM's own "; Occupancy:".
+"""clang-19's gfx942 code for kernels/: the cache-control bits the L2 bypass and the
+nontemporal accesses rely on, and each kernel's registers and occupancy - ours checked against
+LLVM's own "; Occupancy:".
 
 Assembly is parsed per kernel function (from its label to its `.Lfunc_end`), never as a
 whole file, so one kernel's `sc0 sc1` cannot make another pass.

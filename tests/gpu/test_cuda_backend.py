@@ -25,7 +25,7 @@ pytestmark = pytest.mark.gpu
 
 KERNEL_FILES = sorted(KERNELS_DIR.glob("*.hip"))
 CASE_SIZES = (1001, 3 * 2**20 + 3)  # odd: scalar tails and odd shapes; large: many blocks
-SEED_N = 32 * 2**20  # the seed's vector add: 32M floats
+SEED_N = 32 * 2**20  # the MI300X blog post's vector add: 32M floats
 
 
 def test_without_a_gpu_open_says_precisely_why():

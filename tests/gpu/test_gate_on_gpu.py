@@ -24,7 +24,7 @@ import os
 
 import numpy as np
 
-N = 32 << 20  # the seed's 32M fp32 elements: 384 MiB moved, far beyond any L2
+N = 32 << 20  # the MI300X blog's 32M fp32 elements: 384 MiB moved, beyond any L2
 
 
 def test_vector_add(gpu_bench):

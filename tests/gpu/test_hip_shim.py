@@ -38,7 +38,7 @@ BACKEND_SOURCES = ("pytest_gpuperf/runtime/hip.py", "pytest_gpuperf/runtime/hip_
 
 # Catalog sizes: a small odd one (tails, one odd-length row) and a mid-sized one.
 CASE_SIZES = (1001, 2**20 + 3)
-SEED_N = 32 * 2**20  # the seed's 32M-element vector add
+SEED_N = 32 * 2**20  # the MI300X blog post's 32M-element vector add
 AGREEMENT = 0.02  # the hip and cuda backends' efficiencies must agree within 2%
 COMPARE_ROUNDS = 3
 GRAPH_N = 2**16  # 768 KB moved: about 1 us hot on an H100, where the launch gap shows
@@ -231,7 +231,7 @@ def _child_errors() -> dict[str, Any]:
 
 
 def _child_compare() -> dict[str, Any]:
-    """The seed's 32M vector add, cold, measured alternately through both backends."""
+    """The MI300X blog post's 32M vector add, cold, measured alternately through both backends."""
     import numpy as np
 
     from pytest_gpuperf.catalog import KERNELS
@@ -503,7 +503,7 @@ def test_errors_arrive_as_the_backends_exceptions(shim_env: dict[str, str]) -> N
 
 def test_hip_and_cuda_backends_measure_the_same_efficiency(shim_env: dict[str, str]) -> None:
     """Same kernel source, same device, same engine and settings, alternating: the two
-    runtimes' efficiencies of the seed's 32M vector add (cold) agree within 2%."""
+    runtimes' efficiencies of the blog post's 32M vector add (cold) agree within 2%."""
     report = run_child("compare", shim_env)
     assert report["outputs_ok"] == {"hip": True, "cuda": True}, report
     hip_runs, cuda_runs = report["runs"]["hip"], report["runs"]["cuda"]
@@ -529,7 +529,7 @@ def test_hot_mode_replays_graphs_through_the_hip_backend(shim_env: dict[str, str
 
 
 def test_perf_suite_runs_on_the_hip_backend(shim_env: dict[str, str]) -> None:
-    """The plugin end to end on the hip backend: one seed case of tests/perf, measured."""
+    """The plugin end to end on the hip backend: one vector add case of tests/perf, measured."""
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--gpuperf", "--gpuperf-backend=hip",
          "tests/perf/test_vector_add.py", "-k", "plain-cold", "-p", "no:cacheprovider",

@@ -34,16 +34,17 @@ from pytest_gpuperf.errors import GpuPerfError
 #   tests/perf`); tests/perf/measured/h100-sxm.json keeps every row. A kernel's HBM floor is
 #   the lowest efficiency it reached at a working set of 200 MB or more (four times the 50 MB
 #   L2; cold, hot and rotate alike) less 0.06, rounded down to 0.01: about 7% under it, the
-#   run-to-run spread the seed reports for MI300X, where the H100's own is under 1% at those
+#   run-to-run spread reported for MI300X (below), where the H100's own is under 1% at those
 #   sizes (the margin covers another board, clocks, driver). scale ran only at 64 MB and takes
 #   copy's floor (the same traffic). tests/unit/test_perf_floors.py checks every floor against
 #   every measured row: at least 7% headroom everywhere, at most 20% at HBM-bound sizes.
-# mi300x: from the seed, not measured (no AMD GPU is available to the project). The only
-#   figures are seeds/mi300x-memory-bound-kernels-blog.txt's (rocprof, 32M fp32 vector add):
-#   0.7185 plain, 0.8270 with the L2 bypass, "+/-7%" between runs. Reading +/-7% as a 95% range
-#   (sigma 3.5%, as the simulated device does), 4 sigma below the plain figure is 0.7185 x 0.87
-#   = 0.625; less a 0.025 safety margin -> 0.60, which every streaming kernel must reach (the
-#   seed's plain kernel is the least efficient MI300X figure there is). The bypass kernel:
+# mi300x: reported, not measured (no AMD GPU is available to the project). The only figures
+#   are those of the blog post "Making memory bound kernels go brr on a MI300X" (rocprof, 32M
+#   fp32 vector add): 0.7185 plain, 0.8270 with the L2 bypass, "+/- 7%" between runs.
+#   Reading +/-7% as a 95% range (sigma 3.5%, as the simulated device does), 4 sigma below
+#   the plain figure is 0.7185 x 0.87 = 0.625; less a 0.025 safety margin -> 0.60, which
+#   every streaming kernel must reach (the blog's plain kernel is the least efficient MI300X
+#   figure there is). The bypass kernel:
 #   0.827 x 0.87 = 0.72, less the margin -> 0.70. On the simulated MI300X (same figures, 2 us
 #   launch overhead, +/-7% drift) these hold at 4 sigma of its drift at the default sizes.
 FLOORS: dict[str, dict[str, float]] = {

@@ -1,9 +1,9 @@
-"""The vector add family on the seed's problem, 32M fp32 elements
-(seeds/mi300x-memory-bound-kernels-blog.txt): the plain kernel in all three cache modes, its
-L2-bypass, nontemporal and float4 variants, the cache lesson at a size that fits in cache, and
-the opt-in size sweep (4 KB .. 2 GB per buffer).
+"""The vector add family on the problem of the blog post "Making memory bound kernels go brr on
+a MI300X", 32M fp32 elements: the plain kernel in all three cache modes, its L2-bypass,
+nontemporal and float4 variants, the cache lesson at a size that fits in cache, and the opt-in
+size sweep (4 KB .. 2 GB per buffer).
 
-baselines/mi300x.toml holds the seed's reported 71.85% (plain) and 82.70% (bypass) for the
+baselines/mi300x.toml holds the blog's reported 71.85% (plain) and 82.70% (bypass) for the
 `[plain-cold]` and `[bypass-cold]` ids below: keep the ids, or move those entries with them.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 M = 2**20
-SEED_N = 32 * M  # the seed's N (32 * 1024 * 1024 fp32 elements, 128 MiB per buffer)
+SEED_N = 32 * M  # the blog's N (32 * 1024 * 1024 fp32 elements, 128 MiB per buffer)
 BYTES_PER_ELEMENT = 12  # a and b read once, c written once, fp32
 VARIANTS = {
     "plain": "vector_add",
@@ -34,8 +34,8 @@ def seed_case(variant: str, cache: str, *marks: pytest.MarkDecorator):
     )
 
 
-# The plain kernel in every cache mode (the cache lesson at the seed's size); the others cold,
-# as the seed measured them (their hot and rotate runs are part of the sweep).
+# The plain kernel in every cache mode (the cache lesson at the blog's size); the others cold,
+# as the blog measured them (their hot and rotate runs are part of the sweep).
 SEED_CASES = [
     *(seed_case("plain", cache) for cache in ("cold", "hot", "rotate")),
     *(seed_case(variant, "cold") for variant in ("bypass", "nt", "vec4")),
@@ -49,7 +49,7 @@ SEED_CASES = [
 
 @pytest.mark.parametrize(("kernel", "cache"), SEED_CASES)
 def test_vector_add_seed(catalog_bench, kernel, cache):
-    """The seed's launch (256-thread blocks, grid = N / 256; float4: N / 4 / 256). The 384 MiB
+    """The blog's launch (256-thread blocks, grid = N / 256; float4: N / 4 / 256). The 384 MiB
     working set is far larger than an H100's L2 (50 MB) and larger than MI300X's L2 +
     Infinity Cache (32 + 256 MB), so hot runs find little of it in cache and the three modes
     come out close; test_vector_add_cache_lesson shows a size where they do not."""
@@ -95,7 +95,7 @@ def _human(nbytes: int) -> str:
     [sweep_case(variant, size) for variant in VARIANTS for size in SWEEP_BUFFER_BYTES],
 )
 def test_vector_add_size(catalog_bench, kernel, n):
-    """Sizes by bytes per buffer, the seed's memcpy sweep (4 KB .. 2 GB). Only the smallest
-    plain one runs by default: at 4 KiB a launch is all overhead (launch-bound, no floor);
-    the rest is `-m sweep`."""
+    """Sizes by bytes per buffer, the memcpy sweep of the blog post "ScalarLM Benchmarking
+    MI300X Memcpy" (4 KB .. 2 GB). Only the smallest plain one runs by default: at 4 KiB a
+    launch is all overhead (launch-bound, no floor); the rest is `-m sweep`."""
     catalog_bench.measure(kernel, n)

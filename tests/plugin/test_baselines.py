@@ -73,7 +73,7 @@ def test_save_merges_and_keeps_other_entries(gp):
 
 
 def test_a_simulated_save_never_touches_the_real_devices_file(gp):
-    """The simulated MI300X judges against mi300x.toml (the reported seed figures, or what a
+    """The simulated MI300X judges against mi300x.toml (the reported MI300X figures, or what a
     real MI300X saved) but records into mi300x-sim.toml: a save on a machine without a GPU
     must not replace real measurements."""
     gp.test_file(TWO_TESTS)

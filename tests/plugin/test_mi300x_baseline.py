@@ -1,5 +1,6 @@
-"""baselines/mi300x.toml: the seed's reported MI300X figures, keyed to the perf suite's test
-ids, found and applied when the suite runs on the simulated MI300X.
+"""baselines/mi300x.toml: the MI300X figures the blog post "Making memory bound kernels go brr
+on a MI300X" reports, keyed to the perf suite's test ids, found and applied when the suite runs
+on the simulated MI300X.
 
 The run below is the repository's own tests/perf (not a copy), in a subprocess rooted at the
 repository, so the ids the baselines are looked up by are exactly the suite's: a renamed test
@@ -22,11 +23,12 @@ from pytest_gpuperf.devices import get_device
 from pytest_gpuperf.results import Measurement
 
 REPO = Path(__file__).resolve().parents[2]
-SEED_DOC = "seeds/mi300x-memory-bound-kernels-blog.txt"
+# Where the figures were published; reported_in and every message quoting it names it.
+SEED_DOC = "Making memory bound kernels go brr on a MI300X"
 SEED_BYTES = 3 * 4 * 32 * 2**20  # vector add, 32M fp32: a, b read, c written
 PLAIN = ("tests/perf/test_vector_add.py::test_vector_add_seed[plain-cold]", "vector_add")
 BYPASS = ("tests/perf/test_vector_add.py::test_vector_add_seed[bypass-cold]", "vector_add_bypass")
-# (efficiency, the seed's rocprof GB/s, its percentage as printed)
+# (efficiency, the blog's rocprof GB/s, its percentage as printed)
 SEED_FIGURES = {PLAIN: (0.7185, 3807.83, "71.85%"), BYPASS: (0.8270, 4383.01, "82.70%")}
 
 
@@ -39,7 +41,7 @@ def test_the_file_holds_the_seed_figures_as_reported_entries():
         assert entry.source == "reported"
         assert entry.efficiency == pytest.approx(efficiency, abs=5e-5)
         assert entry.efficiency_ci == (entry.efficiency, entry.efficiency)
-        assert entry.run_spread == 0.07  # the seed's "+/- 7%" between runs
+        assert entry.run_spread == 0.07  # the blog's "+/- 7%" between runs
         assert entry.cache == "cold"
         assert entry.bytes_moved == SEED_BYTES
         assert entry.bandwidth_bps == pytest.approx(gbps * 1e9)
@@ -47,7 +49,8 @@ def test_the_file_holds_the_seed_figures_as_reported_entries():
         assert entry.time_s * entry.bandwidth_bps == pytest.approx(SEED_BYTES, rel=1e-5)
         reported_in = entry.provenance.reported_in
         assert SEED_DOC in reported_in
-        assert "Making memory bound kernels go brr on a MI300X" in reported_in
+        assert "github.com/AnshKetchum/kernel-profiling-hip" in reported_in  # the blog's code
+        assert "seeds/" not in reported_in  # a document this repository does not hold
         assert f"Bandwidth Efficiency {printed}" in reported_in
 
 
@@ -108,7 +111,7 @@ def test_the_entries_are_applied_on_the_simulated_mi300x(tmp_path):
 
 
 def test_a_kernel_well_below_the_reported_figure_fails_against_it():
-    """The gate applies the reported entry like any other: 60% against the seed's 71.85%
+    """The gate applies the reported entry like any other: 60% against the blog's 71.85%
     (-16.5%) is more than the +/-7% run spread of both runs explains, 68% is not; the failure
     quotes where the number came from."""
     store = BaselineStore(REPO / "baselines")

@@ -112,7 +112,7 @@ def test_matching_uses_arch_name_compute_units_and_memory(
 
 
 def test_design_table_figures():
-    """DESIGN.md's device table is authoritative where it speaks."""
+    """The datasheet figures of the device table: arch, CUs/SMs, caches, peak bandwidth."""
     mi300x = get_device("mi300x")
     assert (mi300x.arch, mi300x.compute_units, mi300x.peak_bps) == ("gfx942", 304, 5.3e12)
     assert mi300x.l2_bytes == 8 * 4 * MiB and mi300x.llc_bytes == 256 * MiB

@@ -100,7 +100,7 @@ def test_scratch_and_rotation_cover_twice_all_caches(key):
 
 
 def test_the_mi300x_flush_reads_twice_l2_plus_infinity_cache():
-    # DESIGN.md: 8 x 4 MB L2 + 256 MB Infinity Cache.
+    # MI300X: 8 XCDs x 4 MB L2 + 256 MB Infinity Cache.
     assert measure.scratch_bytes_for(KNOWN_DEVICES["mi300x"].cache_bytes) >= 2 * 288 * MiB
 
 

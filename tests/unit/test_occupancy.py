@@ -1,5 +1,6 @@
-"""The CDNA2/CDNA3 occupancy rules (seeds/mi300x-workload-optimization-guide.rst, "Compute the
-occupancy of a kernel"; VGPR granule and wave limit checked against LLVM in tests/compile)."""
+"""The CDNA2/CDNA3 occupancy rules (AMD ROCm documentation, "AMD Instinct MI300X workload
+optimization", section "Compute the occupancy of a kernel"; VGPR granule and wave limit checked
+against LLVM in tests/compile)."""
 
 from __future__ import annotations
 

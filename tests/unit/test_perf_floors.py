@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 MEASURED = json.loads((REPO / "tests" / "perf" / "measured" / "h100-sxm.json").read_text())
-MIN_HEADROOM = 1.07  # measured / floor: the seed's +/-7% run spread, at every size
+MIN_HEADROOM = 1.07  # measured / floor: the +/-7% MI300X run spread, at every size
 MAX_HEADROOM = 1.20  # at HBM-bound sizes: a 20% slowdown must fail on the floor alone
 HBM_BOUND_BYTES = 200e6  # four times the H100's 50 MB L2
 
