@@ -333,7 +333,7 @@ _VECTOR_ADD, _VECTOR_ADD_VEC4 = _vector_add_case(vec4=False), _vector_add_case(v
 
 # fmt: off
 _TABLE = (
-    ("vector_add.hip", "vector_add", "c = a + b, the plain kernel of the MI300X blog post", _VECTOR_ADD),
+    ("vector_add.hip", "vector_add", "c = a + b, the blog's plain kernel", _VECTOR_ADD),
     ("vector_add.hip", "vector_add_bypass", "c = a + b, loads/stores bypass the L2", _VECTOR_ADD),
     ("vector_add.hip", "vector_add_nt", "c = a + b, nontemporal loads/stores", _VECTOR_ADD),
     ("vector_add.hip", "vector_add_vec4", "c = a + b, float4 loads/stores", _VECTOR_ADD_VEC4),

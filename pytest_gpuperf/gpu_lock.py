@@ -136,6 +136,12 @@ class GpuLock:
                     self.holder_path.unlink()
 
     def _acquire(self, lock: filelock.FileLock, what: str) -> None:
+        if self.path.is_symlink():
+            raise GpuPerfError(
+                f"{what}: the GPU lock {self.path} is a symbolic link (to "
+                f"{os.readlink(self.path)!r}); pytest-gpuperf never opens one (it could truncate "
+                f"what it points to). Remove it, or set {LOCK_ENV} to a folder of your own"
+            )
         began = time.monotonic()
         reported = 0.0
         while True:
@@ -161,6 +167,11 @@ class GpuLock:
                     f"{what}: cannot open the GPU lock {self.path} ({problem.strerror}); its "
                     f"owner can run `chmod 666 {self.path}`, or set {LOCK_ENV} to a folder of "
                     "your own"
+                ) from None
+            except OSError as problem:  # ELOOP: a link appeared at the lock path
+                raise GpuPerfError(
+                    f"{what}: cannot open the GPU lock {self.path} ({problem.strerror}); set "
+                    f"{LOCK_ENV} to a folder of your own"
                 ) from None
 
     def _write_holder(self, what: str) -> None:

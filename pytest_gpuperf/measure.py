@@ -62,6 +62,9 @@ MAX_ROTATION_MEMORY_FRACTION = 0.5
 # Each rotation copy is its own allocation (the Backend interface has no sub-buffer views),
 # so a working set far below the caches would need thousands of allocations: refused.
 MAX_ROTATION_COPIES = 1024
+# A callable whose event pairs take no longer than a pair around nothing plus this queued no
+# GPU work (on the H100 an empty pair reads ~0.002 us, the smallest kernel ~1 us).
+NO_WORK_MARGIN_S = 0.3e-6
 
 
 @dataclass(frozen=True)
@@ -354,6 +357,7 @@ def measure_callable(
     session = _Session(backend, device, settings, label)
     try:
         work = Timed(label, lambda _args: fn(), [[()]], bytes_moved, setup=setup)
+        session.check_queues_work(work)
         return session.run([work], kernel_name=label, extra_fields={})[0]
     finally:
         session.close()
@@ -439,6 +443,28 @@ class _Session:
                 sets.append(tuple(clones.get(id(a), a) if _is_buffer(a) else a for a in args))
             result.append(sets)
         return result
+
+    def check_queues_work(self, work: Timed) -> None:
+        """Refuse a callable that queues no GPU work where it is timed: its event pairs would
+        time nothing, and its 'efficiency' would be thousands of percent. Compared with an
+        event pair around nothing, a real launch takes at least NO_WORK_MARGIN_S more."""
+        nothing = Timed("nothing", lambda _args: None, [[()]], 1)
+        work.launch_next(0)  # first call: lazy compiles and module loads stay out of it
+        self.backend.synchronize()
+        batch = run_batch(
+            self.engine, [work, nothing], 5, cold=False, spin_s=2e-3, clock=self.clock
+        )
+        timed, empty = batch.samples_s
+        if not timed or not empty:
+            return  # the queue starved: no verdict from this probe
+        if min(timed) <= float(np.median(empty)) + NO_WORK_MARGIN_S:
+            raise ConfigError(
+                f"{self.label}: the callable queued no GPU work on the stream being timed "
+                f"(its event pairs took {min(timed) * 1e6:.3f} us, as long as a pair around "
+                "nothing): gpu_bench.run(fn) times what fn launches on the default stream. "
+                "Launch the work there (PyTorch: the current stream; CuPy: the null stream), "
+                "or measure the kernel with gpu_bench(kernel, ...)"
+            )
 
     def reference(self, bytes_moved: int) -> Timed:
         """The calibration workload: gpuperf_copy_ref moving the same bytes in the same

@@ -342,6 +342,9 @@ def pytest_runtest_makereport(
     bench = item.stash.get(BENCH, None)
     if bench is None:
         return report
+    check_failed = call.excinfo is not None and call.excinfo.errisinstance(AssertionError)
+    if report.failed and bench.measuring and bench.taken and check_failed:
+        report.sections.append(("gpuperf", _repeated_launches_hint(bench)))
     from pytest_gpuperf.plain import to_plain
     from pytest_gpuperf.results import Row
 
@@ -543,3 +546,19 @@ def _saved_lines(rows: list[Row], rootdir: Path) -> list[str]:
         f"saved {count} measurement{'s' if count != 1 else ''} to {relative(Path(path), rootdir)}"
         for path, count in counts.items()
     ]
+
+
+def _repeated_launches_hint(bench: GpuBench) -> str:
+    """Why an output check that passes in smoke mode can fail under --gpuperf."""
+    counts = ", ".join(
+        f"{t.measurement.name}: {t.measurement.warmup_count + len(t.measurement.samples_s)}+"
+        for t in bench.taken
+    )
+    return (
+        "The output check failed after gpu_bench measured: under --gpuperf each kernel runs "
+        f"many times on the same buffers (launches per measurement: {counts}). A kernel that "
+        "updates a buffer in place or accumulates into its output ends with all of them in it. "
+        "Reset that buffer before every timed launch, e.g. "
+        "gpu_bench(kernel, ..., setup=lambda: gpu_bench.fill(out, 0)), or check outputs of a "
+        "separate untimed gpu_bench.launch(...) on fresh buffers (docs/writing-perf-tests.md)."
+    )

@@ -4,9 +4,8 @@ unchanged, fail when the kernel really slows down, name the slowdown in the fail
 The slowdown is real bytes, not a sleep: vector_add_extra (kernels/bench_variants.hip) reads
 `extra_n` more floats than the 12 n bytes the test declares, so the same test id becomes slower
 in the way a regressing pull request would make it. 20% more bytes cost the 384 MiB vector add
-about 12% of its efficiency on the H100 (10% more cost 6%, too close to the default 5%
-tolerance for a test that must not flake). Each inner pytest is a separate
-process (a fresh CUDA context, as in CI).
+about 12% of its efficiency on the H100, far beyond the 3.4% a first save allows on CUDA.
+Each inner pytest is a separate process (a fresh CUDA context, as in CI).
 """
 
 from __future__ import annotations
@@ -74,13 +73,13 @@ def test_save_pass_then_fail_on_a_real_slowdown(pytester, monkeypatch, cuda_back
 
     unchanged, rows = _run(pytester, monkeypatch)
     assert unchanged.ret == 0, unchanged.stdout.str()
-    assert rows[0]["verdict"]["baseline_status"] in ("within-noise", "improved"), rows[0]
+    assert rows[0]["verdict"]["baseline"]["outcome"] in ("within-noise", "improved"), rows[0]
 
     slowed, rows = _run(pytester, monkeypatch, slowdown=0.20)
     assert slowed.ret == 1, slowed.stdout.str()
     verdict = rows[0]["verdict"]
-    assert verdict["baseline_status"] == "regressed", verdict
-    assert -0.20 < verdict["delta"] < -0.08, verdict
+    assert verdict["baseline"]["outcome"] == "regressed", verdict
+    assert -0.20 < verdict["baseline"]["delta"] < -0.08, verdict
     slowed.stdout.fnmatch_lines(["*regressed*"])
     with capsys.disabled():
         for label, out in (("unchanged", unchanged), ("20% more bytes", slowed)):
