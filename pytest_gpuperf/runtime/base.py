@@ -169,7 +169,7 @@ class Backend(abc.ABC):
                 )
                 raise KernelTimeout(self.fault)
             time.sleep(pause_s)
-            pause_s = min(2 * pause_s, 1e-3)
+            pause_s = min(2 * pause_s, 2e-4)
 
     def _check_usable(self) -> None:
         """Refuse every call once the device has faulted or hung: later tests fail at once

@@ -424,13 +424,22 @@ class CudaBackend(Backend):
 
     def elapsed_s(self, start: Any, end: Any) -> float:
         self._check_open()
-        self._await(lambda: self._done(end), "the timed launches")
+        if self.kernel_timeout_s is None:
+            _ok(self._d.cuEventSynchronize(end), "cuEventSynchronize (an earlier launch failed)")
+        else:
+            self._await(lambda: self._done(end), "the timed launches")
         return float(_ok(self._d.cuEventElapsedTime(start, end), "cuEventElapsedTime")) / 1e3
 
     def synchronize(self, stream: Any = None) -> None:
         """Wait for `stream` (None: the legacy default stream, which waits for every blocking
         stream) with the watchdog: an event recorded there, polled."""
         self._check_open()
+        if self.kernel_timeout_s is None:  # no watchdog (the library's default): block
+            if stream is None:
+                _ok(self._d.cuCtxSynchronize(), "cuCtxSynchronize (an earlier launch failed)")
+            else:
+                _ok(self._d.cuStreamSynchronize(stream), "cuStreamSynchronize")
+            return
         if self._sync_event is None:
             self._sync_event = _ok(
                 self._d.cuEventCreate(self._d.CUevent_flags.CU_EVENT_DISABLE_TIMING),

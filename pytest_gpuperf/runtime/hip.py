@@ -449,7 +449,10 @@ class HipBackend(Backend):
     def elapsed_s(self, start: Any, end: Any) -> float:
         hip = self._hip
         self._check_open()
-        self._await(lambda: self._done(end), "the timed launches")
+        if self.kernel_timeout_s is None:
+            self._ok(hip.hipEventSynchronize(end), "hipEventSynchronize (a launch failed?)")
+        else:
+            self._await(lambda: self._done(end), "the timed launches")
         return float(self._ok(hip.hipEventElapsedTime(start, end), "hipEventElapsedTime")) / 1e3
 
     def synchronize(self, stream: Any = None) -> None:
@@ -457,6 +460,12 @@ class HipBackend(Backend):
         with the watchdog: an event recorded there, polled."""
         hip = self._hip
         self._check_open()
+        if self.kernel_timeout_s is None:  # no watchdog (the library's default): block
+            if stream is None:
+                self._ok(hip.hipDeviceSynchronize(), "hipDeviceSynchronize (a launch failed?)")
+            else:
+                self._ok(hip.hipStreamSynchronize(stream), "hipStreamSynchronize")
+            return
         if self._sync_event is None:
             self._sync_event = self._ok(hip.hipEventCreate(), "hipEventCreate")
         self._ok(hip.hipEventRecord(self._sync_event, stream), "hipEventRecord")
