@@ -33,6 +33,9 @@ from pytest_gpuperf.settings import TestSettings, parse_cache, parse_floor
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
 POISON_BYTE = 0xFF  # every float type reads NaN, every integer -1: unwritten outputs show
+# An A/B pair samples until its state is decided or the budget is spent: on the H100 the ratio
+# of two 8 us cold kernels varies by ~5% from pair to pair, so +-0.5% takes ~20000 pairs.
+PAIR_MAX_SAMPLES = 20000
 
 
 @dataclass(frozen=True)
@@ -323,14 +326,20 @@ class GpuBench:
                         self.backend,
                         kernel,
                         base,
-                        settings=replace(settings, budget_s=2 * settings.budget_s),
+                        # Both kernels share the budget; a pair's ratio is noisier than one
+                        # kernel's time, so short kernels may take many more samples.
+                        settings=replace(
+                            settings,
+                            budget_s=2 * settings.budget_s,
+                            max_samples=max(settings.max_samples, PAIR_MAX_SAMPLES),
+                        ),
                         stop_when=ab_decided(self._session.settings.compare_threshold),
                         seed=len(self._taken),
                         **common,
                     )
                     measurement = paired.head
                     ab = AbResult(paired=paired)
-        self._taken.append(Taken(measurement, *floor_rule, ab=ab))
+        self._taken.append(Taken(measurement, *floor_rule, ab=ab, cache_bytes=self._cache_bytes))
         return self._record(
             BenchResult(
                 label,
@@ -390,7 +399,7 @@ class GpuBench:
             ab = AbResult(
                 no_base_why=NO_BASE_CALLABLE, detail="gpu_bench.run times a Python callable"
             )
-        self._taken.append(Taken(measurement, *floor_rule, ab=ab))
+        self._taken.append(Taken(measurement, *floor_rule, ab=ab, cache_bytes=self._cache_bytes))
         return self._record(BenchResult(label, label, bytes_moved, mode, measurement))
 
     def close(self) -> None:
@@ -407,6 +416,10 @@ class GpuBench:
         self._owned.clear()
 
     # -- helpers -------------------------------------------------------------------------
+    @property
+    def _cache_bytes(self) -> int:
+        return max(int(self._spec.cache_bytes), int(self.info.l2_bytes))
+
     @property
     def _forced(self) -> bool:
         return self._session.settings.compare_force

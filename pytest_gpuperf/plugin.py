@@ -254,9 +254,13 @@ def gpu_bench(request: pytest.FixtureRequest) -> Iterator[GpuBench]:
     try:
         device = state.session.device()
     except DeviceUnavailable as unavailable:
+        missing = unavailable
+    else:
+        missing = None
+    if missing is not None:  # outside the except block: no "during handling of" chain
         if state.settings.measure and state.settings.require:
-            pytest.fail(f"gpuperf: {unavailable}", pytrace=False)
-        pytest.skip(f"gpuperf: {unavailable}")
+            pytest.fail(f"gpuperf: {missing}", pytrace=False)
+        pytest.skip(f"gpuperf: {missing}")
     if state.session.fault:
         pytest.fail(f"gpuperf: not run: {state.session.fault}", pytrace=False)
     bench = GpuBench(state.session, device, test, test_path=Path(item.path))

@@ -48,6 +48,7 @@ class Taken:
     floor: float | None = None
     floor_origin: str = "min_bw"
     ab: AbResult | None = None
+    cache_bytes: int = 0  # the device's caches: a hot floor on a working set they hold warns
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,9 @@ def _judge_one(
         elsewhere=elsewhere,
         info=info,
     )
-    floor = check_floor(m, item.floor, origin=item.floor_origin) if item.floor is not None else None
+    floor = None
+    if item.floor is not None:
+        floor = check_floor(m, item.floor, origin=item.floor_origin, cache_bytes=item.cache_bytes)
     save = entry = None
     if context.saving:
         previous = store.load(own_key).get(test_id, m.name, m.cache)
