@@ -51,6 +51,8 @@ class _State:
     rootdir: Path
     worker: int | None
     rows: dict[str, list[Row]] = field(default_factory=dict)  # by test id: the last report wins
+    collected: set[str] = field(default_factory=set)  # every test id collected, deselected too
+    orphan_lines: list[str] = field(default_factory=list)
     devices: list[dict[str, Any]] = field(default_factory=list)
     smoke: dict[str, int] = field(default_factory=dict)
     written: list[str] = field(default_factory=list)
@@ -185,6 +187,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         problem = unwritable(state.settings)
         if problem:
             raise pytest.UsageError(f"pytest-gpuperf: {problem}")
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Deselected tests exist: their baseline entries are not orphans."""
+    if items:
+        _state(items[0].config).collected.update(item.nodeid for item in items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _state(session.config).collected.update(item.nodeid for item in session.items)
 
 
 @pytest.hookimpl(trylast=True)
@@ -415,8 +427,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             _, problems = state.session.flush_saves()
             state.problems += [str(problem) for problem in problems]
         if _is_xdist_worker(config):
-            config.workeroutput["gpuperf_problems"] = list(state.problems)  # type: ignore[attr-defined]
+            output = config.workeroutput  # type: ignore[attr-defined]
+            output["gpuperf_problems"] = list(state.problems)
+            output["gpuperf_collected"] = sorted(state.collected)
         else:
+            _orphans(state)
             _write_files(config, state)
             if state.problems:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -450,9 +465,59 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """pytest-xdist: a worker's save errors reach the controller's summary and exit code."""
     output = getattr(node, "workeroutput", None) or {}
-    problems = output.get("gpuperf_problems", ())
-    if problems:
-        _state(node.config).problems.extend(problems)
+    state = _state(node.config)
+    state.problems.extend(output.get("gpuperf_problems", ()))
+    state.collected.update(output.get("gpuperf_collected", ()))
+
+
+def _orphans(state: _State) -> None:
+    """List (or with --gpuperf-prune remove) the baseline entries no test of this run made."""
+    rows = state.all_rows
+    if not (state.settings.measure and rows):
+        return
+    from pytest_gpuperf.gate.judge import baseline_keys
+    from pytest_gpuperf.orphans import find_orphans, prune
+    from pytest_gpuperf.session import relative
+
+    produced: dict[str, set[tuple[str, str]]] = {}
+    for row in rows:
+        produced.setdefault(row.test_id, set()).add((row.measurement.name, row.measurement.cache))
+    store = state.session.baselines()
+    keys = {baseline_keys(row.measurement)[0] for row in rows}
+    try:
+        orphans = find_orphans(store, keys, collected=state.collected, produced=produced)
+    except GpuPerfError as problem:
+        state.problems.append(f"orphaned baselines not checked: {problem}")
+        return
+    if not orphans:
+        return
+    if state.settings.prune:
+        try:
+            removed = prune(store, orphans)
+        except GpuPerfError as problem:
+            state.problems.append(f"orphaned baselines not pruned: {problem}")
+            return
+        for path, count in removed.items():
+            state.orphan_lines.append(
+                f"pruned {count} orphaned baseline entr{'ies' if count != 1 else 'y'} from "
+                f"{relative(path, state.rootdir)}"
+            )
+        return
+    shown = orphans[:20]
+    state.orphan_lines.append(
+        f"{len(orphans)} baseline entr{'ies' if len(orphans) != 1 else 'y'} no test of this run "
+        "produced (a renamed or removed test, kernel or measurement? its new name then has no "
+        "baseline): --gpuperf-prune removes them"
+    )
+    for orphan in shown:
+        test_id, name, cache = orphan.key
+        gone = "test not collected" if orphan.why == "test" else "not measured by its test"
+        state.orphan_lines.append(
+            f"  orphan: {test_id} [{name}, {cache}] in {relative(orphan.path, state.rootdir)}"
+            f" ({gone})"
+        )
+    if len(orphans) > len(shown):
+        state.orphan_lines.append(f"  ... and {len(orphans) - len(shown)} more")
 
 
 def _write_files(config: pytest.Config, state: _State) -> None:
@@ -531,6 +596,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             "nothing timed (--gpuperf measures and gates)"
         )
     for line in _saved_lines(rows, state.rootdir):
+        writer.write_line(f"gpuperf: {line}")
+    for line in state.orphan_lines:
         writer.write_line(f"gpuperf: {line}")
     for line in state.written:
         writer.write_line(f"gpuperf: {line}")

@@ -167,6 +167,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
         is_flag=True,
     ),
     OptionSpec(
+        "--gpuperf-prune",
+        "gpuperf_prune",
+        "remove the baseline entries no test of this run produced (a renamed or removed test, "
+        "kernel or measurement), from the files of the devices measured; only files whose "
+        "tests were collected are looked at. Default: off (they are listed, not removed).",
+        ini=None,
+        is_flag=True,
+    ),
+    OptionSpec(
         "--gpuperf-history",
         "gpuperf_history",
         "saves of the same code kept per baseline entry by --gpuperf-save; the run-to-run "
@@ -252,6 +261,7 @@ class Settings:
     compare_threshold: float = DEFAULT_COMPARE_THRESHOLD
     compare_force: bool = False
     history_length: int = HISTORY_LENGTH
+    prune: bool = False
     budget_s: float = DEFAULT_BUDGET_S
     kernel_timeout_s: float | None = None  # None: 60 s + 10 x budget_s
     compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S
@@ -399,6 +409,7 @@ def build_settings(
         ),
         compare_force=get("gpuperf_compare_force", parse_bool, False),
         history_length=get("gpuperf_history", parse_history, HISTORY_LENGTH),
+        prune=get("gpuperf_prune", parse_bool, False),
         budget_s=get("gpuperf_budget", parse_budget, DEFAULT_BUDGET_S),
         kernel_timeout_s=get("gpuperf_kernel_timeout", _seconds("the kernel timeout"), None),
         compile_timeout_s=get(

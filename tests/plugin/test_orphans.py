@@ -1,0 +1,74 @@
+"""Baseline hygiene: entries no test produced are listed at the end of a run and can be
+pruned; a renamed kernel's old entry is named, not silently kept."""
+
+from __future__ import annotations
+
+import sys
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+NAMED = """
+def test_add(gpu_bench):
+    add(gpu_bench, name="{name}")
+
+def test_other(gpu_bench):
+    add(gpu_bench)
+"""
+
+
+def entry_keys(gp) -> list[tuple[str, str]]:
+    document = tomllib.loads((gp.path / "baselines" / "mi300x-sim.toml").read_text())
+    return sorted((e["id"], e["name"]) for e in document["entry"])
+
+
+def test_a_renamed_measurement_leaves_an_orphan_that_is_listed_then_pruned(gp):
+    gp.test_file(NAMED.format(name="naive"))
+    gp.run("--gpuperf-save").assert_outcomes(passed=2)
+    gp.test_file(NAMED.format(name="tiled"))  # the kernel was renamed
+    result = gp.run("--gpuperf")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "gpuperf: 1 baseline entry no test of this run produced (a renamed or removed*"
+            "--gpuperf-prune removes them",
+            "gpuperf:   orphan: test_perf.py::test_add [[]naive, cold] in baselines/mi300x-sim.toml"
+            " (not measured by its test)",
+        ]
+    )
+    pruned = gp.run("--gpuperf", "--gpuperf-prune")
+    pruned.stdout.fnmatch_lines(
+        ["gpuperf: pruned 1 orphaned baseline entry from baselines/mi300x-sim.toml"]
+    )
+    assert entry_keys(gp) == [("test_perf.py::test_other", "vector_add")]
+
+
+def test_a_removed_test_is_an_orphan_but_a_deselected_one_is_not(gp):
+    gp.test_file(NAMED.format(name="naive"))
+    gp.run("--gpuperf-save").assert_outcomes(passed=2)
+    deselected = gp.run("--gpuperf", "-k", "other")
+    assert "no test of this run produced" not in deselected.stdout.str()
+    gp.test_file(NAMED.format(name="naive").split("def test_other")[0])  # test_other removed
+    result = gp.run("--gpuperf")
+    result.stdout.fnmatch_lines(
+        ["*orphan: test_perf.py::test_other [[]vector_add, cold]*(test not collected)"]
+    )
+
+
+def test_orphans_of_files_not_collected_are_left_alone(gp):
+    gp.test_file(NAMED.format(name="naive"))
+    gp.run("--gpuperf-save").assert_outcomes(passed=2)
+    gp.test_file("def test_alone(gpu_bench):\n    add(gpu_bench)\n", name="test_second")
+    result = gp.run("--gpuperf", "--gpuperf-prune", "test_second.py")
+    assert "no test of this run produced" not in result.stdout.str()
+    assert len(entry_keys(gp)) == 2
+
+
+def test_counts_agree_between_the_table_and_the_notes(gp):
+    gp.test_file(NAMED.format(name="naive"))
+    result = gp.run("--gpuperf")
+    result.stdout.fnmatch_lines(
+        ["*2 of 2 measurements have no baseline for mi300x-sim*", "2 measurements in 2 tests: 2 ok"]
+    )
