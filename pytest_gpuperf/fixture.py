@@ -131,8 +131,10 @@ class GpuBench:
         test: TestSettings,
         *,
         test_path: Path | None = None,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
         self._session = session
+        self._progress = progress
         self._device = device
         self.test = test
         self._test_dir = test_path.parent if test_path else None
@@ -474,6 +476,16 @@ class GpuBench:
 
     def _record(self, result: BenchResult) -> BenchResult:
         self._results.append(result)
+        if self._progress is not None and result.measurement is not None:
+            m = result.measurement
+            compared = ""
+            if result.comparison is not None:
+                compared = f", {result.comparison.ratio:.4f}x base's time"
+            self._progress(
+                f"gpuperf: measured {self.test.test_id} [{m.name}, {m.cache}]: "
+                f"{m.time_s * 1e6:.2f} us, {m.efficiency:.1%} of peak{compared} "
+                f"({len(m.samples_s)} samples, {m.wall_s:.2f} s)"
+            )
         return result
 
 

@@ -275,7 +275,9 @@ def gpu_bench(request: pytest.FixtureRequest) -> Iterator[GpuBench]:
         pytest.skip(f"gpuperf: {missing}")
     if state.session.fault:
         pytest.fail(f"gpuperf: not run: {state.session.fault}", pytrace=False)
-    bench = GpuBench(state.session, device, test, test_path=Path(item.path))
+    bench = GpuBench(
+        state.session, device, test, test_path=Path(item.path), progress=_progress(request.config)
+    )
     item.stash[BENCH] = bench
     try:
         yield bench
@@ -627,9 +629,27 @@ def _repeated_launches_hint(bench: GpuBench) -> str:
     )
     return (
         "The output check failed after gpu_bench measured: under --gpuperf each kernel runs "
-        f"many times on the same buffers (launches per measurement: {counts}). A kernel that "
-        "updates a buffer in place or accumulates into its output ends with all of them in it. "
-        "Reset that buffer before every timed launch, e.g. "
+        f"many times on the same buffers (launches per measurement: {counts}). If the kernel "
+        "updates a buffer in place or accumulates into its output, that buffer now holds the "
+        "effect of all of them: reset it before every timed launch, e.g. "
         "gpu_bench(kernel, ..., setup=lambda: gpu_bench.fill(out, 0)), or check outputs of a "
         "separate untimed gpu_bench.launch(...) on fresh buffers (docs/writing-perf-tests.md)."
     )
+
+
+def _progress(config: pytest.Config) -> Any:
+    """Under -v (and not on an xdist worker, which has no terminal), a line per measurement as
+    it completes: a long suite shows where it is."""
+    if config.option.verbose < 1 or _is_xdist_worker(config):
+        return None
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if reporter is None:
+        return None
+
+    def write(line: str) -> None:
+        suspended = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
+        with suspended:
+            reporter.write_line(line)
+
+    return write
