@@ -13,7 +13,15 @@ import os
 import textwrap
 from pathlib import Path
 
+# NumPy and SciPy must be imported in this (outer) process before any in-process inner run:
+# pytester drops from sys.modules what an inner run imported, and NumPy 2's extension modules
+# refuse a second import in one process ("ImportError: cannot load module more than once per
+# process", from the inner test_perf.py's `import numpy` or from scipy.stats -> numpy.fft when
+# gpu_bench first imports the gate). The plugin used to import both when it loaded; since it
+# loads lazily, the first inner run was the first to import them.
+import numpy  # noqa: F401
 import pytest
+import scipy.stats  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = "1234"
