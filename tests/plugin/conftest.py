@@ -62,27 +62,53 @@ def add(gpu_bench, *, path="vadd.hip", name=None, **options):
 """
 
 
-def baseline_toml(device: str, entries: list[dict]) -> str:
-    """A baseline file by hand, as a reviewer would edit one (docs/baselines.md)."""
-    parts = [f'schema = 1\ndevice = "{device}"\n']
+def baseline_toml(device: str, entries: list[dict], schema: int = 2) -> str:
+    """A baseline file by hand, as a reviewer would edit one (docs/baselines.md).
+
+    Schema 2 (what --gpuperf-save writes): each measured entry carries its history, here one
+    `[[entry.save]]`; an entry with `reported_in` is a published figure instead. `schema=1`
+    writes the old layout (`[entry.provenance]`, no history), which still loads and is
+    migrated to schema 2 by the next save.
+    """
+    parts = [f'schema = {schema}\ndevice = "{device}"\n']
     for entry in entries:
         efficiency = entry["efficiency"]
+        reported_in = entry.get("reported_in")
         parts.append(
             textwrap.dedent(
                 f"""\
                 [[entry]]
                 id = "{entry["id"]}"
                 name = "{entry.get("name", "vector_add")}"
+                cache = "{entry.get("cache", "cold")}"
+                source = "{"reported" if reported_in else "measured"}"
                 efficiency = {efficiency}
                 efficiency_ci = [{efficiency * 0.995}, {efficiency * 1.005}]
                 run_spread = {entry.get("run_spread", 0.02)}
                 bandwidth_bps = {efficiency * 5.3e12}
                 time_s = 1e-5
                 bytes_moved = {3 * 4 * N}
-                cache = "{entry.get("cache", "cold")}"
                 """
             )
         )
+        if schema == 1:
+            provenance = f'reported_in = "{reported_in}"' if reported_in else 'when = "2026-01-01"'
+            parts.append(f"[entry.provenance]\n{provenance}\n")
+        elif reported_in:
+            parts[-1] += f'reported_in = "{reported_in}"\n'
+        else:
+            parts.append(
+                textwrap.dedent(
+                    f"""\
+                    [[entry.save]]
+                    efficiency = {efficiency}
+                    efficiency_ci = [{efficiency * 0.995}, {efficiency * 1.005}]
+                    time_s = 1e-5
+                    when = "2026-01-01T00:00:00Z"
+                    note = "written by hand"
+                    """
+                )
+            )
     return "\n".join(parts)
 
 
@@ -110,10 +136,12 @@ class GpuPerfPytester:
         body = "import numpy as np\nimport pytest\nfrom gpuperf_helpers import add\n\n"
         return self.pytester.makepyfile(**{name: body + textwrap.dedent(source)})
 
-    def baseline(self, device: str, entries: list[dict], directory: str = "baselines") -> Path:
+    def baseline(
+        self, device: str, entries: list[dict], directory: str = "baselines", schema: int = 2
+    ) -> Path:
         path = self.path / directory / f"{device}.toml"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(baseline_toml(device, entries))
+        path.write_text(baseline_toml(device, entries, schema))
         return path
 
     def args(self, *args: str, backend: str = "sim") -> list[str]:
