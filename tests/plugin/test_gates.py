@@ -243,9 +243,7 @@ def test_marker_settings_reach_the_measurement(gp):
             assert result.measurement.peak_bps == 1e12
         """
     )
-    gp.baseline(
-        "mi300x-sim", [{"id": "test_perf.py::test_add", "efficiency": 2.5, "cache": "hot"}]
-    )
+    gp.baseline("mi300x-sim", [{"id": "test_perf.py::test_add", "efficiency": 2.5, "cache": "hot"}])
     result = gp.run("--gpuperf", "--gpuperf-json=out.json")
     # hot data against a 1 TB/s "peak" beats the floor; a floor in hot mode is warned about
     result.assert_outcomes(passed=1, warnings=1)
