@@ -57,6 +57,7 @@ class _State:
     smoke: dict[str, int] = field(default_factory=dict)
     written: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    unsaved: set[str] = field(default_factory=set)  # baseline files a save could not write
     meta: Any = None  # report.ReportMeta, made once at the end
     _session: BenchSession | None = None
 
@@ -227,7 +228,7 @@ def _test_settings(settings: options.Settings, item: pytest.Item) -> options.Tes
 def pytest_runtest_setup(item: pytest.Item) -> None:
     problem = item.stash.get(MARKER_PROBLEM, None)
     if problem is not None and FIXTURE in getattr(item, "fixturenames", ()):
-        raise pytest.UsageError(problem)
+        pytest.fail(problem, pytrace=False)
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
@@ -384,6 +385,8 @@ def pytest_runtest_makereport(
                 "info": to_plain(device.info),
                 "lines": device.describe(),
                 "simulated": device.simulated,
+                "key": device.match.spec.key,
+                "peak_bps": device.match.spec.peak_bps,
             }
     report.gpuperf = payload  # type: ignore[attr-defined]
     return report
@@ -414,6 +417,7 @@ def _meta(config: pytest.Config, state: _State) -> ReportMeta:
         command=" ".join(["pytest", *config.invocation_params.args]),
         compare_ref=compare,
         compare_commit=compare_commit,
+        device_peaks=tuple((d["key"], d["peak_bps"]) for d in state.devices if "key" in d),
     )
     return state.meta
 
@@ -428,9 +432,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if state._session is not None:
             _, problems = state.session.flush_saves()
             state.problems += [str(problem) for problem in problems]
+            state.unsaved.update(str(getattr(problem, "path", "")) for problem in problems)
         if _is_xdist_worker(config):
             output = config.workeroutput  # type: ignore[attr-defined]
             output["gpuperf_problems"] = list(state.problems)
+            output["gpuperf_unsaved"] = sorted(state.unsaved)
             output["gpuperf_collected"] = sorted(state.collected)
         else:
             _orphans(state)
@@ -469,6 +475,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     output = getattr(node, "workeroutput", None) or {}
     state = _state(node.config)
     state.problems.extend(output.get("gpuperf_problems", ()))
+    state.unsaved.update(output.get("gpuperf_unsaved", ()))
     state.collected.update(output.get("gpuperf_collected", ()))
 
 
@@ -597,7 +604,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             f"gpuperf: smoke mode: {smoke} gpu_bench call(s) launched once and checked, "
             "nothing timed (--gpuperf measures and gates)"
         )
-    for line in _saved_lines(rows, state.rootdir):
+    for line in _saved_lines(rows, state.rootdir, state.unsaved):
         writer.write_line(f"gpuperf: {line}")
     for line in state.orphan_lines:
         writer.write_line(f"gpuperf: {line}")
@@ -607,7 +614,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         writer.write_line(f"gpuperf: ERROR: {problem}", red=True)
 
 
-def _saved_lines(rows: list[Row], rootdir: Path) -> list[str]:
+def _saved_lines(rows: list[Row], rootdir: Path, unsaved: set[str]) -> list[str]:
+    """What the saves of the run did, per file: written, or not (the error says why)."""
     from pytest_gpuperf.session import relative
 
     counts: dict[str, int] = {}
@@ -615,10 +623,15 @@ def _saved_lines(rows: list[Row], rootdir: Path) -> list[str]:
         save = row.verdict.save
         if save is not None and save.saved:
             counts[save.path] = counts.get(save.path, 0) + 1
-    return [
-        f"saved {count} measurement{'s' if count != 1 else ''} to {relative(Path(path), rootdir)}"
-        for path, count in counts.items()
-    ]
+    lines = []
+    for path, count in counts.items():
+        measurements = f"{count} measurement{'s' if count != 1 else ''}"
+        where = relative(Path(path), rootdir)
+        if path in unsaved:
+            lines.append(f"NOT saved: {measurements} to {where} (see the error below)")
+        else:
+            lines.append(f"saved {measurements} to {where}")
+    return lines
 
 
 def _repeated_launches_hint(bench: GpuBench) -> str:

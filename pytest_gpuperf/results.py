@@ -187,6 +187,7 @@ class BaselineCheck:
 
     outcome: str
     baseline: BaselineRef | None = None
+    device_key: str = ""  # the baseline file judged against ("mi300x", "mi300x-sim")
     delta: float | None = None  # efficiency / baseline - 1 (-0.05: 5% less efficient)
     allowance: float | None = None  # the drop tolerated before failing
     tolerance: float = 0.0

@@ -134,6 +134,7 @@ def _judge_one(
         gating=comparison is None,
         elsewhere=elsewhere,
         info=info,
+        device_key=own_key,
     )
     floor = None
     if item.floor is not None:

@@ -25,6 +25,7 @@ def check_baseline(
     gating: bool = True,
     elsewhere: tuple[str, ...] = (),
     info: BaselineRef | None = None,
+    device_key: str = "",
     confidence: float = 0.95,
     false_alarm_rate: float = FALSE_ALARM_RATE,
 ) -> BaselineCheck:
@@ -39,7 +40,13 @@ def check_baseline(
     """
     if not 0.0 <= tolerance < 1.0:
         raise ValueError(f"tolerance is a fraction in [0, 1), not {tolerance}")
-    common = {"tolerance": tolerance, "strict": strict, "gating": gating, "info": info}
+    common = {
+        "tolerance": tolerance,
+        "strict": strict,
+        "gating": gating,
+        "info": info,
+        "device_key": device_key or measurement.device_key,
+    }
     if baseline is None:
         outcome = OTHER_DEVICE if elsewhere else NO_BASELINE
         return BaselineCheck(outcome=outcome, elsewhere=elsewhere, **common)

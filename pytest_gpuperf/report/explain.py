@@ -106,7 +106,7 @@ def _floor_headline(floor: FloorCheck) -> str:
 def _baseline_headline(check: BaselineCheck) -> str:
     ref = check.baseline
     if ref is None:
-        why = f"no baseline for device {_key_of(check)}"
+        why = f"no baseline for device {check.device_key}"
         if check.elsewhere:
             why += " (this test has baselines for other devices only)"
         if check.strict and check.gating:
@@ -123,10 +123,6 @@ def _baseline_headline(check: BaselineCheck) -> str:
     if check.outcome == WITHIN_NOISE:
         return f"within noise of the baseline: {versus}, allowance +-{pct(check.allowance)}){shown}"
     return ""
-
-
-def _key_of(check: BaselineCheck) -> str:
-    return check.info.device_key + "-sim" if check.info is not None else "this device"
 
 
 def _comparison_headline(c: ComparisonCheck) -> str:

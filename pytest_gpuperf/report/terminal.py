@@ -22,7 +22,15 @@ from pytest_gpuperf.results import FAIL, Row
 
 TABLE_WIDTH = 160
 # Columns in the order they are dropped when a row does not fit (first dropped first).
-DROP_ORDER = ("kernel", "occ", "GB/s", "mode", "time ± CI", "base", "allow", "floor")
+DROP_ORDER = ("kernel", "occ", "GB/s", "mode", "time ± CI", "allow", "delta", "floor")
+# Short headers for the grouped layout of narrow terminals (legend under the table).
+SHORT_HEADERS = {
+    "eff": "eff",
+    "base": "base",
+    "allow": "allow",
+    "occ": "occ",
+    "name": "measurement",
+}
 
 
 def terminal_table(
@@ -72,11 +80,11 @@ def _grouped(
     shown = ["name", *columns]
     body = [{**cell, "name": row.measurement.name} for row, cell in zip(rows, table, strict=True)]
     for column in DROP_ORDER:
-        if _width(_layout(shown, body)) + 4 <= width:
+        if _width(_layout(shown, body, SHORT_HEADERS)) + 4 <= width:
             break
         if column in shown:
             shown.remove(column)
-    laid = _layout(shown, body)
+    laid = _layout(shown, body, SHORT_HEADERS)
     header, rule, rendered = laid[0], laid[1], laid[2:]
     out = ["    " + header, "    " + rule]
     failed = {row.test_id for row in rows if row.verdict.status == FAIL}
@@ -90,8 +98,10 @@ def _grouped(
     return out
 
 
-def _layout(columns: list[str], table: Sequence[Mapping[str, str]]) -> list[str]:
-    widths = {c: max(len(HEADERS.get(c, c)), *(len(cell[c]) for cell in table)) for c in columns}
+def _layout(
+    columns: list[str], table: Sequence[Mapping[str, str]], headers: Mapping[str, str] = HEADERS
+) -> list[str]:
+    widths = {c: max(len(headers.get(c, c)), *(len(cell[c]) for cell in table)) for c in columns}
 
     def line(values: Mapping[str, str]) -> str:
         return "  ".join(
@@ -99,7 +109,7 @@ def _layout(columns: list[str], table: Sequence[Mapping[str, str]]) -> list[str]
             for c in columns
         ).rstrip()
 
-    header = line({c: HEADERS.get(c, c) for c in columns})
+    header = line({c: headers.get(c, c) for c in columns})
     return [header, "-" * len(header), *(line(cell) for cell in table)]
 
 

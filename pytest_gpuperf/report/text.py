@@ -56,6 +56,8 @@ class ReportMeta:
     plugin_version: str = __version__
     compare_ref: str = ""
     compare_commit: str = ""
+    # The datasheet peak of each device key (a test may measure against its own peak_gbps).
+    device_peaks: tuple[tuple[str, float], ...] = ()
 
 
 # -- units ------------------------------------------------------------------------------------
@@ -215,17 +217,27 @@ def run_notes(
     def add(text: str, label: str) -> None:
         found.setdefault(text, []).append(label)
 
-    missing = []
+    missing, improved = [], []
     for row, label in zip(rows, labels, strict=True):
         for text in row_notes(row):
             add(text, label)
-        baseline = row.verdict.baseline
+        verdict = row.verdict
+        baseline = verdict.baseline
         if (
             baseline.outcome in (NO_BASELINE, OTHER_DEVICE)
-            and row.verdict.status != FAIL
-            and row.verdict.save is None
+            and verdict.status not in (FAIL, UNJUDGED)
+            and verdict.save is None
         ):
             missing.append(row)
+        if verdict.comparison is None and baseline.outcome == IMPROVED and verdict.save is None:
+            improved.append(row)
+    if improved:
+        files = list(dict.fromkeys(row.test_id for row in improved))
+        command = update_command(*files) if update_command else "pytest --gpuperf --gpuperf-save"
+        found[
+            f"{len(improved)} measurement{'s are' if len(improved) != 1 else ' is'} faster than "
+            f"the stored baseline beyond the noise: re-record with: {command}"
+        ] = []
     if missing:
         devices = ", ".join(sorted({_own_key(row) for row in missing}))
         files = list(dict.fromkeys(row.test_id.split("::")[0] for row in missing))
@@ -240,7 +252,9 @@ def run_notes(
 
 def _own_key(row: Row) -> str:
     m = row.measurement
-    return f"{m.device_key}-sim" if m.simulated else m.device_key
+    return row.verdict.baseline.device_key or (
+        f"{m.device_key}-sim" if m.simulated else m.device_key
+    )
 
 
 def row_notes(row: Row) -> list[str]:
@@ -272,8 +286,6 @@ def row_notes(row: Row) -> list[str]:
             "simulated numbers are not judged against a real device's baselines "
             f"({baseline.info.device_key}.toml); its entries are shown for information"
         )
-    if v.comparison is None and baseline.outcome == IMPROVED and v.save is None:
-        notes.append("faster than the stored baseline: consider re-recording it (--gpuperf-save)")
     if baseline.outcome != NO_BASELINE and not baseline.gating and baseline.baseline:
         notes.append("stored baselines are shown, not gated, while comparing with a revision")
     comparison = v.comparison

@@ -13,16 +13,16 @@ import os
 import textwrap
 from pathlib import Path
 
+# NumPy and SciPy must be imported in this (outer) process before any in-process inner run:
+# pytester drops from sys.modules what an inner run imported, and NumPy 2's extension modules
+# refuse a second import in one process ("ImportError: cannot load module more than once per
+# process"). The plugin loads them lazily, so the first inner run would be the first to.
 import numpy  # noqa: F401
 import pytest
 import scipy.stats  # noqa: F401
 
 import pytest_gpuperf.fixture  # noqa: F401
 from pytest_gpuperf import simulate
-
-# pytester's in-process runs forget the modules an inner run imported; NumPy refuses to be
-# imported a second time in one process. The plugin itself loads NumPy and SciPy only when a
-# test uses gpu_bench, so the outer process imports them here, once, before any inner run.
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = "1234"
@@ -77,27 +77,53 @@ def vector_add(args, launch):
 """
 
 
-def baseline_toml(device: str, entries: list[dict]) -> str:
-    """A baseline file by hand, as a reviewer would edit one (docs/baselines.md)."""
-    parts = [f'schema = 1\ndevice = "{device}"\n']
+def baseline_toml(device: str, entries: list[dict], schema: int = 2) -> str:
+    """A baseline file by hand, as a reviewer would edit one (docs/baselines.md).
+
+    Schema 2 (what --gpuperf-save writes): each measured entry carries its history, here one
+    `[[entry.save]]`; an entry with `reported_in` is a published figure instead. `schema=1`
+    writes the old layout (`[entry.provenance]`, no history), which still loads and is
+    migrated to schema 2 by the next save.
+    """
+    parts = [f'schema = {schema}\ndevice = "{device}"\n']
     for entry in entries:
         efficiency = entry["efficiency"]
+        reported_in = entry.get("reported_in")
         parts.append(
             textwrap.dedent(
                 f"""\
                 [[entry]]
                 id = "{entry["id"]}"
                 name = "{entry.get("name", "vector_add")}"
+                cache = "{entry.get("cache", "cold")}"
+                source = "{"reported" if reported_in else "measured"}"
                 efficiency = {efficiency}
                 efficiency_ci = [{efficiency * 0.995}, {efficiency * 1.005}]
                 run_spread = {entry.get("run_spread", 0.02)}
                 bandwidth_bps = {efficiency * 5.3e12}
                 time_s = 1e-5
                 bytes_moved = {3 * 4 * N}
-                cache = "{entry.get("cache", "cold")}"
                 """
             )
         )
+        if schema == 1:
+            provenance = f'reported_in = "{reported_in}"' if reported_in else 'when = "2026-01-01"'
+            parts.append(f"[entry.provenance]\n{provenance}\n")
+        elif reported_in:
+            parts[-1] += f'reported_in = "{reported_in}"\n'
+        else:
+            parts.append(
+                textwrap.dedent(
+                    f"""\
+                    [[entry.save]]
+                    efficiency = {efficiency}
+                    efficiency_ci = [{efficiency * 0.995}, {efficiency * 1.005}]
+                    time_s = 1e-5
+                    when = "2026-01-01T00:00:00Z"
+                    note = "written by hand"
+                    """
+                )
+            )
     return "\n".join(parts)
 
 
@@ -126,10 +152,12 @@ class GpuPerfPytester:
         body = "import numpy as np\nimport pytest\nfrom gpuperf_helpers import add\n\n"
         return self.pytester.makepyfile(**{name: body + textwrap.dedent(source)})
 
-    def baseline(self, device: str, entries: list[dict], directory: str = "baselines") -> Path:
+    def baseline(
+        self, device: str, entries: list[dict], directory: str = "baselines", schema: int = 2
+    ) -> Path:
         path = self.path / directory / f"{device}.toml"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(baseline_toml(device, entries))
+        path.write_text(baseline_toml(device, entries, schema))
         return path
 
     def args(self, *args: str, backend: str = "sim") -> list[str]:

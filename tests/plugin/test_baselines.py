@@ -1,9 +1,17 @@
-"""--gpuperf-save through pytest: create, merge, refuse broken files, and save from xdist."""
+"""--gpuperf-save through pytest: create, merge, refuse broken files, and save from xdist.
+
+Baseline files are schema 2: an entry per (test id, measurement name, cache mode) with its
+history of saves (`[[entry.save]]`); schema 1 files still load and are rewritten as schema 2 by
+the next save. The simulated MI300X reads and writes `mi300x-sim.toml` only. Saves are written
+once per file at the end of the session.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import statistics
 import subprocess
 import sys
 
@@ -14,7 +22,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from pytest_gpuperf.session import DEFAULT_RUN_SPREAD
+from pytest_gpuperf.gate.policy import DEFAULT_RUN_SPREAD
 
 TWO_TESTS = """
 def test_add(gpu_bench):
@@ -27,7 +35,9 @@ def test_too_slow(gpu_bench):
 
 
 def entries(path):
-    return {(e["id"], e["name"]): e for e in tomllib.loads(path.read_text())["entry"]}
+    document = tomllib.loads(path.read_text())
+    assert document["schema"] == 2  # what a save writes, whatever the file held before
+    return {(e["id"], e["name"]): e for e in document["entry"]}
 
 
 def test_save_creates_the_device_file_for_tests_that_pass_their_floor(gp):
@@ -38,20 +48,29 @@ def test_save_creates_the_device_file_for_tests_that_pass_their_floor(gp):
     assert list(saved) == [("test_perf.py::test_add", "vector_add")]
     entry = saved["test_perf.py::test_add", "vector_add"]
     assert 0.3 < entry["efficiency"] < 0.6
-    assert entry["cache"] == "cold"
-    assert entry["run_spread"] == DEFAULT_RUN_SPREAD["sim"]
-    provenance = entry["provenance"]
-    assert provenance["backend"] == "sim" and provenance["simulated"] is True
-    assert provenance["plugin_version"] and provenance["when"]
+    assert entry["cache"] == "cold" and entry["source"] == "measured"
+    # a first save: the backend's prior spread, a history of one save
+    assert entry["run_spread"] == DEFAULT_RUN_SPREAD["sim"] and entry["spread_basis"] == "prior"
+    (save,) = entry["save"]
+    assert save["efficiency"] == entry["efficiency"]
+    assert save["backend"] == "sim" and save["simulated"] is True
+    assert save["plugin_version"] and save["when"] and save["fingerprint"].startswith("sha256:")
     result.stdout.fnmatch_lines(
         [
-            "*test_add: saved as the baseline in baselines/mi300x-sim.toml",
-            "*test_too_slow: not saved: the floor check failed",
+            "  test_perf.py::test_add",
+            "    vector_add *saved",
+            "! test_perf.py::test_too_slow",
+            "    vector_add *99%*FAIL floor",
+            "note: not saved: the floor check failed (test_perf.py::test_too_slow)",
+            "2 measurements in 2 tests: 1 ok, 1 failed (floor)",
+            "gpuperf: saved 1 measurement to baselines/mi300x-sim.toml",
         ]
     )
 
 
-def test_save_merges_and_keeps_other_entries(gp):
+@pytest.mark.parametrize("schema", [2, 1])
+def test_save_merges_and_keeps_other_entries(gp, schema):
+    """Also the migration path: a schema 1 file is read, merged and written as schema 2."""
     gp.test_file(TWO_TESTS)
     path = gp.baseline(
         "mi300x-sim",
@@ -59,33 +78,58 @@ def test_save_merges_and_keeps_other_entries(gp):
             {"id": "test_other.py::test_kept", "efficiency": 0.7},
             {"id": "test_perf.py::test_add", "efficiency": 0.9},  # replaced
         ],
+        schema=schema,
     )
     result = gp.run("--gpuperf-save", "-k", "test_add")
     result.assert_outcomes(passed=1)  # a regression does not fail a save: it re-records
+    assert result.ret == pytest.ExitCode.OK
     saved = entries(path)
     assert set(saved) == {
         ("test_other.py::test_kept", "vector_add"),
         ("test_perf.py::test_add", "vector_add"),
     }
-    assert saved["test_other.py::test_kept", "vector_add"]["efficiency"] == 0.7
-    assert saved["test_perf.py::test_add", "vector_add"]["efficiency"] < 0.9
-    result.stdout.fnmatch_lines(["*re-recorded by --gpuperf-save: was 90.00%, now 4*%*"])
+    kept = saved["test_other.py::test_kept", "vector_add"]
+    assert kept["efficiency"] == 0.7 and kept["run_spread"] == 0.02
+    assert [s["efficiency"] for s in kept["save"]] == [0.7]  # its history, migrated or kept
+    replaced = saved["test_perf.py::test_add", "vector_add"]
+    assert replaced["efficiency"] < 0.9
+    # the hand-written entry has no code fingerprint: not the same code, a new history
+    assert [s["efficiency"] for s in replaced["save"]] == [replaced["efficiency"]]
+    result.stdout.fnmatch_lines(
+        [
+            "*eff*base*delta*verdict",
+            "  test_perf.py::test_add",
+            "    vector_add *4*%*90.0%*-4*%*saved",
+            "note: saved as a new history: the code*differs from the saves before it*",
+            "gpuperf: saved 1 measurement to baselines/mi300x-sim.toml",
+        ]
+    )
 
 
 def test_a_simulated_save_never_touches_the_real_devices_file(gp):
-    """The simulated MI300X judges against mi300x.toml (the reported MI300X figures, or what a
-    real MI300X saved) but records into mi300x-sim.toml: a save on a machine without a GPU
-    must not replace real measurements."""
+    """The simulated MI300X shows mi300x.toml's entry (the reported seed figures, or what a
+    real MI300X saved) for information, never gates on it, and records into mi300x-sim.toml:
+    a save on a machine without a GPU must not replace real measurements."""
     gp.test_file(TWO_TESTS)
     real = gp.baseline("mi300x", [{"id": "test_perf.py::test_add", "efficiency": 0.9}])
     before = real.read_bytes()
     result = gp.run("--gpuperf", "-k", "test_add")
-    result.assert_outcomes(failed=1)  # judged against the real file: 0.46 vs 0.90
+    result.assert_outcomes(passed=1)  # 0.46 against the real 0.90: shown, not judged
+    result.stdout.fnmatch_lines(["    vector_add *46.2%*(90.0%)*pass"])
     result = gp.run("--gpuperf-save", "-k", "test_add")
     result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["gpuperf: saved 1 measurement to baselines/mi300x-sim.toml"])
     assert real.read_bytes() == before
     assert ("test_perf.py::test_add", "vector_add") in entries(real.with_name("mi300x-sim.toml"))
-    gp.run("--gpuperf", "-k", "test_add").assert_outcomes(passed=1)  # the -sim entry wins
+    # the -sim entry gates: the same kernel passes against it, a slowed one fails
+    result = gp.run("--gpuperf", "-k", "test_add")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["    vector_add *46.2%*46.2%*pass"])
+    gp.write_kernel(efficiency=0.2)
+    result = gp.run("--gpuperf", "-k", "test_add")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["vector_add: regressed: *% vs baseline 46.*%*"])
+    assert real.read_bytes() == before
 
 
 def test_baseline_dir_option_is_used(gp):
@@ -98,11 +142,11 @@ def test_baseline_dir_option_is_used(gp):
 BROKEN = {
     # a TOML syntax error: the parser's line
     "broken-toml": (
-        'schema = 1\ndevice = "mi300x"\n\n[[entry]]\nid = "x"\nefficiency = = 0.5\n',
+        'schema = 2\ndevice = "mi300x"\n\n[[entry]]\nid = "x"\nefficiency = = 0.5\n',
         6,
     ),
     # valid TOML, invalid value: the line of the offending key
-    "bad-value": (None, 7),
+    "bad-value": (None, 9),
 }
 
 
@@ -113,7 +157,7 @@ def test_broken_baseline_file_stops_the_run_naming_file_and_line(gp, kind, optio
     text, line = BROKEN[kind]
     path = gp.baseline("mi300x", [{"id": "test_perf.py::test_add", "efficiency": 0.5}])
     if text is None:
-        text = path.read_text().replace("efficiency = 0.5\n", 'efficiency = "fast"\n')
+        text = path.read_text().replace("efficiency = 0.5\n", 'efficiency = "fast"\n', 1)
         assert text.splitlines()[line - 1] == 'efficiency = "fast"'
     path.write_bytes(text.encode())
     result = gp.run(option)
@@ -122,10 +166,13 @@ def test_broken_baseline_file_stops_the_run_naming_file_and_line(gp, kind, optio
     assert path.read_bytes() == text.encode()  # untouched
 
 
-def test_repeated_saves_at_one_commit_widen_the_run_spread(gp):
-    """Saving again on the same clean commit (the baseline file the first save rewrote does
-    not count as a change) records the difference seen as run-to-run spread, never less than
-    the backend default; the CI refresh job saves three times this way."""
+def test_repeated_saves_of_the_same_code_learn_the_run_spread(gp):
+    """Each save of the same code (the same kernel code object) appends to the entry's
+    history; from the third on, the expected efficiency is the median of the saves and the
+    run-to-run spread is learned from them (never less than each run's own interval), in place
+    of the backend's prior. Saving rewrites the baseline file, which does not dirty the commit
+    the saves record; an edit elsewhere (the test file) does not restart the history; an edit
+    of the kernel is not noise: the history starts again from the prior."""
     gp.test_file(TWO_TESTS)
     gp.baseline("mi300x-sim", [{"id": "test_other.py::test_kept", "efficiency": 0.7}])
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
@@ -134,23 +181,44 @@ def test_repeated_saves_at_one_commit_widen_the_run_spread(gp):
     subprocess.run([*git, "add", "-A"], cwd=gp.path, check=True)
     subprocess.run([*git, "commit", "-qm", "x"], cwd=gp.path, check=True)
     key = ("test_perf.py::test_add", "vector_add")
-    gp.run("--gpuperf-save", "-k", "test_add").assert_outcomes(passed=1)
-    first = entries(gp.path / "baselines" / "mi300x-sim.toml")[key]
-    assert len(first["provenance"]["commit"]) == 40  # clean: no "-dirty"
-    gp.monkeypatch.setenv("GPUPERF_SIM_SEED", "99")  # another run: another drift
-    gp.run("--gpuperf-save", "-k", "test_add").assert_outcomes(passed=1)
-    second = entries(gp.path / "baselines" / "mi300x-sim.toml")[key]
-    observed = abs(second["efficiency"] / first["efficiency"] - 1)
-    assert observed > 0
-    expected = max(DEFAULT_RUN_SPREAD["sim"], observed)
-    assert second["run_spread"] == pytest.approx(expected, abs=1e-3)
-    assert "seen between saves at this commit" in second["provenance"]["note"]
-    # A change to the code is not noise: the spread falls back to the default.
+    path = gp.path / "baselines" / "mi300x-sim.toml"
+
+    def save(seed: str) -> dict:
+        gp.monkeypatch.setenv("GPUPERF_SIM_SEED", seed)  # another run: another drift
+        gp.run("--gpuperf-save", "-k", "test_add").assert_outcomes(passed=1)
+        return entries(path)[key]
+
+    first = save("1234")
+    assert len(first["save"][0]["commit"]) == 40  # clean: no "-dirty"
+    assert first["spread_basis"] == "prior" and first["run_spread"] == DEFAULT_RUN_SPREAD["sim"]
+    second = save("99")
+    assert [s["commit"] for s in second["save"]] == [first["save"][0]["commit"]] * 2
+    assert second["spread_basis"] == "prior"  # two saves are not enough to learn from
     (gp.path / "test_perf.py").write_text((gp.path / "test_perf.py").read_text() + "\n")
-    gp.run("--gpuperf-save", "-k", "test_add").assert_outcomes(passed=1)
-    third = entries(gp.path / "baselines" / "mi300x-sim.toml")[key]
-    assert third["provenance"]["commit"].endswith("-dirty")
-    assert third["run_spread"] == DEFAULT_RUN_SPREAD["sim"]
+    third = save("7")
+    assert third["save"][-1]["commit"].endswith("-dirty")
+    efficiencies = [s["efficiency"] for s in third["save"]]
+    assert len(efficiencies) == 3 and len(set(efficiencies)) == 3
+    assert third["efficiency"] == statistics.median(efficiencies)
+    between = statistics.stdev(math.log(e) for e in efficiencies)
+    within = math.sqrt(
+        statistics.fmean(
+            ((high - low) / 2 / s["efficiency"] / 1.96) ** 2
+            for s in third["save"]
+            for low, high in [s["efficiency_ci"]]
+        )
+    )
+    assert third["spread_basis"] == "history"
+    assert third["run_spread"] == pytest.approx(1.96 * max(between, within), rel=1e-2)
+    assert third["run_spread"] != DEFAULT_RUN_SPREAD["sim"]
+    # A change to the kernel is not noise: a new history, from the prior again.
+    kernel = gp.path / "vadd.hip"
+    # (a comment alone would not do: the code object, and so its fingerprint, stays the same)
+    kernel.write_text(kernel.read_text().replace("c[i] = a[i] + b[i];", "c[i] = b[i] + a[i];"))
+    fourth = save("1234")
+    assert len(fourth["save"]) == 1
+    assert fourth["save"][0]["fingerprint"] != third["save"][-1]["fingerprint"]
+    assert fourth["spread_basis"] == "prior" and fourth["run_spread"] == DEFAULT_RUN_SPREAD["sim"]
 
 
 def test_xdist_workers_saving_at_once_lose_nothing(gp):
@@ -171,5 +239,12 @@ def test_xdist_workers_saving_at_once_lose_nothing(gp):
     expected = {(f"test_perf.py::test_add[{case}]", "vector_add") for case in range(8)}
     assert set(saved) == expected | {("test_other.py::test_kept", "vector_add")}
     # the rows reached the controller: its summary table and JSON hold all eight
-    result.stdout.fnmatch_lines(["*gpuperf — SIMULATED DEVICE*", "8 passed"])
+    result.stdout.fnmatch_lines(
+        [
+            "*gpuperf — SIMULATED DEVICE*",
+            "8 measurements in 8 tests: 8 ok",
+            "gpuperf: saved 8 measurements to baselines/mi300x-sim.toml",
+            "*= 8 passed in *",
+        ]
+    )
     assert len(json.loads((gp.path / "out.json").read_text())["results"]) == 8

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ElementTree
 
+# The floor names the cold measurement: a floor on a hot one is warned about (cache bandwidth
+# against the HBM peak), and these tests are about what the reports hold.
 TWO_MEASUREMENTS = """
-@pytest.mark.min_bw(0.3)
+@pytest.mark.min_bw(0.3, cache="cold")
 def test_add(gpu_bench):
     add(gpu_bench, name="cold")
     add(gpu_bench, name="hot", cache="hot")
@@ -29,6 +31,7 @@ def test_junit_xml_carries_the_measurements_as_properties(gp):
     assert add["gpuperf.cold_device"] == "mi300x" and add["gpuperf.cold_simulated"] == "true"
     assert 0.3 < float(add["gpuperf.cold_efficiency"]) < 0.6
     assert add["gpuperf.cold_verdict"] == "pass" and add["gpuperf.cold_floor"] == "0.3"
+    assert "gpuperf.hot_floor" not in add  # min_bw(cache="cold") leaves the hot one alone
     # a test failed by its gate still reports what was measured
     assert slow["gpuperf_verdict"] == "fail" and slow["gpuperf_floor"] == "0.99"
     assert float(slow["gpuperf_gbps"]) > 0
@@ -38,9 +41,11 @@ def test_json_report_holds_every_measurement_and_verdict(gp):
     gp.test_file(TWO_MEASUREMENTS)
     gp.run("--gpuperf", "--gpuperf-json=out/report.json").assert_outcomes(passed=1, failed=1)
     report = json.loads((gp.path / "out" / "report.json").read_text())
-    assert report["schema"] == "pytest-gpuperf-report" and report["schema_version"] == 1
+    assert report["schema"] == "pytest-gpuperf-report" and report["schema_version"] == 2
     assert report["simulated"] is True
-    assert report["summary"]["passed"] == 2 and report["summary"]["failed"] == 1
+    summary = report["summary"]
+    assert summary["passed"] == 2 and summary["failed"] == 1 and summary["tests"] == 2
+    assert summary["line"] == "3 measurements in 2 tests: 2 ok, 1 failed (floor)"
     rows = {(r["test_id"], r["measurement"]["name"]): r for r in report["results"]}
     assert set(rows) == {
         ("test_perf.py::test_add", "cold"),
@@ -50,9 +55,14 @@ def test_json_report_holds_every_measurement_and_verdict(gp):
     cold = rows["test_perf.py::test_add", "cold"]
     assert cold["measurement"]["bytes_moved"] == 3 * 4 * (1 << 20)
     assert len(cold["measurement"]["samples_s"]) >= 3
-    assert cold["verdict"]["status"] == "pass" and cold["verdict"]["floor"] == 0.3
+    assert cold["verdict"]["status"] == "pass" and cold["test_outcome"] == "passed"
+    assert cold["verdict"]["floor"]["floor"] == 0.3 and cold["verdict"]["floor"]["status"] == "pass"
+    assert cold["verdict"]["baseline"]["outcome"] == "no-baseline"
+    assert rows["test_perf.py::test_add", "hot"]["verdict"]["floor"] is None
     slow = rows["test_perf.py::test_slow", "vector_add"]
-    assert slow["verdict"]["status"] == "fail" and "below the floor" in slow["verdict"]["reason"]
+    assert slow["verdict"]["status"] == "fail" and slow["test_outcome"] == "failed"
+    floor = slow["verdict"]["floor"]
+    assert floor["floor"] == 0.99 and floor["status"] == "fail"
     assert report["devices"][0]["key"] == "mi300x" and report["devices"][0]["simulated"]
 
 
@@ -64,9 +74,13 @@ def test_markdown_summary_is_written_and_appended_to_the_job_summary(gp, monkeyp
     result = gp.run("--gpuperf", "--gpuperf-markdown=summary.md")
     result.assert_outcomes(passed=1, failed=1)
     text = (gp.path / "summary.md").read_text()
-    assert text.startswith("### pytest-gpuperf")
-    assert "SIMULATED device" in text and "**2 passed, 1 failed (floor)**" in text
-    assert "| `test_add (cold)` |" in text and "#### Failures" in text
+    assert text.startswith("<!-- pytest-gpuperf -->\n### pytest-gpuperf\n")
+    assert "SIMULATED device" in text
+    assert "**3 measurements in 2 tests: 2 ok, 1 failed (floor)**" in text
+    assert "| `test_perf.py::test_add (cold)` |" in text
+    assert "| `test_perf.py::test_slow` |" in text and "**FAIL floor**" in text
+    assert "#### Notes" in text and "have no baseline for mi300x-sim" in text
+    assert "#### Failures" in text and "efficiency 4" in text and "below the floor 99.00%" in text
     assert step_summary.read_text() == "earlier step\n" + text
     result.stdout.fnmatch_lines(
         ["gpuperf: Markdown summary: *summary.md", "gpuperf: appended to $GITHUB_STEP_SUMMARY*"]
