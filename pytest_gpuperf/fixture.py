@@ -299,7 +299,7 @@ class GpuBench:
                     label, kernel.name, bytes_moved, mode, None, kernel.resources, SMOKE_NOTE
                 )
             )
-        common = {
+        common: dict[str, Any] = {
             "grid": grid,
             "block": block,
             "args": call_args,

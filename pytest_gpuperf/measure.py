@@ -565,7 +565,7 @@ class _Session:
         clocks = clock_readings.merge(
             clocks_before[0] if clocks_before else None, clock_readings.read_clocks(backend)
         )
-        extra = {
+        extra: dict[str, Any] = {
             "starved_samples_dropped": starved,
             "batches": batches,
             "launches_per_sample": work.launches,

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
@@ -115,10 +115,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 spec.flag, dest=spec.dest, metavar=spec.metavar, default=None, help=argparse_help
             )
         if spec.ini:
+            ini_type: Literal["bool", "string"] = "bool" if spec.is_flag else "string"
             parser.addini(
                 spec.ini,
                 help=f"ini equivalent of {spec.flag}: {spec.help}",
-                type="bool" if spec.is_flag else "string",
+                type=ini_type,
                 default=None,
             )
 
@@ -267,7 +268,7 @@ def gpu_bench(request: pytest.FixtureRequest) -> Iterator[GpuBench]:
     try:
         device = state.session.device()
     except DeviceUnavailable as unavailable:
-        missing = unavailable
+        missing: DeviceUnavailable | None = unavailable
     else:
         missing = None
     if missing is not None:  # outside the except block: no "during handling of" chain

@@ -153,11 +153,12 @@ class Timed:
         event pair times one replay: back-to-back launches without the gap that separate
         stream launches leave between kernels. Hot mode only: every launch of a replay
         uses the same buffers."""
-        assert self.launch_on is not None and all(len(c) == 1 for c in self.placements)
+        launch_on = self.launch_on
+        assert launch_on is not None and all(len(c) == 1 for c in self.placements)
 
         def record(args: tuple, stream: Any) -> None:
             for _ in range(self.launches):
-                self.launch_on(args, stream)
+                launch_on(args, stream)
 
         for copies in self.placements:
             self.graphs.append(backend.capture_graph(functools.partial(record, copies[0])))

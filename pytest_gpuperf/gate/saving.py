@@ -14,6 +14,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_gpuperf.baseline.model import BaselineEntry, SaveRecord, significant, utc_now
 from pytest_gpuperf.gate.policy import HISTORY_LENGTH, MIN_HISTORY, Z_95
@@ -48,7 +49,7 @@ def plan_save(
     Nothing is saved when the floor check failed or the test itself failed (`unjudged`): a
     baseline must never record a kernel that misses its floor or gives wrong results.
     """
-    where = {"path": context.path, "device_key": context.device_key}
+    where: dict[str, Any] = {"path": context.path, "device_key": context.device_key}
     if unjudged:
         return SaveAction(saved=False, why_not="unjudged", **where), None
     if floor is not None and floor.status == FAIL:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pytest_gpuperf.gate.noise import history_allowance, prior_allowance
 from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE, MIN_HISTORY
 from pytest_gpuperf.results import (
@@ -40,7 +42,7 @@ def check_baseline(
     """
     if not 0.0 <= tolerance < 1.0:
         raise ValueError(f"tolerance is a fraction in [0, 1), not {tolerance}")
-    common = {
+    common: dict[str, Any] = {
         "tolerance": tolerance,
         "strict": strict,
         "gating": gating,

@@ -44,10 +44,10 @@ def markdown(
         out.append("|" + "|".join("---" if c in LEFT_ALIGNED else "--:" for c in columns) + "|")
         for row, cell, label in zip(rows, table, row_labels(rows), strict=True):
             values: Mapping[str, str] = {**cell, "test": f"`{md_escape(label)}`"}
-            line = [md_escape(values[c]) if c != "test" else values[c] for c in columns]
+            shown = [md_escape(values[c]) if c != "test" else values[c] for c in columns]
             if row.verdict.status == FAIL:
-                line[columns.index("verdict")] = f"**{line[columns.index('verdict')]}**"
-            out.append("| " + " | ".join(line) + " |")
+                shown[columns.index("verdict")] = f"**{shown[columns.index('verdict')]}**"
+            out.append("| " + " | ".join(shown) + " |")
     notes = run_notes(rows, row_labels(rows), update_command=update_command)
     if notes:
         out += ["", "#### Notes", ""]

@@ -161,12 +161,13 @@ def check_arguments(kernel_name: str, params: Sequence[KernelParam], args: Seque
             raise ArgumentError(f"{where}: unsupported parameter type {param.ctype!r}")
         if isinstance(value, (np.ndarray, DeviceBuffer, str, bytes)) or not np.isscalar(value):
             raise ArgumentError(f"{where} needs a number, got {_describe(value)}")
-        if dtype.kind in "iu" and not float(value).is_integer():
+        number: Any = value  # a Python or NumPy real number, as checked above
+        if dtype.kind in "iu" and not float(number).is_integer():
             raise ArgumentError(f"{where} needs an integer, got {value!r}")
         if dtype.kind in "iu":
             info = np.iinfo(dtype)
-            if not info.min <= int(value) <= info.max:
-                raise ArgumentError(f"{where}: {value} does not fit in {param.ctype}")
+            if not info.min <= int(number) <= info.max:
+                raise ArgumentError(f"{where}: {value!r} does not fit in {param.ctype}")
         scalar = np.array(value).astype(dtype)
         if dtype == np.float16:
             packed.append(ctypes.c_uint16(int(scalar.view(np.uint16))))
