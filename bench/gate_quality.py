@@ -1438,11 +1438,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--backend", default="sim", choices=["sim", "cuda", "hip"])
+    parser.add_argument(
+        "--backend",
+        default="sim",
+        choices=["sim", "cuda", "hip"],
+        help="cuda/hip: the processes part on that GPU; sim: the library part (sim)",
+    )
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="the processes part, small (with --backend sim: the smoke test of the GPU run)",
+        help="the processes part, small (with --backend sim: the smoke test of the GPU run: "
+        "8 processes, 4M and 256K elements)",
     )
     parser.add_argument("--processes", type=int, help="processes part: pytest processes (cuda: 50)")
     parser.add_argument(
@@ -1454,9 +1460,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="processes part: start no process that would end past this many seconds from the "
         "start (cuda: 520, to fit `timeout 560`; 0: none)",
     )
-    parser.add_argument("--process-timeout", type=float, default=150.0)
-    parser.add_argument("--long-elements", type=int)
-    parser.add_argument("--short-elements", type=int)
+    parser.add_argument(
+        "--process-timeout", type=float, default=150.0, help="per pytest process, s (150)"
+    )
+    parser.add_argument(
+        "--long-elements", type=int, help=f"the long kernel's fp32 elements ({LONG_ELEMENTS})"
+    )
+    parser.add_argument(
+        "--short-elements", type=int, help=f"the short kernel's fp32 elements ({SHORT_ELEMENTS})"
+    )
     parser.add_argument(
         "--no-calibrate",
         dest="calibrate",
@@ -1467,8 +1479,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--history-trials", type=int, default=200, help="processes part: history trials (200)"
     )
     parser.add_argument("--trials", type=int, help="library part: trials per point (500)")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--run-spread", type=float, default=0.07)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="library part: processes in the pool (the CPU count; 1: no pool)",
+    )
+    parser.add_argument(
+        "--run-spread",
+        type=float,
+        default=0.07,
+        help="library part: open_sim's run_spread, +-95%% (0.07, the seed's MI300X figure)",
+    )
     parser.add_argument(
         "--common-fraction", type=float, help="library part: open_sim's (default: its own)"
     )
@@ -1480,7 +1502,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"(default {','.join(map(str, CODE_SHARES))})",
     )
     parser.add_argument(
-        "--history-share", type=float, default=0.05, help="library part: the history's code share"
+        "--history-share",
+        type=float,
+        default=0.05,
+        help="library part: the code share of the history path's model (0.05)",
     )
     parser.add_argument(
         "--sim-option",
@@ -1488,7 +1513,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=[],
         help="library part: another open_sim option, KEY=VALUE (repeatable)",
     )
-    parser.add_argument("--seed", type=int, default=20260101)
+    parser.add_argument(
+        "--seed", type=int, default=20260101, help="seeds every draw of the script (20260101)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary project")
     parser.add_argument(
         "--out", help="write every trial and the scores as JSON (after every process)"
