@@ -47,6 +47,7 @@ Usage (from the repository root; nothing needs installing):
   PYTHONPATH=. python3 bench/gate_quality.py --backend cuda --processes 50 --out gq.json --markdown
   PYTHONPATH=. python3 bench/gate_quality.py --backend sim --quick          # smoke test, here
   PYTHONPATH=. python3 bench/gate_quality.py --backend sim --update-docs    # the library part
+  PYTHONPATH=. python3 bench/gate_quality.py --render gq.json --update-docs  # a GPU run's file
 """
 
 from __future__ import annotations
@@ -1411,6 +1412,10 @@ thousands of fresh simulated MI300X devices. The script's docstring says what ea
 def update_docs(document: Mapping[str, Any]) -> None:
     """Write the run's Markdown into docs/benchmarks.md: one subsection per part (GPU
     processes, simulated library), inside the ab-gate-quality section."""
+    if document["part"] == "processes" and document.get("backend") == "sim":
+        raise SystemExit(
+            "--update-docs: the processes part on the simulated device is a smoke test"
+        )
     text = DOCS.read_text() if DOCS.exists() else ""
     inner = {
         "cuda": f"{DOCS_MARKER}-gpu",
@@ -1524,6 +1529,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--update-docs", action="store_true", help="write the tables into docs/benchmarks.md"
     )
+    parser.add_argument(
+        "--render",
+        metavar="JSON",
+        help="print (and with --update-docs, write) the tables of a saved --out file instead "
+        "of running, e.g. one the GPU machine wrote",
+    )
     parser.add_argument("--child", choices=["calibrate"], help=argparse.SUPPRESS)
     parser.add_argument("child_args", nargs="?", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
@@ -1547,11 +1558,33 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return options
 
 
+def render_saved(path: Path, options: argparse.Namespace) -> int:
+    """The tables of a document written by --out (a run cut off before its end has no title
+    and no history scores: what it has is shown)."""
+    document = json.loads(path.read_text())
+    if not document.get("title"):
+        count = len(document.get("processes", ()))
+        document["title"] = (
+            f"Gate quality ({document.get('part')}, {document.get('backend')}), "
+            f"{document.get('started', '')[:10]}: PARTIAL, {count} processes, no history scores"
+        )
+    print(render(document, markdown=False))
+    if options.markdown:
+        print()
+        print(render(document, markdown=True))
+    if options.update_docs:
+        update_docs(document)
+        print(f"wrote {DOCS.relative_to(REPO_ROOT)}", file=sys.stderr)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_args(argv)
     if options.child == "calibrate":
         calibrate_child(json.loads(options.child_args))
         return 0
+    if options.render:
+        return render_saved(Path(options.render), options)
     began = time.perf_counter()
     previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:

@@ -238,7 +238,9 @@ def test_update_docs_keeps_one_subsection_per_part(tmp_path, monkeypatch):
     document = {"title": "T1", "part": "library", "ab": [], "history": []}
     gq.update_docs(document)
     gq.update_docs({**document, "title": "T2"})
-    gq.update_docs({**document, "title": "GPU", "part": "processes"})
+    gq.update_docs({**document, "title": "GPU", "part": "processes", "backend": "cuda"})
+    with pytest.raises(SystemExit, match="smoke test"):
+        gq.update_docs({**document, "part": "processes", "backend": "sim"})
     text = docs.read_text()
     assert text.startswith("# Benchmarks\n\nkept\n")
     assert text.count("<!-- ab-gate-quality:begin -->") == 1
@@ -313,3 +315,14 @@ def test_a_tiny_library_run_scores_every_point(tmp_path):
     assert all(not math.isnan(row["false_alarm"]) for row in history)
     assert document["model"]["settings"]["run_spread"] == 0.07
     assert "| code share |" in done.stdout and "SIMULATED" in done.stdout
+
+
+def test_a_file_cut_off_mid_run_still_renders(tmp_path, capsys):
+    saved = tmp_path / "gq.json"
+    rows = gq.score_ab([record(0, 0.8, 0.78)])
+    partial = {"part": "processes", "backend": "cuda", "started": "2026-11-23T10:00:00+00:00"}
+    saved.write_text(json.dumps({**partial, "processes": [{}], "ab": rows}))
+    assert gq.main(["--render", str(saved), "--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "PARTIAL, 1 processes, no history scores" in out
+    assert "| A/A, long + short |" in out
