@@ -1,9 +1,11 @@
 """Helpers shared by the benchmark scripts (not part of the plugin; not a test).
 
 The scripts measure the plugin itself: `fidelity.py` (how close each timing method gets to
-the truth, and how repeatable it is) and `gate_quality.py` (false alarms and missed
-regressions of the gate). Both run children as separate processes, because run-to-run
-noise only shows up between processes, and print plain-text and Markdown tables.
+the truth, and how repeatable it is), `sweep.py` (bandwidth against size) and `gate_quality.py`
+(false alarms and missed regressions of the gate, through pytest itself). They run children
+as separate processes, because run-to-run noise only shows up between processes, and print
+plain-text and Markdown tables. Nothing here decides anything the gate decides: scripts call
+the gate's own functions (pytest_gpuperf.gate).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,12 @@ KERNELS_DIR = REPO_ROOT / "kernels"
 
 
 def device_spec(backend: Any) -> Any:
-    """The datasheet spec of the backend's device (devices.py), warning when derived."""
+    """The datasheet spec of an opened backend's device, as `pytest_gpuperf.open_device` gives
+    it (`Device.spec`): the library's own `devices.match_device`, warning when derived.
+
+    Only for scripts that open a raw backend (fidelity.py); new code opens the device with
+    `pytest_gpuperf.open_device(...)` and reads `.spec`.
+    """
     from pytest_gpuperf.devices import match_device
 
     match = match_device(backend.info)
@@ -31,34 +38,16 @@ def device_spec(backend: Any) -> Any:
     return match.spec
 
 
-def regressed(
-    baseline: float,
-    baseline_rel_ci: float,
-    measured: float,
-    measured_rel_ci: float,
-    run_spread: float,
-    tolerance: float = 0.0,
-) -> bool:
-    """The plugin's baseline gate (verdict.decide's rule) on plain numbers.
-
-    delta = measured / baseline - 1 fails when delta < -max(tolerance, allowance), with the
-    allowance from verdict.noise_allowance (1% false alarms when the noise is as recorded).
-    `run_spread` is a +-range at ~95%, as baselines store it. Working on numbers lets the
-    same rule gate the calibrated efficiency, which decide() does not look at.
-    """
-    from pytest_gpuperf.verdict import noise_allowance
-
-    allowance = max(tolerance, noise_allowance(measured_rel_ci, baseline_rel_ci, run_spread))
-    return measured / baseline - 1.0 < -allowance
-
-
-def run_child(args: Sequence[str], timeout_s: float) -> list[dict]:
-    """Run this interpreter on `args`; the child prints one JSON object per line.
+def run_child(
+    args: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None
+) -> list[dict]:
+    """Run this interpreter on `args` (with `env` added to the environment); the child
+    prints one JSON object per line.
 
     A child that fails or runs out of time contributes what it printed so far, and its
     error is reported rather than ending the benchmark.
     """
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
     try:
         done = subprocess.run(
             [sys.executable, *args],
@@ -117,9 +106,14 @@ def replace_section(path: Path, marker: str, body: str) -> None:
 
 
 def write_json(path: str | None, data: Any) -> None:
+    """Write `data` as JSON, atomically (a reader, or a run cut off by a timeout, never sees
+    half a file)."""
     if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(data, indent=2) + "\n")
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}.partial")
+        partial.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(partial, target)
 
 
 def human_bytes(nbytes: float) -> str:

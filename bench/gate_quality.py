@@ -1,387 +1,1613 @@
-"""How often the gate cries wolf, and how often it catches a real regression.
+"""How often the gate cries wolf, and how often it catches a real regression: the A/B
+comparison in one run (--gpuperf-compare) and stored baselines that learn their spread from a
+history of saves (--gpuperf-save). Every decision is the gate's own (pytest_gpuperf.gate).
 
-A baseline is recorded in one run and compared with a measurement from another run, through
-the plugin's verdict logic, for an unchanged kernel (every failure is a false alarm) and for
-kernels slowed by 3%, 5%, 10% and 20% (every failure is a detection). Each is gated twice:
-on plain efficiency, and on efficiency calibrated against the reference copy kernel measured
-interleaved in the same run (measure.py: calibrated = efficiency / reference efficiency).
+Two parts:
 
---backend sim (runs here, no GPU; numbers are SIMULATED): the simulated MI300X with +-7%
-run-to-run noise (run_spread=0.07), over a grid of the fraction of that noise common to the
-whole device (0, 0.5, 0.75, 0.9, 1.0); every run is a fresh simulated device with a fresh seed,
-which is what a separate process on a real machine would draw; >= 500 runs per point.
+processes (`--backend cuda` on the GPU; `--backend sim --quick`, the same path on the simulated
+device, as its smoke test). A throwaway git project in a temporary directory: one kernel file
+per point, all the same vector add at the BASE commit (`vector_add_more`,
+kernels/bench_variants.hip), then uncommitted HEAD edits:
 
---backend cuda (the H100): a real slowdown (vector_add_extra from kernels/bench_variants.hip
-reads 3-20% more bytes than vector_add declares) and a real noise source (a separate process
-that hogs memory bandwidth, on and off at random); every run is a separate process, >= 20 per
-point, and every ordered pair of distinct processes is one (baseline, comparison) trial.
+  long_same, short_same    unchanged: the A/A control (timed through --gpuperf-compare-force)
+  long_equiv, short_equiv  another code object doing the same work (GQ_SALT): A/A'
+  long_slow1, long_slow3   HEAD reads more bytes (EXTRA_PERMILLE): +1% and +3% kernel time
+  short_slow3              the same at the short size: +3%
 
-The allowance needs the run-to-run spread the baseline recorded; it is estimated from runs
-that are not scored (sim: 200 separate pilot runs; cuda: the unchanged runs of the other
-processes, leave-two-out), as `--gpuperf-save` over several runs would record it.
+"long" is the seed's 32M fp32 elements (~150 us cold on an H100), "short" 1M elements (12 MiB,
+~8 us cold on an H100; docs/hip-on-cuda.md: cold and rotate agree there, so cold mode is
+right). The extra bytes per point are calibrated first, in one process, by the library's A/B
+pair (a time slowdown is what the gate judges, and reading x% more bytes costs a scalar
+vector add less than x% of time: 10% more bytes cost 6.4% on the H100). Then N separate
+`python -m pytest` processes run in the project, each `--gpuperf --gpuperf-compare=HEAD
+--gpuperf-compare-force --gpuperf-json=...`, tests in a random order per process; every
+kernel's output is checked against NumPy (a wrong result leaves the measurement unjudged and
+uncounted). Scored:
+
+- A/B: per point, the share of comparisons whose state is regressed (a false alarm for
+  A/A and A/A', a detection for the slower heads), improved, inconclusive and pass, with the
+  median head/base ratio and the median half-width of its interval;
+- stored baseline: histories of K saves (K = 1, 3, 5) of long_same's head measurements from
+  other processes than the one judged, built by the gate's own saving code (plan_save ->
+  entry_from_history, as --gpuperf-save builds them), judged by check_baseline at the default
+  tolerance and at 0: long_same judged regressed is a false alarm, long_slow3 judged regressed
+  a detection. K = 1 is the single save with the prior spread (the old way).
+
+library (`--backend sim`): the simulated MI300X (run_spread=0.07) through the library, each
+trial a fresh simulated device with a fresh seed, >= 500 trials per point, in a process pool:
+A/B (Device.compare with the gate's stopping rule, judged by gate.ab.check_comparison) of
+identical code (A/A), of other code doing the same work (A/A') and of a head 3% or 5% slower
+(its own code object, slowed through the simulator's fingerprint-keyed kernel_slowdown), over
+a grid of the run-to-run variance's share that is particular to a code object (the model's
+placement and common shares are passed through when the simulator accepts them); and the
+history path (K saves from K fresh devices, a further device judged unchanged and 3, 5, 10,
+20% slower). Numbers from this part are the model's, not a device's.
+
+Usage (from the repository root; nothing needs installing):
+  PYTHONPATH=. python3 bench/gate_quality.py --backend cuda --processes 50 --out gq.json --markdown
+  PYTHONPATH=. python3 bench/gate_quality.py --backend sim --quick          # smoke test, here
+  PYTHONPATH=. python3 bench/gate_quality.py --backend sim --update-docs    # the library part
+  PYTHONPATH=. python3 bench/gate_quality.py --render gq.json --update-docs  # a GPU run's file
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import inspect
+import json
+import math
 import multiprocessing
 import os
+import random
+import shlex
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
-
-import numpy as np
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # the script's own directory, so it runs from anywhere
     KERNELS_DIR,
-    device_spec,
+    REPO_ROOT,
     emit,
     markdown_table,
-    regressed,
+    replace_section,
     run_child,
     text_table,
     write_json,
 )
 
-SLOWDOWNS = (0.03, 0.05, 0.10, 0.20)
-FRACTIONS = (0.0, 0.5, 0.75, 0.9, 1.0)
-SIM_ELEMENTS = 1 << 16
-CUDA_ELEMENTS = 32 << 20  # the MI300X blog post's 32M-element vector add
-SIM_PILOT_RUNS = 200  # runs that only estimate the spread a baseline would record
+KERNEL = "vector_add_more"
 BLOCK = 256
+LONG_ELEMENTS = 32 << 20  # the seed's 32M fp32 vector add: 384 MiB moved
+SHORT_ELEMENTS = 1 << 20  # 12 MiB moved: ~8 us cold on an H100
+MAX_PERMILLE = 333  # vector_add_more reads at most one extra float per element
+# The simulated device runs no kernel code; a kernel file's `gpuperf-sim: efficiency=`
+# directive stands in for its extra bytes: SIM_EFFICIENCY / (1 + EXTRA_PERMILLE / 1000),
+# where SIM_EFFICIENCY is the seed's 71.85% for vector add on MI300X.
+SIM_EFFICIENCY = 0.7185
+# Used only when the calibration fails: on the H100 (2026-11-23, the previous version of this
+# script and tests/gpu/test_gate_on_gpu.py) 10% and 20% more bytes, read by the first threads,
+# cost 6.4% and 13.0% more time: 1.56 x the bytes per unit of time.
+FALLBACK_BYTES_PER_TIME = 1.56
+PROBE_PERMILLE = {"long": 50, "short": 100}  # the calibration's probe: 5% / 10% more bytes
+HISTORY_SAVES = (1, 3, 5)  # 1: a single save with the prior spread (the old way)
+HISTORY_PATH = "gate-quality (in memory)"
+TEST_ID = "test_gate_quality.py::test_kernel"
+BEGIN, END = "// gate-quality kernel: begin", "// gate-quality kernel: end"
+DOCS = REPO_ROOT / "docs" / "benchmarks.md"
+DOCS_MARKER = "ab-gate-quality"
+SIM_SLOWDOWNS = (0.03, 0.05)  # A/B heads of the library part
+SIM_HISTORY_SLOWDOWNS = (0.03, 0.05, 0.10, 0.20)
+CODE_SHARES = (0.0, 0.05, 0.15, 0.30)
+
+AA, AA_OTHER, SLOWER = "A/A", "A/A'", "slower"
 
 
 @dataclass(frozen=True)
-class Run:
-    """What one run measured for one kernel: plain and calibrated efficiency, each with
-    the relative half-width of its confidence interval."""
+class Point:
+    """One kernel file of the throwaway project: its size and what HEAD does to it."""
 
-    efficiency: float
-    relative_ci: float
-    calibrated: float
-    calibrated_relative_ci: float
+    name: str
+    size: str  # "long" | "short"
+    kind: str  # AA | AA_OTHER | SLOWER
+    slowdown: float = 0.0  # the kernel-time slowdown HEAD is calibrated to
+
+    @property
+    def label(self) -> str:
+        if self.kind == AA:
+            return f"{self.size} A/A (identical code)"
+        if self.kind == AA_OTHER:
+            return f"{self.size} A/A' (other code, same work)"
+        return f"{self.size} +{self.slowdown:.0%} time"
 
 
-def _run_from(measurement) -> Run:
-    reference_s = measurement.extra["reference_samples_s"]
-    reference_ci = _relative_ci(reference_s)
-    return Run(
-        efficiency=measurement.efficiency,
-        relative_ci=measurement.relative_ci,
-        calibrated=measurement.calibrated_efficiency,
-        calibrated_relative_ci=float(np.hypot(measurement.relative_ci, reference_ci)),
+POINTS = (
+    Point("long_same", "long", AA),
+    Point("short_same", "short", AA),
+    Point("long_equiv", "long", AA_OTHER),
+    Point("short_equiv", "short", AA_OTHER),
+    Point("long_slow1", "long", SLOWER, 0.01),
+    Point("long_slow3", "long", SLOWER, 0.03),
+    Point("short_slow3", "short", SLOWER, 0.03),
+)
+POINT = {point.name: point for point in POINTS}
+
+
+class Stopped(Exception):
+    """SIGTERM or SIGINT (a `timeout` around the run): score and print what there is."""
+
+
+# -- the kernel files -------------------------------------------------------------------------
+
+
+def kernel_block() -> str:
+    """vector_add_more and its comments, as kernels/bench_variants.hip holds it."""
+    text = (KERNELS_DIR / "bench_variants.hip").read_text()
+    return text[text.index(BEGIN) : text.index(END) + len(END)] + "\n"
+
+
+def sim_efficiency(permille: int) -> float:
+    """The simulated device's stand-in for reading `permille` per mille more bytes."""
+    return round(SIM_EFFICIENCY / (1.0 + permille / 1000.0), 6)
+
+
+def kernel_source(permille: int = 0, salt: int = 1) -> str:
+    """A kernel file: vector_add_more reading `permille` per mille more bytes than it declares,
+    with code-object salt `salt`, and the simulated device's directive for the same."""
+    if not 0 <= permille <= MAX_PERMILLE:
+        raise ValueError(f"EXTRA_PERMILLE must be in [0, {MAX_PERMILLE}], not {permille}")
+    declaration = f"GPUPERF_KERNEL void {KERNEL}("
+    directive = f"// gpuperf-sim: efficiency={sim_efficiency(permille)}\n"
+    block = kernel_block().replace(declaration, directive + declaration, 1)
+    return (
+        '#include "gpuperf.h"\n'
+        f"#define EXTRA_PERMILLE {permille}\n"
+        f"#define GQ_SALT {salt}\n\n" + block
     )
 
 
-def _relative_ci(samples_s: Sequence[float]) -> float:
-    from pytest_gpuperf.stats import summarize
-
-    return summarize(list(samples_s), 0.95).relative_ci
-
-
-# -- the simulated device ---------------------------------------------------------------------
+def extra_floats(elements: int, permille: int) -> int:
+    """The floats of `extra` vector_add_more reads (its own integer arithmetic)."""
+    return 3 * elements * permille // 1000
 
 
-def sim_run(job: tuple[str, int, float, float]) -> tuple[str, float, float, Run]:
-    """One run: a fresh simulated MI300X (its own seed = its own run-to-run drift)."""
-    role, seed, fraction, slowdown = job
-    from pytest_gpuperf.measure import MeasureSettings, measure_kernel, release
-    from pytest_gpuperf.runtime.sim import open as open_sim
+# -- the plan: sizes and the bytes each slower head reads ---------------------------------------
 
-    backend = open_sim(
-        0,
-        device="mi300x",
-        seed=seed,
-        run_spread=0.07,
-        common_fraction=fraction,
-        kernel_slowdown={"vector_add": 1.0 + slowdown} if slowdown else None,
+
+@dataclass(frozen=True)
+class Plan:
+    long_elements: int
+    short_elements: int
+    permille: dict[str, int]  # point name -> HEAD's EXTRA_PERMILLE (0 for the controls)
+    calibration: dict[str, Any] = field(default_factory=dict)
+
+    def elements(self, size: str) -> int:
+        return self.long_elements if size == "long" else self.short_elements
+
+    @property
+    def extra_floats(self) -> int:
+        """Size of the `extra` buffer every test allocates: what the hungriest head reads."""
+        needed = [
+            extra_floats(self.elements(point.size), self.permille.get(point.name, 0))
+            for point in POINTS
+        ]
+        return max(1, *needed)
+
+
+def permille_for(slowdown: float, slope_per_permille: float | None) -> int:
+    """EXTRA_PERMILLE that slows the kernel by `slowdown`, from the calibrated time slope
+    (None or not positive: the H100's fallback figure)."""
+    if slope_per_permille is None or not slope_per_permille > 0:
+        value = 1000.0 * slowdown * FALLBACK_BYTES_PER_TIME
+    else:
+        value = slowdown / slope_per_permille
+    return int(min(MAX_PERMILLE, max(1, round(value))))
+
+
+def plan_from(
+    long_elements: int, short_elements: int, calibration: Mapping[str, Any] | None
+) -> Plan:
+    """The plan from a calibration ({size: {"slope_per_permille": ...}, "source": ...});
+    a size without a positive slope takes the fallback, and the plan's source says so."""
+    calibration = dict(calibration or {})
+    slopes = {
+        size: calibration.get(size, {}).get("slope_per_permille") for size in ("long", "short")
+    }
+    permille = {
+        point.name: permille_for(point.slowdown, slopes[point.size]) if point.kind == SLOWER else 0
+        for point in POINTS
+    }
+    unusable = [size for size, slope in slopes.items() if slope is None or not slope > 0]
+    source = calibration.get("source", "")
+    if unusable and "FALLBACK" not in source:
+        fallback = f"{FALLBACK_BYTES_PER_TIME} x the slowdown in bytes"
+        source = f"{source}; FALLBACK for {', '.join(unusable)}: {fallback}".lstrip("; ")
+    calibration["source"] = source
+    return Plan(long_elements, short_elements, permille, calibration)
+
+
+def calibrate_child(spec: Mapping[str, Any]) -> None:
+    """In its own process: how much longer a probe that reads PROBE_PERMILLE more bytes takes,
+    per size, by the library's interleaved A/B pair (measure_pair) on the same buffers."""
+    import numpy as np
+
+    from pytest_gpuperf import open_device
+    from pytest_gpuperf.measure import MeasureSettings, measure_pair
+
+    warnings.simplefilter("ignore")  # the simulated device: the probes have no model
+    workdir = Path(spec["workdir"])
+    workdir.mkdir(parents=True, exist_ok=True)
+    with open_device(spec["backend"]) as device:
+        for size, elements in spec["sizes"].items():
+            probe = PROBE_PERMILLE[size]
+            base_path, probe_path = workdir / "base.hip", workdir / f"probe_{size}.hip"
+            base_path.write_text(kernel_source(0))
+            probe_path.write_text(kernel_source(probe))
+            base = device.kernel(base_path, KERNEL)
+            head = device.kernel(probe_path, KERNEL)
+            rng = np.random.default_rng(0)
+            a = device.to_device(rng.random(elements, dtype=np.float32))
+            b = device.to_device(rng.random(elements, dtype=np.float32))
+            c = device.empty(elements)
+            extra = device.to_device(np.zeros(extra_floats(elements, probe) + 1, np.float32))
+            paired = measure_pair(
+                device.backend,
+                head,
+                base,
+                grid=(elements + BLOCK - 1) // BLOCK,
+                block=BLOCK,
+                args=(a, b, c, extra, elements),
+                bytes_moved=12 * elements,
+                device=device.spec,
+                settings=MeasureSettings(cache="cold", target_rel_ci=0.002, budget_s=3.0),
+                stop_when=lambda ci, _base_s: (ci[1] - ci[0]) / 2 <= 0.002,
+            )
+            emit(
+                {
+                    "size": size,
+                    "elements": elements,
+                    "probe_permille": probe,
+                    "ratio": paired.ratio,
+                    "ratio_ci": list(paired.ratio_ci),
+                    "pairs": paired.pairs,
+                    "base_time_s": paired.base.time_s,
+                    "slope_per_permille": (paired.ratio - 1.0) / probe,
+                    "device": device.spec.name,
+                    "simulated": device.simulated,
+                }
+            )
+
+
+def calibrate(
+    backend: str, sizes: Mapping[str, int], workdir: Path, env: Mapping[str, str]
+) -> dict[str, Any]:
+    """Run calibrate_child; {size: its row} plus "source" (what the plan rests on)."""
+    spec = {"backend": backend, "sizes": dict(sizes), "workdir": str(workdir)}
+    rows = run_child([__file__, "--child", "calibrate", json.dumps(spec)], 120, env=env)
+    found: dict[str, Any] = {row["size"]: row for row in rows}
+    found["source"] = "calibrated: the library's A/B pair of a probe reading 5% / 10% more bytes"
+    return found
+
+
+# -- the throwaway project ------------------------------------------------------------------
+
+CONFTEST = '''\
+"""Written by bench/gate_quality.py.
+
+The simulated device runs no kernel code: the model below computes what vector_add_more
+computes (its time comes from each file's gpuperf-sim directive). On a GPU it is not used.
+GATE_QUALITY_ORDER shuffles the tests per process, so a kernel's place in the process cannot
+bias the learned-history scores.
+"""
+
+import os
+import random
+from pathlib import Path
+
+from pytest_gpuperf import simulate
+
+
+def _vector_add_more(args, launch):
+    a, b, c, extra, n = args
+    count = min(n, launch.threads_x)
+    c[:count] = a[:count] + b[:count]
+
+
+for _path in sorted(Path(__file__).parent.glob("*.hip")):
+    simulate.register(_path, "vector_add_more", _vector_add_more)
+
+
+def pytest_collection_modifyitems(items):
+    order = os.environ.get("GATE_QUALITY_ORDER")
+    if order:
+        random.Random(int(order)).shuffle(items)
+'''
+
+TEST_MODULE = '''\
+"""Written by bench/gate_quality.py: one measurement per kernel file, its output checked."""
+
+import numpy as np
+import pytest
+
+SIZES = {sizes!r}
+EXTRA_FLOATS = {extra}
+BLOCK = {block}
+
+
+@pytest.mark.parametrize("name", list(SIZES))
+def test_kernel(gpu_bench, name):
+    n = SIZES[name]
+    kernel = gpu_bench.kernel(name + ".hip", "{kernel}")
+    rng = np.random.default_rng(0)
+    a = rng.random(n, dtype=np.float32)
+    b = rng.random(n, dtype=np.float32)
+    da, db = gpu_bench.to_device(a), gpu_bench.to_device(b)
+    extra = gpu_bench.to_device(np.zeros(EXTRA_FLOATS, np.float32))  # zeros: c never changes
+    dc = gpu_bench.empty(n)
+    gpu_bench(
+        kernel, grid=(n + BLOCK - 1) // BLOCK, block=BLOCK, args=(da, db, dc, extra, n),
+        bytes=12 * n, name=name,
+    )
+    np.testing.assert_array_equal(gpu_bench.from_device(dc, np.float32, n), a + b)
+'''
+
+
+GIT_IDENTITY = ("-c", "user.name=gate-quality", "-c", "user.email=gate-quality@localhost")
+
+
+def git(directory: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *GIT_IDENTITY, "-c", "commit.gpgsign=false", *args],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def head_source(point: Point, plan: Plan) -> str | None:
+    """HEAD's version of a point's kernel file (None: unchanged from BASE)."""
+    if point.kind == AA_OTHER:
+        return kernel_source(0, salt=2)
+    if point.kind == SLOWER:
+        return kernel_source(plan.permille[point.name])
+    return None
+
+
+def write_project(directory: Path, plan: Plan) -> None:
+    """The project: BASE committed (every file the same vector add), HEAD's edits left in the
+    work tree, as a pull request's checkout with --gpuperf-compare=<its base> sees them."""
+    directory.mkdir(parents=True)
+    sizes = {point.name: plan.elements(point.size) for point in POINTS}
+    for point in POINTS:
+        (directory / f"{point.name}.hip").write_text(kernel_source(0))
+    (directory / "conftest.py").write_text(CONFTEST)
+    (directory / "test_gate_quality.py").write_text(
+        TEST_MODULE.format(sizes=sizes, extra=plan.extra_floats, block=BLOCK, kernel=KERNEL)
+    )
+    (directory / "pytest.ini").write_text("[pytest]\n")  # this directory is the rootdir
+    git(directory, "init", "-q")
+    git(directory, "add", "-A")
+    git(directory, "commit", "-qm", "BASE: every kernel file the same vector add")
+    for point in POINTS:
+        text = head_source(point, plan)
+        if text is not None:
+            (directory / f"{point.name}.hip").write_text(text)
+
+
+def pytest_command(backend: str, report: Path, budget_s: float) -> list[str]:
+    """One separate pytest process. The plugin is named with -p and autoloading is off
+    (process_env), so it loads once whether the package is installed or only on PYTHONPATH."""
+    command = [
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        "-p", "pytest_gpuperf.plugin",
+        "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-compare-force",
+        f"--gpuperf-json={report}", f"--gpuperf-backend={backend}",
+        f"--gpuperf-budget={budget_s:g}",
+    ]  # fmt: skip
+    if backend != "sim":
+        command.append(f"--gpuperf-require={backend}")  # no GPU: fail, never skip
+    return command
+
+
+def process_env(cache: Path, seed: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env["GPUPERF_CACHE_DIR"] = str(cache)  # compiled kernels and BASE's tree, shared
+    env["GPUPERF_SIM_SEED"] = str(seed)  # the simulated device: each process its own run
+    env["GATE_QUALITY_ORDER"] = str(seed)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    return env
+
+
+def run_process(
+    command: Sequence[str], cwd: Path, env: Mapping[str, str], timeout_s: float
+) -> tuple[int | None, str]:
+    """(exit status, None when it ran out of time; its output). The child gets its own
+    process group, killed with it whenever this returns or is interrupted."""
+    child = subprocess.Popen(
+        list(command),
+        cwd=cwd,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     try:
-        kernel = backend.compile(KERNELS_DIR / "vector_add.hip").kernel("vector_add")
-        n = SIM_ELEMENTS
-        rng = np.random.default_rng(seed)
-        a = backend.to_device(rng.random(n, dtype=np.float32))
-        b = backend.to_device(rng.random(n, dtype=np.float32))
-        c = backend.alloc(4 * n)
-        measurement = measure_kernel(
-            backend,
-            kernel,
-            grid=(n + BLOCK - 1) // BLOCK,
-            block=BLOCK,
-            args=(a, b, c, n),
-            bytes_moved=12 * n,
-            device=device_spec(backend),
-            settings=MeasureSettings(cache="cold", calibrate=True),
+        output, _ = child.communicate(timeout=timeout_s)
+        return child.returncode, output
+    except subprocess.TimeoutExpired:
+        _kill_group(child)
+        output, _ = child.communicate()
+        return None, output or ""
+    finally:
+        if child.poll() is None:
+            _kill_group(child)
+            child.wait()
+
+
+def _kill_group(child: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+
+
+@dataclass
+class Trial:
+    """One measurement of one process: its A/B comparison and head's measurement."""
+
+    name: str
+    status: str  # the verdict's: pass | fail | marginal | unjudged
+    test_outcome: str
+    state: str  # the comparison's (pass, regressed, improved, inconclusive, ...) or ""
+    ratio: float | None
+    ratio_ci: tuple[float, float] | None
+    pairs: int
+    threshold: float
+    time_s: float
+    efficiency: float
+    relative_ci: float
+    base_efficiency: float | None
+    measurement: Any = field(repr=False, default=None)  # results.Measurement (head's)
+
+    @property
+    def valid(self) -> bool:
+        """A timed comparison of a test whose output was right."""
+        return (
+            self.status != "unjudged"
+            and self.ratio_ci is not None
+            and self.state in ("pass", "regressed", "improved", "inconclusive")
         )
-        release(backend)
-        return role, fraction, slowdown, _run_from(measurement)
+
+    def summary(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "measurement"}
+
+
+def trials_from_report(document: Mapping[str, Any]) -> dict[str, Trial]:
+    """The trials of one --gpuperf-json report, read back with the library's reader."""
+    from pytest_gpuperf.report.json_report import rows_from_json
+
+    trials = {}
+    for row in rows_from_json(document):
+        m, comparison = row.measurement, row.verdict.comparison
+        trials[m.name] = Trial(
+            name=m.name,
+            status=row.verdict.status,
+            test_outcome=row.test_outcome,
+            state=comparison.state if comparison is not None else "",
+            ratio=comparison.ratio if comparison is not None else None,
+            ratio_ci=tuple(comparison.ratio_ci)
+            if comparison is not None and comparison.ratio_ci
+            else None,
+            pairs=comparison.pairs if comparison is not None else 0,
+            threshold=comparison.threshold if comparison is not None else 0.0,
+            time_s=m.time_s,
+            efficiency=m.efficiency,
+            relative_ci=m.relative_ci,
+            base_efficiency=comparison.base_efficiency if comparison is not None else None,
+            measurement=m,
+        )
+    return trials
+
+
+@dataclass
+class ProcessRecord:
+    index: int
+    seed: int
+    wall_s: float
+    returncode: int | None
+    trials: dict[str, Trial]
+    problem: str = ""
+    device: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "seed": self.seed,
+            "wall_s": self.wall_s,
+            "returncode": self.returncode,
+            "problem": self.problem,
+            "device": self.device,
+            "trials": {name: trial.summary() for name, trial in self.trials.items()},
+        }
+
+
+def one_process(
+    index: int, seed: int, project: Path, reports: Path, cache: Path, options: argparse.Namespace
+) -> ProcessRecord:
+    report = reports / f"process-{index:03d}.json"
+    began = time.perf_counter()
+    returncode, output = run_process(
+        pytest_command(options.backend, report, options.budget),
+        project,
+        process_env(cache, seed),
+        options.process_timeout,
+    )
+    wall_s = time.perf_counter() - began
+    problem, trials, device = "", {}, ""
+    if returncode is None:
+        problem = f"ran out of its {options.process_timeout:.0f} s"
+    elif returncode not in (0, 1):  # 1: some test failed (a regression fails its test)
+        problem = f"pytest exited with status {returncode}"
+    if report.exists():
+        document = json.loads(report.read_text())
+        trials = trials_from_report(document)
+        device = next((d.get("name", "") for d in document.get("devices", ())), "")
+    elif not problem:
+        problem = "no report written"
+    if problem or any(not trial.valid for trial in trials.values()) or len(trials) < len(POINTS):
+        tail = "\n".join(output.strip().splitlines()[-25:])
+        problem = problem or "some measurements were not valid comparisons"
+        print(f"  process {index}: {problem}\n{tail}", file=sys.stderr)
+    return ProcessRecord(index, seed, wall_s, returncode, trials, problem, device)
+
+
+# -- scoring -----------------------------------------------------------------------------
+
+
+def _median(values: Iterable[float | None]) -> float:
+    kept = [v for v in values if v is not None and math.isfinite(v)]
+    return statistics.median(kept) if kept else math.nan
+
+
+def ab_row(label: str, kind: str, trials: Sequence[Trial], target: str = "") -> dict[str, Any]:
+    """Rates of each A/B state among the valid trials of one point."""
+    valid = [t for t in trials if t.valid]
+    count = Counter(t.state for t in valid)
+    n = len(valid)
+
+    def rate(state: str) -> float:
+        return count[state] / n if n else math.nan
+
+    return {
+        "point": label,
+        "kind": kind,
+        "trials": n,
+        "invalid": len(trials) - n,
+        "regressed": rate("regressed"),
+        "improved": rate("improved"),
+        "inconclusive": rate("inconclusive"),
+        "pass": rate("pass"),
+        "median_ratio": _median(t.ratio for t in valid),
+        "median_ci_half": _median((t.ratio_ci[1] - t.ratio_ci[0]) / 2 for t in valid),
+        "median_pairs": _median(t.pairs for t in valid),
+        "median_time_us": _median(t.time_s * 1e6 for t in valid),
+        "target": target,
+        "met": meets(target, n, rate("regressed")),
+    }
+
+
+def meets(target: str, trials: int, regressed: float) -> str:
+    """Whether a row meets the issue's target ("" when it has none): "<= 1% regressed ..."
+    (false alarms) or ">= 95% regressed ..." (detection), over at least 40 trials per point
+    (100 where the target says "over >= 100")."""
+    if not target:
+        return ""
+    wanted = 100 if "over >= 100" in target else 40
+    if trials < wanted:
+        return f"too few trials (< {wanted})"
+    if target.startswith("<="):
+        return "yes" if regressed <= 0.01 else "NO"
+    return "yes" if regressed >= 0.95 else "NO"
+
+
+AB_TARGETS = {
+    "long_slow1": ">= 95% regressed (kernel >= 100 us)",
+    "short_slow3": ">= 95% regressed (3-10 us kernel)",
+}
+
+
+def score_ab(records: Sequence[ProcessRecord]) -> list[dict[str, Any]]:
+    """One row per point, plus the A/A rows together (the issue's >= 100 A/A comparisons)."""
+
+    def of(name: str) -> list[Trial]:
+        return [r.trials[name] for r in records if name in r.trials]
+
+    rows = []
+    same = of("long_same") + of("short_same")
+    rows.append(ab_row("A/A, long + short", AA, same, "<= 1% regressed over >= 100"))
+    for point in POINTS:
+        target = AB_TARGETS.get(point.name, "<= 1% regressed" if point.kind == AA else "")
+        rows.append(ab_row(point.label, point.kind, of(point.name), target))
+    return rows
+
+
+def history_check(
+    saves: Sequence[Any],
+    judged: Any,
+    tolerance: float,
+    simulated_spread: float | None = None,
+) -> dict[str, Any]:
+    """Judge `judged` against the entry --gpuperf-save would have built from `saves` (oldest
+    first), with the gate's own functions: plan_save (-> entry_from_history) and
+    check_baseline."""
+    from pytest_gpuperf.gate.policy import prior_run_spread
+    from pytest_gpuperf.gate.saving import SaveContext, plan_save
+    from pytest_gpuperf.gate.stored import check_baseline
+
+    entry, restarted = None, 0
+    for measurement in saves:
+        context = SaveContext(
+            test_id=TEST_ID,
+            path=HISTORY_PATH,
+            device_key=measurement.device_key,
+            prior_spread=prior_run_spread(
+                measurement.backend, measurement.time_s, measurement.cache, simulated_spread
+            ),
+            history_length=len(saves),
+        )
+        action, saved = plan_save(measurement, entry, context)
+        if saved is None:
+            continue
+        restarted += bool(action.new_history)
+        entry = saved
+    if entry is None:
+        raise ValueError("no save of the history was saved (floor or unjudged)")
+    reference = entry.to_ref(HISTORY_PATH, judged.device_key)
+    check = check_baseline(judged, reference, tolerance=tolerance)
+    return {
+        "outcome": check.outcome,
+        "delta": check.delta,
+        "allowance": check.allowance,
+        "noise": check.noise,
+        "saves": reference.saves,
+        "spread_basis": reference.spread_basis,
+        "run_spread": reference.run_spread,
+        "restarted": restarted,
+    }
+
+
+def tolerances() -> tuple[float, ...]:
+    from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE
+
+    return (DEFAULT_TOLERANCE, 0.0)
+
+
+def history_row(
+    saves: int, tolerance: float, checks: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> dict[str, Any]:
+    """False alarms (checks["unchanged"]) and detections (other keys) for one setting."""
+
+    def rate(items: Sequence[Mapping[str, Any]], outcome: str = "regressed") -> float:
+        return sum(c["outcome"] == outcome for c in items) / len(items) if items else math.nan
+
+    unchanged = checks["unchanged"]
+    row = {
+        "saves": saves,
+        "basis": unchanged[0]["spread_basis"] if unchanged else "",
+        "tolerance": tolerance,
+        "trials": len(unchanged),
+        "false_alarm": rate(unchanged),
+        "improved": rate(unchanged, "improved"),
+        "median_allowance": _median(c["allowance"] for c in unchanged),
+        "median_spread": _median(c["run_spread"] for c in unchanged),
+        "restarted": sum(c["restarted"] for c in unchanged),
+    }
+    for key, items in checks.items():
+        if key != "unchanged":
+            row[f"detect_{key}"] = rate(items)
+    return row
+
+
+def score_history(
+    records: Sequence[ProcessRecord], trials: int, seed: int, simulated_spread: float | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """(rows, every trial, why skipped or ""): histories of long_same's head measurements
+    from other processes, judged on one process's long_same (unchanged) and long_slow3."""
+    usable = [
+        r
+        for r in records
+        if all(name in r.trials and r.trials[name].valid for name in ("long_same", "long_slow3"))
+    ]
+    most = max(HISTORY_SAVES)
+    if len(usable) < most + 1:
+        return [], [], f"needs {most + 1} processes with valid long_same and long_slow3"
+    rng = random.Random(seed)
+    checks: dict[tuple[int, float], dict[str, list]] = {}
+    kept = []
+    for trial in range(trials):
+        judged = usable[trial % len(usable)]
+        others = sorted(
+            rng.sample([r for r in usable if r is not judged], most), key=lambda r: r.index
+        )
+        for saves in HISTORY_SAVES:
+            history = [r.trials["long_same"].measurement for r in others[-saves:]]
+            for tolerance in tolerances():
+                slot = checks.setdefault((saves, tolerance), {"unchanged": [], "+3%": []})
+                for key, name in (("unchanged", "long_same"), ("+3%", "long_slow3")):
+                    check = history_check(
+                        history, judged.trials[name].measurement, tolerance, simulated_spread
+                    )
+                    slot[key].append(check)
+                    kept.append(
+                        {
+                            "judged": judged.index,
+                            "history": [r.index for r in others[-saves:]],
+                            "saves": saves,
+                            "tolerance": tolerance,
+                            "judged_kernel": name,
+                            **check,
+                        }
+                    )
+    rows = [history_row(s, t, items) for (s, t), items in sorted(checks.items())]
+    return rows, kept, ""
+
+
+# -- the processes part -------------------------------------------------------------------
+
+
+def processes_part(options: argparse.Namespace, began: float) -> dict[str, Any]:
+    """Calibrate, write the project, run the processes; returns the document (also written
+    to --out after every process)."""
+    if shutil.which("git") is None:
+        raise SystemExit("gate_quality: git is needed (the A/B base is a git revision)")
+    root = Path(tempfile.mkdtemp(prefix="gate-quality-"))
+    project, reports, cache = root / "project", root / "reports", root / "cache"
+    reports.mkdir()
+    sizes = {"long": options.long_elements, "short": options.short_elements}
+    document: dict[str, Any] = {
+        "title": "",
+        "part": "processes",
+        "backend": options.backend,
+        "command": options.command,
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "workdir": str(root),
+        "complete": False,
+        "processes": [],
+    }
+    records: list[ProcessRecord] = []
+    stopped = ""
+    try:
+        if options.calibrate:
+            print("calibrating the extra bytes per slowdown ...", file=sys.stderr)
+            env = process_env(cache, options.seed)
+            calibration = calibrate(options.backend, sizes, root / "calibration", env)
+        else:
+            calibration = {"source": "--no-calibrate: 1% more bytes per 1% of slowdown"}
+            calibration.update(
+                {s: {"slope_per_permille": 0.001, "probe_permille": 0} for s in sizes}
+            )
+        plan = plan_from(options.long_elements, options.short_elements, calibration)
+        document["plan"] = {
+            "long_elements": plan.long_elements,
+            "short_elements": plan.short_elements,
+            "permille": plan.permille,
+            "calibration": plan.calibration,
+        }
+        print(f"plan: {_plan_line(plan)}", file=sys.stderr)
+        write_project(project, plan)
+        for index in range(options.processes):
+            elapsed = time.perf_counter() - began
+            recent = [r.wall_s for r in records[-5:]]
+            if options.deadline and recent and elapsed + 1.5 * max(recent) > options.deadline:
+                stopped = f"stopped before process {index}: the {options.deadline:.0f} s deadline"
+                break
+            record = one_process(index, options.seed + index, project, reports, cache, options)
+            records.append(record)
+            document["processes"].append(record.to_json())
+            document["ab"] = score_ab(records)
+            write_json(options.out, document)
+            print(_progress(record, index, options.processes, began), file=sys.stderr)
+            if index == 1 and not any(t.valid for r in records for t in r.trials.values()):
+                stopped = "stopped: the first two processes measured nothing valid (see above)"
+                break
+    except Stopped:
+        stopped = f"stopped by a signal after {len(records)} processes"
+    finally:
+        # What is measured is kept: a second signal (a `timeout` firing now) must not cut
+        # the scoring and the printing short.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if not options.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    if stopped:
+        print(stopped, file=sys.stderr)
+    spread = 0.07 if options.backend == "sim" else None  # the plugin's sim prior (run_spread)
+    rows, checks, skipped = score_history(records, options.history_trials, options.seed, spread)
+    walls = [r.wall_s for r in records]
+    device = next((r.device for r in records if r.device), options.backend)
+    document.update(
+        {
+            "device": device,
+            "complete": not stopped and len(records) == options.processes,
+            "stopped": stopped,
+            "ab": score_ab(records),
+            "history": rows,
+            "history_skipped": skipped,
+            "history_trials": checks,
+            "wall_s": time.perf_counter() - began,
+            "process_wall_s": {
+                "median": _median(walls),
+                "max": max(walls) if walls else math.nan,
+                "first": walls[0] if walls else math.nan,
+            },
+        }
+    )
+    return document
+
+
+def _plan_line(plan: Plan) -> str:
+    slowed = ", ".join(
+        f"{name} {permille / 10:g}% more bytes"
+        for name, permille in plan.permille.items()
+        if permille
+    )
+    return (
+        f"long {plan.long_elements} elements, short {plan.short_elements}; {slowed} "
+        f"({plan.calibration.get('source', '')})"
+    )
+
+
+def _progress(record: ProcessRecord, index: int, total: int, began: float) -> str:
+    states = " ".join(
+        f"{name}={t.state or '-'}{'' if t.ratio is None else f'({t.ratio:.4f})'}"
+        for name, t in record.trials.items()
+    )
+    return (
+        f"process {index + 1}/{total}: {record.wall_s:.1f} s "
+        f"(total {time.perf_counter() - began:.0f} s) {states}"
+        + (f" [{record.problem}]" if record.problem else "")
+    )
+
+
+# -- the library part on the simulated MI300X -------------------------------------------
+
+
+def sim_open_kwargs(
+    accepted: Iterable[str],
+    run_spread: float,
+    common_fraction: float | None,
+    code_share: float | None,
+    extra: Mapping[str, float],
+) -> dict[str, Any]:
+    """open_sim's model options: run_spread, and the variance split where the simulator
+    takes it (common_fraction; placement_fraction = what the common and code shares leave)."""
+    accepted = set(accepted)
+    kwargs: dict[str, Any] = {"device": "mi300x", "run_spread": run_spread}
+    if common_fraction is not None and "common_fraction" in accepted:
+        kwargs["common_fraction"] = common_fraction
+    if code_share is not None:
+        if "placement_fraction" not in accepted:
+            raise ValueError(
+                "this simulated device has no code-object share (no placement_fraction)"
+            )
+        common = common_fraction if common_fraction is not None else 0.5
+        placement = 1.0 - common - code_share
+        if placement < -1e-9:
+            raise ValueError(
+                f"common_fraction {common} + code share {code_share} exceed the whole variance"
+            )
+        kwargs["placement_fraction"] = max(0.0, placement)
+    for key, value in extra.items():
+        if key not in accepted:
+            raise ValueError(
+                f"the simulated device has no option {key!r}; it takes {sorted(accepted)}"
+            )
+        kwargs[key] = value
+    return kwargs
+
+
+def _open_sim_parameters() -> tuple[set[str], dict[str, Any]]:
+    from pytest_gpuperf.runtime.sim import open as open_sim
+
+    parameters = inspect.signature(open_sim).parameters
+    defaults = {k: p.default for k, p in parameters.items() if p.default is not inspect._empty}
+    return set(parameters), defaults
+
+
+@dataclass(frozen=True)
+class SimKernels:
+    """The library part's kernel files and their simulated fingerprints."""
+
+    base: str
+    other: str  # the same work, another code object (GQ_SALT 2)
+    slowed: dict[float, tuple[str, str]]  # slowdown -> (file, fingerprint)
+
+
+def write_sim_kernels(directory: Path) -> SimKernels:
+    from pytest_gpuperf import open_device
+
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {"base": directory / "base.hip", "other": directory / "other.hip"}
+    paths["base"].write_text(kernel_source(0))
+    paths["other"].write_text(kernel_source(0, salt=2))
+    slowdowns = sorted(set(SIM_SLOWDOWNS) | set(SIM_HISTORY_SLOWDOWNS))
+    slowed = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with open_device("sim", seed=0) as device:
+            for number, slowdown in enumerate(slowdowns):
+                path = directory / f"slow{number}.hip"
+                path.write_text(kernel_source(0, salt=10 + number))
+                kernel = device.kernel(path, KERNEL)
+                slowed[slowdown] = (str(path), device.backend.kernel_fingerprint(kernel))
+            settings = device.backend.settings
+            if not hasattr(settings, "slowdown"):
+                raise RuntimeError(
+                    "this simulated device keys kernel_slowdown by kernel name only: a slower "
+                    "head needs its own code object's slowdown (fingerprint keys)"
+                )
+    return SimKernels(str(paths["base"]), str(paths["other"]), slowed)
+
+
+def _sim_buffers(device: Any, elements: int) -> tuple:
+    """Lazily zero-filled buffers (nothing is computed: the library part times only)."""
+    backend = device.backend
+    return (
+        backend.alloc(4 * elements),
+        backend.alloc(4 * elements),
+        backend.alloc(4 * elements),
+        backend.alloc(4),
+        elements,
+    )
+
+
+def sim_ab_trial(job: Mapping[str, Any]) -> dict[str, Any]:
+    """One A/B comparison on a fresh simulated device, decided as the plugin decides it."""
+    from pytest_gpuperf import open_device
+    from pytest_gpuperf.gate.ab import check_comparison
+    from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_THRESHOLD
+
+    warnings.simplefilter("ignore")
+    elements = job["elements"]
+    with open_device(
+        "sim", seed=job["seed"], **job["model"], kernel_slowdown=job["slowdown"]
+    ) as device:
+        base = device.kernel(job["base"], KERNEL)
+        head = device.kernel(job["head"], KERNEL)
+        paired = device.compare(
+            head,
+            base,
+            grid=(elements + BLOCK - 1) // BLOCK,
+            block=BLOCK,
+            args=_sim_buffers(device, elements),
+            bytes=12 * elements,
+            cache="cold",
+            budget_s=2 * job["budget"],  # the fixture gives a pair twice the budget
+            threshold=DEFAULT_COMPARE_THRESHOLD,
+        )
+    check = check_comparison(paired, ref="base", ref_commit="", threshold=DEFAULT_COMPARE_THRESHOLD)
+    return {
+        "share": job["share"],
+        "size": job["size"],
+        "point": job["point"],
+        "seed": job["seed"],
+        "state": check.state,
+        "ratio": paired.ratio,
+        "ratio_ci": list(paired.ratio_ci),
+        "pairs": paired.pairs,
+        "time_s": paired.base.time_s,
+        "valid": True,
+    }
+
+
+def sim_history_trial(job: Mapping[str, Any]) -> dict[str, Any]:
+    """K fresh devices save the base code; one more device is judged on the base code and on
+    each slower head (its own code object), every decision by the gate's own functions."""
+    from pytest_gpuperf import open_device
+
+    warnings.simplefilter("ignore")
+    elements = job["elements"]
+    launch = {"grid": (elements + BLOCK - 1) // BLOCK, "block": BLOCK, "bytes": 12 * elements}
+
+    def measure(seed: int, paths: Sequence[str], slowdown: Mapping[str, float]) -> list:
+        with open_device("sim", seed=seed, **job["model"], kernel_slowdown=slowdown) as device:
+            args = _sim_buffers(device, elements)
+            return [
+                device.measure(
+                    device.kernel(p, KERNEL), args=args, budget_s=job["budget"], **launch
+                )
+                for p in paths
+            ]
+
+    saves = [measure(seed, [job["base"]], {})[0] for seed in job["save_seeds"]]
+    slowed = job["slowed"]  # [(slowdown, path, fingerprint)]
+    judged = measure(
+        job["judged_seed"],
+        [job["base"], *(path for _, path, _ in slowed)],
+        {fingerprint: 1.0 + s for s, _, fingerprint in slowed},
+    )
+    checks = []
+    for count in HISTORY_SAVES:
+        for tolerance in tolerances():
+            for label, measurement in zip(
+                ["unchanged", *(f"+{s:.0%}" for s, _, _ in slowed)], judged, strict=True
+            ):
+                check = history_check(saves[-count:], measurement, tolerance, job["run_spread"])
+                checks.append({"saves": count, "tolerance": tolerance, "judged": label, **check})
+    return {"seed": job["judged_seed"], "checks": checks}
+
+
+def _pool_map(
+    function: Callable[[Any], Any], jobs: Sequence[Any], workers: int, what: str
+) -> list[Any]:
+    """`function` over `jobs` in a pool of fresh processes (in this one for workers=1)."""
+    results = []
+    began = time.perf_counter()
+    step = max(1, len(jobs) // 10)
+
+    def collect(mapped: Iterable[Any]) -> None:
+        for done, result in enumerate(mapped, start=1):
+            results.append(result)
+            if done % step == 0 or done == len(jobs):
+                print(
+                    f"  {what}: {done}/{len(jobs)} trials, {time.perf_counter() - began:.0f} s",
+                    file=sys.stderr,
+                )
+
+    if workers <= 1:
+        collect(map(function, jobs))
+    else:
+        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+            collect(pool.imap(function, jobs, chunksize=8))
+    return results
+
+
+def library_part(options: argparse.Namespace, began: float) -> dict[str, Any]:
+    """The simulated MI300X through the library: the A/B grid, then the history path."""
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    accepted, defaults = _open_sim_parameters()
+    common = options.common_fraction
+    if common is None:
+        common = defaults.get("common_fraction")
+    extra = dict(_parse_option(text) for text in options.sim_option)
+    shares: list[float | None] = list(options.code_shares)
+    model_note = ""
+    if "placement_fraction" not in accepted:
+        shares = [None]
+        model_note = "this simulator has no code-object share: one run with its own split"
+    root = Path(tempfile.mkdtemp(prefix="gate-quality-sim-"))
+    try:
+        kernels = write_sim_kernels(root / "kernels")
+        models = {
+            share: sim_open_kwargs(accepted, options.run_spread, common, share, extra)
+            for share in shares
+        }
+        sizes = {"long": options.long_elements, "short": options.short_elements}
+        draw = random.Random(options.seed)
+        seeds = iter(lambda: draw.getrandbits(31), None)  # distinct runs, reproducibly
+        jobs = []
+        for share, model in models.items():
+            for size, elements in sizes.items():
+                heads = {AA: (kernels.base, {}), AA_OTHER: (kernels.other, {})}
+                for slowdown in SIM_SLOWDOWNS:
+                    path, fingerprint = kernels.slowed[slowdown]
+                    heads[f"+{slowdown:.0%}"] = (path, {fingerprint: 1.0 + slowdown})
+                for point, (head, slowdown_map) in heads.items():
+                    jobs += [
+                        {
+                            "share": share,
+                            "size": size,
+                            "point": point,
+                            "elements": elements,
+                            "model": model,
+                            "base": kernels.base,
+                            "head": head,
+                            "slowdown": slowdown_map,
+                            "budget": options.budget,
+                            "seed": next(seeds),
+                        }
+                        for _ in range(options.trials)
+                    ]
+        ab_trials = _pool_map(sim_ab_trial, jobs, options.workers, "A/B")
+        history_share = options.history_share if shares != [None] else None
+        history_model = sim_open_kwargs(accepted, options.run_spread, common, history_share, extra)
+        slowed = [(s, *kernels.slowed[s]) for s in SIM_HISTORY_SLOWDOWNS]
+        history_jobs = [
+            {
+                "elements": options.long_elements,
+                "model": history_model,
+                "run_spread": options.run_spread,
+                "base": kernels.base,
+                "slowed": slowed,
+                "budget": options.budget,
+                "save_seeds": [next(seeds) for _ in range(max(HISTORY_SAVES))],
+                "judged_seed": next(seeds),
+            }
+            for _ in range(options.trials)
+        ]
+        history_trials = _pool_map(sim_history_trial, history_jobs, options.workers, "history")
+        settings = _model_settings(history_model)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    ab_rows = score_sim_ab(ab_trials, models)
+    history_rows = score_sim_history(history_trials)
+    return {
+        "title": "",
+        "part": "library",
+        "backend": "sim",
+        "device": "Simulated AMD Instinct MI300X",
+        "command": options.command,
+        "started": started,
+        "complete": True,
+        "model": {
+            "open_sim": {str(share): model for share, model in models.items()},
+            "history_model": history_model,
+            "settings": settings,
+            "note": model_note,
+        },
+        "ab": ab_rows,
+        "history": history_rows,
+        "ab_trials": ab_trials,
+        "history_trials": history_trials,
+        "wall_s": time.perf_counter() - began,
+    }
+
+
+def _model_settings(model: Mapping[str, Any]) -> dict[str, Any]:
+    """The simulated device's full settings for `model` (what the run really used)."""
+    from pytest_gpuperf.runtime import sim
+
+    backend = sim.open(0, seed=0, **model)
+    try:
+        settings = backend.settings
+        found = {
+            name: getattr(settings, name)
+            for name in (
+                "run_spread",
+                "common_fraction",
+                "placement_fraction",
+                "code_fraction",
+                "jitter",
+                "launch_overhead_s",
+                "host_launch_s",
+                "cache_speedup",
+            )
+            if hasattr(settings, name)
+        }
+        found["model_version"] = getattr(sim, "MODEL_VERSION", "?")
+        return found
     finally:
         backend.close()
 
 
-def sim_part(runs: int, fractions: Sequence[float], workers: int, tolerance: float) -> list[dict]:
-    """Pilot runs (spread), baseline runs, and comparison runs per slowdown, each a fresh
-    seed; baseline i is compared with comparison run i of every slowdown."""
-    seeds = iter(np.random.SeedSequence(20240611).generate_state(10_000_000, np.uint32))
-    jobs = []
-    for fraction in fractions:
-        jobs += [("pilot", int(next(seeds)), fraction, 0.0) for _ in range(SIM_PILOT_RUNS)]
-        jobs += [("baseline", int(next(seeds)), fraction, 0.0) for _ in range(runs)]
-        for slowdown in (0.0, *SLOWDOWNS):
-            jobs += [("compare", int(next(seeds)), fraction, slowdown) for _ in range(runs)]
-    results: dict[tuple[str, float, float], list[Run]] = {}
-    began = time.perf_counter()
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        for done, (role, fraction, slowdown, run) in enumerate(
-            pool.imap(sim_run, jobs, chunksize=16)
-        ):
-            results.setdefault((role, fraction, slowdown), []).append(run)
-            if done % 2000 == 1999:
-                print(
-                    f"  {done + 1}/{len(jobs)} runs, {time.perf_counter() - began:.0f} s",
-                    file=sys.stderr,
-                )
+def score_sim_ab(trials: Sequence[Mapping[str, Any]], models: Mapping[Any, Any]) -> list[dict]:
     rows = []
-    for fraction in fractions:
-        pilots = results[("pilot", fraction, 0.0)]
-        baselines = results[("baseline", fraction, 0.0)]
-        pairs = {
-            s: [
-                (base, now, pilots)
-                for base, now in zip(baselines, results[("compare", fraction, s)], strict=True)
-            ]
-            for s in (0.0, *SLOWDOWNS)
-        }
-        for calibrated in (False, True):
-            rows.append(_score(f"common {fraction:.2f}", calibrated, pairs, tolerance))
-    return rows
-
-
-# -- the H100 (or any CUDA device) ----------------------------------------------------------
-
-
-def cuda_child() -> None:
-    """One process: the unchanged kernel and each slowed variant, once each."""
-    from pytest_gpuperf.measure import MeasureSettings, measure_kernel
-    from pytest_gpuperf.runtime import open_backend
-
-    backend = open_backend("cuda")
-    device = device_spec(backend)
-    kernel = backend.compile(KERNELS_DIR / "bench_variants.hip").kernel("vector_add_extra")
-    n = CUDA_ELEMENTS
-    rng = np.random.default_rng(os.getpid())
-    a = backend.to_device(rng.random(n, dtype=np.float32))
-    b = backend.to_device(rng.random(n, dtype=np.float32))
-    c = backend.alloc(4 * n)
-    extra = backend.to_device(np.zeros(3 * n, np.float32))  # zeros: never changes c
-    for slowdown in (0.0, *SLOWDOWNS):
-        extra_n = round(slowdown * 3 * n)  # slowdown x the 12n declared bytes
-        measurement = measure_kernel(
-            backend,
-            kernel,
-            grid=(max(n, extra_n) + BLOCK - 1) // BLOCK,
-            block=BLOCK,
-            args=(a, b, c, extra, n, extra_n),
-            bytes_moved=12 * n,
-            device=device,
-            settings=MeasureSettings(cache="cold", calibrate=True),
-            name=f"vector_add +{slowdown:.0%} bytes",
-        )
-        run = _run_from(measurement)
-        emit(
-            {
-                "slowdown": slowdown,
-                **run.__dict__,
-                "time_s": measurement.time_s,
-                "throttled": bool(measurement.clocks and measurement.clocks.throttled),
-            }
-        )
-
-
-def hog_child() -> None:
-    """A noise source: copies 2 x 1 GiB back and forth for random bursts of 20-200 ms,
-    idle for random 20-200 ms in between, until terminated."""
-    from pytest_gpuperf.runtime import open_backend
-
-    backend = open_backend("cuda")
-    kernel = backend.compile(KERNELS_DIR / "bench_variants.hip").kernel("hog_copy")
-    count = (1 << 30) // 16
-    src, dst = backend.alloc(16 * count), backend.alloc(16 * count)
-    rng = np.random.default_rng()
-    grid = backend.info.compute_units * 8
-    while True:
-        burst_end = time.perf_counter() + rng.uniform(0.02, 0.2)
-        while time.perf_counter() < burst_end:
-            backend.launch(kernel, grid, BLOCK, (src, dst, count, 1))
-            backend.synchronize()
-        time.sleep(rng.uniform(0.02, 0.2))
-
-
-def cuda_part(processes: int, timeout_s: float, tolerance: float) -> list[dict]:
-    rows = []
-    for noise in ("quiet", "bandwidth hog in another process"):
-        hog = None
-        if noise != "quiet":
-            hog = subprocess.Popen([sys.executable, __file__, "--child", "hog"])
-            time.sleep(2.0)  # let it start hogging
-        try:
-            runs_by_process = []
-            for _ in range(processes):
-                rows_of_child = run_child([__file__, "--child", "cuda"], timeout_s)
-                by_slowdown = {
-                    r["slowdown"]: Run(
-                        r["efficiency"],
-                        r["relative_ci"],
-                        r["calibrated"],
-                        r["calibrated_relative_ci"],
+    for share in models:
+        for size in ("long", "short"):
+            by_point: dict[str, list[Trial]] = {}
+            for t in trials:
+                if t["share"] == share and t["size"] == size:
+                    by_point.setdefault(t["point"], []).append(
+                        Trial(
+                            name=t["point"],
+                            status="pass",
+                            test_outcome="passed",
+                            state=t["state"],
+                            ratio=t["ratio"],
+                            ratio_ci=tuple(t["ratio_ci"]),
+                            pairs=t["pairs"],
+                            threshold=0.0,
+                            time_s=t["time_s"],
+                            efficiency=math.nan,
+                            relative_ci=math.nan,
+                            base_efficiency=None,
+                        )
                     )
-                    for r in rows_of_child
-                }
-                if len(by_slowdown) == 1 + len(SLOWDOWNS):
-                    runs_by_process.append(by_slowdown)
-        finally:
-            if hog is not None:
-                hog.send_signal(signal.SIGTERM)
-                hog.wait(timeout=30)
-        # Each (baseline i, comparison j) pair takes its recorded spread from the unchanged
-        # runs of the other processes (leave-two-out): never from the runs it scores.
-        count = len(runs_by_process)
-        pairs = {
-            s: [
-                (
-                    runs_by_process[i][0.0],
-                    runs_by_process[j][s],
-                    [runs_by_process[k][0.0] for k in range(count) if k not in (i, j)],
-                )
-                for i in range(count)
-                for j in range(count)
-                if i != j
-            ]
-            for s in (0.0, *SLOWDOWNS)
-        }
-        for calibrated in (False, True):
-            rows.append(_score(noise, calibrated, pairs, tolerance))
+            for point, items in by_point.items():
+                kind = point if point in (AA, AA_OTHER) else SLOWER
+                target = {
+                    AA: "<= 1% regressed",
+                    AA_OTHER: "<= 1% regressed",
+                    "+5%": ">= 95% regressed",
+                }.get(point, "")
+                row = ab_row(f"{size} {point}", kind, items, target)
+                row["code_share"] = share
+                rows.append(row)
     return rows
 
 
-# -- scoring ------------------------------------------------------------------------------------
+def score_sim_history(trials: Sequence[Mapping[str, Any]]) -> list[dict]:
+    grouped: dict[tuple[int, float], dict[str, list]] = {}
+    for trial in trials:
+        for check in trial["checks"]:
+            slot = grouped.setdefault((check["saves"], check["tolerance"]), {})
+            slot.setdefault(check["judged"], []).append(check)
+    rows = []
+    for (saves, tolerance), checks in sorted(grouped.items()):
+        ordered = {"unchanged": checks["unchanged"]}
+        ordered.update((k, v) for k, v in checks.items() if k != "unchanged")
+        rows.append(history_row(saves, tolerance, ordered))
+    return rows
 
 
-def _score(
-    condition: str,
-    calibrated: bool,
-    pairs: dict[float, list[tuple[Run, Run, list[Run]]]],
-    tolerance: float,
-) -> dict:
-    """False-alarm and detection rates for one condition and one gated quantity; each trial
-    is (baseline run, compared run, the runs its recorded spread comes from)."""
-
-    def value(run: Run) -> tuple[float, float]:
-        if calibrated:
-            return run.calibrated, run.calibrated_relative_ci
-        return run.efficiency, run.relative_ci
-
-    spreads: dict[int, float] = {}
-
-    def spread_of(pilots: list[Run]) -> float:
-        # Baselines store the spread as a +-range at ~95%: 1.96 relative standard deviations.
-        if id(pilots) not in spreads:
-            values = [value(r)[0] for r in pilots]
-            spreads[id(pilots)] = 1.96 * statistics.stdev(values) / statistics.fmean(values)
-        return spreads[id(pilots)]
-
-    rates = {}
-    for slowdown, trials in pairs.items():
-        fails = sum(
-            regressed(*value(base), *value(now), spread_of(pilots), tolerance)
-            for base, now, pilots in trials
-        )
-        rates[slowdown] = fails / len(trials)
-    return {
-        "condition": condition,
-        "gated_on": "calibrated" if calibrated else "efficiency",
-        "run_spread": statistics.fmean(spreads.values()),
-        "trials": len(pairs[0.0]),
-        "false_alarm": rates[0.0],
-        **{f"detect_{s:.0%}": rates[s] for s in SLOWDOWNS},
-    }
+def _parse_option(text: str) -> tuple[str, float]:
+    key, _, value = text.partition("=")
+    if not key or not value:
+        raise argparse.ArgumentTypeError(f"--sim-option takes KEY=VALUE, got {text!r}")
+    return key.strip(), float(value)
 
 
-HEADERS = [
-    "condition",
-    "gated on",
-    "spread (+-95%)",
-    "trials",
-    "false alarms",
-    *(f"detects {s:.0%}" for s in SLOWDOWNS),
-]
+# -- output --------------------------------------------------------------------------------
 
 
-def _table(rows: list[dict]) -> list[list]:
-    return [
-        [
-            r["condition"],
-            r["gated_on"],
-            f"{r['run_spread']:.2%}",
-            r["trials"],
-            f"{r['false_alarm']:.1%}",
-            *(f"{r[f'detect_{s:.0%}']:.1%}" for s in SLOWDOWNS),
+def _pct(value: Any, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{100 * value:.{digits}f}%"
+
+
+def _num(value: Any, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return format(value, fmt)
+
+
+AB_HEADERS = [
+    "point", "trials", "regressed", "improved", "inconclusive", "pass", "median head/base",
+    "median CI +-", "median pairs", "median time", "target", "met",
+]  # fmt: skip
+
+
+def ab_table(rows: Sequence[Mapping[str, Any]], with_share: bool = False) -> tuple[list, list]:
+    headers = (["code share"] if with_share else []) + AB_HEADERS
+    table = []
+    for r in rows:
+        cells = [
+            r["point"],
+            f"{r['trials']}" + (f" (+{r['invalid']} invalid)" if r["invalid"] else ""),
+            _pct(r["regressed"]),
+            _pct(r["improved"]),
+            _pct(r["inconclusive"]),
+            _pct(r["pass"]),
+            _num(r["median_ratio"], ".4f"),
+            _pct(r["median_ci_half"], 2),
+            _num(r["median_pairs"], ".0f"),
+            f"{_num(r['median_time_us'], '.1f')} us",
+            r["target"] or "-",
+            r["met"] or "-",
         ]
-        for r in rows
-    ]
+        if with_share:
+            share = r.get("code_share")
+            cells.insert(0, "model's" if share is None else f"{share:.2f}")
+        table.append(cells)
+    return headers, table
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", default="sim", choices=["sim", "cuda"])
-    parser.add_argument("--runs", type=int, default=500, help="sim: runs per point (500)")
-    parser.add_argument(
-        "--fractions",
-        default=",".join(map(str, FRACTIONS)),
-        help="sim: common fractions of the run-to-run noise",
-    )
-    parser.add_argument(
-        "--processes", type=int, default=20, help="cuda: scored processes per noise condition (20)"
-    )
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument(
-        "--tolerance",
-        type=float,
-        default=0.0,
-        help="the gate's tolerance (default 0: the noise allowance alone; the plugin's "
-        "default --gpuperf-tolerance of 5%% would hide every drop below 5%%)",
-    )
-    parser.add_argument("--out", help="write the rows as JSON")
-    parser.add_argument("--markdown", action="store_true", help="print a Markdown table too")
-    parser.add_argument("--child", choices=["cuda", "hog"], help=argparse.SUPPRESS)
-    options = parser.parse_args(argv)
-    if options.child == "cuda":
-        cuda_child()
-        return 0
-    if options.child == "hog":
-        hog_child()
-        return 0
-    began = time.perf_counter()
-    if options.backend == "sim":
-        fractions = [float(f) for f in options.fractions.split(",")]
-        rows = sim_part(options.runs, fractions, options.workers, options.tolerance)
-        title = f"gate quality, SIMULATED MI300X (run_spread=0.07), {options.runs} runs per point"
+def history_table(rows: Sequence[Mapping[str, Any]]) -> tuple[list, list]:
+    detect_keys = [k for k in (rows[0] if rows else {}) if k.startswith("detect_")]
+    headers = [
+        "baseline", "tolerance", "trials", "false alarms", "unchanged judged improved",
+        *(f"detects {k[len('detect_'):]}" for k in detect_keys),
+        "median allowance", "median spread (+-95%)",
+    ]  # fmt: skip
+    table = []
+    for r in rows:
+        what = "1 save (prior spread)" if r["saves"] == 1 else f"{r['saves']} saves ({r['basis']})"
+        table.append(
+            [
+                what,
+                _pct(r["tolerance"], 0),
+                r["trials"],
+                _pct(r["false_alarm"]),
+                _pct(r["improved"]),
+                *(_pct(r[k]) for k in detect_keys),
+                _pct(r["median_allowance"], 2),
+                _pct(r["median_spread"], 2),
+            ]
+        )
+    return headers, table
+
+
+def render(document: Mapping[str, Any], markdown: bool) -> str:
+    table = markdown_table if markdown else text_table
+    lines = [document["title"], ""]
+    for note in document.get("notes", ()):
+        lines.append(("- " if markdown else "  ") + note)
+    if document.get("notes"):
+        lines.append("")
+    with_share = document["part"] == "library"
+    lines += ["A/B in one run (--gpuperf-compare), state of each comparison:", ""]
+    lines += [table(*ab_table(document.get("ab", ()), with_share)), ""]
+    if document.get("history"):
+        what = (
+            "long kernel, histories from separate processes"
+            if document["part"] == "processes"
+            else "long kernel, each save a fresh simulated device"
+        )
+        lines += [f"Stored baseline ({what}), judged by check_baseline:", ""]
+        lines += [table(*history_table(document["history"])), ""]
+    elif document.get("history_skipped"):
+        lines += [f"Stored baseline: not scored ({document['history_skipped']}).", ""]
+    return "\n".join(lines)
+
+
+def describe(document: dict[str, Any], options: argparse.Namespace) -> None:
+    """The title and the notes that say what was run, on what, with which parameters."""
+    date = document["started"][:10]
+    if document["part"] == "processes":
+        processes = len(document["processes"])
+        simulated = " (SIMULATED)" if options.backend == "sim" else ""
+        document["title"] = (
+            f"Gate quality through pytest on {document['device']}{simulated}, {date}: "
+            f"{processes} separate processes, {document['wall_s']:.0f} s"
+            + ("" if document["complete"] else f" (PARTIAL: {document.get('stopped', '')})")
+        )
+        plan = document.get("plan", {})
+        walls = document.get("process_wall_s", {})
+        document["notes"] = [
+            f"command: `{document['command']}`",
+            f"plan: {_plan_line(plan_from_json(plan))}" if plan else "plan: none",
+            f"per process: median {_num(walls.get('median'), '.1f')} s, max "
+            f"{_num(walls.get('max'), '.1f')} s, "
+            f"first (compiles) {_num(walls.get('first'), '.1f')} s",
+            "A/A' is a HEAD edit that changes the code object but not the work (GQ_SALT): what "
+            "every real A/B comparison times, since identical code is never timed without "
+            "--gpuperf-compare-force",
+        ]
     else:
-        rows = cuda_part(options.processes, timeout_s=300, tolerance=options.tolerance)
-        title = f"gate quality on cuda, {options.processes} processes per condition"
-    title += f", tolerance {options.tolerance:.0%}, {time.perf_counter() - began:.0f} s"
-    print(title)
-    print(text_table(HEADERS, _table(rows)))
+        settings = document["model"]["settings"]
+        document["title"] = (
+            f"Gate quality on the SIMULATED MI300X (library), {date}: {options.trials} trials per "
+            f"point, each a fresh simulated device, {document['wall_s']:.0f} s"
+        )
+        document["notes"] = [
+            f"command: `{document['command']}`",
+            "model: "
+            + ", ".join(
+                f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in settings.items()
+            )
+            + " (the history part's; the A/B grid varies the code share: placement = 1 - "
+            "common - code)",
+            "slower heads: their own code object, slowed by the simulator's kernel_slowdown "
+            "keyed by that fingerprint; A/A' other code of equal speed",
+        ]
+        if document["model"]["note"]:
+            document["notes"].append(document["model"]["note"])
+
+
+def plan_from_json(plan: Mapping[str, Any]) -> Plan:
+    return Plan(
+        plan["long_elements"], plan["short_elements"], dict(plan["permille"]), plan["calibration"]
+    )
+
+
+DOCS_INTRO = """\
+## Gate quality: A/B in one run and learned-history baselines
+
+`bench/gate_quality.py` measures the false alarms and detections of the two gates that learn
+their noise: the A/B comparison in one run (`--gpuperf-compare`) and stored baselines with a
+history of saves (`--gpuperf-save`), each decision made by the gate's own functions. The
+processes part runs separate `pytest` processes in a throwaway git project whose HEAD really
+reads more bytes (`vector_add_more`, kernels/bench_variants.hip); the library part runs
+thousands of fresh simulated MI300X devices. The script's docstring says what each point is.
+"""
+
+
+def update_docs(document: Mapping[str, Any]) -> None:
+    """Write the run's Markdown into docs/benchmarks.md: one subsection per part (GPU
+    processes, simulated library), inside the ab-gate-quality section."""
+    if document["part"] == "processes" and document.get("backend") == "sim":
+        raise SystemExit(
+            "--update-docs: the processes part on the simulated device is a smoke test"
+        )
+    text = DOCS.read_text() if DOCS.exists() else ""
+    inner = {
+        "cuda": f"{DOCS_MARKER}-gpu",
+        "sim": f"{DOCS_MARKER}-sim",
+    }
+    if f"<!-- {DOCS_MARKER}:begin -->" not in text:
+        skeleton = DOCS_INTRO + "".join(
+            f"\n<!-- {marker}:begin -->\n(not run yet)\n<!-- {marker}:end -->\n"
+            for marker in inner.values()
+        )
+        replace_section(DOCS, DOCS_MARKER, skeleton)
+    key = "sim" if document["part"] == "library" else "cuda"
+    body = "### " + render(document, markdown=True)
+    replace_section(DOCS, inner[key], body)
+
+
+# -- main ----------------------------------------------------------------------------------
+
+
+def _on_signal(signum: int, _frame: Any) -> None:
+    raise Stopped(signal.Signals(signum).name)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--backend",
+        default="sim",
+        choices=["sim", "cuda", "hip"],
+        help="cuda/hip: the processes part on that GPU; sim: the library part (sim)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the processes part, small (with --backend sim: the smoke test of the GPU run: "
+        "8 processes, 4M and 256K elements)",
+    )
+    parser.add_argument("--processes", type=int, help="processes part: pytest processes (cuda: 50)")
+    parser.add_argument(
+        "--budget", type=float, default=1.0, help="--gpuperf-budget per measurement, s (1.0)"
+    )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        help="processes part: start no process that would end past this many seconds from the "
+        "start (cuda: 520, to fit `timeout 560`; 0: none)",
+    )
+    parser.add_argument(
+        "--process-timeout", type=float, default=150.0, help="per pytest process, s (150)"
+    )
+    parser.add_argument(
+        "--long-elements", type=int, help=f"the long kernel's fp32 elements ({LONG_ELEMENTS})"
+    )
+    parser.add_argument(
+        "--short-elements", type=int, help=f"the short kernel's fp32 elements ({SHORT_ELEMENTS})"
+    )
+    parser.add_argument(
+        "--no-calibrate",
+        dest="calibrate",
+        action="store_false",
+        help="x%% more bytes for an x%% slowdown instead of the measured time slope",
+    )
+    parser.add_argument(
+        "--history-trials", type=int, default=200, help="processes part: history trials (200)"
+    )
+    parser.add_argument("--trials", type=int, help="library part: trials per point (500)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="library part: processes in the pool (the CPU count; 1: no pool)",
+    )
+    parser.add_argument(
+        "--run-spread",
+        type=float,
+        default=0.07,
+        help="library part: open_sim's run_spread, +-95%% (0.07, the seed's MI300X figure)",
+    )
+    parser.add_argument(
+        "--common-fraction", type=float, help="library part: open_sim's (default: its own)"
+    )
+    parser.add_argument(
+        "--code-shares",
+        type=lambda text: [float(v) for v in text.split(",")],
+        default=list(CODE_SHARES),
+        help="library part: the run-to-run variance's share per code object, a grid "
+        f"(default {','.join(map(str, CODE_SHARES))})",
+    )
+    parser.add_argument(
+        "--history-share",
+        type=float,
+        default=0.05,
+        help="library part: the code share of the history path's model (0.05)",
+    )
+    parser.add_argument(
+        "--sim-option",
+        action="append",
+        default=[],
+        help="library part: another open_sim option, KEY=VALUE (repeatable)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=20260101, help="seeds every draw of the script (20260101)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the temporary project")
+    parser.add_argument(
+        "--out", help="write every trial and the scores as JSON (after every process)"
+    )
+    parser.add_argument("--markdown", action="store_true", help="print the Markdown tables too")
+    parser.add_argument(
+        "--update-docs", action="store_true", help="write the tables into docs/benchmarks.md"
+    )
+    parser.add_argument(
+        "--render",
+        metavar="JSON",
+        help="print (and with --update-docs, write) the tables of a saved --out file instead "
+        "of running, e.g. one the GPU machine wrote",
+    )
+    parser.add_argument("--child", choices=["calibrate"], help=argparse.SUPPRESS)
+    parser.add_argument("child_args", nargs="?", help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    options.part = "processes" if options.backend != "sim" or options.quick else "library"
+    quick = options.quick
+    defaults = {
+        "processes": 8 if quick else 50,
+        "long_elements": (4 << 20) if quick and options.backend == "sim" else LONG_ELEMENTS,
+        "short_elements": (256 << 10) if quick and options.backend == "sim" else SHORT_ELEMENTS,
+        "trials": 500,
+        "deadline": 520.0 if options.backend != "sim" else 0.0,
+    }
+    for name, value in defaults.items():
+        if getattr(options, name) is None:
+            setattr(options, name, value)
+    if options.update_docs and options.quick:
+        parser.error("--update-docs: a --quick run is a smoke test, its numbers stay out of docs")
+    options.command = "PYTHONPATH=. python3 bench/gate_quality.py " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
+    )
+    return options
+
+
+def render_saved(path: Path, options: argparse.Namespace) -> int:
+    """The tables of a document written by --out (a run cut off before its end has no title
+    and no history scores: what it has is shown)."""
+    document = json.loads(path.read_text())
+    if not document.get("title"):
+        count = len(document.get("processes", ()))
+        document["title"] = (
+            f"Gate quality ({document.get('part')}, {document.get('backend')}), "
+            f"{document.get('started', '')[:10]}: PARTIAL, {count} processes, no history scores"
+        )
+    print(render(document, markdown=False))
     if options.markdown:
         print()
-        print(markdown_table(HEADERS, _table(rows)))
-    write_json(options.out, {"title": title, "rows": rows})
+        print(render(document, markdown=True))
+    if options.update_docs:
+        update_docs(document)
+        print(f"wrote {DOCS.relative_to(REPO_ROOT)}", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = parse_args(argv)
+    if options.child == "calibrate":
+        calibrate_child(json.loads(options.child_args))
+        return 0
+    if options.render:
+        return render_saved(Path(options.render), options)
+    began = time.perf_counter()
+    previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        if options.part == "processes":
+            document = processes_part(options, began)
+        else:
+            try:
+                document = library_part(options, began)
+            except Stopped as signal_name:
+                print(f"stopped by {signal_name}: the library part keeps nothing", file=sys.stderr)
+                return 130
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    describe(document, options)
+    write_json(options.out, document)
+    print(render(document, markdown=False))
+    if options.markdown:
+        print()
+        print(render(document, markdown=True))
+    if options.update_docs:
+        update_docs(document)
+        print(f"wrote {DOCS.relative_to(REPO_ROOT)}", file=sys.stderr)
     return 0
 
 

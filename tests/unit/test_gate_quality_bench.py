@@ -1,0 +1,328 @@
+"""bench/gate_quality.py: its pure parts (kernel files, plan, scoring through the gate's own
+functions), a tiny --quick run through separate pytest processes on the simulated device (the
+path the GPU run takes), and a tiny run of the library part."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf.gate.policy import prior_run_spread
+from pytest_gpuperf.results import Measurement
+from pytest_gpuperf.runtime import open_backend
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "bench" / "gate_quality.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("gpuperf_bench_gate_quality", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+gq = _load()
+
+
+def measurement(efficiency: float, rel_ci: float = 0.002, *, fingerprint: str = "sha256:a"):
+    """A cold 32M-element vector add on the simulated MI300X at `efficiency` of 5.3 TB/s."""
+    bytes_moved, peak_bps = 12 * (32 << 20), 5.3e12
+    time_s = bytes_moved / (efficiency * peak_bps)
+    return Measurement(
+        name="long_same",
+        kernel="vector_add_more",
+        cache="cold",
+        bytes_moved=bytes_moved,
+        time_s=time_s,
+        time_ci_s=(time_s * (1 - rel_ci), time_s * (1 + rel_ci)),
+        samples_s=(time_s,) * 10,
+        peak_bps=peak_bps,
+        device_key="mi300x",
+        device_name="AMD Instinct MI300X",
+        backend="cuda",  # the prior a first save records: 2% (policy.DEFAULT_RUN_SPREAD)
+        simulated=False,
+        queue_method="flush-ahead",
+        grid=(131072, 1, 1),
+        block=(256, 1, 1),
+        fingerprint=fingerprint,
+    )
+
+
+# -- kernel files -----------------------------------------------------------------------------
+
+
+def test_the_kernel_block_is_the_one_in_bench_variants():
+    block = gq.kernel_block()
+    assert block.startswith(gq.BEGIN) and block.rstrip().endswith(gq.END)
+    assert "GPUPERF_KERNEL void vector_add_more(" in block
+    assert block in (REPO / "kernels" / "bench_variants.hip").read_text() + "\n"
+
+
+def test_a_kernel_file_defines_its_bytes_and_salt_and_tells_the_simulator(tmp_path):
+    text = gq.kernel_source(16, salt=2)
+    assert "#define EXTRA_PERMILLE 16\n#define GQ_SALT 2\n" in text
+    directive = f"// gpuperf-sim: efficiency={gq.sim_efficiency(16)}\n"
+    assert directive + "GPUPERF_KERNEL void vector_add_more(" in text
+    assert gq.sim_efficiency(0) == gq.SIM_EFFICIENCY
+    assert gq.sim_efficiency(100) == pytest.approx(gq.SIM_EFFICIENCY / 1.1, rel=1e-5)
+    with pytest.raises(ValueError, match="EXTRA_PERMILLE"):
+        gq.kernel_source(gq.MAX_PERMILLE + 1)
+
+
+def test_the_simulator_sees_each_head_edit_as_other_code(tmp_path):
+    backend = open_backend("sim", seed=1)
+    try:
+        prints = {}
+        for name, text in {
+            "base": gq.kernel_source(0),
+            "base_again": gq.kernel_source(0),
+            "salted": gq.kernel_source(0, salt=2),
+            "slower": gq.kernel_source(10),
+        }.items():
+            path = tmp_path / f"{name}.hip"
+            path.write_text(text)
+            kernel = backend.compile(path).kernel("vector_add_more")
+            prints[name] = backend.kernel_fingerprint(kernel)
+            assert backend.efficiency_of(kernel) == gq.sim_efficiency(10 if name == "slower" else 0)
+        assert prints["base"] == prints["base_again"]
+        assert len({prints["base"], prints["salted"], prints["slower"]}) == 3
+    finally:
+        backend.close()
+
+
+# -- the plan -------------------------------------------------------------------------------
+
+
+def test_permille_follows_the_calibrated_slope_within_its_bounds():
+    assert gq.permille_for(0.01, 0.0006) == 17  # 1% of time costs 1.7% more bytes
+    assert gq.permille_for(0.03, 0.001) == 30
+    assert gq.permille_for(0.03, 1e-6) == gq.MAX_PERMILLE
+    assert gq.permille_for(0.01, None) == round(10 * gq.FALLBACK_BYTES_PER_TIME)
+    assert gq.permille_for(0.01, -0.001) == round(10 * gq.FALLBACK_BYTES_PER_TIME)
+    assert gq.permille_for(0.0001, 0.01) == 1
+
+
+def test_a_plan_gives_only_slower_heads_extra_bytes_and_sizes_the_extra_buffer():
+    calibration = {"long": {"slope_per_permille": 0.0006}, "short": {"slope_per_permille": 0.0003}}
+    plan = gq.plan_from(1000, 100, calibration)
+    assert plan.permille == {
+        "long_same": 0,
+        "short_same": 0,
+        "long_equiv": 0,
+        "short_equiv": 0,
+        "long_slow1": 17,
+        "long_slow3": 50,
+        "short_slow3": 100,
+    }
+    assert plan.extra_floats == max(gq.extra_floats(1000, 50), gq.extra_floats(100, 100))
+    assert gq.extra_floats(32 << 20, 10) == 3 * (32 << 20) // 100
+
+
+def test_a_size_the_calibration_could_not_measure_takes_the_fallback_and_says_so():
+    calibration = {"long": {"slope_per_permille": 0.0006}, "source": "calibrated"}
+    plan = gq.plan_from(1000, 100, calibration)
+    assert plan.permille["short_slow3"] == round(30 * gq.FALLBACK_BYTES_PER_TIME)
+    assert plan.calibration["source"].startswith("calibrated; FALLBACK for short")
+
+
+# -- scoring ----------------------------------------------------------------------------------
+
+
+def trial(state: str, ratio: float = 1.0, status: str = "pass") -> object:
+    return gq.Trial(
+        name="x",
+        status=status,
+        test_outcome="passed",
+        state=state,
+        ratio=ratio,
+        ratio_ci=(ratio - 0.001, ratio + 0.003),
+        pairs=20,
+        threshold=0.005,
+        time_s=150e-6,
+        efficiency=0.8,
+        relative_ci=0.002,
+        base_efficiency=0.8,
+    )
+
+
+def test_an_ab_row_counts_each_state_among_valid_trials_only():
+    trials = [trial("pass")] * 97 + [trial("regressed", 1.02)] + [trial("improved", 0.98)]
+    trials += [trial("inconclusive"), trial("pass", status="unjudged"), trial("unchanged")]
+    row = gq.ab_row("A/A", gq.AA, trials, "<= 1% regressed over >= 100")
+    assert row["trials"] == 100 and row["invalid"] == 2
+    assert (row["regressed"], row["improved"], row["inconclusive"]) == (0.01, 0.01, 0.01)
+    assert row["median_ratio"] == 1.0 and row["median_ci_half"] == pytest.approx(0.002)
+    assert row["met"] == "yes"
+
+
+def test_targets_need_their_trials_and_their_rate():
+    assert gq.meets(">= 95% regressed (kernel >= 100 us)", 50, 0.96) == "yes"
+    assert gq.meets(">= 95% regressed (kernel >= 100 us)", 50, 0.94) == "NO"
+    assert gq.meets("<= 1% regressed over >= 100", 99, 0.0).startswith("too few")
+    assert gq.meets("<= 1% regressed", 40, 0.025) == "NO"
+    assert gq.meets("", 1000, 0.5) == ""
+
+
+def test_history_checks_are_the_gates_own():
+    """Five saves of a kernel steady within +-0.2% learn a tight spread: a 3% drop is caught,
+    no change passes. One save keeps the CUDA prior (2%) and lets the same 3% through."""
+    steady = [measurement(0.80 * (1 + d)) for d in (0.001, -0.001, 0.0, 0.002, -0.002)]
+    same = gq.history_check(steady, measurement(0.8), 0.01)
+    slower = gq.history_check(steady, measurement(0.8 / 1.03), 0.01)
+    assert same["outcome"] == "within-noise" and slower["outcome"] == "regressed"
+    assert same["saves"] == 5 and same["spread_basis"] == "history"
+    one = gq.history_check(steady[:1], measurement(0.8 / 1.03), 0.01)
+    prior = prior_run_spread("cuda", steady[0].time_s, "cold")  # 2% and a launch's jitter
+    assert one["spread_basis"] == "prior" and one["run_spread"] == pytest.approx(prior, rel=1e-3)
+    assert one["outcome"] == "within-noise"
+
+
+def test_a_history_of_other_code_restarts_as_saving_would():
+    saves = [measurement(0.8), measurement(0.8, fingerprint="sha256:b"), measurement(0.8)]
+    check = gq.history_check(saves, measurement(0.8), 0.01)
+    assert check["restarted"] == 2 and check["saves"] == 1
+
+
+def record(index: int, same: float, slower: float) -> object:
+    trials = {}
+    for name, efficiency in (("long_same", same), ("long_slow3", slower)):
+        t = trial("pass")
+        t.measurement = measurement(efficiency)
+        trials[name] = t
+    return gq.ProcessRecord(index, index, 1.0, 0, trials)
+
+
+def test_history_scores_judge_each_process_against_the_others():
+    assert gq.score_history([record(i, 0.8, 0.78) for i in range(5)], 10, 1, None)[2]
+    records = [record(i, 0.8 * (1 + 0.001 * (i % 3 - 1)), 0.8 / 1.03) for i in range(8)]
+    rows, checks, skipped = gq.score_history(records, 16, 1, None)
+    assert not skipped and len(rows) == len(gq.HISTORY_SAVES) * 2
+    assert all(c["judged"] not in c["history"] for c in checks)
+    five = [r for r in rows if r["saves"] == 5]
+    assert all(r["false_alarm"] == 0 and r["detect_+3%"] == 1 for r in five)
+    single = [r for r in rows if r["saves"] == 1]
+    assert all(r["basis"] == "prior" and r["detect_+3%"] == 0 for r in single)
+
+
+def test_sim_options_split_the_variance_and_refuse_what_the_simulator_lacks():
+    accepted = {"run_spread", "common_fraction", "placement_fraction", "jitter"}
+    kwargs = gq.sim_open_kwargs(accepted, 0.07, 0.5, 0.15, {"jitter": 0.002})
+    assert kwargs == {
+        "device": "mi300x",
+        "run_spread": 0.07,
+        "common_fraction": 0.5,
+        "placement_fraction": pytest.approx(0.35),
+        "jitter": 0.002,
+    }
+    with pytest.raises(ValueError, match="no option"):
+        gq.sim_open_kwargs(accepted, 0.07, 0.5, 0.1, {"nonsense": 1.0})
+    with pytest.raises(ValueError, match="exceed"):
+        gq.sim_open_kwargs(accepted, 0.07, 0.9, 0.3, {})
+    with pytest.raises(ValueError, match="code-object share"):
+        gq.sim_open_kwargs({"run_spread"}, 0.07, None, 0.1, {})
+
+
+def test_update_docs_keeps_one_subsection_per_part(tmp_path, monkeypatch):
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text("# Benchmarks\n\nkept\n")
+    monkeypatch.setattr(gq, "DOCS", docs)
+    document = {"title": "T1", "part": "library", "ab": [], "history": []}
+    gq.update_docs(document)
+    gq.update_docs({**document, "title": "T2"})
+    gq.update_docs({**document, "title": "GPU", "part": "processes", "backend": "cuda"})
+    with pytest.raises(SystemExit, match="smoke test"):
+        gq.update_docs({**document, "part": "processes", "backend": "sim"})
+    text = docs.read_text()
+    assert text.startswith("# Benchmarks\n\nkept\n")
+    assert text.count("<!-- ab-gate-quality:begin -->") == 1
+    assert "### T2" in text and "### T1" not in text and "### GPU" in text
+    assert text.index("ab-gate-quality-gpu:begin") < text.index("ab-gate-quality-sim:begin")
+
+
+# -- runs ---------------------------------------------------------------------------------
+
+
+def run_script(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path / "gq.json"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done, json.loads(out.read_text())
+
+
+def test_a_tiny_quick_run_goes_through_separate_pytest_processes(tmp_path):
+    done, document = run_script(
+        tmp_path,
+        *("--backend", "sim", "--quick", "--processes", "2"),
+        *("--long-elements", "65536", "--short-elements", "16384", "--history-trials", "4"),
+    )
+    assert document["complete"] and len(document["processes"]) == 2
+    assert document["plan"]["calibration"]["source"].startswith("calibrated")
+    for process in document["processes"]:
+        assert set(process["trials"]) == {p.name for p in gq.POINTS}
+        for name, t in process["trials"].items():
+            assert t["status"] != "unjudged" and t["test_outcome"] in ("passed", "failed")
+            assert t["state"] in ("pass", "regressed", "improved", "inconclusive"), name
+        assert process["trials"]["long_same"]["state"] == "pass"  # A/A of identical code
+    rows = {row["point"]: row for row in document["ab"]}
+    assert rows["A/A, long + short"]["trials"] == 4
+    assert document["history_skipped"].startswith("needs 6 processes")
+    assert "A/B in one run" in done.stdout and "separate processes" in done.stdout
+
+
+def test_a_deadline_stops_the_run_and_still_reports_it(tmp_path):
+    _, document = run_script(
+        tmp_path,
+        *("--backend", "sim", "--quick", "--processes", "3", "--deadline", "0.5"),
+        *("--long-elements", "65536", "--short-elements", "16384", "--no-calibrate"),
+    )
+    assert not document["complete"] and len(document["processes"]) == 1
+    assert "deadline" in document["stopped"] and "PARTIAL" in document["title"]
+    assert document["plan"]["permille"]["long_slow1"] == 10  # --no-calibrate: 1% more bytes
+
+
+def test_a_tiny_library_run_scores_every_point(tmp_path):
+    done, document = run_script(
+        tmp_path,
+        *("--backend", "sim", "--trials", "2", "--workers", "1", "--code-shares", "0,0.3"),
+        *("--long-elements", "1048576", "--short-elements", "65536", "--markdown"),
+    )
+    rows = document["ab"]
+    assert {row["code_share"] for row in rows} == {0.0, 0.3}
+    assert {row["point"] for row in rows} == {
+        f"{size} {point}" for size in ("long", "short") for point in ("A/A", "A/A'", "+3%", "+5%")
+    }
+    assert all(row["trials"] == 2 for row in rows)
+    aa = [row for row in rows if row["point"].endswith(" A/A")]
+    assert all(row["regressed"] == 0 for row in aa)  # identical code: nothing to tell apart
+    history = document["history"]
+    assert {row["saves"] for row in history} == set(gq.HISTORY_SAVES)
+    assert all(not math.isnan(row["false_alarm"]) for row in history)
+    assert document["model"]["settings"]["run_spread"] == 0.07
+    assert "| code share |" in done.stdout and "SIMULATED" in done.stdout
+
+
+def test_a_file_cut_off_mid_run_still_renders(tmp_path, capsys):
+    saved = tmp_path / "gq.json"
+    rows = gq.score_ab([record(0, 0.8, 0.78)])
+    partial = {"part": "processes", "backend": "cuda", "started": "2026-11-23T10:00:00+00:00"}
+    saved.write_text(json.dumps({**partial, "processes": [{}], "ab": rows}))
+    assert gq.main(["--render", str(saved), "--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "PARTIAL, 1 processes, no history scores" in out
+    assert "| A/A, long + short |" in out
