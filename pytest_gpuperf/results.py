@@ -162,6 +162,7 @@ class BaselineRef:
     saves: int = 1
     spread_basis: str = "prior"
     fingerprint: str = ""
+    prior_spread: float = 0.0  # the backend's prior for this entry (0: unknown)
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,7 @@ class BaselineEntry:
     grid: tuple[int, int, int] | None = None
     block: tuple[int, int, int] | None = None
     saves: tuple[SaveRecord, ...] = ()
+    prior_spread: float = 0.0  # what a first save would record here (0: unknown)
     reported_in: str = ""  # the document and figure of a reported entry
     note: str = ""
 
@@ -132,6 +133,7 @@ class BaselineEntry:
             saves=max(len(self.saves), 1),
             spread_basis=self.spread_basis,
             fingerprint=latest.fingerprint if latest else "",
+            prior_spread=self.prior_spread,
         )
 
 

@@ -152,6 +152,8 @@ def _entry_table(entry: BaselineEntry) -> dict[str, Any]:
         time_s=entry.time_s,
         bytes_moved=entry.bytes_moved,
     )
+    if entry.prior_spread:
+        table["prior_spread"] = entry.prior_spread
     if entry.grid:
         table["grid"] = list(entry.grid)
     if entry.block:
@@ -205,6 +207,7 @@ _ENTRY_KEYS_V2 = {
     "efficiency_ci",
     "run_spread",
     "spread_basis",
+    "prior_spread",
     "bandwidth_bps",
     "time_s",
     "bytes_moved",
@@ -243,9 +246,15 @@ def _entry_v2(table: dict[str, Any], index: int) -> BaselineEntry:
         raise check.invalid(
             "spread_basis", '"history" needs at least two [[entry.save]] tables to learn from'
         )
+    prior_spread = (
+        check.number("prior_spread", low=0.0, high=1.0, low_inclusive=True)
+        if "prior_spread" in table
+        else 0.0
+    )
     return BaselineEntry(
         **common,
         spread_basis=spread_basis,
+        prior_spread=prior_spread,
         saves=saves,
         reported_in=reported_in,
         note=check.optional("note", str, ""),

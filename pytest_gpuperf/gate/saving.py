@@ -130,6 +130,7 @@ def entry_from_history(
         bytes_moved=measurement.bytes_moved,
         source="measured",
         spread_basis=basis,
+        prior_spread=significant(prior_spread, 4),
         kernel=measurement.kernel,
         grid=measurement.grid,
         block=measurement.block,

@@ -491,3 +491,25 @@ def test_verdicts_are_frozen():
     verdict = decide(baseline=check_baseline(measurement(0.8), None, tolerance=0.01))
     with pytest.raises(AttributeError):
         verdict.status = FAIL  # type: ignore[misc]
+
+
+def test_a_short_noisy_history_never_gates_looser_than_the_prior():
+    """Three saves of a kernel whose runs vary as much as the prior says (MI300X's +-7%): the
+    t quantile with 2 degrees of freedom would allow ~24%; the prior's bound (at half the
+    false-alarm rate, as is the history's) is the one used, and false alarms stay near 1%."""
+    rng = np.random.default_rng(7)
+    sigma, trials = 0.07 / 1.959963984540054, 4000
+    alarms, allowances = 0, []
+    for _ in range(trials):
+        saves = 0.72 * np.exp(sigma * rng.standard_normal(3))
+        spread = 1.959963984540054 * float(np.std(np.log(saves), ddof=1))
+        ref = baseline(float(np.median(saves)), run_spread=spread, saves=3,
+                       spread_basis="history", prior_spread=0.07)
+        now = 0.72 * math.exp(sigma * rng.standard_normal())
+        check = check_baseline(measurement(now, rel_ci=0.0), ref, tolerance=0.0)
+        alarms += check.outcome == REGRESSED
+        allowances.append(check.allowance)
+    assert alarms / trials < 0.015
+    prior_only = prior_allowance(0.0, 0.0, 0.07, false_alarm_rate=0.005)
+    assert max(allowances) <= prior_only + 1e-12
+    assert float(np.median(allowances)) == pytest.approx(prior_only, rel=0.01)
