@@ -88,6 +88,19 @@ def test_a_syntax_error_names_file_line_and_keeps_the_log():
     assert str(error).startswith("kernels/broken.hip:5: NVRTC could not compile")
 
 
+@pytest.mark.parametrize(
+    "name", ["my kernels/broken.hip", "kernels (v2)/broken.hip", "C:/work/broken.hip"]
+)
+def test_a_path_with_spaces_parentheses_or_colons_keeps_its_line(name):
+    """NVRTC's `file(line): error` reads ambiguously when the path has such characters: the
+    source's own name is matched literally, so the line number is not lost."""
+    source = '#include "gpuperf.h"\n\nGPUPERF_KERNEL void k(float* x) {\n  x[0] = 1.0f\n}\n'
+    with pytest.raises(CompileError) as failure:
+        nvrtc(source, name=name)
+    assert (failure.value.source_path, failure.value.line) == (name, 5)
+    assert str(failure.value).startswith(f"{name}:5: NVRTC could not compile")
+
+
 def test_an_amd_arch_is_refused_with_a_clear_message():
     with pytest.raises(CompileError, match=r"NVIDIA architectures \(sm_XX\), not 'gfx942'"):
         nvrtc('#include "gpuperf.h"\n', arch="gfx942")

@@ -106,6 +106,32 @@ def test_save_merges_and_keeps_other_entries(gp, schema):
     )
 
 
+def test_a_session_of_saves_writes_each_file_once(gp):
+    """Saving once rewrote the whole file per measurement (~2 s a save at 10,000 entries):
+    the saves of a session are merged into each file in one locked write at its end."""
+    from pytest_gpuperf.baseline import store
+
+    writes = []
+    real_write = store._atomic_write
+
+    def counting_write(path, text):
+        writes.append(path.name)
+        real_write(path, text)
+
+    gp.monkeypatch.setattr(store, "_atomic_write", counting_write)
+    gp.test_file(
+        """
+@pytest.mark.parametrize("n", range(12))
+def test_add(gpu_bench, n):
+    add(gpu_bench, name=f"add{n % 3}")
+"""
+    )
+    result = gp.run("--gpuperf-save")
+    result.assert_outcomes(passed=12)
+    assert writes == ["mi300x-sim.toml"]
+    assert len(entries(gp.path / "baselines" / "mi300x-sim.toml")) == 12
+
+
 def test_a_simulated_save_never_touches_the_real_devices_file(gp):
     """The simulated MI300X shows mi300x.toml's entry (the reported seed figures, or what a
     real MI300X saved) for information, never gates on it, and records into mi300x-sim.toml:

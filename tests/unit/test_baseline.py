@@ -179,6 +179,26 @@ def test_saved_entry_round_trips_and_reads_as_a_baseline_ref(tmp_path):
     assert ref.fingerprint == "sha256:aa"
 
 
+ODD_IDS = [
+    'tests/perf/test_x.py::test_k[naïve-Δ-日本]',
+    'tests/perf/test_x.py::test_k["quoted" \'both\']',
+    "tests/perf/test_x.py::test_k[back\\slash-#hash-=eq]",
+    "tests/perf/test_x.py::test_k[line\nbreak\ttab]",
+    "tests/perf/test_x.py::Test[a]::test_k[[nested]]",
+    "tests/perf/test_x.py::test_k[\u200b zero width]",
+]
+
+
+def test_odd_test_ids_round_trip(tmp_path):
+    """Parametrised ids carry whatever the user's values print as."""
+    store = BaselineStore(tmp_path)
+    store.save("mi300x", [make_entry(test_id) for test_id in ODD_IDS])
+    loaded = BaselineStore(tmp_path).load("mi300x")
+    for test_id in ODD_IDS:
+        entry = loaded.get(test_id, "vector_add", "cold")
+        assert entry is not None and entry.test_id == test_id
+
+
 def test_saved_file_is_human_diffable(tmp_path):
     store = BaselineStore(tmp_path)
     store.save("mi300x", [make_entry("b::test", saves=2), make_entry("a::test")])

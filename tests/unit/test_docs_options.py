@@ -39,3 +39,32 @@ def test_help_texts_state_the_defaults_in_force():
     assert "-sim.toml" in helps["--gpuperf-save"]
     for spec in OPTIONS:
         assert "Default" in spec.help or "default" in spec.help or spec.is_flag, spec.flag
+
+
+ROOT = DOC.parents[1]
+
+
+def mentioned_flags(text: str) -> set[str]:
+    return set(re.findall(r"(?<![\w-])(--(?:no-)?gpuperf(?:-[a-z]+)*)", text))
+
+
+def test_every_flag_the_docs_and_the_workflow_use_exists():
+    """A recipe in docs/ci.md or the workflow that names a renamed option breaks a user's CI."""
+    known = {spec.flag for spec in OPTIONS}
+    places = [ROOT / "README.md", ROOT / ".github" / "workflows" / "gpuperf.yml"]
+    places += sorted((ROOT / "docs").glob("*.md"))
+    unknown = {
+        f"{path.relative_to(ROOT)}: {flag}"
+        for path in places
+        for flag in mentioned_flags(path.read_text())
+        if flag not in known
+    }
+    assert not unknown
+
+
+def test_the_flag_finder_sees_flags_in_prose_and_commands():
+    assert mentioned_flags("run `pytest --gpuperf-save` or --no-gpuperf, not --gpuperf-nope=1") == {
+        "--gpuperf-save",
+        "--no-gpuperf",
+        "--gpuperf-nope",
+    }
