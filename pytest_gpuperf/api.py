@@ -153,14 +153,23 @@ class Device:
         budget_s: float = 2.0,
         name: str | None = None,
         threshold: float | None = None,
+        code_spread: float | None = None,
     ) -> PairedComparison:
         """Two builds of one kernel measured interleaved on the same buffers (an A/B pair);
-        with `threshold`, sampling stops once the gate's A/B state is decided."""
+        with `threshold`, sampling stops once the gate's A/B state is decided (for different
+        code, at the larger of `threshold` and what `code_spread`, default the backend's,
+        explains; gate.ab.check_comparison decides the same way)."""
         stop_when = None
         if threshold is not None:
-            from pytest_gpuperf.gate.ab import decided
+            from pytest_gpuperf.gate.ab import decided, pair_code_spread
 
-            stop_when = decided(threshold)
+            spread = pair_code_spread(
+                self.backend.info.backend,
+                self.backend.kernel_fingerprint(head),
+                self.backend.kernel_fingerprint(base),
+                code_spread,
+            )
+            stop_when = decided(threshold, spread)
         return measure_pair(
             self.backend,
             head,

@@ -22,6 +22,7 @@ import numpy as np
 from pytest_gpuperf.devices import DeviceSpec
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.gate.ab import decided as ab_decided
+from pytest_gpuperf.gate.ab import pair_code_spread
 from pytest_gpuperf.gate.judge import AbResult, Taken
 from pytest_gpuperf.measure import MeasureSettings, measure_callable, measure_kernel, measure_pair
 from pytest_gpuperf.open_device import OpenDevice
@@ -335,7 +336,15 @@ class GpuBench:
                             budget_s=2 * settings.budget_s,
                             max_samples=max(settings.max_samples, PAIR_MAX_SAMPLES),
                         ),
-                        stop_when=ab_decided(self._session.settings.compare_threshold),
+                        stop_when=ab_decided(
+                            self._session.settings.compare_threshold,
+                            pair_code_spread(
+                                self.backend.info.backend,
+                                head_print,
+                                self.backend.kernel_fingerprint(base),
+                                self._session.settings.compare_code_spread,
+                            ),
+                        ),
                         seed=len(self._taken),
                         **common,
                     )

@@ -219,6 +219,7 @@ class ComparisonCheck:
     no_base_why: str = ""  # NO_BASE_* when state is AB_NO_BASE
     detail: str = ""  # the tool's own words for a missing base (git's or the compiler's)
     strict: bool = False
+    code_spread: float = 0.0  # the code-object drift the threshold was widened for (+-95%)
 
 
 @dataclass(frozen=True)

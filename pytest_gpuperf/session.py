@@ -208,6 +208,7 @@ class BenchSession:
             compare_commit=self.base_tree().commit if settings.compare_ref else "",
             compare_threshold=settings.compare_threshold,
             compare_forced=settings.compare_force,
+            compare_code_spread=settings.compare_code_spread,
             history_length=settings.history_length,
             update_command=self.update_command(test.test_id),
             commit=self.git().stamp if settings.save else "",

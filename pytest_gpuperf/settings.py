@@ -19,6 +19,7 @@ from typing import Any
 
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.policy import (
+    DEFAULT_CODE_SPREAD,
     DEFAULT_COMPARE_THRESHOLD,
     DEFAULT_TOLERANCE,
     HISTORY_LENGTH,
@@ -159,6 +160,17 @@ OPTIONS: tuple[OptionSpec, ...] = (
         metavar="FRACTION",
     ),
     OptionSpec(
+        "--gpuperf-compare-code-spread",
+        "gpuperf_compare_code_spread",
+        "how much two different code objects of equal speed may differ for a whole run, as a "
+        "+-95% range per code object: an A/B of changed code is judged at the larger of the "
+        "threshold and what this explains (docs/measurement.md, 'Code-object drift'). Set it "
+        "from the A/A' rows of bench/gate_quality.py on your GPU. Default: per backend "
+        f"({', '.join(f'{k} {v:g}' for k, v in DEFAULT_CODE_SPREAD.items())}).",
+        ini="gpuperf_compare_code_spread",
+        metavar="FRACTION",
+    ),
+    OptionSpec(
         "--gpuperf-compare-force",
         "gpuperf_compare_force",
         "time head and base even when they compiled to byte-identical code objects (an A/A "
@@ -259,6 +271,7 @@ class Settings:
     strict: bool = False
     compare_ref: str | None = None
     compare_threshold: float = DEFAULT_COMPARE_THRESHOLD
+    compare_code_spread: float | None = None  # None: the backend's (policy.DEFAULT_CODE_SPREAD)
     compare_force: bool = False
     history_length: int = HISTORY_LENGTH
     prune: bool = False
@@ -407,6 +420,7 @@ def build_settings(
         compare_threshold=get(
             "gpuperf_compare_threshold", parse_threshold, DEFAULT_COMPARE_THRESHOLD
         ),
+        compare_code_spread=get("gpuperf_compare_code_spread", parse_code_spread, None),
         compare_force=get("gpuperf_compare_force", parse_bool, False),
         history_length=get("gpuperf_history", parse_history, HISTORY_LENGTH),
         prune=get("gpuperf_prune", parse_bool, False),
@@ -524,6 +538,12 @@ def parse_tolerance(raw: Any, where: str) -> float:
 
 def parse_threshold(raw: Any, where: str) -> float:
     return _fraction(raw, where, "the compare threshold (e.g. 0.005 for 0.5%)", low_inclusive=True)
+
+
+def parse_code_spread(raw: Any, where: str) -> float:
+    return _fraction(
+        raw, where, "the code-object spread (e.g. 0.015 for +-1.5%)", low_inclusive=True
+    )
 
 
 def _seconds(what: str) -> Callable[[Any, str], float]:
@@ -728,9 +748,11 @@ def describe(settings: Settings) -> str:
     ]
     if settings.compare_ref:
         forced = ", forced" if settings.compare_force else ""
+        code = settings.compare_code_spread
+        spread = f", code spread ±{code:.2%}" if code is not None else ""
         parts.append(
             f"A/B against {settings.compare_ref} (threshold {settings.compare_threshold:.1%}"
-            f"{forced})"
+            f"{spread}{forced})"
         )
     if settings.require:
         parts.append(f"requires {settings.require}")

@@ -10,6 +10,9 @@ interval against the threshold t:
   PASS          the whole interval within [1 / (1 + t), 1 + t]
   INCONCLUSIVE  anything else once the budget is spent (reported; fails under strict)
 
+t is --gpuperf-compare-threshold, widened for very short kernels and, when head and base are
+different code objects, to what the backend's code-object drift explains (policy.
+code_allowance): the pair cancels what the run shares, not where each code object landed.
 docs/measurement.md says why a paired ratio and why these rules.
 """
 
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pytest_gpuperf.gate.policy import compare_threshold
+from pytest_gpuperf.gate.policy import code_spread_for, compare_threshold
 from pytest_gpuperf.results import (
     AB_IMPROVED,
     AB_INCONCLUSIVE,
@@ -43,15 +46,27 @@ def ab_state(ratio_ci: tuple[float, float], threshold: float) -> str:
     return AB_INCONCLUSIVE
 
 
-def decided(threshold: float) -> Callable[[tuple[float, float], float], bool]:
+def decided(
+    threshold: float, code_spread: float = 0.0
+) -> Callable[[tuple[float, float], float], bool]:
     """The stopping rule the engine samples an A/B pair with: stop once the state is known
     (for a base that takes `base_time_s`, whose threshold policy.compare_threshold widens)."""
 
     def known(ratio_ci: tuple[float, float], base_time_s: float) -> bool:
-        effective = compare_threshold(threshold, base_time_s)
+        effective = compare_threshold(threshold, base_time_s, code_spread)
         return ab_state(ratio_ci, effective) != AB_INCONCLUSIVE
 
     return known
+
+
+def pair_code_spread(
+    backend: str, head_fingerprint: str, base_fingerprint: str, override: float | None = None
+) -> float:
+    """The code-object spread a pair is judged with: none for byte-identical code (a forced
+    A/A), the backend's (or the override) otherwise."""
+    if head_fingerprint and head_fingerprint == base_fingerprint:
+        return 0.0
+    return code_spread_for(backend, override)
 
 
 def check_comparison(
@@ -62,9 +77,12 @@ def check_comparison(
     threshold: float,
     strict: bool = False,
     forced: bool = False,
+    code_spread: float | None = None,
 ) -> ComparisonCheck:
-    """The state of a timed A/B pair."""
-    effective = compare_threshold(threshold, paired.base.time_s)
+    """The state of a timed A/B pair (`code_spread` None: the backend's default)."""
+    head, base = paired.head, paired.base
+    spread = pair_code_spread(head.backend, head.fingerprint, base.fingerprint, code_spread)
+    effective = compare_threshold(threshold, base.time_s, spread)
     return ComparisonCheck(
         state=ab_state(paired.ratio_ci, effective),
         ref=ref,
@@ -73,13 +91,14 @@ def check_comparison(
         ratio=paired.ratio,
         ratio_ci=paired.ratio_ci,
         pairs=paired.pairs,
-        head_efficiency=paired.head.efficiency,
-        base_efficiency=paired.base.efficiency,
-        base_time_s=paired.base.time_s,
-        head_fingerprint=paired.head.fingerprint,
-        base_fingerprint=paired.base.fingerprint,
+        head_efficiency=head.efficiency,
+        base_efficiency=base.efficiency,
+        base_time_s=base.time_s,
+        head_fingerprint=head.fingerprint,
+        base_fingerprint=base.fingerprint,
         forced=forced,
         strict=strict,
+        code_spread=spread,
     )
 
 

@@ -62,6 +62,7 @@ class JudgeContext:
     compare_commit: str = ""
     compare_threshold: float = DEFAULT_COMPARE_THRESHOLD
     compare_forced: bool = False
+    compare_code_spread: float | None = None  # None: the backend's default
     history_length: int = HISTORY_LENGTH
     update_command: str = ""
     commit: str = ""
@@ -181,6 +182,7 @@ def _comparison(ab: AbResult | None, context: JudgeContext) -> ComparisonCheck |
             threshold=context.compare_threshold,
             strict=context.strict,
             forced=context.compare_forced,
+            code_spread=context.compare_code_spread,
         )
     if ab.unchanged_fingerprint:
         return unchanged(

@@ -7,6 +7,9 @@ that updates it: everything a reviewer needs to tell a real slowdown from noise.
 
 from __future__ import annotations
 
+import math
+
+from pytest_gpuperf.gate.policy import code_allowance
 from pytest_gpuperf.report.text import (
     ab_cell,
     format_time,
@@ -235,12 +238,20 @@ def _comparison_details(c: ComparisonCheck) -> list[tuple[str, str]]:
             f"({c.ref_commit[:12] or 'unresolved'}); head/base time {c.ratio:.4f} "
             f"(95% CI {low:.4f} to {high:.4f}) over {c.pairs} interleaved pairs",
         ),
-        (
-            "A/B rule",
-            f"regressed when the whole interval lies above 1 + {pct(c.threshold)} "
-            "(--gpuperf-compare-threshold)",
-        ),
+        ("A/B rule", _comparison_rule(c)),
     ]
+
+
+def _comparison_rule(c: ComparisonCheck) -> str:
+    rule = f"regressed when the whole interval lies above 1 + {pct(c.threshold)}"
+    if c.code_spread > 0 and math.isclose(c.threshold, code_allowance(c.code_spread)):
+        # widened to what two different code objects of equal speed can differ by
+        return (
+            f"{rule}: what a different code object's drift of +-{pct(c.code_spread)} explains "
+            "(--gpuperf-compare-code-spread; the pair cancels what the run shares, not where "
+            "each code object landed)"
+        )
+    return f"{rule} (--gpuperf-compare-threshold)"
 
 
 def _block(rows: list[tuple[str, str]]) -> str:

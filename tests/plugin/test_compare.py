@@ -121,7 +121,13 @@ def test_a_difference_at_the_threshold_is_inconclusive_and_strict_fails_it(repo)
     set_efficiency(repo, 0.7)  # a little slower than the base
     # A budget so short that sampling stops after the first batch of pairs, whatever the
     # threshold: the same seed then gives the same pairs in every run.
-    short = ["--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-budget=0.000001"]
+    # No code-object allowance: the threshold alone decides (it is what this test is about).
+    short = [
+        "--gpuperf",
+        "--gpuperf-compare=HEAD",
+        "--gpuperf-budget=0.000001",
+        "--gpuperf-compare-code-spread=0",
+    ]
     repo.run(*short, "--gpuperf-json=report.json")
     ratio = report(repo)["results"][0]["verdict"]["comparison"]["ratio"]
     # the threshold right at the measured difference: the interval straddles it
@@ -133,6 +139,36 @@ def test_a_difference_at_the_threshold_is_inconclusive_and_strict_fails_it(repo)
     strict = repo.run(*args, "--gpuperf-strict")
     strict.assert_outcomes(failed=1)
     strict.stdout.fnmatch_lines(["*FAIL A/B undecided*"])
+
+
+def test_changed_code_is_judged_at_the_larger_of_threshold_and_code_drift(repo):
+    """The simulated MI300X, as HIP, allows +-1.57% of drift per code object: a pair of
+    different code objects is judged at 2.67% unless the user measured better."""
+    from pytest_gpuperf.gate.policy import DEFAULT_CODE_SPREAD, code_allowance
+
+    set_efficiency(repo, 0.5)
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*A/B rule:*1 + 2.67%: what a different code object's drift of +-1.57% explains*"]
+    )
+    comparison = report(repo)["results"][0]["verdict"]["comparison"]
+    assert comparison["code_spread"] == DEFAULT_CODE_SPREAD["sim"]
+    assert comparison["threshold"] == pytest.approx(code_allowance(DEFAULT_CODE_SPREAD["sim"]))
+    measured = repo.run(
+        "--gpuperf",
+        "--gpuperf-compare=HEAD",
+        "--gpuperf-compare-code-spread=0.002",
+        "--gpuperf-json=report.json",
+    )
+    measured.stdout.fnmatch_lines(["*A/B against HEAD (threshold 0.5%, code spread ±0.20%)*"])
+    comparison = report(repo)["results"][0]["verdict"]["comparison"]
+    assert comparison["code_spread"] == 0.002
+    # 2.33 x sqrt(2) x 0.1% is less than the threshold, which a 5 us kernel's jitter widens
+    assert comparison["threshold"] == pytest.approx(max(0.005, 0.04e-6 / comparison["base_time_s"]))
+    bad = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-compare-code-spread=2")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*code-object spread*must be a fraction in [0, 1), got '2'*"])
 
 
 def test_a_kernel_file_added_in_head_has_no_base(repo):

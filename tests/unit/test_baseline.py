@@ -180,8 +180,8 @@ def test_saved_entry_round_trips_and_reads_as_a_baseline_ref(tmp_path):
 
 
 ODD_IDS = [
-    'tests/perf/test_x.py::test_k[naïve-Δ-日本]',
-    'tests/perf/test_x.py::test_k["quoted" \'both\']',
+    "tests/perf/test_x.py::test_k[naïve-Δ-日本]",
+    "tests/perf/test_x.py::test_k[\"quoted\" 'both']",
     "tests/perf/test_x.py::test_k[back\\slash-#hash-=eq]",
     "tests/perf/test_x.py::test_k[line\nbreak\ttab]",
     "tests/perf/test_x.py::Test[a]::test_k[[nested]]",

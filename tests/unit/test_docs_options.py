@@ -32,9 +32,10 @@ def test_every_option_is_documented_with_its_ini_key():
 def test_help_texts_state_the_defaults_in_force():
     helps = {spec.flag: spec.help for spec in OPTIONS}
     assert f"Default: {DEFAULT_TOLERANCE}" in helps["--gpuperf-tolerance"]
-    assert "larger of" in helps["--gpuperf-tolerance"] and "on top of" not in helps[
-        "--gpuperf-tolerance"
-    ]
+    assert (
+        "larger of" in helps["--gpuperf-tolerance"]
+        and "on top of" not in helps["--gpuperf-tolerance"]
+    )
     assert f"Default: {DEFAULT_COMPARE_THRESHOLD}" in helps["--gpuperf-compare-threshold"]
     assert "-sim.toml" in helps["--gpuperf-save"]
     for spec in OPTIONS:

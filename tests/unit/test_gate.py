@@ -18,7 +18,9 @@ from pytest_gpuperf.gate.floor import check_floor
 from pytest_gpuperf.gate.judge import AbResult, JudgeContext, Taken, judge
 from pytest_gpuperf.gate.noise import history_allowance, prior_allowance
 from pytest_gpuperf.gate.policy import (
+    DEFAULT_CODE_SPREAD,
     FALSE_ALARM_RATE,
+    code_allowance,
     compare_threshold,
     prior_run_spread,
 )
@@ -305,7 +307,11 @@ def test_ab_threshold_widens_for_very_short_kernels():
 
 def test_ab_regression_fails_and_says_head_base_and_the_interval():
     comparison = check_comparison(
-        paired(1.03, 0.002), ref="origin/main", ref_commit="abc123", threshold=0.005
+        paired(1.03, 0.002),
+        ref="origin/main",
+        ref_commit="abc123",
+        threshold=0.005,
+        code_spread=0.0,  # a device whose code objects do not drift (the H100's)
     )
     assert comparison.state == AB_REGRESSED
     head = measurement(0.8 / 1.03)
@@ -319,8 +325,56 @@ def test_ab_regression_fails_and_says_head_base_and_the_interval():
     assert "over 60 interleaved pairs" in text
 
 
+def test_different_code_is_judged_at_what_its_drift_explains():
+    """HIP (and the simulated MI300X) default to a code-object drift of +-1.57%: two different
+    code objects of equal speed differ by more than 2.67% only 1% of the time, so an edit is
+    not called a regression below that; identical code (a forced A/A) is not widened."""
+    allowance = code_allowance(DEFAULT_CODE_SPREAD["hip"])
+    assert allowance == pytest.approx(0.0267, abs=2e-4)
+    assert compare_threshold(0.005, 100e-6, DEFAULT_CODE_SPREAD["hip"]) == allowance
+    assert compare_threshold(0.04, 100e-6, DEFAULT_CODE_SPREAD["hip"]) == 0.04  # user's wins
+    edit = check_comparison(paired(1.02, 0.002), ref="main", ref_commit="c", threshold=0.005)
+    assert (edit.state, edit.code_spread) == (AB_PASS, DEFAULT_CODE_SPREAD["hip"])
+    slower = check_comparison(paired(1.05, 0.002), ref="main", ref_commit="c", threshold=0.005)
+    assert slower.state == AB_REGRESSED and slower.threshold == pytest.approx(allowance)
+    head = measurement(0.8 / 1.05)
+    shown = check_baseline(head, None, tolerance=0.01, gating=False)
+    text = failure_text(head, decide(baseline=shown, comparison=slower))
+    assert "what a different code object's drift of +-1.57% explains" in text
+    same_code = paired(1.02, 0.002)
+    same_code = replace(same_code, base=replace(same_code.base, fingerprint="sha256:head"))
+    forced = check_comparison(same_code, ref="main", ref_commit="c", threshold=0.005, forced=True)
+    assert (forced.state, forced.code_spread, forced.threshold) == (AB_REGRESSED, 0.0, 0.005)
+    on_cuda = paired(1.02, 0.002)
+    on_cuda = replace(
+        on_cuda,
+        head=replace(on_cuda.head, backend="cuda"),
+        base=replace(on_cuda.base, backend="cuda"),
+    )
+    assert check_comparison(on_cuda, ref="m", ref_commit="c", threshold=0.005).state == AB_REGRESSED
+    measured = check_comparison(
+        paired(1.02, 0.002), ref="m", ref_commit="c", threshold=0.005, code_spread=0.004
+    )
+    assert measured.state == AB_REGRESSED  # a team that measured its drift sets it
+    stop = decided(0.005, DEFAULT_CODE_SPREAD["hip"])
+    assert stop((1.003, 1.02), 100e-6)  # within the widened threshold: decided, PASS
+    assert not decided(0.005)((1.003, 1.02), 100e-6)  # straddles 1.005
+
+
+def test_the_code_allowance_holds_the_false_alarm_rate():
+    """A/A' under the assumed model: each code object's log time is N(0, (spread/1.96)^2)."""
+    rng = np.random.default_rng(7)
+    spread = DEFAULT_CODE_SPREAD["hip"]
+    sigma = spread / 1.959963984540054
+    ratios = np.exp(rng.normal(0, sigma, 200_000) - rng.normal(0, sigma, 200_000))
+    alarms = np.mean(ratios - 1 > code_allowance(spread))
+    assert 0.008 < alarms < 0.012  # FALSE_ALARM_RATE, 1%
+
+
 def test_ab_states_that_pass_and_strict():
-    same = check_comparison(paired(1.0, 0.001), ref="main", ref_commit="c", threshold=0.005)
+    same = check_comparison(
+        paired(1.0, 0.001), ref="main", ref_commit="c", threshold=0.005, code_spread=0.0
+    )
     assert (
         decide(
             baseline=check_baseline(measurement(0.8), None, tolerance=0.01, gating=False),
@@ -329,7 +383,12 @@ def test_ab_states_that_pass_and_strict():
         == PASS
     )
     undecided = check_comparison(
-        paired(1.005, 0.003), ref="main", ref_commit="c", threshold=0.005, strict=True
+        paired(1.005, 0.003),
+        ref="main",
+        ref_commit="c",
+        threshold=0.005,
+        strict=True,
+        code_spread=0.0,
     )
     assert undecided.state == AB_INCONCLUSIVE
     base = check_baseline(measurement(0.8), None, tolerance=0.01, gating=False)
@@ -503,8 +562,13 @@ def test_a_short_noisy_history_never_gates_looser_than_the_prior():
     for _ in range(trials):
         saves = 0.72 * np.exp(sigma * rng.standard_normal(3))
         spread = 1.959963984540054 * float(np.std(np.log(saves), ddof=1))
-        ref = baseline(float(np.median(saves)), run_spread=spread, saves=3,
-                       spread_basis="history", prior_spread=0.07)
+        ref = baseline(
+            float(np.median(saves)),
+            run_spread=spread,
+            saves=3,
+            spread_basis="history",
+            prior_spread=0.07,
+        )
         now = 0.72 * math.exp(sigma * rng.standard_normal())
         check = check_baseline(measurement(now, rel_ci=0.0), ref, tolerance=0.0)
         alarms += check.outcome == REGRESSED
