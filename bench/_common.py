@@ -23,21 +23,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 KERNELS_DIR = REPO_ROOT / "kernels"
 
 
-def device_spec(backend: Any) -> Any:
-    """The datasheet spec of an opened backend's device, as `pytest_gpuperf.open_device` gives
-    it (`Device.spec`): the library's own `devices.match_device`, warning when derived.
-
-    Only for scripts that open a raw backend (fidelity.py); new code opens the device with
-    `pytest_gpuperf.open_device(...)` and reads `.spec`.
-    """
-    from pytest_gpuperf.devices import match_device
-
-    match = match_device(backend.info)
-    if match.warning:
-        print(f"note: {match.warning}", file=sys.stderr)
-    return match.spec
-
-
 def run_child(
     args: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None
 ) -> list[dict]:

@@ -36,7 +36,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # the script's own directory, so it runs from anywhere
     KERNELS_DIR,
-    device_spec,
     emit,
     human_bytes,
     markdown_table,
@@ -90,12 +89,14 @@ def _expected(op: Op, inputs: list[np.ndarray]) -> np.ndarray:
 
 
 def engine_child(backend_name: str, ops: list[str], sizes: list[int]) -> None:
+    from pytest_gpuperf import open_device
     from pytest_gpuperf.errors import ConfigError
     from pytest_gpuperf.measure import MeasureSettings, measure_kernel
-    from pytest_gpuperf.runtime import open_backend
 
-    backend = open_backend(backend_name)
-    device = device_spec(backend)
+    opened = open_device(backend_name)
+    if opened.warning:
+        print(f"note: {opened.warning}", file=sys.stderr)
+    backend, device = opened.backend, opened.spec
     rng = np.random.default_rng(0)
     for op_name in ops:
         op = OPS[op_name]
@@ -242,11 +243,11 @@ def triton_child(ops: list[str], sizes: list[int], with_engine: bool) -> None:
     engine = None
     if with_engine:
         try:
+            from pytest_gpuperf import open_device
             from pytest_gpuperf.measure import MeasureSettings, measure_callable
-            from pytest_gpuperf.runtime import open_backend
 
-            backend = open_backend("cuda")
-            engine = (backend, device_spec(backend), MeasureSettings, measure_callable)
+            opened = open_device("cuda")
+            engine = (opened.backend, opened.spec, MeasureSettings, measure_callable)
         except Exception as error:  # the engine rows are then missing, the rest still runs
             print(f"engine on Triton kernels unavailable: {error}", file=sys.stderr)
     from pytest_gpuperf.devices import get_device

@@ -1,0 +1,172 @@
+"""docs/quickstart.md as a new user follows it: the plugin's wheel installed into an empty
+folder, the page's files written into a fresh repository, its commands run there on the
+simulated device (this machine has no GPU), and the page's kernel compiled by NVRTC.
+
+Nothing here imports the plugin from this checkout: the suite runs from the wheel, in a
+directory outside the repository, as someone else's project would.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PAGE = REPO / "docs" / "quickstart.md"
+
+# "`path` (words...):" then a blank line and a fenced block: a file of the example repository.
+FILE_BLOCK = re.compile(
+    r"^`(?P<path>[\w./-]+)`(?:[^\n]*\n)*?[^\n]*:\n\n```[\w+]*\n(?P<body>.*?)^```$", re.M | re.S
+)
+
+
+def page_files() -> dict[str, str]:
+    return {m["path"]: m["body"] for m in FILE_BLOCK.finditer(PAGE.read_text())}
+
+
+def page_commands() -> list[str]:
+    section = PAGE.read_text().split("## Run it", 1)[1]
+    block = section.split("```", 2)[1]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_page_lists_the_files_and_commands_this_test_runs():
+    assert set(page_files()) == {
+        "pytest.ini",
+        "kernels/scale.hip",
+        "kernels/common.h",
+        "tests/perf/conftest.py",
+        "tests/perf/test_scale.py",
+    }
+    assert page_commands()[:3] == [
+        "pytest tests/perf",
+        "pytest --gpuperf tests/perf",
+        "pytest --gpuperf --gpuperf-save tests/perf",
+    ]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """The plugin's wheel, built from this checkout and installed (without its dependencies,
+    which this environment has) into a folder of its own."""
+    wheels = tmp_path_factory.mktemp("wheels")
+    target = tmp_path_factory.mktemp("site")
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "-w", str(wheels), str(REPO)], check=True, timeout=600
+    )
+    (wheel,) = wheels.glob("pytest_gpuperf-*.whl")
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True)
+    return target
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "my-kernels"
+    for relative, body in page_files().items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body)
+    return root
+
+
+def run(installed: Path, project: Path, command: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PYTEST_", "GPUPERF_")) and key != "PYTHONPATH"
+    }
+    env.update(
+        PYTHONPATH=str(installed),
+        GPUPERF_CACHE_DIR=str(project.parent / "cache"),
+        GPUPERF_LOCK_DIR=str(project.parent / "locks"),
+        GPUPERF_SIM_SEED="1",
+        COLUMNS="100",
+    )
+    assert command.startswith("pytest ")
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *command.split()[1:]]
+    return subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_the_wheel_is_what_runs(installed, project):
+    done = run(installed, project, "pytest --version -VV")
+    assert done.returncode == 0, done.stderr
+    probe = subprocess.run(
+        [sys.executable, "-c", "import pytest_gpuperf.plugin as p; print(p.__file__)"],
+        cwd=project,
+        env={"PYTHONPATH": str(installed), "PATH": os.environ.get("PATH", "")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(probe.stdout.strip()).is_relative_to(installed)
+    assert (installed / "pytest_gpuperf" / "kernels" / "gpuperf.h").is_file()
+
+
+def test_the_quickstart_runs_on_the_simulated_device(installed, project):
+    commands = page_commands()
+    smoke = run(installed, project, commands[0])
+    # no GPU here: the perf test skips and says what it looked for, nothing fails
+    assert smoke.returncode == 0, smoke.stdout + smoke.stderr
+    assert "1 skipped" in smoke.stdout
+
+    def on_sim(command: str) -> subprocess.CompletedProcess[str]:
+        return run(installed, project, command + " --gpuperf-backend=sim")
+
+    gated = on_sim(commands[1])
+    assert gated.returncode == 0, gated.stdout + gated.stderr
+    assert "SIMULATED" in gated.stdout and "1 passed" in gated.stdout
+    saved = on_sim(commands[2])
+    assert saved.returncode == 0, saved.stdout + saved.stderr
+    baseline = project / "baselines" / "mi300x-sim.toml"
+    assert "tests/perf/test_scale.py::test_scale" in baseline.read_text()
+    again = on_sim(commands[3])
+    assert again.returncode == 0 and "1 passed" in again.stdout, again.stdout + again.stderr
+
+    # The user's own kernel got the user's model (80% of peak), not one of the plugin's
+    # kernels that happen to share the name `scale`.
+    assert re.search(r"scale\s+cold\s.*\s7\d\.\d%", again.stdout), again.stdout
+
+    # A slowdown: the model now streams at 60% of peak, as a slower kernel would on a GPU.
+    conftest = project / "tests" / "perf" / "conftest.py"
+    conftest.write_text(conftest.read_text().replace("efficiency=0.8", "efficiency=0.6"))
+    slower = on_sim(commands[3])
+    assert slower.returncode == 1, slower.stdout
+    assert "regressed" in slower.stdout and "baselines/mi300x-sim.toml" in slower.stdout
+
+    # On a GPU runner a missing GPU fails instead of skipping to green.
+    required = run(installed, project, "pytest --gpuperf --gpuperf-require=gpu tests/perf")
+    assert required.returncode == 1 and "1 error" in required.stdout, required.stdout
+    assert "--gpuperf-require=gpu needs a real GPU" in required.stdout
+
+
+@pytest.mark.compile
+def test_the_quickstart_kernel_compiles_with_nvrtc(project, tmp_path, monkeypatch):
+    """The page's kernel, with its relative header, through a real compiler (the wheel's
+    NVRTC): plain HIP source, no plugin header, extern "C"."""
+    from pytest_gpuperf.errors import CompileError
+    from pytest_gpuperf.runtime import cuda_compiler
+    from pytest_gpuperf.runtime.compile import (
+        CompileRequest,
+        compile_source,
+        local_headers,
+        portability_headers,
+        read_source,
+    )
+
+    try:
+        cuda_compiler.version()
+    except CompileError as missing:
+        pytest.fail(f"NVRTC is part of the test install ([cuda] extra): {missing}")
+    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path / "cache"))
+    text, name, directory = read_source(project / "kernels" / "scale.hip")
+    shipped = portability_headers()
+    local = local_headers(text, directory, {n for n, _ in shipped})
+    assert [n for n, _ in local] == ["common.h"]
+    request = CompileRequest("nvrtc", text, name, "sm_90", (), (*shipped, *local))
+    assert b"scale\0" in compile_source(request, use_cache=False).binary
