@@ -82,7 +82,7 @@ def test_nothing(gpu_bench):
     [
         ("np.int64(12 * N)", True, ""),
         ("np.array([4 * N, 8 * N]).sum()", True, ""),
-        ("np.float64(12 * N)", False, "got the float np.float64(12582912.0); a byte count is*"),
+        ("np.float64(12 * N)", False, "got the float *12582912.0*; a byte count is*"),
         ("12.5 * N", False, "a byte count is a whole number"),
     ],
 )
