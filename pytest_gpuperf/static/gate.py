@@ -11,7 +11,7 @@ controller); text is made only by static/render.py.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytest_gpuperf.static.compare import (
     DEFAULT_MARGINS,
@@ -165,6 +165,20 @@ def judge_kernel(
     )
 
 
+def judge_test(
+    test_id: str,
+    checks: Sequence[KernelCheck],
+    *,
+    saving: bool = False,
+    update_command: str = "",
+) -> StaticTestResult:
+    """A test's result: its kernel entries, each marked saved when this run saves and no
+    entry of the test fails (a test that fails records nothing, as the timing gate does)."""
+    if saving and not any(check.fails for check in checks):
+        checks = [replace(check, saved=check.facts is not None) for check in checks]
+    return StaticTestResult(test_id, tuple(checks), update_command)
+
+
 def error_check(
     name: str, kernel: str, arch: str, source: str, error: str, *, expect_isa: Sequence[str] = ()
 ) -> KernelCheck:
@@ -194,4 +208,5 @@ __all__ = [
     "StaticTestResult",
     "error_check",
     "judge_kernel",
+    "judge_test",
 ]

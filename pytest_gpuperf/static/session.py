@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.errors import CompileError, ConfigError, GpuPerfError, KernelNotFound
+from pytest_gpuperf.runtime.compile import KERNELS_DIR
 from pytest_gpuperf.runtime.occupancy import DEFAULT_BLOCK_THREADS
 from pytest_gpuperf.static.asm import check_isa
 from pytest_gpuperf.static.build import StaticBuild, compile_static
@@ -30,6 +31,7 @@ from pytest_gpuperf.static.gate import (
     StaticTestResult,
     error_check,
     judge_kernel,
+    judge_test,
 )
 from pytest_gpuperf.static.store import StaticEntry, StaticStore
 
@@ -244,9 +246,13 @@ class StaticSession:
             for arch, clang in clangs.items()
             for use, shape, name in named
         ]
-        if self.saving and not any(c.fails for c in checks):
-            checks = [self._stage(test_id, check) for check in checks]
-        return StaticTestResult(test_id, tuple(checks), self.update_command(test_id))
+        result = judge_test(
+            test_id, checks, saving=self.saving, update_command=self.update_command(test_id)
+        )
+        for check in result.checks:
+            if check.saved:
+                self._stage(test_id, check)
+        return result
 
     def _check_one(
         self, test_id: str, arch: str, clang: Clang, use: KernelUse, shape: Shape | None, name: str
@@ -345,15 +351,17 @@ class StaticSession:
         return built
 
     def _relative(self, path: Path) -> str:
-        try:
-            return Path(path).resolve().relative_to(self.rootdir.resolve()).as_posix()
-        except ValueError:
-            return str(path)
+        """The path from the rootdir; a kernel shipped with the plugin (outside it) as
+        "pytest-gpuperf:kernels/<file>"."""
+        resolved = Path(path).resolve()
+        for base, prefix in ((self.rootdir.resolve(), ""), (KERNELS_DIR.parent, "pytest-gpuperf:")):
+            if resolved.is_relative_to(base):
+                return prefix + resolved.relative_to(base).as_posix()
+        return str(path)
 
     # -- saving --------------------------------------------------------------------------
-    def _stage(self, test_id: str, check: KernelCheck) -> KernelCheck:
-        if check.facts is None:
-            return check
+    def _stage(self, test_id: str, check: KernelCheck) -> None:
+        assert check.facts is not None
         entry = StaticEntry(
             test_id=test_id,
             name=check.name,
@@ -364,7 +372,6 @@ class StaticSession:
             commit=self.commit(),
         )
         self.stage(entry)
-        return replace(check, saved=True)
 
     def stage(self, entry: StaticEntry) -> None:
         """Keep `entry` for `flush_saves` (the GPU save path stages loaded code objects'
