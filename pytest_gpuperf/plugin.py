@@ -141,7 +141,9 @@ def pytest_configure(config: pytest.Config) -> None:
     state = _State(built, Path(config.rootpath), options.xdist_worker_number())
     config.stash[STATE] = state
     config.pluginmanager.register(state, "gpuperf-state")
-    if built.static:  # gpuperf-static: the static gate's hooks, only when it is on
+    # gpuperf-static: the static gate's hooks, only when it is on, or when a save on a GPU
+    # may record the facts of the AMD code objects it loaded (static_plugin.py)
+    if built.static or built.save:
         from pytest_gpuperf.static_plugin import PLUGIN_NAME, StaticPlugin
 
         config.pluginmanager.register(StaticPlugin(state), PLUGIN_NAME)

@@ -12,6 +12,10 @@ only when the option is on (pytest's junitxml model), and this file only wires p
 
 The simulated device runs the tests' data flow (so their own output checks still run);
 nothing is timed.
+
+It is also registered for a timing save (--gpuperf-save without --gpuperf-static): on a real
+AMD GPU, each kernel whose measurement was saved has the facts of the code object the HIP
+runtime actually loaded recorded in the same baselines/static/<arch>.toml (origin "loaded").
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
 
 PLUGIN_NAME = "gpuperf-static"
 RESULT = pytest.StashKey["StaticTestResult"]()
+LOADED_SAVES = pytest.StashKey[tuple[int, str]]()
 
 
 class StaticPlugin:
@@ -42,6 +47,7 @@ class StaticPlugin:
         self.state = state
         self.settings = state.settings
         self.results: dict[str, StaticTestResult] = {}  # by test id: the last report wins
+        self.loaded_saves: dict[str, tuple[int, str]] = {}  # a GPU save's staged entries
         self._static: StaticSession | None = None
         self._log: LaunchLog | None = None
         self._missing: GpuPerfError | None = None
@@ -103,6 +109,8 @@ class StaticPlugin:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         from pytest_gpuperf.static.errors import StaticUnavailable, UnknownArch
 
+        if not self.settings.static:
+            return
         try:
             self.static.toolchains()
         except UnknownArch as unknown:
@@ -115,6 +123,8 @@ class StaticPlugin:
             raise pytest.UsageError(f"pytest-gpuperf: {broken}") from None
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        if not self.settings.static:
+            return []
         archs = ", ".join(self.settings.static_archs)
         if self._missing is not None:
             fate = "FAIL (--gpuperf-require)" if self.settings.require else "be skipped"
@@ -151,19 +161,23 @@ class StaticPlugin:
             pytest.fail(f"{reason} (--gpuperf-require)", pytrace=False)
         pytest.skip(reason)
 
-    @pytest.hookimpl(wrapper=True)
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        """After the test body passed, build and judge every kernel it loaded."""
+        """After the test body passed, build and judge every kernel it loaded (outermost
+        wrapper: after plugin.py's timing gate, whose saves a GPU run's facts follow)."""
         from pytest_gpuperf.plugin import BENCH, FAILED_SUBTESTS
 
         if RESULT in item.stash:  # a rerun starts afresh
             del item.stash[RESULT]
         bench = item.stash.get(BENCH, None)
-        if bench is not None:
+        if bench is not None and self.settings.static:
             self.log.clear()
             self.log.attach(bench.backend)
-        result = yield  # a failed body raises through: its kernels are not judged
+        result = yield  # a failed body (or timing gate) raises through: nothing judged
         if bench is None or item.stash.get(FAILED_SUBTESTS, 0):
+            return result
+        if not self.settings.static:  # a timing save: the loaded code objects' facts
+            self._stage_loaded(item, bench)
             return result
         from pytest_gpuperf.static.report import failure_message
         from pytest_gpuperf.static.session import uses_of
@@ -177,6 +191,40 @@ class StaticPlugin:
             pytest.fail(failure_message(outcome), pytrace=False)
         return result
 
+    def _stage_loaded(self, item: pytest.Item, bench: Any) -> None:
+        """--gpuperf-save on a real AMD GPU: for each kernel whose measurement was saved,
+        keep the facts of the code object the HIP runtime loaded (runtime/amd_codeobject.py
+        reads it), at the launch shape it was measured with, for baselines/static/<arch>.toml.
+        Nothing is timed or launched for this; a CUBIN or the simulated device has no AMD
+        code object and stages nothing."""
+        from pytest_gpuperf.plugin import JUDGEMENT
+        from pytest_gpuperf.static.session import LaunchLog
+
+        judgement = item.stash.get(JUDGEMENT, None)
+        if judgement is None or bench.simulated:
+            return
+        saved = {m.kernel: m for m, v in judgement.verdicts if v.save is not None and v.save.saved}
+        loaded = [(kernel, expect) for kernel, expect in bench.loaded if kernel.name in saved]
+        if not loaded:
+            return
+        shapes = LaunchLog()
+        for kernel, _ in loaded:
+            measured = saved[kernel.name]
+            if measured.block is not None:
+                shapes.note(kernel, measured.block, measured.shared_bytes)
+            elif kernel.resources.block_threads:
+                shapes.note(kernel, kernel.resources.block_threads, 0)
+        info = bench.info
+        count = self.static.stage_loaded(
+            item.nodeid,
+            loaded,
+            shapes,
+            arch=info.arch,
+            compiler=f"hiprtc {info.runtime_version}".strip(),
+        )
+        if count:
+            item.stash[LOADED_SAVES] = (count, info.arch)
+
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
@@ -185,18 +233,27 @@ class StaticPlugin:
         plugin.py has set it), as plain data for xdist."""
         report = yield
         outcome = item.stash.get(RESULT, None)
-        if call.when != "call" or outcome is None:
+        loaded = item.stash.get(LOADED_SAVES, None)
+        if call.when != "call" or (outcome is None and loaded is None):
             return report
         from pytest_gpuperf.plain import to_plain
 
         payload = dict(getattr(report, "gpuperf", None) or {})
-        payload["static"] = to_plain(outcome)
+        if outcome is not None:
+            payload["static"] = to_plain(outcome)
+        if loaded is not None:
+            payload["static_loaded"] = list(loaded)
         report.gpuperf = payload  # type: ignore[attr-defined]
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         payload = getattr(report, "gpuperf", None)
-        if report.when != "call" or not payload or "static" not in payload:
+        if report.when != "call" or not payload:
+            return
+        if "static_loaded" in payload:
+            count, arch = payload["static_loaded"]
+            self.loaded_saves[report.nodeid] = (int(count), str(arch))
+        if "static" not in payload:
             return
         from pytest_gpuperf.plain import from_plain
         from pytest_gpuperf.static.gate import StaticTestResult
@@ -214,7 +271,18 @@ class StaticPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
-        if hasattr(config, "workerinput") or not self.results:
+        if hasattr(config, "workerinput"):
+            return
+        per_arch: dict[str, int] = {}
+        for count, arch in self.loaded_saves.values():
+            per_arch[arch] = per_arch.get(arch, 0) + count
+        for arch, count in sorted(per_arch.items()):
+            path = self._relative(self.static.store.path_for(arch))
+            terminalreporter.write_line(
+                f"gpuperf: saved the static facts of the loaded code objects of {count} kernel "
+                f"entr{'ies' if count != 1 else 'y'} to {path}"
+            )
+        if not self.results:
             return
         from pytest_gpuperf.static.report import terminal_lines
 

@@ -373,6 +373,55 @@ class StaticSession:
         )
         self.stage(entry)
 
+    def stage_loaded(
+        self,
+        test_id: str,
+        loaded: Sequence[tuple[Kernel, Mapping[str, tuple[str, ...]]]],
+        log: LaunchLog,
+        *,
+        arch: str,
+        compiler: str,
+    ) -> int:
+        """A save on a real AMD GPU: keep the facts of the code objects the HIP runtime
+        actually loaded for the test's kernels (origin "loaded"), under the same entry names
+        a static run gives them. Kernels whose binary is not an AMD code object (a CUBIN)
+        are left out. Returns how many entries were staged."""
+        from pytest_gpuperf.runtime.amd_codeobject import CodeObjectError
+        from pytest_gpuperf.static.facts import loaded_kernel_facts
+
+        kernels = {
+            (k.name, str(k.module.source_path), tuple(k.module.options), tuple(k.module.defines)): k
+            for k, _ in loaded
+        }
+        staged = 0
+        for use, shape, name in entry_names(uses_of(loaded, log)):
+            kernel = kernels[(use.kernel, str(use.source), use.options, use.defines)]
+            threads, lds = shape if shape is not None else (DEFAULT_BLOCK_THREADS, 0)
+            try:
+                facts = loaded_kernel_facts(
+                    kernel.module.binary,
+                    use.kernel,
+                    arch=arch,
+                    compiler=compiler,
+                    block_threads=threads,
+                    dynamic_lds_bytes=lds,
+                )
+            except (CodeObjectError, KernelNotFound):
+                continue
+            self.stage(
+                StaticEntry(
+                    test_id=test_id,
+                    name=name,
+                    facts=facts,
+                    source=self._relative(use.source),
+                    origin="loaded",
+                    when=_utc_now(),
+                    commit=self.commit(),
+                )
+            )
+            staged += 1
+        return staged
+
     def stage(self, entry: StaticEntry) -> None:
         """Keep `entry` for `flush_saves` (the GPU save path stages loaded code objects'
         facts here too)."""
