@@ -18,8 +18,7 @@ import pytest
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
 from pytest_gpuperf.static import compile_static, kernel_asm, kernel_names
 
-from conftest import REPO  # isort: skip
-
+REPO = Path(__file__).resolve().parents[2]
 STATIC = "--gpuperf-static=gfx942"
 # vadd.hip's vector_add made register-hungry: 64 floats live across a loop the compiler
 # cannot drop (n >> 30 is unknown to it), and still c = a + b (the sim's model computes it).
@@ -106,6 +105,7 @@ def test_the_perf_suite_gets_a_table_of_every_kernel_matching_llvm(kernel_cache,
     markdown = tmp_path / "static.md"
     env = {**os.environ, "GPUPERF_CACHE_DIR": str(kernel_cache), "GPUPERF_SIM_SEED": "1"}
     env["GPUPERF_LOCK_DIR"] = str(tmp_path / "locks")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.pop("GITHUB_STEP_SUMMARY", None)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
