@@ -6,6 +6,7 @@ or the run is spread over xdist workers."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -16,10 +17,19 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
-from pytest_gpuperf.static import compile_static, kernel_asm, kernel_names
+from pytest_gpuperf.static import compile_static, find_clang, kernel_asm, kernel_names
+from pytest_gpuperf.static.store import StaticStore
 
 REPO = Path(__file__).resolve().parents[2]
 STATIC = "--gpuperf-static=gfx942"
+
+
+@functools.cache
+def clang_label() -> str:
+    """ "clang 19.1.7" here; the CI image's clang-19 may be another build."""
+    return find_clang("clang-19", "gfx942").label
+
+
 # vadd.hip's vector_add made register-hungry: 64 floats live across a loop the compiler
 # cannot drop (n >> 30 is unknown to it), and still c = a + b (the sim's model computes it).
 HUNGRY = """\
@@ -115,9 +125,13 @@ def test_the_perf_suite_gets_a_table_of_every_kernel_matching_llvm(kernel_cache,
     out = done.stdout
     assert done.returncode == 0, out[-6000:] + done.stderr[-2000:]
     assert (
-        "gpuperf: static gate for gfx942 with clang 19.1.7; the SIMULATED device runs the "
+        f"gpuperf: static gate for gfx942 with {clang_label()}; the SIMULATED device runs the "
         "tests' data flow; nothing is timed" in out
     )
+    # The committed facts were recorded with clang 19.1.7; another clang-19 build may allocate
+    # differently: then its code is "changed" with the toolchain named, never failed on that.
+    stored_facts = StaticStore(REPO / "baselines").load("gfx942").entries.values()
+    same_toolchain = all(e.facts.compiler == clang_label() for e in stored_facts)
     rows = {}
     for line in out.splitlines():
         cells = re.split(r"\s{2,}", line.strip())
@@ -136,12 +150,14 @@ def test_the_perf_suite_gets_a_table_of_every_kernel_matching_llvm(kernel_cache,
         ), name  # fmt: skip
         assert occupancy == f"{info['Occupancy'] / 8:.0%} ({info['Occupancy']} w/SIMD)", name
         assert block == "256" and spills == "0", name
-        assert verdict.startswith("code unchanged"), (name, verdict)
+        unchanged = verdict.startswith("code unchanged")
+        assert unchanged or (not same_toolchain and verdict.startswith("changed")), verdict
     for variant in ("vector_add_bypass", "vector_add_nt", "vector_add_vec4"):
-        assert rows[variant][-1] == "code unchanged, ISA ok"
-    assert "14 kernel entries in 17 tests: 14 unchanged" in out
+        assert rows[variant][-1].endswith(", ISA ok")
     text = markdown.read_text()
-    assert "**No kernel's gfx942 code changed against the stored facts** (14 checked)." in text
+    if same_toolchain:
+        assert "14 kernel entries in 17 tests: 14 unchanged" in out
+        assert "**No kernel's gfx942 code changed against the stored facts** (14 checked)." in text
     assert "| `vector_add_bypass` | kernels/vector_add.hip | 256 | 8 |" in text
 
 
@@ -344,14 +360,14 @@ def test_a_toolchain_change_is_reported_not_failed_on_the_fingerprint(sgp):
     sgp.run(STATIC, "--gpuperf-save").assert_outcomes(passed=1)
     path = sgp.path / "baselines" / "static" / "gfx942.toml"
     text = re.sub(r'fingerprint = "sha256:\w+"', 'fingerprint = "sha256:0123"', stored(sgp))
-    path.write_text(text.replace('compiler = "clang 19.1.7"', 'compiler = "hiprtc 6.2.41133"'))
+    path.write_text(text.replace(f'compiler = "{clang_label()}"', 'compiler = "hiprtc 6.2.41133"'))
     result = sgp.run(STATIC)
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
     assert "changed (within the rules)" in out
     assert (
-        "note: the toolchain changed (hiprtc 6.2.41133, gpuperf HIP header -> clang 19.1.7, "
-        "gpuperf HIP header)" in out
+        "note: the toolchain changed (hiprtc 6.2.41133, gpuperf HIP header -> "
+        f"{clang_label()}, gpuperf HIP header)" in out
     )
 
 
@@ -431,7 +447,7 @@ def test_a_compile_error_fails_the_test_with_file_and_line(sgp):
     out = result.stdout.str()
     assert "vector_add (vadd.hip): could not be built for gfx942:" in out
     assert re.search(
-        r"\S*vadd\.hip:4: clang 19\.1\.7 could not compile \S*vadd\.hip for gfx942", out
+        r"\S*vadd\.hip:4: clang 19\.[\d.]+ could not compile \S*vadd\.hip for gfx942", out
     )
     assert "use of undeclared identifier 'not_declared'" in out
     assert re.search(r"vector_add\s+vadd\.hip\s+.*ERROR \(not built\)", out)
@@ -465,7 +481,7 @@ def test_the_ini_file_turns_it_on_and_names_the_clang(sgp):
     sgp.pytester.makeini(f"[pytest]\ngpuperf_static = gfx942\ngpuperf_clang = {clang}\n")
     result = sgp.run()
     result.assert_outcomes(passed=1)
-    assert "gpuperf: static gate for gfx942 with clang 19.1.7" in result.stdout.str()
+    assert f"gpuperf: static gate for gfx942 with {clang_label()};" in result.stdout.str()
 
 
 def test_xdist_workers_compile_and_save_in_parallel_and_the_controller_renders(sgp):
