@@ -21,7 +21,7 @@ from pytest_gpuperf.static.gate import (
     KernelCheck,
     StaticTestResult,
 )
-from pytest_gpuperf.static.render import render_failure, render_missing_isa
+from pytest_gpuperf.static.render import render_failure, render_missing_isa, what_changed
 
 COMMENT_MARKER = "<!-- pytest-gpuperf-static -->"  # the static job's own comment (docs/ci.md)
 _WORST_FIRST = (ERROR, FAILED, CHANGED, NEW, UNCHANGED)
@@ -54,7 +54,13 @@ def failure_message(result: StaticTestResult) -> str:
             accept = True
         blocks.append("\n".join(lines))
     if accept and result.update_command:
-        blocks.append(f"if this is intended, record the new facts: {result.update_command}")
+        if any(check.against == AGAINST_REF for check in result.failing):
+            blocks.append(
+                "if this is intended, say so in the pull request (this run compares with the "
+                f"base revision); to store the new facts as well: {result.update_command}"
+            )
+        else:
+            blocks.append(f"if this is intended, record the new facts: {result.update_command}")
     return "\n\n".join(blocks)
 
 
@@ -183,8 +189,11 @@ def terminal_lines(
             if row.outcome == NEW and check.against == AGAINST_REF and check.no_base:
                 lines.append(f"  {check.name}: new: {check.no_base}")
             if row.outcome in (FAILED, ERROR):
-                tests = ", ".join(row.tests[:3]) + (" ..." if len(row.tests) > 3 else "")
-                lines.append(f"  {check.name}: {row.outcome} in {tests} (see the test's failure)")
+                more = len(row.tests) - 1
+                where = row.tests[0] + (
+                    f" and {more} more test{'s' if more > 1 else ''}" if more else ""
+                )
+                lines.append(f"  {check.name}: {row.outcome} in {where} (see the failures above)")
         unrecorded = [row for row in rows if _unrecorded(row)]
         if unrecorded and not any(row.check.saved for row in unrecorded):
             lines.append(
@@ -373,10 +382,11 @@ def _what(check: KernelCheck) -> str:
         parts.append(check.no_base or "nothing to compare with")
     comparison = check.comparison
     if comparison is not None and check.status != UNCHANGED:
-        detail = [line.strip() for line in render_failure(comparison).splitlines()[1:]]
-        parts += [line for line in detail if not line.startswith("if this is intended")]
+        parts.append(what_changed(comparison))
+        if check.toolchain_changed:
+            parts.append(f"toolchain {comparison.before.toolchain} → {comparison.after.toolchain}")
     if check.missing_isa:
-        parts.append("missing ISA: " + ", ".join(check.missing_isa))
+        parts.append("missing ISA: " + ", ".join(f"`{m}`" for m in check.missing_isa))
     return "; ".join(parts)
 
 
