@@ -45,8 +45,8 @@ ANY_ARCH = ""
 
 def expect_isa_spec(spec: Any, where: str) -> dict[str, tuple[str, ...]]:
     """`gpu_bench.kernel(..., expect_isa=...)` normalised: a list of expectations for every
-    arch, or a mapping arch -> list (ISA spellings differ between archs: gfx942's `sc0 sc1`
-    is gfx90a's `glc slc`). Returns {arch or "" (any): expectations}."""
+    arch, or a mapping arch -> list (ISA spellings differ between archs: the L2-bypass loads
+    are `sc0 sc1` on gfx942, `glc` on gfx90a). Returns {arch or "" (any): expectations}."""
     if spec is None:
         return {}
     if isinstance(spec, Mapping):

@@ -208,7 +208,9 @@ def test_expect_isa_takes_a_list_or_a_mapping_per_arch():
     assert expect_isa_spec(None, "t") == {} and expect_isa_spec([], "t") == {}
     spec = expect_isa_spec(["s_endpgm"], "t")
     assert expectations_for(spec, "gfx90a") == ("s_endpgm",)
-    per_arch = expect_isa_spec({"gfx942": ["sc0 sc1"], "gfx90a": ("glc slc",)}, "t")
+    per_arch = expect_isa_spec(
+        {"gfx942": ["sc0 sc1"], "gfx90a": ("global_load_dword ... glc",)}, "t"
+    )
     assert expectations_for(per_arch, "gfx942") == ("sc0 sc1",)
     for bad in ("sc0 sc1", [""], [3], 7):
         with pytest.raises(ConfigError, match="expect_isa"):
