@@ -31,6 +31,7 @@ from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kerne
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
 from pytest_gpuperf.session import BenchSession
 from pytest_gpuperf.settings import TestSettings, parse_cache, parse_floor
+from pytest_gpuperf.static.session import expect_isa_spec  # gpuperf-static
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
 POISON_BYTE = 0xFF  # every float type reads NaN, every integer -1: unwritten outputs show
@@ -142,6 +143,7 @@ class GpuBench:
         self._results: list[BenchResult] = []
         self._taken: list[Taken] = []
         self._owned: list[DeviceBuffer] = []
+        self._loaded: list[tuple[Kernel, Mapping[str, tuple[str, ...]]]] = []  # gpuperf-static
         self._closed = False
         spec = device.match.spec
         if test.peak_bps is not None:
@@ -187,14 +189,28 @@ class GpuBench:
         name: str,
         options: Sequence[str] = (),
         defines: Mapping[str, str | int] | None = None,
+        expect_isa: Sequence[str] | Mapping[str, Sequence[str]] = (),
     ) -> Kernel:
         """Kernel `name` from a .hip file, found next to the test file, then under the
         rootdir, then among the kernels shipped with the plugin; compiled once per session
-        for each (file, options, defines)."""
+        for each (file, options, defines).
+
+        `expect_isa`: instructions the kernel's code must contain, e.g.
+        ["global_load_dwordx4"] or ["global_load_dword ... sc0 sc1"] (or a mapping arch ->
+        list), checked by the static gate (--gpuperf-static) only."""
         self._check_open("kernel")
+        # gpuperf-static: validated in every mode, recorded for the static gate
+        expect = expect_isa_spec(expect_isa, f"{self.test.test_id}: gpu_bench.kernel({name!r})")
         source = resolve_kernel_path(path, test_dir=self._test_dir, rootdir=self._session.rootdir)
         module = self._session.module(source, tuple(options), dict(defines or {}))
-        return module.kernel(name)
+        kernel = module.kernel(name)
+        self._loaded.append((kernel, expect))  # gpuperf-static
+        return kernel
+
+    @property
+    def loaded(self) -> tuple[tuple[Kernel, Mapping[str, tuple[str, ...]]], ...]:
+        """Each kernel this test loaded, with its ISA expectations (for the static gate)."""
+        return tuple(self._loaded)
 
     def to_device(self, array: Any) -> DeviceBuffer:
         """A device copy of a host array, freed when the test ends."""

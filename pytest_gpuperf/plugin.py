@@ -141,6 +141,12 @@ def pytest_configure(config: pytest.Config) -> None:
     state = _State(built, Path(config.rootpath), options.xdist_worker_number())
     config.stash[STATE] = state
     config.pluginmanager.register(state, "gpuperf-state")
+    # gpuperf-static: the static gate's hooks, only when it is on, or when a save on a GPU
+    # may record the facts of the AMD code objects it loaded (static_plugin.py)
+    if built.static or built.save:
+        from pytest_gpuperf.static_plugin import PLUGIN_NAME, StaticPlugin
+
+        config.pluginmanager.register(StaticPlugin(state), PLUGIN_NAME)
 
 
 def _state(config: pytest.Config) -> _State:
@@ -157,6 +163,8 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     settings = _state(config).settings
+    if settings.static:  # gpuperf-static: static_plugin.py writes the header
+        return []
     if not settings.measure:
         return [
             "gpuperf: smoke mode (each gpu_bench call launches once, no timing, no gate); "
@@ -564,6 +572,9 @@ def _write_files(config: pytest.Config, state: _State) -> None:
         )
     if settings.markdown_path:
         text = report.markdown(rows, meta, update_command=command)
+        static = config.pluginmanager.get_plugin("gpuperf-static")
+        if static is not None:  # gpuperf-static: the static gate's own summary
+            text = static.markdown(meta)
         path = settings.markdown_path
 
         def write_markdown() -> Path:
@@ -600,7 +611,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             rows, _meta(config, state), width=width, update_command=state.session.update_command
         )
         writer.write_line(table)
-    elif smoke:
+    elif smoke and not state.settings.static:  # gpuperf-static: nothing is timed there
         writer.write_line(
             f"gpuperf: smoke mode: {smoke} gpu_bench call(s) launched once and checked, "
             "nothing timed (--gpuperf measures and gates)"

@@ -29,7 +29,7 @@ from pytest_gpuperf.results import CACHE_MODES
 BACKEND_NAMES = ("hip", "cuda", "sim")
 DEFAULT_BACKENDS = ("hip", "cuda")
 DEFAULT_SIM_DEVICE = "mi300x"
-REQUIRE_CHOICES = ("gpu", "hip", "cuda")
+REQUIRE_CHOICES = ("gpu", "hip", "cuda", "static")
 DEFAULT_BUDGET_S = 1.0
 DEFAULT_COMPILE_TIMEOUT_S = 300.0
 DEFAULT_CACHE = "cold"
@@ -92,7 +92,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "gpuperf_require",
         "what a measuring run must find: gpu (a real GPU on any backend), hip or cuda. When "
         "it is not found the session fails with the reasons instead of skipping to green, and "
-        "the simulated device is never used. Use it on GPU runners. Default: not required.",
+        "the simulated device is never used. Use it on GPU runners. Under --gpuperf-static "
+        "any value (static names only this) requires the clang instead: without one the "
+        "tests fail rather than skip. Default: not required.",
         ini="gpuperf_require",
         metavar="KIND",
     ),
@@ -245,6 +247,30 @@ OPTIONS: tuple[OptionSpec, ...] = (
         ini="gpuperf_benchmark_json",
         metavar="PATH",
     ),
+    # -- gpuperf-static: the static gate (pytest_gpuperf/static_plugin.py) -------------
+    OptionSpec(
+        "--gpuperf-static",
+        "gpuperf_static",
+        "the static gate: compile every kernel a test loads offline with clang for these AMD "
+        "GPU architectures (comma-separated, e.g. gfx942 or gfx942,gfx90a), read its "
+        "registers, LDS, scratch, spills and the occupancy of the test's launch shape, and "
+        "fail on an occupancy drop, new spills or scratch, or VGPR/LDS growth beyond the "
+        "margin against baselines/static/<arch>.toml (or, with --gpuperf-compare, against "
+        "REF's version of the kernel). The SIMULATED device runs the tests' data flow; nothing "
+        "is timed. --gpuperf-save records the facts. Default: off.",
+        ini="gpuperf_static",
+        metavar="ARCH[,ARCH]",
+    ),
+    OptionSpec(
+        "--gpuperf-clang",
+        "gpuperf_clang",
+        "the clang the static gate compiles with (a path or a command name). Default: the "
+        "first of clang-19, clang-22 .. clang-17, clang and /opt/rocm/llvm/bin/clang on PATH "
+        "that compiles HIP for the architecture.",
+        ini="gpuperf_clang",
+        metavar="PATH",
+    ),
+    # -- end gpuperf-static ------------------------------------------------------------------
     OptionSpec(
         "--gpuperf-markdown",
         "gpuperf_markdown",
@@ -282,6 +308,13 @@ class Settings:
     json_path: Path | None = None
     benchmark_json_path: Path | None = None
     markdown_path: Path | None = None
+    static_archs: tuple[str, ...] = ()  # gpuperf-static: --gpuperf-static (empty: off)
+    clang: str | None = None  # gpuperf-static: --gpuperf-clang
+
+    @property
+    def static(self) -> bool:
+        """The static gate is on (gpuperf-static): simulated data flow, nothing timed."""
+        return bool(self.static_archs)
 
     @property
     def watchdog_s(self) -> float:
@@ -293,7 +326,9 @@ class Settings:
     @property
     def allowed_backends(self) -> tuple[str, ...]:
         """The backends to try: --gpuperf-require drops the simulated device, and hip/cuda
-        keep only that backend."""
+        keep only that backend. The static gate runs the data flow on the simulated device."""
+        if self.static_archs:  # gpuperf-static
+            return ("sim",)
         if self.require is None:
             return self.backends
         if self.require == "gpu":
@@ -406,11 +441,27 @@ def build_settings(
             raise ConfigError("--no-gpuperf and --gpuperf-save contradict each other")
         measure = False
     baseline_dir = path("gpuperf_baseline_dir") or (rootdir / DEFAULT_BASELINE_DIR)
+    # -- gpuperf-static: the static gate times nothing, so it turns measuring off
+    static_archs = get("gpuperf_static", parse_static_archs, ())
+    require = get("gpuperf_require", parse_require, None)
+    if static_archs:
+        given = values.get("gpuperf")
+        if given is not None and given[1] == "--gpuperf" and parse_bool(given[0], "--gpuperf"):
+            raise ConfigError(
+                "--gpuperf and --gpuperf-static exclude each other: the static gate times "
+                "nothing (it runs the data flow on the simulated device); measure in another run"
+            )
+        measure = False
+    elif require == "static":
+        raise ConfigError(
+            "--gpuperf-require=static requires the static gate: add --gpuperf-static=ARCH"
+        )
+    # -- end gpuperf-static
     return Settings(
         measure=measure,
         save=save,
         backends=get("gpuperf_backend", parse_backends, DEFAULT_BACKENDS),
-        require=get("gpuperf_require", parse_require, None),
+        require=require,
         device_key=get("gpuperf_device", parse_device_key, None),
         gpu_index=get("gpuperf_gpu", parse_gpu_index, None),
         baseline_dir=baseline_dir,
@@ -433,6 +484,8 @@ def build_settings(
         json_path=path("gpuperf_json"),
         benchmark_json_path=path("gpuperf_benchmark_json"),
         markdown_path=path("gpuperf_markdown"),
+        static_archs=static_archs,  # gpuperf-static
+        clang=get("gpuperf_clang", parse_clang, None),  # gpuperf-static
     )
 
 
@@ -469,7 +522,8 @@ def parse_require(raw: Any, where: str) -> str:
     kind = str(raw).strip().lower()
     if kind not in REQUIRE_CHOICES:
         raise ConfigError(
-            f"{where}: expected one of {', '.join(REQUIRE_CHOICES)} (gpu: any real GPU), "
+            f"{where}: expected one of {', '.join(REQUIRE_CHOICES)} (gpu: any real GPU; "
+            "static: the static gate's clang), "
             f"got {raw!r}"
         )
     return kind
@@ -482,6 +536,35 @@ def parse_ref(raw: Any, where: str) -> str:
             f"{where}: expected a git revision (e.g. origin/main, HEAD~1, a commit id), got {raw!r}"
         )
     return text
+
+
+# -- gpuperf-static ---------------------------------------------------------------------------
+_ARCH_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?::[A-Za-z0-9_]+[+-])*$")
+
+
+def parse_static_archs(raw: Any, where: str) -> tuple[str, ...]:
+    """'gfx942' or 'gfx942,gfx90a' (target ids with features, gfx942:xnack-, allowed).
+    Whether clang knows them is checked when the session starts."""
+    names = [part.strip() for part in str(raw).split(",") if part.strip()]
+    if not names:
+        raise ConfigError(f"{where}: name at least one AMD GPU architecture, e.g. gfx942")
+    for name in names:
+        if not _ARCH_NAME.match(name):
+            raise ConfigError(
+                f"{where}: {name!r} is not an architecture name; give clang's processor names, "
+                "comma-separated (e.g. gfx942 for MI300X, gfx90a for MI250X)"
+            )
+    return tuple(dict.fromkeys(names))
+
+
+def parse_clang(raw: Any, where: str) -> str:
+    text = os.path.expanduser(str(raw).strip())
+    if not text:
+        raise ConfigError(f"{where}: expected a clang path or command name, got an empty value")
+    return text
+
+
+# -- end gpuperf-static -------------------------------------------------------------------------
 
 
 def parse_device_key(raw: Any, where: str) -> str:

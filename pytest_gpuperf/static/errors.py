@@ -44,4 +44,9 @@ class UnknownArch(ConfigError):
 
 class StaticFactsError(GpuPerfError):
     """A stored static-facts record (baseline TOML, JSON report) is malformed, or two records
-    that cannot be compared were compared; names the field or the mismatch."""
+    that cannot be compared were compared; names the field or the mismatch (`field`, when
+    one field is at fault, so a file reader can point at its line)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gpuperf.errors import KernelNotFound
-from pytest_gpuperf.runtime.amd_codeobject import read_code_object
+from pytest_gpuperf.runtime.amd_codeobject import read_code_object, target_arch
 from pytest_gpuperf.runtime.fingerprint import kernel_fingerprint
 from pytest_gpuperf.runtime.occupancy import DEFAULT_BLOCK_THREADS, cu_limits, occupancy
 from pytest_gpuperf.static.asm import kernel_asm
@@ -91,7 +91,9 @@ class StaticFacts:
         for field in dataclasses.fields(cls):
             if field.name not in data:
                 if field.default is dataclasses.MISSING:
-                    raise StaticFactsError(f"static facts lack the field {field.name!r}")
+                    raise StaticFactsError(
+                        f"static facts lack the field {field.name!r}", field.name
+                    )
                 continue
             values[field.name] = _typed(field.name, data[field.name])
         return cls(**values)
@@ -107,20 +109,24 @@ _INT_FIELDS = {
 def _typed(name: str, value: Any) -> Any:
     if name in _INT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise StaticFactsError(f"static facts field {name!r} must be an integer, not {value!r}")
+            raise StaticFactsError(
+                f"static facts field {name!r} must be an integer, not {value!r}", name
+            )
         return value
     if name == "occupancy":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise StaticFactsError(
-                f"static facts field 'occupancy' must be a number, not {value!r}"
+                f"static facts field 'occupancy' must be a number, not {value!r}", name
             )
         return float(value)
     if name == "calls":
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise StaticFactsError(f"static facts field 'calls' must be a list of names: {value!r}")
+            raise StaticFactsError(
+                f"static facts field 'calls' must be a list of names: {value!r}", name
+            )
         return tuple(value)
     if not isinstance(value, str):
-        raise StaticFactsError(f"static facts field {name!r} must be a string, not {value!r}")
+        raise StaticFactsError(f"static facts field {name!r} must be a string, not {value!r}", name)
     return value
 
 
@@ -164,6 +170,49 @@ def kernel_facts(
         fingerprint=fingerprint.digest,
         fingerprint_scope=fingerprint.scope,
         calls=text.called_functions,
+    )
+    return with_occupancy(facts)
+
+
+def loaded_kernel_facts(
+    binary: bytes,
+    kernel: str,
+    *,
+    arch: str,
+    compiler: str,
+    hip_runtime: str = "rocm",
+    block_threads: int = DEFAULT_BLOCK_THREADS,
+    dynamic_lds_bytes: int = 0,
+) -> StaticFacts:
+    """The static facts of `kernel` in a code object a GPU run loaded (a hiprtc build, bare
+    or bundled): what a save on a real AMD GPU records, from the binary the HIP runtime
+    actually ran. There is no assembly, so the arch-VGPR share is the unified count less the
+    AGPRs, spills come from the metadata alone and calls are unknown (left empty).
+    `compiler` names the toolchain ("hiprtc 6.2.41133"): facts compare like with like, and
+    a comparison with a clang build says the toolchain changed."""
+    code_object = read_code_object(binary, arch)
+    metadata = code_object.kernels.get(kernel)
+    if metadata is None:
+        raise KernelNotFound(kernel, sorted(code_object.kernels), "the loaded code object")
+    fingerprint = kernel_fingerprint(binary, kernel)
+    facts = StaticFacts(
+        kernel=kernel,
+        arch=target_arch(arch),
+        compiler=compiler,
+        hip_runtime=hip_runtime,
+        block_threads=min(block_threads, metadata.max_flat_workgroup_size),
+        dynamic_lds_bytes=dynamic_lds_bytes,
+        vgprs=metadata.vgpr_count,
+        arch_vgprs=metadata.vgpr_count - metadata.agpr_count,
+        agprs=metadata.agpr_count,
+        sgprs=metadata.sgpr_count,
+        static_lds_bytes=metadata.lds_bytes,
+        scratch_bytes=metadata.scratch_bytes,
+        vgpr_spills=metadata.vgpr_spill_count,
+        sgpr_spills=metadata.sgpr_spill_count,
+        max_block_threads=metadata.max_flat_workgroup_size,
+        fingerprint=fingerprint.digest,
+        fingerprint_scope=fingerprint.scope,
     )
     return with_occupancy(facts)
 

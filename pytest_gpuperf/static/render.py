@@ -161,7 +161,7 @@ def render_markdown(
             _pair(before.lds_bytes, after.lds_bytes),
             _pair(before.scratch_bytes, after.scratch_bytes),
             _pair(before.spills, after.spills),
-            _what(result),
+            what_changed(result),
         ]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
@@ -178,7 +178,9 @@ def _pair(before: object, after: object, limiter: tuple | None = None) -> str:
     return text
 
 
-def _what(result: StaticComparison) -> str:
+def what_changed(result: StaticComparison) -> str:
+    """A table cell: the broken rules, else the quantities that moved, else "instructions
+    only"."""
     if result.failures:
         return ", ".join(dict.fromkeys(_RULE_WORDS[c.rule or ""] for c in result.failures))
     shown = [

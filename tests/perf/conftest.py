@@ -74,6 +74,19 @@ LAUNCH_ALLOWANCES_S = {"dot": 10e-6, "rmsnorm": 10e-6}
 NO_FLOOR_BELOW = 0.05  # a floor this low says nothing: the size is launch-bound
 SWEEP_ENV = "GPUPERF_SWEEP"
 
+# The instructions a variant exists for, asserted by the static gate (--gpuperf-static) in
+# each kernel's own gfx942 code: the L2 bypass is system-scope loads and stores (sc0 sc1),
+# the nontemporal variant's accesses carry nt, the float4 variant moves 128 bits at a time.
+EXPECT_ISA: dict[str, dict[str, tuple[str, ...]]] = {
+    "vector_add_bypass": {
+        "gfx942": ("global_load_dword ... sc0 sc1", "global_store_dword ... sc0 sc1")
+    },
+    "vector_add_nt": {"gfx942": ("global_load_dword ... nt", "global_store_dword ... nt")},
+    "vector_add_vec4": {"gfx942": ("global_load_dwordx4", "global_store_dwordx4")},
+    "copy_vec4": {"gfx942": ("global_load_dwordx4", "global_store_dwordx4")},
+    "triad_vec4": {"gfx942": ("global_load_dwordx4", "global_store_dwordx4")},
+}
+
 
 def floor_for(kernel: str, working_set_bytes: int, device_key: str | None, peak_bps: float):
     """The min_bw floor for `kernel` moving `working_set_bytes` on `device_key`, or None when
@@ -206,7 +219,9 @@ class CatalogBench:
         case = self.case(kernel, n)
         self._check_floor_size(case)
         bench = self.gpu_bench
-        compiled = bench.kernel(f"kernels/{entry.file}", entry.name)
+        compiled = bench.kernel(
+            f"kernels/{entry.file}", entry.name, expect_isa=EXPECT_ISA.get(entry.name)
+        )
         args = tuple(bench.to_device(a) if isinstance(a, np.ndarray) else a for a in case.args)
         label = name or kernel
         if case.follow_ups:

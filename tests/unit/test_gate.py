@@ -519,6 +519,10 @@ def test_judge_compares_under_compare_and_shows_the_stored_baseline(tmp_path):
 # -- the gate decides once ------------------------------------------------------------------
 
 DECISIONS = {"Verdict", "FloorCheck", "BaselineCheck", "ComparisonCheck", "SaveAction"}
+# The static gate's decisions are made in static/gate.py, and only there.
+DECISIONS |= {"KernelCheck", "StaticTestResult", "StaticComparison"}
+STATIC_GATE = Path("static") / "gate.py"
+STATIC_COMPARE = Path("static") / "compare.py"
 
 
 def _violations(path: Path) -> list[str]:
@@ -539,11 +543,17 @@ def _violations(path: Path) -> list[str]:
 def test_only_the_gate_builds_or_edits_a_verdict():
     """Decisions are structured values made in gate/; renderers and the pytest layer only
     read them (plain.py rebuilds them from plain data generically, by type hints)."""
-    outside = [p for p in PACKAGE.rglob("*.py") if "gate" not in p.relative_to(PACKAGE).parts]
+    deciders = {STATIC_GATE, STATIC_COMPARE}
+    outside = [
+        p
+        for p in PACKAGE.rglob("*.py")
+        if "gate" not in p.relative_to(PACKAGE).parts and p.relative_to(PACKAGE) not in deciders
+    ]
     violations = [v for p in outside for v in _violations(p)]
     assert violations == []
     inside = [v for p in (PACKAGE / "gate").glob("*.py") for v in _violations(p)]
     assert inside  # the scan does see the gate building them
+    assert all(_violations(PACKAGE / path) for path in deciders)  # and the static gate's
 
 
 def test_verdicts_are_frozen():

@@ -1,0 +1,317 @@
+"""Stored static facts: `baselines/static/<arch>.toml`, one entry per (test id, kernel entry).
+
+The static gate keeps its facts out of the timing baselines: a subfolder, so the timing
+store's `baselines/*.toml` never sees these files, and one file per architecture, as the
+timing store keeps one per device. An entry is flat - the test, the entry's name, the
+source it was compiled from, where the facts come from (`origin`: "clang" for the static
+gate's own offline build, "loaded" for the code object a GPU run actually loaded), when and
+at which commit, then every `StaticFacts` field - so a review diff shows "vgprs = 24" ->
+"vgprs = 40" on one line.
+
+Loading validates everything and names file:line (the timing store's checker and line
+finder); saving merges under `<file>.lock`, re-reads inside the lock, writes through a
+temporary file and `os.replace`, and never follows a symbolic link (the timing store's
+helpers). No pytest here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+# The timing store's file-safety and schema helpers, shared so both stores behave alike.
+from pytest_gpuperf.baseline.schema import (
+    Invalid,
+    Lines,
+    TOMLDecodeError,
+    _Checker,
+    toml_error_line,
+    tomllib,
+)
+from pytest_gpuperf.baseline.store import LOCK_TIMEOUT_S, _atomic_write, _refuse_link
+from pytest_gpuperf.errors import BaselineError, ConfigError
+from pytest_gpuperf.static.errors import StaticFactsError
+from pytest_gpuperf.static.facts import StaticFacts
+
+STATIC_SCHEMA = 1
+STATIC_DIR = "static"
+ORIGINS = ("clang", "loaded")  # the gate's offline build | the code object a GPU run loaded
+_ARCH_FILE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?::[A-Za-z0-9_]+[+-])*$")
+_ENTRY_KEYS = {"id", "name", "source", "origin", "when", "commit"}
+_FACT_KEYS = {f.name for f in dataclasses.fields(StaticFacts)}
+Key = tuple[str, str]  # (test id, entry name)
+
+
+@dataclass(frozen=True)
+class StaticEntry:
+    """The stored facts of one kernel entry of one test."""
+
+    test_id: str
+    name: str
+    facts: StaticFacts
+    source: str = ""  # the kernel's file, relative to the rootdir where it can be
+    origin: str = "clang"
+    when: str = ""
+    commit: str = ""
+
+    @property
+    def key(self) -> Key:
+        return (self.test_id, self.name)
+
+
+@dataclass(frozen=True)
+class StaticFile:
+    """The validated contents of one arch's file (empty when it does not exist)."""
+
+    path: Path
+    arch: str
+    entries: Mapping[Key, StaticEntry] = field(default_factory=dict)
+
+    def get(self, test_id: str, name: str) -> StaticEntry | None:
+        return self.entries.get((test_id, name))
+
+
+class StaticStore:
+    """`<baseline dir>/static/`: loads cached per file (revalidated when it changes)."""
+
+    def __init__(
+        self, baseline_dir: str | os.PathLike[str], *, lock_timeout_s: float = LOCK_TIMEOUT_S
+    ) -> None:
+        self.directory = Path(baseline_dir) / STATIC_DIR
+        self.lock_timeout_s = lock_timeout_s
+        self._cache: dict[Path, tuple[tuple[int, int, int], StaticFile]] = {}
+
+    def path_for(self, arch: str) -> Path:
+        if not _ARCH_FILE.match(arch):
+            raise ConfigError(f"architecture {arch!r} cannot name a static facts file")
+        return self.directory / f"{arch}.toml"
+
+    def load(self, arch: str) -> StaticFile:
+        """The arch's stored facts; BaselineError (file:line) when the file is broken."""
+        path = self.path_for(arch)
+        try:
+            status = path.stat()
+        except FileNotFoundError:
+            self._cache.pop(path, None)
+            if path.is_symlink():
+                raise BaselineError(
+                    str(path), "is a symbolic link to a file that does not exist; remove it"
+                ) from None
+            return StaticFile(path, arch)
+        except OSError as problem:
+            raise BaselineError(str(path), f"cannot be read: {problem.strerror}") from None
+        signature = (status.st_mtime_ns, status.st_size, status.st_ino)
+        cached = self._cache.get(path)
+        if cached and cached[0] == signature:
+            return cached[1]
+        loaded = _read(path, arch)
+        self._cache[path] = (signature, loaded)
+        return loaded
+
+    def save(self, arch: str, entries: Iterable[StaticEntry]) -> Path:
+        """Merge `entries` into the arch's file (same keys replaced, every other entry kept),
+        atomically under `<file>.lock`; a broken file on disk is left byte-identical."""
+        path = self.path_for(arch)
+        new: dict[Key, StaticEntry] = {}
+        for entry in entries:
+            if entry.facts.arch != arch:
+                raise BaselineError(
+                    str(path), f"not saved: facts for {entry.facts.arch} in the {arch} file"
+                )
+            new[entry.key] = entry
+        try:
+            import tomli_w  # noqa: F401  (render() needs it: fail before touching anything)
+        except ModuleNotFoundError:
+            raise BaselineError(
+                str(path),
+                "not saved: writing static facts needs tomli-w, which is not installed "
+                "(python3 -m pip install tomli-w); nothing was written",
+            ) from None
+        for folder in (path.parent.parent, path.parent):
+            _refuse_link(folder)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as problem:
+            raise BaselineError(
+                str(path.parent), f"not saved: cannot create the directory ({problem.strerror})"
+            ) from None
+        lock_path = Path(f"{path}.lock")
+        for target in (path, lock_path):
+            _refuse_link(target)
+        try:
+            with filelock.FileLock(str(lock_path), timeout=self.lock_timeout_s):
+                _refuse_link(path)
+                merged = dict(_read(path, arch).entries) if path.exists() else {}
+                merged.update(new)
+                text = render(arch, merged.values())
+                try:
+                    parse(text, arch)
+                except (Invalid, StaticFactsError) as problem:
+                    raise BaselineError(
+                        str(path), f"not saved: a new entry is invalid: {problem}"
+                    ) from None
+                _atomic_write(path, text)
+        except filelock.Timeout:
+            raise BaselineError(
+                str(path),
+                f"not saved: could not lock {lock_path} within {self.lock_timeout_s:.0f} s; "
+                "another pytest process is saving (wait for it, then save again)",
+            ) from None
+        except PermissionError as problem:
+            raise BaselineError(
+                str(path),
+                f"not saved: permission denied ({problem.filename}); make the baseline "
+                "directory writable, or save elsewhere with --gpuperf-baseline-dir",
+            ) from None
+        self._cache.pop(path, None)
+        return path
+
+
+# -- the TOML layout ---------------------------------------------------------------------------
+
+
+def render(arch: str, entries: Iterable[StaticEntry]) -> str:
+    """The file text: a header, then entries sorted by (test id, name)."""
+    import tomli_w
+
+    document = {
+        "schema": STATIC_SCHEMA,
+        "arch": arch,
+        "entry": [_entry_table(e) for e in sorted(entries, key=lambda e: e.key)],
+    }
+    header = (
+        f"# pytest-gpuperf static facts for {arch} (schema {STATIC_SCHEMA}, "
+        "docs/static-gate.md).\n"
+        f'# Written by `pytest --gpuperf-static={arch} --gpuperf-save` (origin = "clang") or by\n'
+        '# a --gpuperf-save on a GPU of this arch (origin = "loaded": the code object the\n'
+        "# HIP runtime loaded). Hand edits are validated on load; saving rewrites the file.\n\n"
+    )
+    return header + tomli_w.dumps(document)
+
+
+def _entry_table(entry: StaticEntry) -> dict[str, Any]:
+    table: dict[str, Any] = {"id": entry.test_id, "name": entry.name}
+    for key in ("source", "origin", "when", "commit"):
+        value = getattr(entry, key)
+        if value:
+            table[key] = value
+    table.update(entry.facts.to_dict())
+    return table
+
+
+def parse(text: str, arch: str) -> dict[Key, StaticEntry]:
+    """The entries of a file's text; raises TOMLDecodeError, Invalid or StaticFactsError."""
+    document = tomllib.loads(text)
+    top = _Checker(document, "the file", lambda lines: lines.top_key)
+    schema = top.required("schema", int)
+    if schema != STATIC_SCHEMA:
+        raise Invalid(
+            f"schema = {schema} is not supported; this pytest-gpuperf reads static facts of "
+            f"schema {STATIC_SCHEMA}" + (" (upgrade it)" if schema > STATIC_SCHEMA else ""),
+            lambda lines: lines.top_key("schema"),
+        )
+    named = top.required("arch", str)
+    if named != arch:
+        raise Invalid(
+            f'arch = "{named}" but the file is for "{arch}" (its name); facts of one '
+            "architecture must not be copied to another's file",
+            lambda lines: lines.top_key("arch"),
+        )
+    tables = document.get("entry", [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise Invalid("'entry' must be an array of tables ([[entry]])", _at_top("entry"))
+    top.reject_unknown({"schema", "arch", "entry"})
+    entries: dict[Key, StaticEntry] = {}
+    for index, table in enumerate(tables):
+        entry = _entry(table, index, arch)
+        if entry.key in entries:
+            raise Invalid(
+                f"duplicate entry for test {entry.test_id!r} kernel entry {entry.name!r} "
+                f"(entry #{index + 1}); delete one of them",
+                _at_entry(index, "id"),
+            )
+        entries[entry.key] = entry
+    return entries
+
+
+def _entry(table: dict[str, Any], index: int, arch: str) -> StaticEntry:
+    label = f"entry #{index + 1}"
+    if isinstance(table.get("id"), str) and isinstance(table.get("name"), str):
+        label += f" (test {table['id']!r}, kernel entry {table['name']!r})"
+    check = _Checker(table, label, lambda lines: lambda key: lines.entry_key(index, key))
+    check.reject_unknown(_ENTRY_KEYS | _FACT_KEYS)
+    test_id = check.required("id", str, nonempty=True)
+    name = check.required("name", str, nonempty=True)
+    origin = check.optional("origin", str, "clang")
+    if origin not in ORIGINS:
+        raise check.invalid("origin", f"must be one of {', '.join(ORIGINS)}, not {origin!r}")
+    try:
+        facts = StaticFacts.from_dict({k: v for k, v in table.items() if k in _FACT_KEYS})
+    except StaticFactsError as problem:
+        key = problem.field if problem.field in table else ""
+
+        def locate(lines: Lines) -> int | None:
+            return lines.entry_key(index, key or "")
+
+        raise Invalid(f"{label}: {problem}", locate) from None
+    if facts.arch != arch:
+        raise check.invalid("arch", f'is "{facts.arch}" in the file for "{arch}"')
+    for quantity in ("block_threads", "max_block_threads"):
+        if getattr(facts, quantity) < 1:
+            raise check.invalid(quantity, "must be at least 1")
+    return StaticEntry(
+        test_id=test_id,
+        name=name,
+        facts=facts,
+        source=check.optional("source", str, ""),
+        origin=origin,
+        when=check.optional("when", str, ""),
+        commit=check.optional("commit", str, ""),
+    )
+
+
+def _at_top(key: str) -> Callable[[Lines], int | None]:
+    return lambda lines: lines.top_key(key)
+
+
+def _at_entry(index: int, key: str) -> Callable[[Lines], int | None]:
+    return lambda lines: lines.entry_key(index, key)
+
+
+def _read(path: Path, arch: str) -> StaticFile:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise BaselineError(str(path), f"not UTF-8 text ({error.reason})") from None
+    except IsADirectoryError:
+        raise BaselineError(str(path), "is a directory, not a static facts file") from None
+    except OSError as problem:
+        raise BaselineError(str(path), f"cannot be read: {problem.strerror}") from None
+    try:
+        entries = parse(text, arch)
+    except TOMLDecodeError as error:
+        message, line = toml_error_line(error)
+        raise BaselineError(
+            str(path), f"not valid TOML: {message}. Fix the file or restore it from git", line
+        ) from None
+    except Invalid as problem:
+        raise BaselineError(str(path), *problem.located(text)) from None
+    return StaticFile(path, arch, entries)
+
+
+__all__ = [
+    "ORIGINS",
+    "STATIC_SCHEMA",
+    "StaticEntry",
+    "StaticFile",
+    "StaticStore",
+    "parse",
+    "render",
+]
