@@ -107,8 +107,11 @@ def _extract(toplevel: Path, commit: str, target: Path) -> None:
             raise subprocess.SubprocessError(archive.stderr.decode(errors="replace").strip())
         staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{commit[:12]}-"))
         try:
-            with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-                _safe_extract(tar, staging)
+            # An empty tree (a first commit with no files) archives to a tar the reader
+            # cannot open: nothing to extract, every kernel then has no base.
+            if run_git(toplevel, "ls-tree", "--name-only", commit) != "":
+                with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+                    _safe_extract(tar, staging)
             (staging / _COMPLETE).write_text(commit + "\n")
             if target.exists():
                 shutil.rmtree(target)

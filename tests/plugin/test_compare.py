@@ -196,6 +196,19 @@ def test_scale(gpu_bench):
 """
 
 
+def test_a_base_commit_with_no_files_gives_no_base(gp, tmp_path_factory, monkeypatch):
+    """A repository whose first commit is empty (`git commit --allow-empty`): git archive of it
+    is a tar the reader cannot open; every kernel simply has no base there."""
+    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    gp.test_file(PLAIN)
+    git(gp.path, "init", "-q")
+    git(gp.path, "commit", "-q", "--allow-empty", "-m", "empty start")
+    result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
+    comparison = report(gp)["results"][0]["verdict"]["comparison"]
+    assert (comparison["state"], comparison["no_base_why"]) == ("no-base", "file")
+
+
 def test_a_kernel_added_to_an_existing_file_has_no_base(repo):
     path = repo.path / "vadd.hip"
     path.write_text(
