@@ -174,7 +174,8 @@ class StaticPlugin:
             self.log.clear()
             self.log.attach(bench.backend)
         result = yield  # a failed body (or timing gate) raises through: nothing judged
-        if bench is None or item.stash.get(FAILED_SUBTESTS, 0):
+        failed_subtests: int = item.stash.get(FAILED_SUBTESTS, 0)
+        if bench is None or failed_subtests:
             return result
         if not self.settings.static:  # a timing save: the loaded code objects' facts
             self._stage_loaded(item, bench)
