@@ -2,32 +2,76 @@
 decides anything (the gate's verdicts are read, never changed):
 
 - terminal.py: the table at the end of a session; explain.py: a failing test's message;
-- markdown.py: the job summary / pull-request comment; junit.py: JUnit XML properties;
+- markdown_summary.py: the job summary / pull-request comment; junit.py: JUnit XML properties;
 - json_report.py: our versioned JSON; benchmark_json.py: pytest-benchmark's layout;
-- text.py, cells.py, devices.py: the words and cells they share.
+- text.py, cells.py, devices.py: the words and cells they share;
+- files.py: whether the report paths can be written (asked at session start).
+
+Names load on first use (PEP 562): a session that only checks its report paths must not
+import the renderers, and through them the baseline store and its file lock.
 """
 
-from pytest_gpuperf.report.benchmark_json import benchmark_stats, to_pytest_benchmark_json
-from pytest_gpuperf.report.explain import failure_text, one_line
-from pytest_gpuperf.report.json_report import (
-    REPORT_SCHEMA,
-    REPORT_SCHEMA_VERSION,
-    rows_from_json,
-    to_json,
-    write_json,
-)
-from pytest_gpuperf.report.junit import junit_properties
-from pytest_gpuperf.report.markdown import append_github_step_summary, markdown
-from pytest_gpuperf.report.terminal import terminal_table
-from pytest_gpuperf.report.text import (
-    SIMULATED_BANNER,
-    ReportMeta,
-    format_gbps,
-    format_time,
-    summary_line,
-    verdict_label,
-)
-from pytest_gpuperf.results import Row
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_HOMES = {
+    "benchmark_stats": "benchmark_json",
+    "to_pytest_benchmark_json": "benchmark_json",
+    "failure_text": "explain",
+    "one_line": "explain",
+    "REPORT_SCHEMA": "json_report",
+    "REPORT_SCHEMA_VERSION": "json_report",
+    "rows_from_json": "json_report",
+    "to_json": "json_report",
+    "write_json": "json_report",
+    "junit_properties": "junit",
+    "append_github_step_summary": "markdown_summary",
+    "markdown": "markdown_summary",
+    "terminal_table": "terminal",
+    "SIMULATED_BANNER": "text",
+    "ReportMeta": "text",
+    "format_gbps": "text",
+    "format_time": "text",
+    "summary_line": "text",
+    "verdict_label": "text",
+}
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.report.benchmark_json import benchmark_stats, to_pytest_benchmark_json
+    from pytest_gpuperf.report.explain import failure_text, one_line
+    from pytest_gpuperf.report.json_report import (
+        REPORT_SCHEMA,
+        REPORT_SCHEMA_VERSION,
+        rows_from_json,
+        to_json,
+        write_json,
+    )
+    from pytest_gpuperf.report.junit import junit_properties
+    from pytest_gpuperf.report.markdown_summary import append_github_step_summary, markdown
+    from pytest_gpuperf.report.terminal import terminal_table
+    from pytest_gpuperf.report.text import (
+        SIMULATED_BANNER,
+        ReportMeta,
+        format_gbps,
+        format_time,
+        summary_line,
+        verdict_label,
+    )
+    from pytest_gpuperf.results import Row
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Row":
+        from pytest_gpuperf.results import Row
+
+        return Row
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
 
 __all__ = [
     "REPORT_SCHEMA",
