@@ -14,9 +14,10 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import filelock
 
@@ -35,6 +36,7 @@ from pytest_gpuperf.results import BaselineRef
 LOCK_TIMEOUT_S = 120.0
 _DEVICE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 Key = tuple[str, str, str]  # (test id, measurement name, cache mode)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ class BaselineStore:
     ) -> None:
         self.directory = Path(directory)
         self.lock_timeout_s = lock_timeout_s
-        self._cache: dict[Path, tuple[tuple[int, int, int], BaselineFile]] = {}
+        self._cache: StatCache[BaselineFile] = StatCache()
 
     def path_for(self, device_key: str) -> Path:
         if not _DEVICE_KEY.match(device_key):
@@ -97,24 +99,11 @@ class BaselineStore:
     def load(self, device_key: str) -> BaselineFile:
         """The device's baselines; BaselineError (file:line) if the file is broken."""
         path = self.path_for(device_key)
-        try:
-            status = path.stat()
-        except FileNotFoundError:
-            self._cache.pop(path, None)
-            if path.is_symlink():
-                raise BaselineError(
-                    str(path), "is a symbolic link to a file that does not exist; remove it"
-                ) from None
-            return BaselineFile(path=path, device_key=device_key)
-        except OSError as problem:
-            raise BaselineError(str(path), f"cannot be read: {problem.strerror}") from None
-        signature = (status.st_mtime_ns, status.st_size, status.st_ino)
-        cached = self._cache.get(path)
-        if cached and cached[0] == signature:
-            return cached[1]
-        loaded = _read(path, device_key)
-        self._cache[path] = (signature, loaded)
-        return loaded
+        return self._cache.load(
+            path,
+            read=lambda: _read(path, device_key),
+            missing=lambda: BaselineFile(path=path, device_key=device_key),
+        )
 
     def lookup(self, device_key: str, test_id: str, name: str, cache: str) -> BaselineRef | None:
         entry = self.load(device_key).get(test_id, name, cache)
@@ -150,56 +139,108 @@ class BaselineStore:
                 )
             new[entry.key] = entry
         dropped = set(remove)
-        try:
-            import tomli_w  # noqa: F401  (render() uses it; fail before touching anything)
-        except ModuleNotFoundError:
-            raise BaselineError(
-                str(path),
-                "not saved: writing baselines needs tomli-w, which is not installed "
-                "(python3 -m pip install tomli-w); nothing was written",
-            ) from None
+        require_tomli_w(path, "baselines")
         self.check_directory()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as problem:
-            raise BaselineError(
-                str(path.parent), f"not saved: cannot create the directory ({problem.strerror})"
-            ) from None
-        lock_path = Path(f"{path}.lock")
-        for target in (path, lock_path):
-            _refuse_link(target)
-        lock = filelock.FileLock(str(lock_path), timeout=self.lock_timeout_s)
-        try:
-            with lock:
-                _refuse_link(path)
-                current = _read(path, device_key) if path.exists() else None
-                merged = dict(current.entries) if current else {}
-                for key in dropped:
-                    merged.pop(key, None)
-                merged.update(new)
-                text = render(device_key, merged.values())
-                try:
-                    parse(text, device_key)
-                except Invalid as problem:
-                    raise BaselineError(
-                        str(path), f"not saved: a new entry is invalid: {problem.message}"
-                    ) from None
-                _atomic_write(path, text)
-        except filelock.Timeout:
-            raise BaselineError(
-                str(path),
-                f"not saved: could not lock {lock_path} within {self.lock_timeout_s:.0f} s; "
-                "another pytest process is saving baselines (wait for it, then save again)",
-            ) from None
-        except PermissionError as problem:
-            raise BaselineError(
-                str(path),
-                f"not saved: permission denied ({problem.filename}); make the baseline "
-                "directory writable, or save elsewhere with --gpuperf-baseline-dir; the file "
-                "was left as it was",
-            ) from None
-        self._cache.pop(path, None)
+
+        def merged_text() -> str:
+            current = _read(path, device_key) if path.exists() else None
+            merged = dict(current.entries) if current else {}
+            for key in dropped:
+                merged.pop(key, None)
+            merged.update(new)
+            text = render(device_key, merged.values())
+            try:
+                parse(text, device_key)
+            except Invalid as problem:
+                raise BaselineError(
+                    str(path), f"not saved: a new entry is invalid: {problem.message}"
+                ) from None
+            return text
+
+        write_locked(path, merged_text, what="baselines", lock_timeout_s=self.lock_timeout_s)
+        self._cache.forget(path)
         return path
+
+
+# -- shared with the static facts store (pytest_gpuperf/static/store.py) ----------------------
+
+
+class StatCache(Generic[T]):
+    """Parsed files by path, re-read only when the file's mtime, size or inode changed."""
+
+    def __init__(self) -> None:
+        self._entries: dict[Path, tuple[tuple[int, int, int], T]] = {}
+
+    def load(self, path: Path, *, read: Callable[[], T], missing: Callable[[], T]) -> T:
+        """`read()`'s result for the file at `path`, cached; `missing()` when there is none.
+        A dangling symbolic link or an unreadable file is a BaselineError naming it."""
+        try:
+            status = path.stat()
+        except FileNotFoundError:
+            self.forget(path)
+            if path.is_symlink():
+                raise BaselineError(
+                    str(path), "is a symbolic link to a file that does not exist; remove it"
+                ) from None
+            return missing()
+        except OSError as problem:
+            raise BaselineError(str(path), f"cannot be read: {problem.strerror}") from None
+        signature = (status.st_mtime_ns, status.st_size, status.st_ino)
+        cached = self._entries.get(path)
+        if cached and cached[0] == signature:
+            return cached[1]
+        loaded = read()
+        self._entries[path] = (signature, loaded)
+        return loaded
+
+    def forget(self, path: Path) -> None:
+        self._entries.pop(path, None)
+
+
+def require_tomli_w(path: Path, what: str) -> None:
+    """Fail before touching anything when the writer is missing (render() needs it)."""
+    try:
+        import tomli_w  # noqa: F401
+    except ModuleNotFoundError:
+        raise BaselineError(
+            str(path),
+            f"not saved: writing {what} needs tomli-w, which is not installed "
+            "(python3 -m pip install tomli-w); nothing was written",
+        ) from None
+
+
+def write_locked(
+    path: Path, merged_text: Callable[[], str], *, what: str, lock_timeout_s: float
+) -> None:
+    """Create the folder, then under `<path>.lock` write `merged_text()` (which re-reads the
+    file inside the lock, merges and validates) atomically. No link is followed; a timeout
+    or a permission problem is a BaselineError that says the file was left as it was."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as problem:
+        raise BaselineError(
+            str(path.parent), f"not saved: cannot create the directory ({problem.strerror})"
+        ) from None
+    lock_path = Path(f"{path}.lock")
+    for target in (path, lock_path):
+        _refuse_link(target)
+    try:
+        with filelock.FileLock(str(lock_path), timeout=lock_timeout_s):
+            _refuse_link(path)
+            _atomic_write(path, merged_text())
+    except filelock.Timeout:
+        raise BaselineError(
+            str(path),
+            f"not saved: could not lock {lock_path} within {lock_timeout_s:.0f} s; "
+            f"another pytest process is saving {what} (wait for it, then save again)",
+        ) from None
+    except PermissionError as problem:
+        raise BaselineError(
+            str(path),
+            f"not saved: permission denied ({problem.filename}); make the baseline "
+            "directory writable, or save elsewhere with --gpuperf-baseline-dir; the file "
+            "was left as it was",
+        ) from None
 
 
 def _refuse_link(path: Path) -> None:

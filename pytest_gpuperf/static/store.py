@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import filelock
-
 # The timing store's file-safety and schema helpers, shared so both stores behave alike.
 from pytest_gpuperf.baseline.schema import (
     Invalid,
@@ -35,7 +33,13 @@ from pytest_gpuperf.baseline.schema import (
     toml_error_line,
     tomllib,
 )
-from pytest_gpuperf.baseline.store import LOCK_TIMEOUT_S, _atomic_write, _refuse_link
+from pytest_gpuperf.baseline.store import (
+    LOCK_TIMEOUT_S,
+    StatCache,
+    _refuse_link,
+    require_tomli_w,
+    write_locked,
+)
 from pytest_gpuperf.errors import BaselineError, ConfigError
 from pytest_gpuperf.static.errors import StaticFactsError
 from pytest_gpuperf.static.facts import StaticFacts
@@ -86,7 +90,7 @@ class StaticStore:
     ) -> None:
         self.directory = Path(baseline_dir) / STATIC_DIR
         self.lock_timeout_s = lock_timeout_s
-        self._cache: dict[Path, tuple[tuple[int, int, int], StaticFile]] = {}
+        self._cache: StatCache[StaticFile] = StatCache()
 
     def path_for(self, arch: str) -> Path:
         if not _ARCH_FILE.match(arch):
@@ -96,24 +100,9 @@ class StaticStore:
     def load(self, arch: str) -> StaticFile:
         """The arch's stored facts; BaselineError (file:line) when the file is broken."""
         path = self.path_for(arch)
-        try:
-            status = path.stat()
-        except FileNotFoundError:
-            self._cache.pop(path, None)
-            if path.is_symlink():
-                raise BaselineError(
-                    str(path), "is a symbolic link to a file that does not exist; remove it"
-                ) from None
-            return StaticFile(path, arch)
-        except OSError as problem:
-            raise BaselineError(str(path), f"cannot be read: {problem.strerror}") from None
-        signature = (status.st_mtime_ns, status.st_size, status.st_ino)
-        cached = self._cache.get(path)
-        if cached and cached[0] == signature:
-            return cached[1]
-        loaded = _read(path, arch)
-        self._cache[path] = (signature, loaded)
-        return loaded
+        return self._cache.load(
+            path, read=lambda: _read(path, arch), missing=lambda: StaticFile(path, arch)
+        )
 
     def save(self, arch: str, entries: Iterable[StaticEntry]) -> Path:
         """Merge `entries` into the arch's file (same keys replaced, every other entry kept),
@@ -126,51 +115,24 @@ class StaticStore:
                     str(path), f"not saved: facts for {entry.facts.arch} in the {arch} file"
                 )
             new[entry.key] = entry
-        try:
-            import tomli_w  # noqa: F401  (render() needs it: fail before touching anything)
-        except ModuleNotFoundError:
-            raise BaselineError(
-                str(path),
-                "not saved: writing static facts needs tomli-w, which is not installed "
-                "(python3 -m pip install tomli-w); nothing was written",
-            ) from None
+        require_tomli_w(path, "static facts")
         for folder in (path.parent.parent, path.parent):
             _refuse_link(folder)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as problem:
-            raise BaselineError(
-                str(path.parent), f"not saved: cannot create the directory ({problem.strerror})"
-            ) from None
-        lock_path = Path(f"{path}.lock")
-        for target in (path, lock_path):
-            _refuse_link(target)
-        try:
-            with filelock.FileLock(str(lock_path), timeout=self.lock_timeout_s):
-                _refuse_link(path)
-                merged = dict(_read(path, arch).entries) if path.exists() else {}
-                merged.update(new)
-                text = render(arch, merged.values())
-                try:
-                    parse(text, arch)
-                except (Invalid, StaticFactsError) as problem:
-                    raise BaselineError(
-                        str(path), f"not saved: a new entry is invalid: {problem}"
-                    ) from None
-                _atomic_write(path, text)
-        except filelock.Timeout:
-            raise BaselineError(
-                str(path),
-                f"not saved: could not lock {lock_path} within {self.lock_timeout_s:.0f} s; "
-                "another pytest process is saving (wait for it, then save again)",
-            ) from None
-        except PermissionError as problem:
-            raise BaselineError(
-                str(path),
-                f"not saved: permission denied ({problem.filename}); make the baseline "
-                "directory writable, or save elsewhere with --gpuperf-baseline-dir",
-            ) from None
-        self._cache.pop(path, None)
+
+        def merged_text() -> str:
+            merged = dict(_read(path, arch).entries) if path.exists() else {}
+            merged.update(new)
+            text = render(arch, merged.values())
+            try:
+                parse(text, arch)
+            except (Invalid, StaticFactsError) as problem:
+                raise BaselineError(
+                    str(path), f"not saved: a new entry is invalid: {problem}"
+                ) from None
+            return text
+
+        write_locked(path, merged_text, what="static facts", lock_timeout_s=self.lock_timeout_s)
+        self._cache.forget(path)
         return path
 
 
