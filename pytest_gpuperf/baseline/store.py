@@ -37,6 +37,7 @@ LOCK_TIMEOUT_S = 120.0
 _DEVICE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 Key = tuple[str, str, str]  # (test id, measurement name, cache mode)
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -253,16 +254,23 @@ def _refuse_link(path: Path) -> None:
 
 
 def _read(path: Path, device_key: str) -> BaselineFile:
+    schema, entries = read_checked(path, "a baseline file", lambda text: parse(text, device_key))
+    return BaselineFile(path=path, device_key=device_key, entries=entries, schema=schema)
+
+
+def read_checked(path: Path, kind: str, parse_text: Callable[[str], R]) -> R:
+    """`parse_text` of the file's text; every way it can fail is a BaselineError naming the
+    file (and the line, for TOML and schema errors). `kind` says what a directory is not."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
         raise BaselineError(str(path), f"not UTF-8 text ({error.reason})") from None
     except IsADirectoryError:
-        raise BaselineError(str(path), "is a directory, not a baseline file") from None
+        raise BaselineError(str(path), f"is a directory, not {kind}") from None
     except OSError as problem:
         raise BaselineError(str(path), f"cannot be read: {problem.strerror}") from None
     try:
-        schema, entries = parse(text, device_key)
+        return parse_text(text)
     except TOMLDecodeError as error:
         message, line = toml_error_line(error)
         raise BaselineError(
@@ -270,7 +278,6 @@ def _read(path: Path, device_key: str) -> BaselineFile:
         ) from None
     except Invalid as problem:
         raise BaselineError(str(path), *problem.located(text)) from None
-    return BaselineFile(path=path, device_key=device_key, entries=entries, schema=schema)
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -28,15 +28,14 @@ from typing import Any
 from pytest_gpuperf.baseline.schema import (
     Invalid,
     Lines,
-    TOMLDecodeError,
     _Checker,
-    toml_error_line,
     tomllib,
 )
 from pytest_gpuperf.baseline.store import (
     LOCK_TIMEOUT_S,
     StatCache,
     _refuse_link,
+    read_checked,
     require_tomli_w,
     write_locked,
 )
@@ -248,23 +247,7 @@ def _at_entry(index: int, key: str) -> Callable[[Lines], int | None]:
 
 
 def _read(path: Path, arch: str) -> StaticFile:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise BaselineError(str(path), f"not UTF-8 text ({error.reason})") from None
-    except IsADirectoryError:
-        raise BaselineError(str(path), "is a directory, not a static facts file") from None
-    except OSError as problem:
-        raise BaselineError(str(path), f"cannot be read: {problem.strerror}") from None
-    try:
-        entries = parse(text, arch)
-    except TOMLDecodeError as error:
-        message, line = toml_error_line(error)
-        raise BaselineError(
-            str(path), f"not valid TOML: {message}. Fix the file or restore it from git", line
-        ) from None
-    except Invalid as problem:
-        raise BaselineError(str(path), *problem.located(text)) from None
+    entries = read_checked(path, "a static facts file", lambda text: parse(text, arch))
     return StaticFile(path, arch, entries)
 
 
