@@ -19,7 +19,6 @@ only keeps the device, its spec and the buffers it allocated together.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -27,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_gpuperf.buffers import poisoned_buffer
 from pytest_gpuperf.devices import DeviceSpec, match_device
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.measure import MeasureSettings, measure_callable, measure_kernel, measure_pair
@@ -78,10 +78,8 @@ class Device:
 
     def empty(self, shape: int | Sequence[int], dtype: Any = np.float32) -> DeviceBuffer:
         """An uninitialised-looking buffer: filled with 0xFF bytes (NaN for floats)."""
-        count = math.prod((shape,) if isinstance(shape, (int, np.integer)) else tuple(shape))
-        buffer = self.backend.alloc(max(int(count) * np.dtype(dtype).itemsize, 1))
+        buffer = poisoned_buffer(self.backend, shape, dtype, "empty")
         self._owned.append(buffer)
-        self.backend.fill(buffer, 0xFF)
         return buffer
 
     def from_device(

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_gpuperf.buffers import poisoned_buffer, shape_dims
 from pytest_gpuperf.devices import DeviceSpec
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.gate.ab import decided as ab_decided
@@ -34,7 +35,6 @@ from pytest_gpuperf.settings import TestSettings, parse_cache, parse_floor
 from pytest_gpuperf.static.session import expect_isa_spec  # gpuperf-static
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
-POISON_BYTE = 0xFF  # every float type reads NaN, every integer -1: unwritten outputs show
 # An A/B pair samples until its state is decided or the budget is spent: on the H100 the ratio
 # of two 8 us cold kernels varies by ~5% from pair to pair, so +-0.5% takes ~20000 pairs.
 PAIR_MAX_SAMPLES = 20000
@@ -223,10 +223,8 @@ class GpuBench:
         """An output buffer of `shape` x `dtype`, filled with 0xFF bytes (NaN for floats), so
         an element the kernel forgets to write fails the output check."""
         self._check_open("empty")
-        count = math.prod(_dims(shape, "empty"))
-        buffer = self.backend.alloc(max(int(count) * np.dtype(dtype).itemsize, 1))
+        buffer = poisoned_buffer(self.backend, shape, dtype, "empty")
         self._owned.append(buffer)
-        self.backend.fill(buffer, POISON_BYTE)
         return buffer
 
     def fill(self, buffer: DeviceBuffer, byte: int = 0) -> None:
@@ -247,7 +245,7 @@ class GpuBench:
         flat = buffer.download(dtype)
         if shape is None:
             return flat
-        dims = _dims(shape, "from_device")
+        dims = shape_dims(shape, "from_device")
         count = math.prod(dims)
         if count > flat.size:
             raise ConfigError(
@@ -517,15 +515,6 @@ class GpuBench:
 def _check_setup(setup: Any, label: str) -> None:
     if setup is not None and not callable(setup):
         raise ConfigError(f"{label}: setup= must be a callable (it runs before each launch)")
-
-
-def _dims(shape: Any, where: str) -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims):
-        raise ConfigError(f"{where}: shape must be whole numbers, got {shape!r}")
-    if any(int(d) < 0 for d in dims):
-        raise ConfigError(f"{where}: shape must not be negative, got {shape!r}")
-    return tuple(int(d) for d in dims)
 
 
 def declared_bytes(label: str, total: Any, reads: Any, writes: Any) -> int:

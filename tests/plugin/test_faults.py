@@ -114,6 +114,7 @@ def test_bytes(gpu_bench):
             "grid must be a positive int or a tuple of 1-3 positive ints, got 16.0 (a float",
         ),
         ("gpu_bench.from_device(c, np.float32, -1)", "from_device: shape must not be negative"),
+        ("gpu_bench.empty(16.0)", "empty: shape must be whole numbers, got 16.0"),
     ],
 )
 def test_bad_arguments_say_what_is_wrong(gp, call, message):

@@ -1,0 +1,39 @@
+"""Output buffers as the fixture and the library hand them out: shapes checked, and filled
+with POISON_BYTE so that an element a kernel never writes fails the output check."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.runtime.base import Backend, DeviceBuffer
+
+POISON_BYTE = 0xFF  # every float type reads NaN, every integer -1: unwritten outputs show
+
+
+def shape_dims(shape: Any, where: str) -> tuple[int, ...]:
+    """`shape` (an int or a sequence of them) as a tuple; ConfigError naming `where` for
+    anything else, or a negative dimension."""
+    try:
+        dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    except TypeError:  # a float or None: not a shape, and not iterable
+        raise ConfigError(f"{where}: shape must be whole numbers, got {shape!r}") from None
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims):
+        raise ConfigError(f"{where}: shape must be whole numbers, got {shape!r}")
+    if any(int(d) < 0 for d in dims):
+        raise ConfigError(f"{where}: shape must not be negative, got {shape!r}")
+    return tuple(int(d) for d in dims)
+
+
+def poisoned_buffer(
+    backend: Backend, shape: int | Sequence[int], dtype: Any, where: str
+) -> DeviceBuffer:
+    """A new buffer of `shape` x `dtype` (at least one byte), filled with POISON_BYTE."""
+    count = math.prod(shape_dims(shape, where))
+    buffer = backend.alloc(max(int(count) * np.dtype(dtype).itemsize, 1))
+    backend.fill(buffer, POISON_BYTE)
+    return buffer

@@ -1,0 +1,68 @@
+"""The library front door (pytest_gpuperf.open_device) on the simulated MI300X: what its
+docstring shows works, its buffers are checked and freed, and bad input is a clear error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pytest_gpuperf as gp
+from pytest_gpuperf.buffers import POISON_BYTE
+
+N = 1 << 20
+
+
+@pytest.fixture
+def device():
+    with gp.open_device("sim", seed=7) as opened:
+        yield opened
+
+
+def vector_add(device):
+    kernel = device.kernel("kernels/vector_add.hip", "vector_add")  # shipped with the plugin
+    a = np.random.default_rng(0).random(N, dtype=np.float32)
+    da, db, dc = device.to_device(a), device.to_device(a), device.empty(N)
+    return kernel, a, (da, db, dc, N)
+
+
+def test_measure_a_kernel_and_read_its_output(device):
+    kernel, a, args = vector_add(device)
+    m = device.measure(kernel, grid=N // 256, block=256, args=args, bytes=12 * N)
+    assert m.simulated and m.device_key == "mi300x" and m.bytes_moved == 12 * N
+    assert 0.3 < m.efficiency < 0.8
+    np.testing.assert_array_equal(device.from_device(args[2], np.float32, N), a + a)
+    assert device.spec.key == "mi300x" and device.simulated
+
+
+def test_compare_two_builds_stops_when_decided(device):
+    kernel, _, args = vector_add(device)
+    paired = device.compare(
+        kernel, kernel, grid=N // 256, block=256, args=args, bytes=12 * N, threshold=0.005
+    )
+    low, high = paired.ratio_ci
+    assert low <= 1.0 <= high and paired.pairs >= 10
+
+
+def test_empty_is_poisoned_and_shapes_are_checked(device):
+    out = device.empty((4, 8), np.float32)
+    assert out.nbytes == 128
+    raw = device.from_device(out, np.uint8)
+    assert (raw == POISON_BYTE).all()
+    with pytest.raises(gp.ConfigError, match="empty: shape must not be negative"):
+        device.empty(-1)
+    with pytest.raises(gp.ConfigError, match="empty: shape must be whole numbers"):
+        device.empty(2.5)
+
+
+def test_bytes_must_be_a_positive_whole_number(device):
+    kernel, _, args = vector_add(device)
+    for bad in (0, -1, 12.0 * N, True):
+        with pytest.raises(gp.ConfigError, match="bytes must be a positive whole number"):
+            device.measure(kernel, grid=N // 256, block=256, args=args, bytes=bad)
+
+
+def test_close_frees_what_the_device_allocated():
+    device = gp.open_device("sim", seed=7)
+    buffers = [device.to_device(np.ones(16, np.float32)), device.empty(16)]
+    device.close()
+    assert all(buffer.freed for buffer in buffers)
