@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_gpuperf.buffers import poisoned_buffer
+from pytest_gpuperf.buffers import poisoned_buffer, shape_dims
 from pytest_gpuperf.devices import DeviceSpec, match_device
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.measure import MeasureSettings, measure_callable, measure_kernel, measure_pair
@@ -86,7 +86,8 @@ class Device:
         self, buffer: DeviceBuffer, dtype: Any = np.float32, shape: Any = None
     ) -> np.ndarray:
         self.backend.synchronize()
-        return buffer.download(dtype, shape)
+        dims = None if shape is None else shape_dims(shape, "from_device")
+        return buffer.download(dtype, dims)
 
     def measure(
         self,

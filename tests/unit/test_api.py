@@ -52,6 +52,9 @@ def test_empty_is_poisoned_and_shapes_are_checked(device):
         device.empty(-1)
     with pytest.raises(gp.ConfigError, match="empty: shape must be whole numbers"):
         device.empty(2.5)
+    # numpy would read -1 as "the rest" and hand back every element without a word
+    with pytest.raises(gp.ConfigError, match="from_device: shape must not be negative"):
+        device.from_device(out, np.float32, -1)
 
 
 def test_bytes_must_be_a_positive_whole_number(device):
