@@ -335,7 +335,8 @@ class GpuBench:
                     ab = AbResult(no_base_why=why, detail=detail)
             else:
                 head_print = self.backend.kernel_fingerprint(kernel)
-                if head_print == self.backend.kernel_fingerprint(base) and not self._forced:
+                base_print = self.backend.kernel_fingerprint(base)
+                if head_print == base_print and not self._forced:
                     measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
                     ab = AbResult(unchanged_fingerprint=head_print)
                 else:
@@ -355,7 +356,7 @@ class GpuBench:
                             pair_code_spread(
                                 self.backend.info.backend,
                                 head_print,
-                                self.backend.kernel_fingerprint(base),
+                                base_print,
                                 self._session.settings.compare_code_spread,
                             ),
                         ),

@@ -9,7 +9,6 @@ streams, events, synchronize). Vendor types never cross this interface: buffers 
 from __future__ import annotations
 
 import abc
-import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -282,11 +281,8 @@ class Backend(abc.ABC):
         return kernel.fingerprint
 
     def _fingerprint(self, kernel: Kernel) -> str:
-        try:
-            from pytest_gpuperf.runtime.fingerprint import code_fingerprint
-        except ImportError:  # pragma: no cover - until the ELF reader is there
-            digest = hashlib.sha256(kernel.module.binary + b"\0" + kernel.name.encode())
-            return f"sha256:{digest.hexdigest()}"
+        from pytest_gpuperf.runtime.fingerprint import code_fingerprint
+
         return str(code_fingerprint(kernel.module.binary, kernel.name))
 
     def occupancy(
