@@ -53,3 +53,14 @@ def test_a_pytest_run_without_gpuperf_loads_nothing_heavy(tmp_path):
     loaded = set(ast.literal_eval(line.removeprefix("LOADED ")))  # a printed list of names
     assert "pytest_gpuperf" in loaded  # the plugin was loaded (entry point or -p)...
     assert not loaded & HEAVY  # ...and cheaply
+
+
+def test_every_lazy_name_resolves():
+    """The lazy packages keep a name -> module table beside their type-checking imports: a
+    name listed in __all__ must load from it."""
+    import pytest_gpuperf
+    from pytest_gpuperf import report
+
+    for package in (pytest_gpuperf, report):
+        for name in package.__all__:
+            assert getattr(package, name) is not None, f"{package.__name__}.{name}"
