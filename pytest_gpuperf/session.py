@@ -2,7 +2,7 @@
 base revision's tree for A/B, the baseline store and the saves waiting to be written.
 
 plugin.py holds a `BenchSession` and calls it from hooks; deciding is the gate's job
-(gate/judge.py), opening a device open_device.py's, git facts provenance.py's. Nothing here
+(gate/judge.py), opening a device session_device.py's, git facts provenance.py's. Nothing here
 imports pytest, and importing this module loads neither NumPy nor a backend.
 """
 
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from pytest_gpuperf.base_tree import BaseTree
     from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
     from pytest_gpuperf.gate.judge import Taken
-    from pytest_gpuperf.open_device import OpenDevice
     from pytest_gpuperf.runtime.base import Backend, Kernel, Module
+    from pytest_gpuperf.session_device import OpenDevice
 
 ModuleKey = tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]
 
@@ -79,7 +79,7 @@ class BenchSession:
             return self._device
         if self._failure is not None:
             raise self._failure
-        from pytest_gpuperf.open_device import open_device
+        from pytest_gpuperf.session_device import open_device
 
         try:
             if self._opener is None:

@@ -64,3 +64,17 @@ def test_every_lazy_name_resolves():
     for package in (pytest_gpuperf, report):
         for name in package.__all__:
             assert getattr(package, name) is not None, f"{package.__name__}.{name}"
+
+
+def test_no_submodule_shadows_a_lazy_name():
+    """A submodule named like a lazily exported name replaces it once something imports the
+    submodule: pytest_gpuperf.open_device was the session's module inside every pytest run,
+    and `gp.open_device("sim")` there said "'module' object is not callable"."""
+    import pkgutil
+
+    import pytest_gpuperf
+    from pytest_gpuperf import report
+
+    for package in (pytest_gpuperf, report):
+        submodules = {info.name for info in pkgutil.iter_modules(package.__path__)}
+        assert not submodules & set(package.__all__), package.__name__
