@@ -24,7 +24,8 @@ from pytest_gpuperf.devices import DeviceSpec
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.gate.ab import decided as ab_decided
 from pytest_gpuperf.gate.ab import pair_code_spread
-from pytest_gpuperf.gate.judge import AbResult, Taken
+from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
+from pytest_gpuperf.gate.suite import interval_confidence
 from pytest_gpuperf.measure import MeasureSettings, measure_callable, measure_kernel, measure_pair
 from pytest_gpuperf.results import NO_BASE_CALLABLE, ClockReport, Measurement, PairedComparison
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel, KernelResources
@@ -38,6 +39,19 @@ SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpu
 # An A/B pair samples until its state is decided or the budget is spent: on the H100 the ratio
 # of two 8 us cold kernels varies by ~5% from pair to pair, so +-0.5% takes ~20000 pairs.
 PAIR_MAX_SAMPLES = 20000
+
+
+@dataclass(frozen=True)
+class _Recipe:
+    """How one measurement was taken, so a confirming round can take it again: the kernel
+    (and the base build it was paired with) and the call's arguments, or the callable."""
+
+    label: str
+    mode: str
+    common: Mapping[str, Any]
+    kernel: Kernel | None = None
+    base: Kernel | None = None
+    fn: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +156,7 @@ class GpuBench:
         self._test_dir = test_path.parent if test_path else None
         self._results: list[BenchResult] = []
         self._taken: list[Taken] = []
+        self._recipes: list[_Recipe] = []
         self._owned: list[DeviceBuffer] = []
         self._loaded: list[tuple[Kernel, Mapping[str, tuple[str, ...]]]] = []  # gpuperf-static
         self._closed = False
@@ -340,32 +355,13 @@ class GpuBench:
                     measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
                     ab = AbResult(unchanged_fingerprint=head_print)
                 else:
-                    paired = measure_pair(
-                        self.backend,
-                        kernel,
-                        base,
-                        # Both kernels share the budget; a pair's ratio is noisier than one
-                        # kernel's time, so short kernels may take many more samples.
-                        settings=replace(
-                            settings,
-                            budget_s=2 * settings.budget_s,
-                            max_samples=max(settings.max_samples, PAIR_MAX_SAMPLES),
-                        ),
-                        stop_when=ab_decided(
-                            self._session.settings.compare_threshold,
-                            pair_code_spread(
-                                self.backend.info.backend,
-                                head_print,
-                                base_print,
-                                self._session.settings.compare_code_spread,
-                            ),
-                        ),
-                        seed=len(self._taken),
-                        **common,
-                    )
+                    first = interval_confidence(self._session.suite.ab_round_rate)
+                    paired = self._pair(kernel, base, settings, first, len(self._taken), common)
                     measurement = paired.head
                     ab = AbResult(paired=paired)
         self._taken.append(Taken(measurement, *floor_rule, ab=ab, cache_bytes=self._cache_bytes))
+        paired_base = base if paired is not None else None
+        self._recipes.append(_Recipe(label, mode, common, kernel=kernel, base=paired_base))
         return self._record(
             BenchResult(
                 label,
@@ -426,7 +422,109 @@ class GpuBench:
                 no_base_why=NO_BASE_CALLABLE, detail="gpu_bench.run times a Python callable"
             )
         self._taken.append(Taken(measurement, *floor_rule, ab=ab, cache_bytes=self._cache_bytes))
+        common = {"bytes_moved": bytes_moved, "name": label, "setup": setup}
+        self._recipes.append(_Recipe(label, mode, common, fn=fn))
         return self._record(BenchResult(label, label, bytes_moved, mode, measurement))
+
+    def confirm(self, recheck: Recheck) -> tuple[Taken | None, str]:
+        """A second round of measurement `recheck.position`, for the gate to confirm a
+        regression before the test fails: the kernel (and its base build) loaded afresh as
+        new modules, on fresh device copies of the buffers the call passed (its own buffers
+        when it has a `setup=`, which resets those). A callable is timed again as it is.
+        Returns (None, why) when it cannot be measured again."""
+        if not 0 <= recheck.position < len(self._recipes):
+            return None, f"no measurement {recheck.position} in this test"
+        recipe = self._recipes[recheck.position]
+        taken = self._taken[recheck.position]
+        if self._session.fault:
+            return None, f"the device can no longer be used: {self._session.fault}"
+        settings = replace(self._measure_settings(recipe.mode), confidence=recheck.confidence)
+        try:
+            with self._device.lock.held(f"{self.test.test_id} [{recipe.label}] (confirming)"):
+                if recipe.fn is not None:
+                    fn, common = recipe.fn, recipe.common
+                    measurement = measure_callable(
+                        self.backend, fn, device=self._spec, settings=settings, **common
+                    )
+                    return replace(taken, measurement=measurement, ab=None), ""
+                assert recipe.kernel is not None
+                return self._again(recipe, taken, recheck, settings)
+        except GpuPerfError as failure:
+            return None, f"measuring again failed: {failure}"
+
+    def _again(
+        self, recipe: _Recipe, taken: Taken, recheck: Recheck, settings: MeasureSettings
+    ) -> tuple[Taken | None, str]:
+        assert recipe.kernel is not None
+        if recheck.paired and recipe.base is None:
+            return None, "the first round was not an A/B pair"
+        args = tuple(recipe.common["args"])
+        freed = [a for a in args if isinstance(a, DeviceBuffer) and a.freed]
+        if freed:
+            return None, "a buffer the call passed was freed before the test ended"
+        fresh: dict[int, DeviceBuffer] = {}
+        if recipe.common.get("setup") is None:
+            for arg in args:
+                if isinstance(arg, DeviceBuffer) and id(arg) not in fresh:
+                    copy = self.backend.alloc(arg.nbytes)
+                    self.backend.copy(copy, arg)
+                    fresh[id(arg)] = copy
+        common = {
+            **recipe.common,
+            "args": tuple(fresh.get(id(a), a) if isinstance(a, DeviceBuffer) else a for a in args),
+        }
+        try:
+            kernel = self._session.reload(recipe.kernel)
+            if not recheck.paired:
+                measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
+                return replace(taken, measurement=measurement, ab=None), ""
+            assert recipe.base is not None
+            base = self._session.reload(recipe.base)
+            seed = 1_000_003 + recheck.position  # another slot order than the first round's
+            paired = self._pair(kernel, base, settings, recheck.confidence, seed, common)
+            return replace(taken, measurement=paired.head, ab=AbResult(paired=paired)), ""
+        finally:
+            self.backend.synchronize()
+            for copy in fresh.values():
+                copy.free()
+
+    def _pair(
+        self,
+        head: Kernel,
+        base: Kernel,
+        settings: MeasureSettings,
+        confidence: float,
+        seed: int,
+        common: Mapping[str, Any],
+    ) -> PairedComparison:
+        """An A/B pair, its interval at `confidence` (the round's level of the run's budget,
+        gate/suite.py), sampled until the gate's state is known or the budget is spent."""
+        head_print = self.backend.kernel_fingerprint(head)
+        base_print = self.backend.kernel_fingerprint(base)
+        return measure_pair(
+            self.backend,
+            head,
+            base,
+            # Both kernels share the budget; a pair's ratio is noisier than one kernel's
+            # time, so short kernels may take many more samples.
+            settings=replace(
+                settings,
+                budget_s=2 * settings.budget_s,
+                max_samples=max(settings.max_samples, PAIR_MAX_SAMPLES),
+                confidence=confidence,
+            ),
+            stop_when=ab_decided(
+                self._session.settings.compare_threshold,
+                pair_code_spread(
+                    self.backend.info.backend,
+                    head_print,
+                    base_print,
+                    self._session.settings.compare_code_spread,
+                ),
+            ),
+            seed=seed,
+            **common,
+        )
 
     def close(self) -> None:
         """Free the buffers this test allocated through the fixture (best effort: a device

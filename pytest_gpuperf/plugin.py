@@ -59,6 +59,10 @@ class _State:
     problems: list[str] = field(default_factory=list)
     unsaved: set[str] = field(default_factory=set)  # baseline files a save could not write
     meta: Any = None  # report.ReportMeta, made once at the end
+    # The tests of the run that measure (use gpu_bench): they share the false-alarm budget.
+    # Counted at collection, where every xdist worker sees the whole run; the controller
+    # learns it from the workers' reports.
+    suite_checks: int = 0
     _session: BenchSession | None = None
 
     @property
@@ -67,7 +71,13 @@ class _State:
             from pytest_gpuperf.session import BenchSession
 
             self._session = BenchSession(self.settings, rootdir=self.rootdir, worker=self.worker)
+            self._session.suite_checks = max(self.suite_checks, 1)
         return self._session
+
+    def count_checks(self, checks: int) -> None:
+        self.suite_checks = max(self.suite_checks, checks)
+        if self._session is not None:
+            self._session.suite_checks = max(self.suite_checks, 1)
 
     @property
     def all_rows(self) -> list[Row]:
@@ -84,6 +94,7 @@ class _State:
         # pytest's final word, and the reports follow it.
         self.rows[report.nodeid] = [from_plain(Row, row) for row in payload.get("rows", ())]
         self.smoke[report.nodeid] = int(payload.get("smoke", 0))
+        self.suite_checks = max(self.suite_checks, int(payload.get("suite_checks", 0)))
         device = payload.get("device")
         if device and all(d["lines"] != device["lines"] for d in self.devices):
             self.devices.append(device)
@@ -206,7 +217,11 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    _state(session.config).collected.update(item.nodeid for item in session.items)
+    state = _state(session.config)
+    state.collected.update(item.nodeid for item in session.items)
+    state.count_checks(
+        sum(1 for item in session.items if FIXTURE in getattr(item, "fixturenames", ()))
+    )
 
 
 @pytest.hookimpl(trylast=True)
@@ -348,7 +363,9 @@ def _judge(item: pytest.Item, *, unjudged: bool) -> Judgement | None:
     bench = item.stash.get(BENCH, None)
     if bench is None or not bench.measuring or not bench.taken:
         return None
-    judgement = _state(item.config).session.judge(bench.test, bench.taken, unjudged=unjudged)
+    judgement = _state(item.config).session.judge(
+        bench.test, bench.taken, unjudged=unjudged, remeasure=None if unjudged else bench.confirm
+    )
     item.stash[JUDGEMENT] = judgement
     return judgement
 
@@ -379,6 +396,7 @@ def pytest_runtest_makereport(
     payload: dict[str, Any] = {
         "rows": [],
         "smoke": sum(1 for r in bench.results if not r.measured),
+        "suite_checks": _state(item.config).suite_checks,
     }
     judgement = item.stash.get(JUDGEMENT, None)
     if judgement is not None:
@@ -427,6 +445,8 @@ def _meta(config: pytest.Config, state: _State) -> ReportMeta:
         compare_ref=compare,
         compare_commit=compare_commit,
         device_peaks=tuple((d["key"], d["peak_bps"]) for d in state.devices if "key" in d),
+        suite_target=state.settings.suite_alarm,
+        suite_checks=state.suite_checks,
     )
     return state.meta
 
@@ -616,6 +636,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             f"gpuperf: smoke mode: {smoke} gpu_bench call(s) launched once and checked, "
             "nothing timed (--gpuperf measures and gates)"
         )
+    if rows:
+        from pytest_gpuperf.gate.suite import SuiteBudget
+        from pytest_gpuperf.report.suite import suite_lines
+
+        budget = SuiteBudget(state.settings.suite_alarm, max(state.suite_checks, 1))
+        for line in suite_lines(rows, budget):
+            writer.write_line(f"gpuperf: {line}")
     for line in _saved_lines(rows, state.rootdir, state.unsaved):
         writer.write_line(f"gpuperf: {line}")
     for line in state.orphan_lines:

@@ -197,6 +197,13 @@ class BaselineCheck:
     gating: bool = True
     elsewhere: tuple[str, ...] = ()  # device keys that hold a baseline for it
     info: BaselineRef | None = None  # a real/reported entry shown beside a simulated number
+    false_alarm_rate: float = 0.0  # the one-sided level the allowance was set at (0: unknown)
+    # Confirmation (gate/confirm.py): a REGRESSED first round is measured again before the
+    # test fails. `outcome` is then the final word, `first_outcome` the first round's, and
+    # `confirmation` the second round's check (None: not measured again, `unconfirmed` why).
+    first_outcome: str = ""
+    confirmation: BaselineCheck | None = None
+    unconfirmed: str = ""
 
 
 @dataclass(frozen=True)
@@ -220,6 +227,19 @@ class ComparisonCheck:
     detail: str = ""  # the tool's own words for a missing base (git's or the compiler's)
     strict: bool = False
     code_spread: float = 0.0  # the code-object drift the threshold was widened for (+-95%)
+    confidence: float = 0.95  # of ratio_ci; its one tail is the round's false-alarm level
+    # Confirmation (gate/confirm.py): a REGRESSED first round is measured again, on freshly
+    # loaded code objects and fresh buffers, before the test fails. `state` is then the final
+    # word, `first_state` the first round's, `confirmation` the second round's check (None:
+    # not measured again, `unconfirmed` says why).
+    first_state: str = ""
+    confirmation: ComparisonCheck | None = None
+    unconfirmed: str = ""
+
+    @property
+    def confirmed(self) -> bool:
+        """A regression that a second round agreed with."""
+        return self.confirmation is not None and self.state == AB_REGRESSED
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ from pytest_gpuperf.settings import Settings, TestSettings
 if TYPE_CHECKING:
     from pytest_gpuperf.base_tree import BaseTree
     from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
-    from pytest_gpuperf.gate.judge import Taken
+    from pytest_gpuperf.gate.judge import Remeasure, Taken
+    from pytest_gpuperf.gate.suite import SuiteBudget
     from pytest_gpuperf.runtime.base import Backend, Kernel, Module
     from pytest_gpuperf.session_device import OpenDevice
 
@@ -67,6 +68,16 @@ class BenchSession:
         self._git: GitFacts | None = None
         self._base_tree: BaseTree | None = None
         self._pending: dict[str, dict[tuple[str, str, str], BaselineEntry]] = {}
+        # The tests of the run that measure (known at collection; plugin.py sets it): they
+        # share the run's false-alarm budget.
+        self.suite_checks = 1
+
+    @property
+    def suite(self) -> SuiteBudget:
+        """The run's false-alarm budget (--gpuperf-suite-alarm over the measuring tests)."""
+        from pytest_gpuperf.gate.suite import SuiteBudget
+
+        return SuiteBudget(self.settings.suite_alarm, max(self.suite_checks, 1))
 
     # -- the device ----------------------------------------------------------------------
     @property
@@ -122,6 +133,25 @@ class BenchSession:
             module.source_path, module.options, module.defines = path, options, pairs
             self._modules[key] = module
         return self._modules[key]
+
+    def reload(self, kernel: Kernel) -> Kernel:
+        """`kernel` loaded again, as a module of its own at a new place: what a confirming
+        round measures, so that where the first load landed does not decide twice. The
+        compile comes from the on-disk cache; nothing is kept for reuse."""
+        module = kernel.module
+        if module.source_path is None:
+            raise GpuPerfError(f"kernel {kernel.name!r} was not compiled through gpu_bench.kernel")
+        backend = self.device().backend
+        fresh = backend.compile(
+            module.source_path, options=module.options, defines=dict(module.defines)
+        )
+        fresh.source_path, fresh.options, fresh.defines = (
+            module.source_path,
+            module.options,
+            module.defines,
+        )
+        fresh.origin_path = module.origin_path
+        return fresh.kernel(kernel.name)
 
     # -- A/B: the base revision ----------------------------------------------------------
     def base_tree(self) -> BaseTree:
@@ -185,10 +215,16 @@ class BenchSession:
 
     # -- judging and saving ----------------------------------------------------------------
     def judge(
-        self, test: TestSettings, taken: Sequence[Taken], *, unjudged: bool = False
+        self,
+        test: TestSettings,
+        taken: Sequence[Taken],
+        *,
+        unjudged: bool = False,
+        remeasure: Remeasure | None = None,
     ) -> Judgement:
         """The gate's verdicts on one test's measurements; entries to save are kept and
-        written once per file when the session ends (`flush_saves`)."""
+        written once per file when the session ends (`flush_saves`). `remeasure` measures a
+        regressed check again (the fixture's `confirm`)."""
         from pytest_gpuperf.gate.judge import JudgeContext, judge
         from pytest_gpuperf.gate.policy import prior_run_spread
 
@@ -215,6 +251,7 @@ class BenchSession:
             runtime_version=info.runtime_version if info else "",
             driver_version=info.driver_version if info else "",
             unjudged=unjudged,
+            suite=self.suite,
         )
         priors = {
             position: prior_run_spread(
@@ -225,7 +262,14 @@ class BenchSession:
             )
             for position, item in enumerate(taken)
         }
-        judged = judge(test.test_id, taken, self.baselines(), context, prior_spread_for=priors)
+        judged = judge(
+            test.test_id,
+            taken,
+            self.baselines(),
+            context,
+            prior_spread_for=priors,
+            remeasure=remeasure,
+        )
         for item in judged:
             if item.entry is not None:
                 pending = self._pending.setdefault(item.save_key, {})

@@ -24,6 +24,7 @@ from pytest_gpuperf.gate.policy import (
     DEFAULT_TOLERANCE,
     HISTORY_LENGTH,
 )
+from pytest_gpuperf.gate.suite import DEFAULT_SUITE_ALARM
 from pytest_gpuperf.results import CACHE_MODES
 
 BACKEND_NAMES = ("hip", "cuda", "sim")
@@ -181,6 +182,17 @@ OPTIONS: tuple[OptionSpec, ...] = (
         is_flag=True,
     ),
     OptionSpec(
+        "--gpuperf-suite-alarm",
+        "gpuperf_suite_alarm",
+        "how often a whole run of unchanged kernels may go red: the false-alarm budget of the "
+        "run, shared by the tests that measure; an A/B regression fails only when a second "
+        "round, on freshly loaded code and fresh buffers, confirms it (docs/measurement.md, "
+        "'False alarms of a whole run'). "
+        f"Default: {DEFAULT_SUITE_ALARM} ({DEFAULT_SUITE_ALARM:.0%} of runs).",
+        ini="gpuperf_suite_alarm",
+        metavar="FRACTION",
+    ),
+    OptionSpec(
         "--gpuperf-prune",
         "gpuperf_prune",
         "remove the baseline entries no test of this run produced (a renamed or removed test, "
@@ -299,6 +311,7 @@ class Settings:
     compare_threshold: float = DEFAULT_COMPARE_THRESHOLD
     compare_code_spread: float | None = None  # None: the backend's (policy.DEFAULT_CODE_SPREAD)
     compare_force: bool = False
+    suite_alarm: float = DEFAULT_SUITE_ALARM
     history_length: int = HISTORY_LENGTH
     prune: bool = False
     budget_s: float = DEFAULT_BUDGET_S
@@ -473,6 +486,7 @@ def build_settings(
         ),
         compare_code_spread=get("gpuperf_compare_code_spread", parse_code_spread, None),
         compare_force=get("gpuperf_compare_force", parse_bool, False),
+        suite_alarm=get("gpuperf_suite_alarm", parse_suite_alarm, DEFAULT_SUITE_ALARM),
         history_length=get("gpuperf_history", parse_history, HISTORY_LENGTH),
         prune=get("gpuperf_prune", parse_bool, False),
         budget_s=get("gpuperf_budget", parse_budget, DEFAULT_BUDGET_S),
@@ -627,6 +641,10 @@ def parse_code_spread(raw: Any, where: str) -> float:
     return _fraction(
         raw, where, "the code-object spread (e.g. 0.015 for +-1.5%)", low_inclusive=True
     )
+
+
+def parse_suite_alarm(raw: Any, where: str) -> float:
+    return _fraction(raw, where, "the run's false-alarm budget (e.g. 0.01 for 1% of runs)")
 
 
 def _seconds(what: str) -> Callable[[Any, str], float]:
@@ -837,6 +855,8 @@ def describe(settings: Settings) -> str:
             f"A/B against {settings.compare_ref} (threshold {settings.compare_threshold:.1%}"
             f"{spread}{forced})"
         )
+    if settings.suite_alarm != DEFAULT_SUITE_ALARM:
+        parts.append(f"suite false alarms {settings.suite_alarm:.1%}")
     if settings.require:
         parts.append(f"requires {settings.require}")
     if settings.device_key:

@@ -99,6 +99,7 @@ def check_comparison(
         forced=forced,
         strict=strict,
         code_spread=spread,
+        confidence=paired.confidence,
     )
 
 

@@ -4,21 +4,35 @@ previous save) and decide, once, through the checks of this package.
 The pytest layer hands over what the fixture took (`Taken`) and the run's context
 (`JudgeContext`); it gets back verdicts and the baseline entries to write. Writing them is the
 session's job; deciding what to write is this module's.
+
+A check whose first round says REGRESSED is confirmed before it fails its test: judge asks
+`remeasure` (the fixture, which knows how to launch the test's kernel again) for a second
+round described by a `Recheck`, judges that round with the same rule and lets
+gate/confirm.py combine the two. The levels of both rounds come from the run's false-alarm
+budget (gate/suite.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
 from pytest_gpuperf.gate.ab import check_comparison, no_base, unchanged
+from pytest_gpuperf.gate.confirm import (
+    baseline_wants_confirmation,
+    comparison_wants_confirmation,
+    confirm_baseline,
+    confirm_comparison,
+)
 from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.gate.floor import check_floor
 from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_THRESHOLD, HISTORY_LENGTH
 from pytest_gpuperf.gate.saving import SaveContext, plan_save
 from pytest_gpuperf.gate.stored import check_baseline
+from pytest_gpuperf.gate.suite import SuiteBudget, interval_confidence
 from pytest_gpuperf.results import (
+    BaselineCheck,
     BaselineRef,
     ComparisonCheck,
     Measurement,
@@ -70,6 +84,21 @@ class JudgeContext:
     driver_version: str = ""
     prior_spread: float = 0.07
     unjudged: bool = False
+    suite: SuiteBudget = field(default_factory=SuiteBudget)  # the run's false-alarm budget
+
+
+@dataclass(frozen=True)
+class Recheck:
+    """A second round the gate asks for: measurement `position` of the test measured again,
+    as an A/B pair (`paired`) or alone, its interval at `confidence`."""
+
+    position: int
+    paired: bool
+    confidence: float = 0.95
+
+
+# The fixture's side of a confirmation: the second round as a Taken, or None and why not.
+Remeasure = Callable[[Recheck], tuple["Taken | None", str]]
 
 
 @dataclass(frozen=True)
@@ -100,18 +129,63 @@ def judge(
     context: JudgeContext,
     *,
     prior_spread_for: dict[int, float] | None = None,
+    remeasure: Remeasure | None = None,
 ) -> list[Judged]:
     """The verdict of every measurement of one test. `prior_spread_for` maps a position in
-    `taken` to the prior spread a first save records for it (default: context's)."""
+    `taken` to the prior spread a first save records for it (default: context's);
+    `remeasure` measures a regressed check again (None: nothing is confirmed)."""
     judged = []
     for position, item in enumerate(taken):
         prior = (prior_spread_for or {}).get(position, context.prior_spread)
-        judged.append(_judge_one(test_id, item, store, context, prior))
+        confirm = _Confirmer(position, len(taken), context, remeasure)
+        judged.append(_judge_one(test_id, item, store, context, prior, confirm))
     return judged
 
 
+@dataclass(frozen=True)
+class _Confirmer:
+    """Confirms one measurement's regressed first round (while neither saving nor unjudged)."""
+
+    position: int
+    measurements: int
+    context: JudgeContext
+    remeasure: Remeasure | None
+
+    @property
+    def active(self) -> bool:
+        return self.remeasure is not None and not (self.context.saving or self.context.unjudged)
+
+    def comparison(self, first: ComparisonCheck | None) -> ComparisonCheck | None:
+        if first is None or not (self.active and comparison_wants_confirmation(first)):
+            return first
+        level = self.context.suite.ab_confirm_rate(self.measurements)
+        retaken, why = self._again(paired=True, confidence=interval_confidence(level))
+        second = None
+        if retaken is not None and retaken.ab is not None and retaken.ab.paired is not None:
+            second = _comparison(retaken.ab, self.context)
+        return confirm_comparison(first, second, why)
+
+    def baseline(
+        self, first: BaselineCheck, again: Callable[[Measurement], BaselineCheck]
+    ) -> BaselineCheck:
+        if not (self.active and baseline_wants_confirmation(first)):
+            return first
+        retaken, why = self._again(paired=False, confidence=0.95)
+        second = again(retaken.measurement) if retaken is not None else None
+        return confirm_baseline(first, second, why)
+
+    def _again(self, *, paired: bool, confidence: float) -> tuple[Taken | None, str]:
+        assert self.remeasure is not None
+        return self.remeasure(Recheck(self.position, paired, confidence))
+
+
 def _judge_one(
-    test_id: str, item: Taken, store: BaselineStore, context: JudgeContext, prior: float
+    test_id: str,
+    item: Taken,
+    store: BaselineStore,
+    context: JudgeContext,
+    prior: float,
+    confirm: _Confirmer,
 ) -> Judged:
     m = item.measurement
     own_key, info_key = baseline_keys(m)
@@ -126,17 +200,25 @@ def _judge_one(
             for key in store.devices_with(test_id, m.name, m.cache)
             if key not in (own_key, info_key)
         )
-    comparison = _comparison(item.ab, context)
-    baseline = check_baseline(
-        m,
-        reference,
-        tolerance=context.tolerance,
-        strict=context.strict,
-        gating=comparison is None,
-        elsewhere=elsewhere,
-        info=info,
-        device_key=own_key,
-    )
+    comparison = confirm.comparison(_comparison(item.ab, context))
+
+    stored_rate = context.suite.stored_rate(confirm.measurements)
+
+    def stored(measurement: Measurement) -> BaselineCheck:
+        check = check_baseline(
+            measurement,
+            reference,
+            tolerance=context.tolerance,
+            strict=context.strict,
+            gating=comparison is None,
+            elsewhere=elsewhere,
+            info=info,
+            device_key=own_key,
+            false_alarm_rate=stored_rate,
+        )
+        return replace(check, false_alarm_rate=stored_rate)
+
+    baseline = confirm.baseline(stored(m), stored)
     floor = None
     if item.floor is not None:
         floor = check_floor(m, item.floor, origin=item.floor_origin, cache_bytes=item.cache_bytes)

@@ -120,7 +120,15 @@ def _baseline_headline(check: BaselineCheck) -> str:
     versus = f"{pct(measured)} vs baseline {pct(ref.efficiency)} ({signed_pct(check.delta)}"
     shown = "" if check.gating else " [shown, not gated]"
     if check.outcome == REGRESSED:
-        return f"regressed: {versus}, beyond the allowance of -{pct(check.allowance)}){shown}"
+        again = ""
+        second = check.confirmation
+        if second is not None and second.delta is not None:
+            again = f", confirmed by a second round: {signed_pct(second.delta)}"
+        elif check.unconfirmed:
+            again = f"; not confirmed: {check.unconfirmed}"
+        return (
+            f"regressed: {versus}, beyond the allowance of -{pct(check.allowance)}){shown}{again}"
+        )
     if check.outcome == IMPROVED:
         return f"improved: {versus}, beyond the allowance of +{pct(check.allowance)}){shown}"
     if check.outcome == WITHIN_NOISE:
@@ -137,12 +145,30 @@ def _comparison_headline(c: ComparisonCheck) -> str:
     assert c.ratio_ci is not None
     low, high = c.ratio_ci
     interval = f"{signed_pct(low - 1)} to {signed_pct(high - 1)}"
+    level = _level(c.confidence)
     if c.state == AB_REGRESSED:
+        again = ""
+        if c.confirmation is not None and c.confirmation.ratio is not None:
+            again = f", confirmed by a second round: {signed_pct(c.confirmation.ratio - 1)}"
+        elif c.unconfirmed:
+            again = f"; not confirmed: {c.unconfirmed}"
         return (
-            f"A/B regressed: {signed_pct(c.ratio - 1)} time against {against} (95% CI "
-            f"{interval}, beyond the threshold of +{pct(c.threshold)})"
+            f"A/B regressed: {signed_pct(c.ratio - 1)} time against {against} ({level} CI "
+            f"{interval}, beyond the threshold of +{pct(c.threshold)}){again}"
         )
-    return f"A/B {ab_cell(c)} against {against} (95% CI {interval}, threshold +-{pct(c.threshold)})"
+    return (
+        f"A/B {ab_cell(c)} against {against} ({level} CI {interval}, "
+        f"threshold +-{pct(c.threshold)})"
+    )
+
+
+def _level(confidence: float) -> str:
+    """'95%', '98%', '99.37%': an interval's confidence, as few digits as say it."""
+    for digits in range(3):
+        text = f"{confidence:.{digits}%}"
+        if abs(float(text[:-1]) / 100 - confidence) < 1e-9:
+            return text
+    return f"{confidence:.2%}"
 
 
 def _measured(m: Measurement) -> str:
@@ -198,17 +224,18 @@ def _baseline_details(m: Measurement, check: BaselineCheck) -> list[tuple[str, s
     if ref.spread_basis == "history":
         spread = f"run-to-run +-{ref.run_spread:.2%} learned from {ref.saves} saves"
         noise = (
-            f"noise {pct(check.noise)} (a one-sided 99% prediction interval from those "
-            f"{ref.saves} saves, this run's CI +-{m.relative_ci:.2%})"
+            f"noise {pct(check.noise)} (a one-sided {_level(1 - _rate(check))} prediction "
+            f"interval from those {ref.saves} saves, this run's CI +-{m.relative_ci:.2%})"
         )
     else:
         spread = f"run-to-run +-{ref.run_spread:.1%} (the prior of a first save)"
         noise = (
             f"noise {pct(check.noise)} (run-to-run +-{ref.run_spread:.1%} of both runs, CI "
             f"+-{m.relative_ci:.2%} now and "
-            f"+-{(base_high - base_low) / 2 / ref.efficiency:.2%} then, at a 1% false-alarm rate)"
+            f"+-{(base_high - base_low) / 2 / ref.efficiency:.2%} then, at a "
+            f"{_level(_rate(check))} false-alarm rate)"
         )
-    return [
+    rows = [
         (
             "baseline",
             f"expected {pct(ref.efficiency)} of peak = {gbps_text(ref.bandwidth_bps)} "
@@ -221,6 +248,25 @@ def _baseline_details(m: Measurement, check: BaselineCheck) -> list[tuple[str, s
             f"and the {noise}",
         ),
     ]
+    if check.first_outcome:
+        second = check.confirmation
+        if second is None or second.delta is None:
+            said = f"could not be measured again: {check.unconfirmed}"
+        else:
+            confirmed = check.outcome == REGRESSED
+            verdict = "regressed again: confirmed" if confirmed else "not confirmed"
+            said = (
+                f"measured again with freshly loaded code on fresh buffers: "
+                f"{signed_pct(second.delta)} against the allowance of -{pct(second.allowance or 0)}"
+                f": {verdict}"
+            )
+        rows.append(("confirmation", said))
+    return rows
+
+
+def _rate(check: BaselineCheck) -> float:
+    """The one-sided level the allowance was set at (reports before version 3: 1%)."""
+    return check.false_alarm_rate or 0.01
 
 
 def _comparison_details(c: ComparisonCheck) -> list[tuple[str, str]]:
@@ -231,15 +277,32 @@ def _comparison_details(c: ComparisonCheck) -> list[tuple[str, str]]:
     base = f"{pct(c.base_efficiency)}" + (
         f", {format_time(c.base_time_s)}" if c.base_time_s else ""
     )
-    return [
+    rows = [
         (
             "A/B",
             f"head {pct(c.head_efficiency)} vs base {base} at {c.ref} "
             f"({c.ref_commit[:12] or 'unresolved'}); head/base time {c.ratio:.4f} "
-            f"(95% CI {low:.4f} to {high:.4f}) over {c.pairs} interleaved pairs",
+            f"({_level(c.confidence)} CI {low:.4f} to {high:.4f}) over {c.pairs} interleaved "
+            "pairs",
         ),
         ("A/B rule", _comparison_rule(c)),
     ]
+    if c.first_state:
+        rows.append(("confirmation", _comparison_confirmation(c)))
+    return rows
+
+
+def _comparison_confirmation(c: ComparisonCheck) -> str:
+    second = c.confirmation
+    if second is None or second.ratio is None or second.ratio_ci is None:
+        return f"the first round regressed and could not be measured again: {c.unconfirmed}"
+    low, high = second.ratio_ci
+    said = "regressed again: confirmed" if c.state == AB_REGRESSED else f"{second.state}"
+    return (
+        f"measured again with freshly loaded code objects on fresh buffers: head/base time "
+        f"{second.ratio:.4f} ({_level(second.confidence)} CI {low:.4f} to {high:.4f}) over "
+        f"{second.pairs} pairs: {said}"
+    )
 
 
 def _comparison_rule(c: ComparisonCheck) -> str:

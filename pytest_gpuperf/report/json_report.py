@@ -9,15 +9,20 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf.baseline.model import utc_now
+from pytest_gpuperf.gate.suite import SuiteBudget
 from pytest_gpuperf.plain import to_plain
 from pytest_gpuperf.report.devices import devices
+from pytest_gpuperf.report.suite import suite_json
 from pytest_gpuperf.report.text import ReportMeta, summary_line
 from pytest_gpuperf.results import FAIL, MARGINAL, PASS, UNJUDGED, Measurement, Row
 
 REPORT_SCHEMA = "pytest-gpuperf-report"
 # 2: verdicts carry their checks (floor, baseline, A/B comparison, save) as objects; rows
 # carry pytest's final outcome of their test.
-REPORT_SCHEMA_VERSION = 2
+# 3: a regression's confirming round inside its check (confirmation, first_state /
+# first_outcome, unconfirmed), the level each check was judged at, and the run's "suite"
+# false-alarm budget.
+REPORT_SCHEMA_VERSION = 3
 
 
 def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, Any]:
@@ -51,6 +56,7 @@ def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, An
             "unjudged": statuses.count(UNJUDGED),
             "line": summary_line(rows),
         },
+        "suite": suite_json(rows, _budget(meta)),
         "results": [
             {
                 "test_id": row.test_id,
@@ -61,6 +67,12 @@ def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, An
             for row in rows
         ],
     }
+
+
+def _budget(meta: ReportMeta) -> SuiteBudget | None:
+    if not meta.suite_target > 0:
+        return None
+    return SuiteBudget(meta.suite_target, max(meta.suite_checks, 1))
 
 
 def measurement_json(measurement: Measurement) -> dict[str, Any]:

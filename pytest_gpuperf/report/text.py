@@ -28,6 +28,7 @@ from pytest_gpuperf.results import (
     NO_BASELINE,
     OTHER_DEVICE,
     PASS,
+    REGRESSED,
     UNJUDGED,
     ComparisonCheck,
     Row,
@@ -58,6 +59,10 @@ class ReportMeta:
     compare_commit: str = ""
     # The datasheet peak of each device key (a test may measure against its own peak_gbps).
     device_peaks: tuple[tuple[str, float], ...] = ()
+    # The run's false-alarm budget (--gpuperf-suite-alarm) and the measuring tests sharing it
+    # (0: not known, e.g. a report made outside a pytest run).
+    suite_target: float = 0.0
+    suite_checks: int = 0
 
 
 # -- units ------------------------------------------------------------------------------------
@@ -138,6 +143,12 @@ def ab_cell(comparison: ComparisonCheck | None) -> str:
         AB_PASS: "same",
         AB_INCONCLUSIVE: "undecided",
     }
+    second = comparison.confirmation
+    if second is not None and second.ratio is not None:
+        again = signed_pct(second.ratio - 1.0, 1)
+        if state == AB_REGRESSED:
+            return f"{change} slower, again {again}"
+        return f"{again} {words[state]} (1st round {change}: not confirmed)"
     return f"{change} {words[state]}"
 
 
@@ -289,6 +300,14 @@ def row_notes(row: Row) -> list[str]:
     if baseline.outcome != NO_BASELINE and not baseline.gating and baseline.baseline:
         notes.append("stored baselines are shown, not gated, while comparing with a revision")
     comparison = v.comparison
+    if (comparison is not None and comparison.first_state and comparison.state != AB_REGRESSED) or (
+        baseline.first_outcome and baseline.outcome != REGRESSED
+    ):
+        notes.append(
+            "a first round regressed and a second round, on freshly loaded code and fresh "
+            "buffers, did not confirm it: passed, reported (docs/measurement.md, 'Confirm "
+            "before failing')"
+        )
     if comparison is not None:
         if comparison.state == AB_NO_BASE:
             notes.append(f"A/B: no base — {no_base_text(comparison)}")

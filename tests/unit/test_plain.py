@@ -66,9 +66,14 @@ def test_every_field_of_a_row_round_trips_through_json():
     ref = filled(BaselineRef)
     verdict = filled(
         Verdict,
-        baseline=filled(BaselineCheck, baseline=ref, info=filled(BaselineRef, path="other")),
+        baseline=filled(
+            BaselineCheck,
+            baseline=ref,
+            info=filled(BaselineRef, path="other"),
+            confirmation=filled(BaselineCheck, baseline=ref, info=None, confirmation=None),
+        ),
         floor=filled(FloorCheck),
-        comparison=filled(ComparisonCheck),
+        comparison=filled(ComparisonCheck, confirmation=filled(ComparisonCheck, confirmation=None)),
         save=filled(SaveAction),
         notes=(Note("kind", ("x", "y")),),
     )

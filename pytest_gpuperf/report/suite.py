@@ -1,0 +1,79 @@
+"""The run's false alarms in words and numbers: how many checks were judged, the budget they
+shared (gate/suite.py), and what the confirming rounds said."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_gpuperf.gate.suite import SuiteBudget, interval_confidence
+from pytest_gpuperf.results import AB_NO_BASE, AB_REGRESSED, AB_UNCHANGED, REGRESSED, Row
+
+
+def suite_counts(rows: Sequence[Row]) -> dict[str, int]:
+    """Checks judged (timed A/B comparisons, gating stored-baseline comparisons) and what
+    the confirming rounds of their regressions said."""
+    counts = {"ab": 0, "stored": 0, "confirmations": 0, "confirmed": 0, "unconfirmed": 0}
+    for row in rows:
+        comparison, baseline = row.verdict.comparison, row.verdict.baseline
+        if comparison is not None and comparison.state not in (AB_NO_BASE, AB_UNCHANGED):
+            counts["ab"] += 1
+            first = comparison.first_state
+            if first and comparison.confirmation is not None:
+                counts["confirmations"] += 1
+                counts["confirmed" if comparison.state == AB_REGRESSED else "unconfirmed"] += 1
+        elif baseline.gating and baseline.baseline is not None:
+            counts["stored"] += 1
+            if baseline.first_outcome and baseline.confirmation is not None:
+                counts["confirmations"] += 1
+                counts["confirmed" if baseline.outcome == REGRESSED else "unconfirmed"] += 1
+    return counts
+
+
+def suite_json(rows: Sequence[Row], budget: SuiteBudget | None) -> dict[str, Any] | None:
+    """The report's "suite" object (docs/json-schema.md, schema version 3)."""
+    if budget is None:
+        return None
+    return {
+        "target": budget.target,
+        "checks": budget.checks,
+        "per_test_rate": budget.per_test,
+        "ab_round_rate": budget.ab_round_rate,
+        "ab_confirm_rate": budget.ab_confirm_rate(),
+        "stored_rate": budget.stored_rate(),
+        **suite_counts(rows),
+    }
+
+
+def suite_lines(rows: Sequence[Row], budget: SuiteBudget) -> list[str]:
+    """'false alarms: 42 checks judged in this run (40 A/B, 2 stored) of 40 measuring tests;
+    budget 1% of runs (...)' and, when a regression was measured again, what that said."""
+    counts = suite_counts(rows)
+    judged = counts["ab"] + counts["stored"]
+    if not judged:
+        return []
+    tests = f"{budget.checks} measuring test{'s' if budget.checks != 1 else ''}"
+    round_rate = budget.ab_round_rate
+    parts = []
+    if counts["ab"]:
+        parts.append(
+            f"A/B judged at {round_rate:.2%} a round ({interval_confidence(round_rate):.1%} "
+            "intervals), a regression failing only when a second round on freshly loaded "
+            "code and fresh buffers agrees"
+        )
+    if counts["stored"]:
+        parts.append(f"stored baselines at {budget.stored_rate():.3%} a measurement")
+    lines = [
+        f"false alarms: {judged} check{'s' if judged != 1 else ''} judged "
+        f"({counts['ab']} A/B, {counts['stored']} stored) in {tests}; run budget "
+        f"{budget.target:.1%} (--gpuperf-suite-alarm), {budget.per_test:.3%} a test: "
+        + "; ".join(parts)
+    ]
+    if counts["confirmations"]:
+        n = counts["confirmations"]
+        lines.append(
+            f"confirmation: {n} regression{'s' if n != 1 else ''} measured again: "
+            f"{counts['confirmed']} confirmed (failed), {counts['unconfirmed']} not confirmed "
+            "(passed, reported)"
+        )
+    return lines
