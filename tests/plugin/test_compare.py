@@ -96,7 +96,7 @@ def test_a_slower_head_regresses_and_fails_naming_head_base_and_the_interval(rep
     result.stdout.fnmatch_lines(
         [
             "vector_add: A/B regressed: +*% time against HEAD (*) (95% CI +*% to +*%, beyond the "
-            "threshold of +*%)",
+            "threshold of +*%), confirmed by a second round: +*%",
             "*A/B:*head *% vs base *%, * at HEAD (*); head/base time 1.* (95% CI *) over * "
             "interleaved pairs",
             "*FAIL A/B*",
@@ -105,6 +105,33 @@ def test_a_slower_head_regresses_and_fails_naming_head_base_and_the_interval(rep
     verdict = report(repo)["results"][0]["verdict"]
     assert verdict["status"] == "fail" and verdict["comparison"]["state"] == "regressed"
     assert verdict["comparison"]["head_efficiency"] < verdict["comparison"]["base_efficiency"]
+
+
+def test_a_regression_fails_only_after_a_second_round_confirms_it(repo):
+    """Both rounds are in the failure text, the table, the summary and the JSON; the second
+    one timed freshly loaded code objects (another module) on fresh buffers."""
+    set_efficiency(repo, 0.5)
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*confirmation: measured again with freshly loaded code objects on fresh buffers: "
+            "head/base time 1.* (95% CI 1.* to 1.*) over * pairs: regressed again: confirmed",
+            "*vector_add*+2*% slower, again +2*%*FAIL A/B*",
+            "gpuperf: false alarms: 1 check judged (1 A/B, 0 stored) in 1 measuring test; run "
+            "budget 1.0% (--gpuperf-suite-alarm)*",
+            "gpuperf: confirmation: 1 regression measured again: 1 confirmed (failed), 0 not "
+            "confirmed*",
+        ]
+    )
+    document = report(repo)
+    comparison = document["results"][0]["verdict"]["comparison"]
+    assert comparison["first_state"] == "regressed" and comparison["state"] == "regressed"
+    second = comparison["confirmation"]
+    assert second["state"] == "regressed" and second["pairs"] >= 10
+    assert second["ratio"] != comparison["ratio"]  # another round, not a copy
+    assert second["confidence"] == pytest.approx(0.95)
+    assert document["suite"]["checks"] == 1 and document["suite"]["confirmed"] == 1
 
 
 def test_a_faster_head_is_reported_as_improved(repo):
@@ -272,8 +299,16 @@ def test_compare_under_xdist(repo):
         "--gpuperf", "--gpuperf-compare=HEAD", "-n", "2", "--gpuperf-json=report.json"
     )
     result.assert_outcomes(failed=2)
-    states = [r["verdict"]["comparison"]["state"] for r in report(repo)["results"]]
+    document = report(repo)
+    states = [r["verdict"]["comparison"]["state"] for r in document["results"]]
     assert states == ["regressed", "regressed"]
+    assert [r["verdict"]["comparison"]["confirmation"]["state"] for r in document["results"]] == [
+        "regressed",
+        "regressed",
+    ]
+    # each worker counted the whole run at collection: the budget is shared by 2 tests
+    assert document["suite"]["checks"] == 2 and document["suite"]["confirmations"] == 2
+    result.stdout.fnmatch_lines(["*false alarms: 2 checks judged (2 A/B, 0 stored) in 2 *"])
 
 
 def test_stored_baselines_are_shown_not_gated_while_comparing(repo):

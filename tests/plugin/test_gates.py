@@ -125,7 +125,8 @@ def test_regression_against_a_stored_baseline_fails_with_the_update_command(gp):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "vector_add: regressed: 4*% vs baseline 90.00% (-*%, beyond the allowance of -*%)",
+            "vector_add: regressed: 4*% vs baseline 90.00% (-*%, beyond the allowance of -*%), "
+            "confirmed by a second round: -*%",
             "*measured:*",
             "*baseline:*expected 90.00% of peak = 4,770 GB/s*run-to-run +-2.0%*cache=cold)",
             "*vs baseline:*points of peak*",
