@@ -57,7 +57,8 @@ class _State:
     smoke: dict[str, int] = field(default_factory=dict)
     written: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    unsaved: set[str] = field(default_factory=set)  # baseline files a save could not write
+    unsaved: dict[str, str] = field(default_factory=dict)  # files not saved -> why not
+    interrupted: bool = False  # Ctrl-C stopped a save or the writing of the reports
     meta: Any = None  # report.ReportMeta, made once at the end
     _session: BenchSession | None = None
 
@@ -97,6 +98,7 @@ JUDGEMENT = pytest.StashKey["Judgement"]()
 IN_CALL = pytest.StashKey[bool]()
 FAILED_SUBTESTS = pytest.StashKey[int]()
 EXIT_NOW = pytest.StashKey[int]()
+STOPPED = pytest.StashKey[bool]()  # Ctrl-C stopped the tests (pytest's INTERRUPTED)
 
 
 # -- options, ini keys, markers -----------------------------------------------------------------
@@ -427,6 +429,8 @@ def _meta(config: pytest.Config, state: _State) -> ReportMeta:
         compare_ref=compare,
         compare_commit=compare_commit,
         device_peaks=tuple((d["key"], d["peak_bps"]) for d in state.devices if "key" in d),
+        problems=tuple(state.problems),
+        interrupted=state.interrupted or bool(config.stash.get(STOPPED, False)),
     )
     return state.meta
 
@@ -434,29 +438,74 @@ def _meta(config: pytest.Config, state: _State) -> ReportMeta:
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Write the saved baselines (each worker its own, one merge per file), then the JSON and
-    Markdown files (once, in the controller), and release the device."""
+    Markdown files (once, in the controller), and release the device.
+
+    Every fault on the way (a read-only or full disk, a lock not granted, Ctrl-C) is caught
+    here and becomes a line of the summary; the rows of what was not saved say so, the report
+    files are still written, and the exit status says what happened (docs/reliability.md):
+    1 when a file could not be written, 2 when Ctrl-C stopped the run."""
     config = session.config
     state = _state(config)
+    stopped = session.exitstatus == pytest.ExitCode.INTERRUPTED
+    config.stash[STOPPED] = stopped
     try:
-        if state._session is not None:
-            _, problems = state.session.flush_saves()
-            state.problems += [str(problem) for problem in problems]
-            state.unsaved.update(str(getattr(problem, "path", "")) for problem in problems)
+        try:
+            if state._session is not None:
+                outcome = state.session.flush_saves(interrupted=stopped)
+                state.problems += outcome.problems
+                state.unsaved.update(outcome.unsaved)
+                state.interrupted = state.interrupted or outcome.interrupted
+        except KeyboardInterrupt:
+            state.interrupted = True
+            state.problems.append("interrupted (Ctrl-C) while saving baselines")
         if _is_xdist_worker(config):
             output = config.workeroutput  # type: ignore[attr-defined]
             output["gpuperf_problems"] = list(state.problems)
-            output["gpuperf_unsaved"] = sorted(state.unsaved)
+            output["gpuperf_unsaved"] = dict(state.unsaved)
             output["gpuperf_collected"] = sorted(state.collected)
-        else:
-            _orphans(state)
+            output["gpuperf_interrupted"] = state.interrupted
+            return
+        _mark_unsaved(state)
+        try:
+            if not (stopped or state.interrupted):  # pruning writes: not after Ctrl-C
+                _orphans(state)
             _write_files(config, state)
-            if state.problems:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        except KeyboardInterrupt:
+            state.interrupted = True
+            state.problems.append("interrupted (Ctrl-C) while writing the reports")
+        if stopped or state.interrupted:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+        elif state.problems:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     finally:
         if state._session is not None:
             state.session.close()
             if state.session.hung:
                 config.stash[EXIT_NOW] = int(session.exitstatus or pytest.ExitCode.TESTS_FAILED)
+
+
+def _mark_unsaved(state: _State) -> None:
+    """Rows whose save did not reach the disk say "not saved" and why (the gate planned the
+    save; the file system or Ctrl-C had the last word)."""
+    if not state.unsaved:
+        return
+    from dataclasses import replace
+
+    from pytest_gpuperf.gate.saving import not_written
+
+    for test_id, rows in state.rows.items():
+        marked = []
+        for row in rows:
+            save = row.verdict.save
+            reason = state.unsaved.get(save.path) if save is not None else None
+            if save is not None and reason is not None:
+                interrupted = reason.startswith("interrupted")
+                verdict = replace(
+                    row.verdict, save=not_written(save, reason, interrupted=interrupted)
+                )
+                row = replace(row, verdict=verdict)
+            marked.append(row)
+        state.rows[test_id] = marked
 
 
 @pytest.hookimpl(trylast=True)
@@ -484,8 +533,9 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     output = getattr(node, "workeroutput", None) or {}
     state = _state(node.config)
     state.problems.extend(output.get("gpuperf_problems", ()))
-    state.unsaved.update(output.get("gpuperf_unsaved", ()))
+    state.unsaved.update(output.get("gpuperf_unsaved", {}))
     state.collected.update(output.get("gpuperf_collected", ()))
+    state.interrupted = state.interrupted or bool(output.get("gpuperf_interrupted"))
 
 
 def _orphans(state: _State) -> None:
@@ -549,11 +599,11 @@ def _write_files(config: pytest.Config, state: _State) -> None:
     rows = state.all_rows
     command = state.session.update_command
 
-    def attempt(what: str, write: Any) -> None:  # one failed file must not cost the others
-        try:
+    def attempt(what: str, option: str, write: Any) -> None:  # one failed file must not
+        try:  # cost the others
             done = write()
         except OSError as problem:
-            state.problems.append(f"{what} not written: {problem}")
+            state.problems.append(report.os_fault_line(f"{what} not written", problem, option))
             return
         if done is not None:
             state.written.append(f"{what}: {done}")
@@ -561,11 +611,13 @@ def _write_files(config: pytest.Config, state: _State) -> None:
     if settings.json_path:
         attempt(
             "JSON report",
+            "--gpuperf-json=PATH",
             lambda: report.write_json(settings.json_path, report.to_json(rows, meta)),
         )
     if settings.benchmark_json_path:
         attempt(
             "pytest-benchmark JSON",
+            "--gpuperf-benchmark-json=PATH",
             lambda: report.write_json(
                 settings.benchmark_json_path, report.to_pytest_benchmark_json(rows, meta)
             ),
@@ -573,7 +625,8 @@ def _write_files(config: pytest.Config, state: _State) -> None:
     if settings.markdown_path:
         text = report.markdown(rows, meta, update_command=command)
         static = config.pluginmanager.get_plugin("gpuperf-static")
-        if static is not None:  # gpuperf-static: the static gate's own summary
+        if static is not None and settings.static:  # gpuperf-static: its own summary (the
+            # plugin is also registered by --gpuperf-save, which keeps this run's summary)
             text = static.markdown(meta)
         path = settings.markdown_path
 
@@ -582,8 +635,12 @@ def _write_files(config: pytest.Config, state: _State) -> None:
             path.write_text(text, encoding="utf-8")
             return path
 
-        attempt("Markdown summary", write_markdown)
-        attempt("appended to $GITHUB_STEP_SUMMARY", lambda: report.append_github_step_summary(text))
+        attempt("Markdown summary", "--gpuperf-markdown=PATH", write_markdown)
+        attempt(
+            "appended to $GITHUB_STEP_SUMMARY",
+            "another $GITHUB_STEP_SUMMARY",
+            lambda: report.append_github_step_summary(text),
+        )
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -594,7 +651,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = _state(config)
     rows = state.all_rows
     smoke = sum(state.smoke.values())
-    if not (rows or state.devices or smoke or state.problems):
+    if not (rows or state.devices or smoke or state.problems or state.interrupted):
         return
     writer = terminalreporter
     simulated = any(d.get("simulated") for d in state.devices) or any(
@@ -616,7 +673,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             f"gpuperf: smoke mode: {smoke} gpu_bench call(s) launched once and checked, "
             "nothing timed (--gpuperf measures and gates)"
         )
-    for line in _saved_lines(rows, state.rootdir, state.unsaved):
+    from pytest_gpuperf.session import relative
+
+    for line in report.saved_lines(rows, state.unsaved, lambda p: relative(p, state.rootdir)):
         writer.write_line(f"gpuperf: {line}")
     for line in state.orphan_lines:
         writer.write_line(f"gpuperf: {line}")
@@ -624,26 +683,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         writer.write_line(f"gpuperf: {line}")
     for problem in state.problems:
         writer.write_line(f"gpuperf: ERROR: {problem}", red=True)
-
-
-def _saved_lines(rows: list[Row], rootdir: Path, unsaved: set[str]) -> list[str]:
-    """What the saves of the run did, per file: written, or not (the error says why)."""
-    from pytest_gpuperf.session import relative
-
-    counts: dict[str, int] = {}
-    for row in rows:
-        save = row.verdict.save
-        if save is not None and save.saved:
-            counts[save.path] = counts.get(save.path, 0) + 1
-    lines = []
-    for path, count in counts.items():
-        measurements = f"{count} measurement{'s' if count != 1 else ''}"
-        where = relative(Path(path), rootdir)
-        if path in unsaved:
-            lines.append(f"NOT saved: {measurements} to {where} (see the error below)")
-        else:
-            lines.append(f"saved {measurements} to {where}")
-    return lines
+    during_tests = config.stash.get(STOPPED, False)
+    if state.interrupted or during_tests:
+        line = report.interrupted_line(rows, smoke, during_tests=during_tests)
+        writer.write_line(f"gpuperf: {line}", red=True)
 
 
 def _repeated_launches_hint(bench: GpuBench) -> str:

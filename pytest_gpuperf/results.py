@@ -229,12 +229,15 @@ class SaveAction:
     saved: bool
     path: str
     device_key: str
-    why_not: str = ""  # "floor" when the floor check failed, "unjudged" when the test failed
+    # "floor": the floor check failed; "unjudged": the test failed; "write": planned, but the
+    # file could not be written (`error` says why); "interrupted": Ctrl-C came first
+    why_not: str = ""
     previous_efficiency: float | None = None
     history_saves: int = 0  # saves in the entry's history after this one
     new_history: bool = False  # the code changed (fingerprint, bytes, launch): history restarts
     run_spread: float | None = None
     spread_basis: str = ""
+    error: str = ""  # why_not "write": what the file system said (schema version 3)
 
 
 @dataclass(frozen=True)

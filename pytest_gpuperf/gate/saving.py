@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_gpuperf.baseline.model import BaselineEntry, SaveRecord, significant, utc_now
@@ -86,6 +86,16 @@ def plan_save(
         **where,
     )
     return action, entry
+
+
+def not_written(action: SaveAction, reason: str, *, interrupted: bool = False) -> SaveAction:
+    """A planned save whose file did not reach the disk: the row must say "not saved" and why
+    (a row that still says "saved" after a refused write is a lie a reviewer would trust)."""
+    if not action.saved:
+        return action
+    return replace(
+        action, saved=False, why_not="interrupted" if interrupted else "write", error=reason
+    )
 
 
 def same_code(previous: BaselineEntry, measurement: Measurement, record: SaveRecord) -> bool:

@@ -17,7 +17,8 @@ from pytest_gpuperf.results import FAIL, MARGINAL, PASS, UNJUDGED, Measurement, 
 REPORT_SCHEMA = "pytest-gpuperf-report"
 # 2: verdicts carry their checks (floor, baseline, A/B comparison, save) as objects; rows
 # carry pytest's final outcome of their test.
-REPORT_SCHEMA_VERSION = 2
+# 3: adds fields (docs/json-schema.md, "schema version 3"); none removed or renamed.
+REPORT_SCHEMA_VERSION = 3
 
 
 def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, Any]:
@@ -41,6 +42,8 @@ def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, An
         if meta.compare_ref
         else None,
         "simulated": any(row.measurement.simulated for row in rows),
+        "interrupted": meta.interrupted,
+        "problems": list(meta.problems),
         "devices": devices(rows, meta),
         "summary": {
             "total": len(rows),

@@ -58,6 +58,8 @@ class ReportMeta:
     compare_commit: str = ""
     # The datasheet peak of each device key (a test may measure against its own peak_gbps).
     device_peaks: tuple[tuple[str, float], ...] = ()
+    problems: tuple[str, ...] = ()  # what could not be done (a file not saved), one line each
+    interrupted: bool = False  # Ctrl-C stopped the run: the rows are what was measured before
 
 
 # -- units ------------------------------------------------------------------------------------
@@ -113,6 +115,8 @@ def verdict_label(verdict: Verdict) -> str:
         return "marginal"
     if verdict.save is not None and verdict.save.saved:
         return "saved"
+    if verdict.save is not None and verdict.save.why_not in ("write", "interrupted"):
+        return "NOT saved"
     comparison = verdict.comparison
     if comparison is not None and comparison.state == AB_IMPROVED:
         return "pass (faster)"
@@ -308,6 +312,8 @@ def row_notes(row: Row) -> list[str]:
             why = {
                 "floor": "not saved: the floor check failed",
                 "unjudged": "not saved: the test failed",
+                "write": f"not saved: {save.error}" if save.error else "not saved",
+                "interrupted": "not saved: the run was interrupted (Ctrl-C); run the save again",
             }
             notes.append(why.get(save.why_not, "not saved"))
         elif save.new_history and save.previous_efficiency is not None:

@@ -1,0 +1,63 @@
+"""The lines a run prints about what went wrong outside the gate: a file that could not be
+written, a run stopped by Ctrl-C, the baseline files a save did not reach.
+
+Each is one line that names what failed, the path, the errno's words and what to do, so a CI
+log shows the cause without a Python traceback (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from pytest_gpuperf.errors import os_error_remedy, os_error_words
+from pytest_gpuperf.results import Row
+
+
+def os_fault_line(what: str, error: OSError, option: str) -> str:
+    """'JSON report not written: out/r.json: No space left on device (ENOSPC); the disk ...'"""
+    where = f"{error.filename}: " if error.filename else ""
+    return f"{what}: {where}{os_error_words(error)}; {os_error_remedy(error, elsewhere=option)}"
+
+
+def saved_lines(
+    rows: Sequence[Row], unsaved: Mapping[str, str], where: Callable[[Path], str]
+) -> list[str]:
+    """What the saves of the run did, per file: 'saved 3 measurements to baselines/x.toml',
+    or 'NOT saved: 3 measurements to baselines/x.toml (why)'. `where` shortens a path."""
+    saved: dict[str, int] = {}
+    refused: dict[str, int] = {}
+    for row in rows:
+        save = row.verdict.save
+        if save is None:
+            continue
+        if save.saved:
+            saved[save.path] = saved.get(save.path, 0) + 1
+        elif save.why_not in ("write", "interrupted"):
+            refused[save.path] = refused.get(save.path, 0) + 1
+    lines = [f"saved {_count(n)} to {where(Path(path))}" for path, n in saved.items()]
+    for path, count in refused.items():
+        why = unsaved.get(path, "")
+        because = "interrupted (Ctrl-C)" if why.startswith("interrupted") else "see the error below"
+        lines.append(f"NOT saved: {_count(count)} to {where(Path(path))} ({because})")
+    return lines
+
+
+def interrupted_line(rows: Sequence[Row], smoke: int, *, during_tests: bool) -> str:
+    """The line of a run Ctrl-C stopped: what it measured, and what that cost."""
+    tests = len({row.test_id for row in rows})
+    if rows:
+        measured = f"{_count(len(rows))} in {tests} test{'s' if tests != 1 else ''} taken (above)"
+    elif smoke:
+        measured = f"{smoke} gpu_bench call(s) launched in smoke mode"
+    else:
+        measured = "no measurement completed"
+    if during_tests:
+        lost = "the tests after them did not run and nothing was saved"
+    else:
+        lost = "a baseline file is saved only where a line above says so"
+    return f"interrupted (Ctrl-C): {measured}; {lost} (files not saved were left as they were)"
+
+
+def _count(n: int) -> str:
+    return f"{n} measurement{'s' if n != 1 else ''}"
