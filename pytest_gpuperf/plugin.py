@@ -306,6 +306,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     so a kernel with wrong results never passes on time alone. A test whose body (or one of
     its subtests) failed keeps its rows, marked not judged, and saves nothing."""
     item.stash[IN_CALL] = True
+    unmodelled = ""
     try:
         result = yield
     except BaseException as failure:
@@ -314,7 +315,11 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             _judge(item, unjudged=True)
         if isinstance(failure, DeviceFault):  # the facts, not a traceback into the driver
             pytest.fail(f"gpuperf: {item.nodeid}: {failure}", pytrace=False)
-        raise
+        unmodelled = _no_model_failure(item, failure)
+        if not unmodelled:
+            raise
+    if unmodelled:  # outside the except block: no "during handling of" chain
+        pytest.fail(unmodelled, pytrace=False)
     item.stash[IN_CALL] = False
     failed_subtests = item.stash.get(FAILED_SUBTESTS, 0)
     try:
@@ -346,6 +351,30 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     return result
 
 
+def _no_model_failure(item: pytest.Item, failure: BaseException) -> str:
+    """An output check that failed because the simulated device computed no outputs for a
+    kernel it has no model of: the message that says so first ("" for any other failure)."""
+    bench = item.stash.get(BENCH, None)
+    if bench is None or not isinstance(failure, AssertionError):
+        return ""
+    try:
+        kernels = bench.uncomputed()
+    except GpuPerfError:
+        return ""
+    if not kernels:
+        return ""
+    import traceback
+
+    from pytest_gpuperf.report import no_model_text
+
+    where = ""
+    for frame, line in traceback.walk_tb(failure.__traceback__):
+        if Path(frame.f_code.co_filename) == Path(item.path):
+            where = f"{Path(item.path).name}:{line}"
+    named = [(k.name, str(k.module.source_path or k.module.source_name)) for k in kernels]
+    return no_model_text(named, where, str(failure))
+
+
 def _judge(item: pytest.Item, *, unjudged: bool) -> Judgement | None:
     bench = item.stash.get(BENCH, None)
     if bench is None or not bench.measuring or not bench.taken:
@@ -373,7 +402,13 @@ def pytest_runtest_makereport(
     if bench is None:
         return report
     check_failed = call.excinfo is not None and call.excinfo.errisinstance(AssertionError)
-    if report.failed and bench.measuring and bench.taken and check_failed:
+    if (
+        report.failed
+        and bench.measuring
+        and bench.taken
+        and check_failed
+        and not _uncomputed(bench)
+    ):
         report.sections.append(("gpuperf", _repeated_launches_hint(bench)))
     from pytest_gpuperf.plain import to_plain
     from pytest_gpuperf.results import Row
@@ -498,12 +533,8 @@ def _mark_unsaved(state: _State) -> None:
         for row in rows:
             save = row.verdict.save
             reason = state.unsaved.get(save.path) if save is not None else None
-            if save is not None and reason is not None:
-                interrupted = reason.startswith("interrupted")
-                verdict = replace(
-                    row.verdict, save=not_written(save, reason, interrupted=interrupted)
-                )
-                row = replace(row, verdict=verdict)
+            if reason is not None:
+                row = replace(row, verdict=not_written(row.verdict, reason))
             marked.append(row)
         state.rows[test_id] = marked
 
@@ -687,6 +718,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if state.interrupted or during_tests:
         line = report.interrupted_line(rows, smoke, during_tests=during_tests)
         writer.write_line(f"gpuperf: {line}", red=True)
+
+
+def _uncomputed(bench: GpuBench) -> bool:
+    try:
+        return bool(bench.uncomputed())
+    except GpuPerfError:
+        return False
 
 
 def _repeated_launches_hint(bench: GpuBench) -> str:

@@ -130,6 +130,9 @@ AB_PASS, AB_REGRESSED, AB_IMPROVED, AB_INCONCLUSIVE, AB_NO_BASE, AB_UNCHANGED = 
     "no-base",
     "unchanged",
 )
+# Different code objects that a device computing its times from a model (the simulated one)
+# times from the same model: it cannot see the change. Never fails, never reads as a pass.
+AB_MODELLED = "modelled"
 # Why an A/B comparison has no base (ComparisonCheck.no_base_why).
 NO_BASE_REF, NO_BASE_FILE, NO_BASE_KERNEL, NO_BASE_COMPILE, NO_BASE_CALLABLE = (
     "ref",
@@ -220,6 +223,9 @@ class ComparisonCheck:
     detail: str = ""  # the tool's own words for a missing base (git's or the compiler's)
     strict: bool = False
     code_spread: float = 0.0  # the code-object drift the threshold was widened for (+-95%)
+    # AB_MODELLED: the model both sides' times come from (schema version 3)
+    modelled_efficiency: float | None = None
+    modelled_by: str = ""  # "option", "directive", "model", "reference" or "default"
 
 
 @dataclass(frozen=True)

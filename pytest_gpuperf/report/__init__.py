@@ -22,6 +22,7 @@ _HOMES = {
     "to_pytest_benchmark_json": "benchmark_json",
     "failure_text": "explain",
     "interrupted_line": "faults",
+    "no_model_text": "faults",
     "os_fault_line": "faults",
     "saved_lines": "faults",
     "one_line": "explain",
@@ -45,7 +46,12 @@ _HOMES = {
 if TYPE_CHECKING:
     from pytest_gpuperf.report.benchmark_json import benchmark_stats, to_pytest_benchmark_json
     from pytest_gpuperf.report.explain import failure_text, one_line
-    from pytest_gpuperf.report.faults import interrupted_line, os_fault_line, saved_lines
+    from pytest_gpuperf.report.faults import (
+        interrupted_line,
+        no_model_text,
+        os_fault_line,
+        saved_lines,
+    )
     from pytest_gpuperf.report.json_report import (
         REPORT_SCHEMA,
         REPORT_SCHEMA_VERSION,
@@ -92,6 +98,7 @@ __all__ = [
     "interrupted_line",
     "junit_properties",
     "markdown",
+    "no_model_text",
     "one_line",
     "os_fault_line",
     "rows_from_json",

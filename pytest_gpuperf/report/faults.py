@@ -61,3 +61,33 @@ def interrupted_line(rows: Sequence[Row], smoke: int, *, during_tests: bool) -> 
 
 def _count(n: int) -> str:
     return f"{n} measurement{'s' if n != 1 else ''}"
+
+
+def no_model_text(kernels: Sequence[tuple[str, str]], where: str, check: str) -> str:
+    """Why an output check failed on the simulated device when a kernel it launched has no
+    model: its outputs were never computed, so the check compared the buffers' old contents
+    (said first: blaming the kernel, or in-place updates, would send the user the wrong way).
+    `kernels` are (name, source file); `where` the failed check's file:line; `check` its
+    message."""
+    names = ", ".join(f"{name!r} of {source}" for name, source in kernels)
+    name, source = kernels[0]
+    lines = [
+        f"no model: outputs not computed: the simulated device has no model of kernel {names}, "
+        "so it timed the launches but did not compute their outputs: they kept what the "
+        "buffers held (gpu_bench.empty fills them with NaN), and the output check below "
+        "failed on that, not on your kernel. Register a model in a conftest.py:",
+        "",
+        "    from pytest_gpuperf import simulate",
+        "",
+        f"    @simulate.model({source!r}, {name!r})",
+        f"    def {name}(args, launch):  # args in the kernel's order, as NumPy views",
+        "        ...  # write the outputs, e.g. args[2][:] = args[0] + args[1]",
+        "",
+        '(docs/simulated-device.md, "Models of your kernels"), or run on a GPU.',
+        "",
+        f"The output check that failed{f' ({where})' if where else ''}:",
+    ]
+    shown = check.strip().splitlines() or ["(no message)"]
+    if len(shown) > 20:
+        shown = [*shown[:20], f"... ({len(shown) - 20} more lines)"]
+    return "\n".join([*lines, *(f"    {line}" for line in shown)])

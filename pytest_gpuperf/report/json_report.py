@@ -11,7 +11,7 @@ from typing import Any
 from pytest_gpuperf.baseline.model import utc_now
 from pytest_gpuperf.plain import to_plain
 from pytest_gpuperf.report.devices import devices
-from pytest_gpuperf.report.text import ReportMeta, summary_line
+from pytest_gpuperf.report.text import ReportMeta, is_modelled, summary_line
 from pytest_gpuperf.results import FAIL, MARGINAL, PASS, UNJUDGED, Measurement, Row
 
 REPORT_SCHEMA = "pytest-gpuperf-report"
@@ -25,6 +25,7 @@ def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, An
     """The complete report in our own versioned schema."""
     meta = meta or ReportMeta()
     statuses = [row.verdict.status for row in rows]
+    modelled = sum(1 for row in rows if is_modelled(row))
     return {
         "schema": REPORT_SCHEMA,
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -48,7 +49,8 @@ def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, An
         "summary": {
             "total": len(rows),
             "tests": len({row.test_id for row in rows}),
-            "passed": statuses.count(PASS),
+            "passed": statuses.count(PASS) - modelled,
+            "modelled": modelled,
             "failed": statuses.count(FAIL),
             "marginal": statuses.count(MARGINAL),
             "unjudged": statuses.count(UNJUDGED),
