@@ -486,7 +486,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     try:
         try:
             if state._session is not None:
-                outcome = state.session.flush_saves(interrupted=stopped)
+                outcome = state.session.flush_saves(interrupted=stopped or state.interrupted)
                 state.problems += outcome.problems
                 state.unsaved.update(outcome.unsaved)
                 state.interrupted = state.interrupted or outcome.interrupted

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -104,8 +106,16 @@ def write_json(path: str | os.PathLike[str], document: Mapping[str, Any]) -> Pat
     """Write a document from `to_json` or `to_pytest_benchmark_json` (strict JSON: no NaN)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(
-        json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
-        encoding="utf-8",
-    )
+    text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    # Through a temporary and a rename: Ctrl-C or a full disk mid-write must not leave a
+    # truncated report that a CI step then fails to parse.
+    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
     return target
