@@ -370,3 +370,20 @@ def test_a_baseline_file_starting_with_a_byte_order_mark_is_read(gp):
     gp.run("--gpuperf-save").assert_outcomes(passed=1)
     assert not path.read_bytes().startswith(b"\xef\xbb\xbf")  # written back without it
     assert "tests/perf/test_old.py::test_kept" in path.read_text()
+
+
+def test_a_refused_save_on_an_xdist_worker_reaches_the_controllers_rows(gp):
+    pytest.importorskip("xdist")
+    gp.test_file(PLAIN + PLAIN.replace("test_add", "test_add_again"))
+    inject(gp)
+    path = gp.baseline("mi300x-sim", OLD_ENTRIES)
+    before = path.read_bytes()
+    gp.monkeypatch.setenv("H25_FAULT", "enospc")
+    result = gp.run_subprocess("--gpuperf-save", "-n", "2", "--gpuperf-json=report.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    output = result.stdout.str()
+    no_traceback(output)
+    assert "No space left on device (ENOSPC)" in output and "gpuperf: saved" not in output
+    saves = [r["verdict"]["save"] for r in report(gp)["results"]]
+    assert [s["why_not"] for s in saves] == ["write", "write"]
+    left_intact(path, before)
