@@ -5,15 +5,17 @@ first with "no model: outputs not computed"."""
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
 import pytest
+import test_compare
+
+repo = test_compare.repo  # the fixture: the test directory as a git repository, one commit
 
 PLAIN = """
 def test_add(gpu_bench):
     add(gpu_bench)
 """
+TWO = PLAIN + PLAIN.replace("test_add", "test_add_again")
 
 # vector_add changed at head to read its input eight times: a GPU would slow down; the
 # simulated device's time comes from the model registered for vadd.hip, which did not change.
@@ -30,32 +32,12 @@ GPUPERF_KERNEL void vector_add(const float* a, const float* b, float* c, int n) 
 """
 
 
-def git(directory: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
-@pytest.fixture
-def repo(gp, tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    gp.test_file(PLAIN + PLAIN.replace("test_add", "test_add_again"))
-    git(gp.path, "init", "-q")
-    git(gp.path, "add", "-A")
-    git(gp.path, "commit", "-qm", "base")
-    return gp
-
-
 def report(gp) -> dict:
     return json.loads((gp.path / "report.json").read_text())
 
 
 def test_an_edited_body_with_the_same_model_is_modelled_not_a_pass(repo):
+    repo.test_file(TWO)
     (repo.path / "vadd.hip").write_text(EIGHT_READS)
     result = repo.run(
         "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json", "--junitxml=j.xml"
@@ -85,6 +67,7 @@ def test_an_edited_body_with_the_same_model_is_modelled_not_a_pass(repo):
 
 def test_a_model_that_differs_between_base_and_head_is_still_compared(repo):
     """A gpuperf-sim directive is part of the model: changed with the body, it is timed."""
+    repo.test_file(TWO)
     text = EIGHT_READS.replace("GPUPERF_KERNEL", "// gpuperf-sim: efficiency=0.5\nGPUPERF_KERNEL")
     (repo.path / "vadd.hip").write_text(text)
     result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
@@ -93,6 +76,7 @@ def test_a_model_that_differs_between_base_and_head_is_still_compared(repo):
 
 
 def test_forcing_a_modelled_pair_times_the_simulators_code_drift(repo):
+    repo.test_file(TWO)
     (repo.path / "vadd.hip").write_text(EIGHT_READS)
     result = repo.run(
         "--gpuperf",
