@@ -23,6 +23,7 @@ from pytest_gpuperf.errors import (
     DeviceFault,
     DeviceUnavailable,
     GpuPerfError,
+    SaveInterrupted,
 )
 
 if TYPE_CHECKING:
@@ -505,9 +506,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             if not (stopped or state.interrupted):  # pruning writes: not after Ctrl-C
                 _orphans(state)
             _write_files(config, state)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stopped:  # a prune's save, or a report being written
             state.interrupted = True
-            state.problems.append("interrupted (Ctrl-C) while writing the reports")
+            state.problems.append(
+                f"{stopped}: not saved; the file was left as it was"
+                if isinstance(stopped, SaveInterrupted) and not stopped.saved
+                else "interrupted (Ctrl-C) while writing the reports"
+            )
         if stopped or state.interrupted:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
         elif state.problems:
