@@ -389,3 +389,105 @@ def test_a_refused_save_on_an_xdist_worker_reaches_the_controllers_rows(gp):
     saves = [r["verdict"]["save"] for r in report(gp)["results"]]
     assert [s["why_not"] for s in saves] == ["write", "write"]
     left_intact(path, before)
+
+
+# -- the same on real file systems, where the machine allows it -----------------------------
+# `unshare -rm` gives the inner run a user and mount namespace of its own (no privilege on the
+# host, nothing mounted outside it): a 64 KiB tmpfs filled to the last byte, and one remounted
+# read-only while the run finishes. Skipped where unprivileged user namespaces are disabled.
+
+
+def _namespaces_work() -> bool:
+    try:
+        done = subprocess.run(["unshare", "-rm", "true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+needs_namespaces = pytest.mark.skipif(
+    not _namespaces_work(), reason="unprivileged user namespaces (unshare -rm) are unavailable"
+)
+
+
+def in_namespace(gp, prepare: str, *args: str) -> tuple[int, str, Path]:
+    """Mount a 64 KiB tmpfs at ./disk holding the baseline file, run `prepare`, then the
+    inner pytest saving there; the disk's contents are copied to ./after before the
+    namespace (and its mount) goes away. Returns (pytest's status, its output, ./after)."""
+    command = " ".join(
+        [sys.executable, "-m", "pytest", *gp.args("--gpuperf-baseline-dir=disk", *args)]
+    )
+    script = f"""
+        set -e
+        mkdir -p disk after
+        mount -t tmpfs -o size=64k tmpfs disk
+        cp baselines/mi300x-sim.toml disk/
+        {prepare}
+        set +e
+        {command} > output.txt 2>&1
+        echo $? > status.txt
+        cp -a disk/. after/
+    """
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script],
+        cwd=gp.path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    output = (gp.path / "output.txt").read_text()
+    return int((gp.path / "status.txt").read_text()), output, gp.path / "after"
+
+
+@needs_namespaces
+def test_a_full_disk_for_real(gp):
+    path = setup_project(gp)
+    before = path.read_bytes()
+    fill = "dd if=/dev/zero of=disk/filler bs=1k 2>/dev/null || true"
+    code, output, after = in_namespace(gp, fill, "--gpuperf-save", "--gpuperf-json=report.json")
+    assert code == pytest.ExitCode.TESTS_FAILED, output
+    no_traceback(output)
+    assert "mi300x-sim.toml: not saved: cannot write " in output
+    assert "No space left on device (ENOSPC)" in output
+    assert report(gp)["results"][0]["verdict"]["save"]["why_not"] == "write"
+    assert (after / "mi300x-sim.toml").read_bytes() == before
+    assert sorted(p.name for p in after.iterdir()) == ["filler", "mi300x-sim.toml"]
+
+
+@needs_namespaces
+def test_a_read_only_mount_for_real(gp):
+    """Read-only from the start: the save stops before measuring. Turned read-only while the
+    run finishes (the inner conftest remounts it): one line, the reports, exit 1."""
+    path = setup_project(gp)
+    before = path.read_bytes()
+    code, output, after = in_namespace(gp, "mount -o remount,ro disk", "--gpuperf-save")
+    assert code == pytest.ExitCode.USAGE_ERROR, output
+    assert "disk: --gpuperf-save cannot write here" in output
+    assert "Read-only file system (EROFS)" in output
+    no_traceback(output)
+    assert (after / "mi300x-sim.toml").read_bytes() == before
+
+    conftest = gp.path / "conftest.py"
+    conftest.write_text(
+        conftest.read_text()
+        + """
+
+import subprocess
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    subprocess.run(["mount", "-o", "remount,ro", "disk"], check=True)
+"""
+    )
+    for stale in (gp.path / "after").iterdir():
+        stale.unlink()
+    code, output, after = in_namespace(gp, "true", "--gpuperf-save", "--gpuperf-json=report.json")
+    assert code == pytest.ExitCode.TESTS_FAILED, output
+    no_traceback(output)
+    assert "mi300x-sim.toml: not saved: cannot write " in output
+    assert "Read-only file system (EROFS)" in output
+    assert report(gp)["results"][0]["verdict"]["save"]["saved"] is False
+    assert sorted(p.name for p in after.iterdir()) == ["mi300x-sim.toml"]
+    assert (after / "mi300x-sim.toml").read_bytes() == before
