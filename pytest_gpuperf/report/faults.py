@@ -72,8 +72,9 @@ def no_model_text(kernels: Sequence[tuple[str, str]], where: str, check: str) ->
     names = ", ".join(f"{name!r} of {source}" for name, source in kernels)
     name, source = kernels[0]
     lines = [
-        f"no model: outputs not computed: the simulated device has no model of kernel {names}, "
-        "so it timed the launches but did not compute their outputs: they kept what the "
+        "no model: outputs not computed: the simulated device has no model that computes the "
+        f"outputs of kernel {names}, so it timed the launches but did not compute them: they "
+        "kept what the "
         "buffers held (gpu_bench.empty fills them with NaN), and the output check below "
         "failed on that, not on your kernel. Register a model in a conftest.py:",
         "",

@@ -98,8 +98,9 @@ def test_a_kernel_with_no_model_fails_first_with_no_model(gp):
         output = result.stdout.str()
         result.stdout.fnmatch_lines(
             [
-                "no model: outputs not computed: the simulated device has no model of kernel "
-                "'vector_add' of */vadd.hip*Register a model in a conftest.py:",
+                "no model: outputs not computed: the simulated device has no model that "
+                "computes the outputs of kernel 'vector_add' of */vadd.hip*Register a model in "
+                "a conftest.py:",
                 "*@simulate.model('*/vadd.hip', 'vector_add')",
                 "The output check that failed (test_perf.py:*)*",
                 "*FAILED test_perf.py::test_add - Failed: no model: outputs not computed*",
