@@ -6,6 +6,7 @@ facts a message must name (kernel, file:line, device, what was tried) and the wa
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -86,9 +87,10 @@ class OutOfDeviceMemory(GpuPerfError):
 class BaselineError(GpuPerfError):
     """A baseline file is unreadable or breaks the schema; names the file and line."""
 
-    def __init__(self, path: str, message: str, line: int | None = None) -> None:
+    def __init__(self, path: str, message: str, line: int | None = None, short: str = "") -> None:
         self.path = path
         self.line = line
+        self.short = short  # a few words for a report row ("Read-only file system (EROFS)")
         where = f"{path}:{line}" if line else path
         super().__init__(f"{where}: {message}")
 
@@ -105,3 +107,38 @@ class DeviceFault(LaunchError):
 
 class KernelTimeout(DeviceFault):
     """A launch did not finish within --gpuperf-kernel-timeout; names the kernel."""
+
+
+class SaveInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) arrived while a file was being saved or while waiting for its lock.
+
+    A KeyboardInterrupt, so whatever does not know it still stops at once; the session that
+    does catches it, says what was saved and what not, and still writes its reports.
+    `saved` is true when the file had already been replaced (the save reached the disk)."""
+
+    def __init__(self, path: str, phase: str, *, saved: bool = False) -> None:
+        self.path = path
+        self.phase = phase  # "waiting for its lock" | "writing it"
+        self.saved = saved
+        super().__init__(f"{path}: interrupted (Ctrl-C) while {phase}")
+
+
+def os_error_words(error: OSError) -> str:
+    """The errno's words and its name, 'Read-only file system (EROFS)', as `ls` and `cp`
+    would say them; the exception's own text when it carries no errno."""
+    name = errno.errorcode.get(error.errno or -1, "")
+    words = error.strerror or str(error) or type(error).__name__
+    return f"{words} ({name})" if name else words
+
+
+def os_error_remedy(error: OSError, *, elsewhere: str) -> str:
+    """What to do about a file-system error; `elsewhere` names the option that picks another
+    place (e.g. '--gpuperf-baseline-dir=DIR')."""
+    code = error.errno
+    if code == errno.EROFS:
+        return f"the file system is read-only: write elsewhere with {elsewhere}"
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return "the disk (or your quota) is full: free some space there, then run again"
+    if code in (errno.EACCES, errno.EPERM):
+        return f"make it writable for this user, or write elsewhere with {elsewhere}"
+    return f"fix the path, or write elsewhere with {elsewhere}"

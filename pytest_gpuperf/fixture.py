@@ -227,6 +227,11 @@ class GpuBench:
         """Each kernel this test loaded, with its ISA expectations (for the static gate)."""
         return tuple(self._loaded)
 
+    def uncomputed(self) -> tuple[Kernel, ...]:
+        """The kernels this test loaded that the device launched without computing their
+        outputs (the simulated device, for a kernel it has no model of)."""
+        return tuple(k for k, _ in self._loaded if not self.backend.outputs_computed(k))
+
     def to_device(self, array: Any) -> DeviceBuffer:
         """A device copy of a host array, freed when the test ends."""
         self._check_open("to_device")
@@ -351,9 +356,24 @@ class GpuBench:
             else:
                 head_print = self.backend.kernel_fingerprint(kernel)
                 base_print = self.backend.kernel_fingerprint(base)
+                model = self.backend.speed_model(kernel)
                 if head_print == base_print and not self._forced:
                     measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
                     ab = AbResult(unchanged_fingerprint=head_print)
+                elif (
+                    model is not None
+                    and not self._forced
+                    and model == self.backend.speed_model(base)
+                ):
+                    # The simulated device times both from one model: timing the pair would
+                    # measure its noise and call it a verdict on the edit.
+                    measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
+                    ab = AbResult(
+                        modelled_by=model.efficiency_from,
+                        modelled_efficiency=model.efficiency,
+                        head_fingerprint=head_print,
+                        base_fingerprint=base_print,
+                    )
                 else:
                     first = interval_confidence(self._session.suite.ab_round_rate)
                     paired = self._pair(kernel, base, settings, first, len(self._taken), common)

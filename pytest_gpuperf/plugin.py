@@ -23,6 +23,7 @@ from pytest_gpuperf.errors import (
     DeviceFault,
     DeviceUnavailable,
     GpuPerfError,
+    SaveInterrupted,
 )
 
 if TYPE_CHECKING:
@@ -57,7 +58,8 @@ class _State:
     smoke: dict[str, int] = field(default_factory=dict)
     written: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    unsaved: set[str] = field(default_factory=set)  # baseline files a save could not write
+    unsaved: dict[str, str] = field(default_factory=dict)  # files not saved -> why not
+    interrupted: bool = False  # Ctrl-C stopped a save or the writing of the reports
     meta: Any = None  # report.ReportMeta, made once at the end
     # The tests of the run that measure (use gpu_bench): they share the false-alarm budget.
     # Counted at collection, where every xdist worker sees the whole run; the controller
@@ -108,6 +110,7 @@ JUDGEMENT = pytest.StashKey["Judgement"]()
 IN_CALL = pytest.StashKey[bool]()
 FAILED_SUBTESTS = pytest.StashKey[int]()
 EXIT_NOW = pytest.StashKey[int]()
+STOPPED = pytest.StashKey[bool]()  # Ctrl-C stopped the tests (pytest's INTERRUPTED)
 
 
 # -- options, ini keys, markers -----------------------------------------------------------------
@@ -266,8 +269,8 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     try:
         return state.session.device().describe()
     except DeviceUnavailable as unavailable:
-        if state.settings.measure and state.settings.require:
-            return [f"gpuperf: {unavailable}; tests using {FIXTURE} will FAIL (--gpuperf-require)"]
+        if state.settings.require:  # with or without --gpuperf: a missing GPU fails
+            return [f"gpuperf: {unavailable}; tests using {FIXTURE} will FAIL"]
         return [f"gpuperf: {unavailable}; tests using {FIXTURE} will be skipped"]
     except GpuPerfError as problem:
         return [f"gpuperf: the device could not be set up: {problem}"]
@@ -295,7 +298,7 @@ def gpu_bench(request: pytest.FixtureRequest) -> Iterator[GpuBench]:
     else:
         missing = None
     if missing is not None:  # outside the except block: no "during handling of" chain
-        if state.settings.measure and state.settings.require:
+        if state.settings.require:  # smoke mode too: the runner was meant to have a GPU
             pytest.fail(f"gpuperf: {missing}", pytrace=False)
         pytest.skip(f"gpuperf: {missing}")
     if state.session.fault:
@@ -319,6 +322,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     so a kernel with wrong results never passes on time alone. A test whose body (or one of
     its subtests) failed keeps its rows, marked not judged, and saves nothing."""
     item.stash[IN_CALL] = True
+    unmodelled = ""
     try:
         result = yield
     except BaseException as failure:
@@ -327,7 +331,11 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             _judge(item, unjudged=True)
         if isinstance(failure, DeviceFault):  # the facts, not a traceback into the driver
             pytest.fail(f"gpuperf: {item.nodeid}: {failure}", pytrace=False)
-        raise
+        unmodelled = _no_model_failure(item, failure)
+        if not unmodelled:
+            raise
+    if unmodelled:  # outside the except block: no "during handling of" chain
+        pytest.fail(unmodelled, pytrace=False)
     item.stash[IN_CALL] = False
     failed_subtests = item.stash.get(FAILED_SUBTESTS, 0)
     try:
@@ -359,6 +367,30 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     return result
 
 
+def _no_model_failure(item: pytest.Item, failure: BaseException) -> str:
+    """An output check that failed because the simulated device computed no outputs for a
+    kernel it has no model of: the message that says so first ("" for any other failure)."""
+    bench = item.stash.get(BENCH, None)
+    if bench is None or not isinstance(failure, AssertionError):
+        return ""
+    try:
+        kernels = bench.uncomputed()
+    except GpuPerfError:
+        return ""
+    if not kernels:
+        return ""
+    import traceback
+
+    from pytest_gpuperf.report import no_model_text
+
+    where = ""
+    for frame, line in traceback.walk_tb(failure.__traceback__):
+        if Path(frame.f_code.co_filename) == Path(item.path):
+            where = f"{Path(item.path).name}:{line}"
+    named = [(k.name, str(k.module.source_path or k.module.source_name)) for k in kernels]
+    return no_model_text(named, where, str(failure))
+
+
 def _judge(item: pytest.Item, *, unjudged: bool) -> Judgement | None:
     bench = item.stash.get(BENCH, None)
     if bench is None or not bench.measuring or not bench.taken:
@@ -388,7 +420,13 @@ def pytest_runtest_makereport(
     if bench is None:
         return report
     check_failed = call.excinfo is not None and call.excinfo.errisinstance(AssertionError)
-    if report.failed and bench.measuring and bench.taken and check_failed:
+    if (
+        report.failed
+        and bench.measuring
+        and bench.taken
+        and check_failed
+        and not _uncomputed(bench)
+    ):
         report.sections.append(("gpuperf", _repeated_launches_hint(bench)))
     from pytest_gpuperf.plain import to_plain
     from pytest_gpuperf.results import Row
@@ -447,6 +485,8 @@ def _meta(config: pytest.Config, state: _State) -> ReportMeta:
         device_peaks=tuple((d["key"], d["peak_bps"]) for d in state.devices if "key" in d),
         suite_target=state.settings.suite_alarm,
         suite_checks=state.suite_checks,
+        problems=tuple(state.problems),
+        interrupted=state.interrupted or bool(config.stash.get(STOPPED, False)),
     )
     return state.meta
 
@@ -454,29 +494,74 @@ def _meta(config: pytest.Config, state: _State) -> ReportMeta:
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Write the saved baselines (each worker its own, one merge per file), then the JSON and
-    Markdown files (once, in the controller), and release the device."""
+    Markdown files (once, in the controller), and release the device.
+
+    Every fault on the way (a read-only or full disk, a lock not granted, Ctrl-C) is caught
+    here and becomes a line of the summary; the rows of what was not saved say so, the report
+    files are still written, and the exit status says what happened (docs/reliability.md):
+    1 when a file could not be written, 2 when Ctrl-C stopped the run."""
     config = session.config
     state = _state(config)
+    stopped = session.exitstatus == pytest.ExitCode.INTERRUPTED
+    config.stash[STOPPED] = stopped
     try:
-        if state._session is not None:
-            _, problems = state.session.flush_saves()
-            state.problems += [str(problem) for problem in problems]
-            state.unsaved.update(str(getattr(problem, "path", "")) for problem in problems)
+        try:
+            if state._session is not None:
+                outcome = state.session.flush_saves(interrupted=stopped or state.interrupted)
+                state.problems += outcome.problems
+                state.unsaved.update(outcome.unsaved)
+                state.interrupted = state.interrupted or outcome.interrupted
+        except KeyboardInterrupt:
+            state.interrupted = True
+            state.problems.append("interrupted (Ctrl-C) while saving baselines")
         if _is_xdist_worker(config):
             output = config.workeroutput  # type: ignore[attr-defined]
             output["gpuperf_problems"] = list(state.problems)
-            output["gpuperf_unsaved"] = sorted(state.unsaved)
+            output["gpuperf_unsaved"] = dict(state.unsaved)
             output["gpuperf_collected"] = sorted(state.collected)
-        else:
-            _orphans(state)
+            output["gpuperf_interrupted"] = state.interrupted
+            return
+        _mark_unsaved(state)
+        try:
+            if not (stopped or state.interrupted):  # pruning writes: not after Ctrl-C
+                _orphans(state)
             _write_files(config, state)
-            if state.problems:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        except KeyboardInterrupt as stopped:  # a prune's save, or a report being written
+            state.interrupted = True
+            state.problems.append(
+                f"{stopped}: not saved; the file was left as it was"
+                if isinstance(stopped, SaveInterrupted) and not stopped.saved
+                else "interrupted (Ctrl-C) while writing the reports"
+            )
+        if stopped or state.interrupted:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+        elif state.problems:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     finally:
         if state._session is not None:
             state.session.close()
             if state.session.hung:
                 config.stash[EXIT_NOW] = int(session.exitstatus or pytest.ExitCode.TESTS_FAILED)
+
+
+def _mark_unsaved(state: _State) -> None:
+    """Rows whose save did not reach the disk say "not saved" and why (the gate planned the
+    save; the file system or Ctrl-C had the last word)."""
+    if not state.unsaved:
+        return
+    from dataclasses import replace
+
+    from pytest_gpuperf.gate.saving import not_written
+
+    for test_id, rows in state.rows.items():
+        marked = []
+        for row in rows:
+            save = row.verdict.save
+            reason = state.unsaved.get(save.path) if save is not None else None
+            if reason is not None:
+                row = replace(row, verdict=not_written(row.verdict, reason))
+            marked.append(row)
+        state.rows[test_id] = marked
 
 
 @pytest.hookimpl(trylast=True)
@@ -504,8 +589,9 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     output = getattr(node, "workeroutput", None) or {}
     state = _state(node.config)
     state.problems.extend(output.get("gpuperf_problems", ()))
-    state.unsaved.update(output.get("gpuperf_unsaved", ()))
+    state.unsaved.update(output.get("gpuperf_unsaved", {}))
     state.collected.update(output.get("gpuperf_collected", ()))
+    state.interrupted = state.interrupted or bool(output.get("gpuperf_interrupted"))
 
 
 def _orphans(state: _State) -> None:
@@ -569,11 +655,11 @@ def _write_files(config: pytest.Config, state: _State) -> None:
     rows = state.all_rows
     command = state.session.update_command
 
-    def attempt(what: str, write: Any) -> None:  # one failed file must not cost the others
-        try:
+    def attempt(what: str, option: str, write: Any) -> None:  # one failed file must not
+        try:  # cost the others
             done = write()
         except OSError as problem:
-            state.problems.append(f"{what} not written: {problem}")
+            state.problems.append(report.os_fault_line(f"{what} not written", problem, option))
             return
         if done is not None:
             state.written.append(f"{what}: {done}")
@@ -581,11 +667,13 @@ def _write_files(config: pytest.Config, state: _State) -> None:
     if settings.json_path:
         attempt(
             "JSON report",
+            "--gpuperf-json=PATH",
             lambda: report.write_json(settings.json_path, report.to_json(rows, meta)),
         )
     if settings.benchmark_json_path:
         attempt(
             "pytest-benchmark JSON",
+            "--gpuperf-benchmark-json=PATH",
             lambda: report.write_json(
                 settings.benchmark_json_path, report.to_pytest_benchmark_json(rows, meta)
             ),
@@ -593,7 +681,8 @@ def _write_files(config: pytest.Config, state: _State) -> None:
     if settings.markdown_path:
         text = report.markdown(rows, meta, update_command=command)
         static = config.pluginmanager.get_plugin("gpuperf-static")
-        if static is not None:  # gpuperf-static: the static gate's own summary
+        if static is not None and settings.static:  # gpuperf-static: its own summary (the
+            # plugin is also registered by --gpuperf-save, which keeps this run's summary)
             text = static.markdown(meta)
         path = settings.markdown_path
 
@@ -602,8 +691,12 @@ def _write_files(config: pytest.Config, state: _State) -> None:
             path.write_text(text, encoding="utf-8")
             return path
 
-        attempt("Markdown summary", write_markdown)
-        attempt("appended to $GITHUB_STEP_SUMMARY", lambda: report.append_github_step_summary(text))
+        attempt("Markdown summary", "--gpuperf-markdown=PATH", write_markdown)
+        attempt(
+            "appended to $GITHUB_STEP_SUMMARY",
+            "another $GITHUB_STEP_SUMMARY",
+            lambda: report.append_github_step_summary(text),
+        )
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -614,7 +707,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = _state(config)
     rows = state.all_rows
     smoke = sum(state.smoke.values())
-    if not (rows or state.devices or smoke or state.problems):
+    if not (rows or state.devices or smoke or state.problems or state.interrupted):
         return
     writer = terminalreporter
     simulated = any(d.get("simulated") for d in state.devices) or any(
@@ -643,7 +736,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         budget = SuiteBudget(state.settings.suite_alarm, max(state.suite_checks, 1))
         for line in suite_lines(rows, budget):
             writer.write_line(f"gpuperf: {line}")
-    for line in _saved_lines(rows, state.rootdir, state.unsaved):
+    from pytest_gpuperf.session import relative
+
+    for line in report.saved_lines(rows, state.unsaved, lambda p: relative(p, state.rootdir)):
         writer.write_line(f"gpuperf: {line}")
     for line in state.orphan_lines:
         writer.write_line(f"gpuperf: {line}")
@@ -651,26 +746,17 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         writer.write_line(f"gpuperf: {line}")
     for problem in state.problems:
         writer.write_line(f"gpuperf: ERROR: {problem}", red=True)
+    during_tests = config.stash.get(STOPPED, False)
+    if state.interrupted or during_tests:
+        line = report.interrupted_line(rows, smoke, during_tests=during_tests)
+        writer.write_line(f"gpuperf: {line}", red=True)
 
 
-def _saved_lines(rows: list[Row], rootdir: Path, unsaved: set[str]) -> list[str]:
-    """What the saves of the run did, per file: written, or not (the error says why)."""
-    from pytest_gpuperf.session import relative
-
-    counts: dict[str, int] = {}
-    for row in rows:
-        save = row.verdict.save
-        if save is not None and save.saved:
-            counts[save.path] = counts.get(save.path, 0) + 1
-    lines = []
-    for path, count in counts.items():
-        measurements = f"{count} measurement{'s' if count != 1 else ''}"
-        where = relative(Path(path), rootdir)
-        if path in unsaved:
-            lines.append(f"NOT saved: {measurements} to {where} (see the error below)")
-        else:
-            lines.append(f"saved {measurements} to {where}")
-    return lines
+def _uncomputed(bench: GpuBench) -> bool:
+    try:
+        return bool(bench.uncomputed())
+    except GpuPerfError:
+        return False
 
 
 def _repeated_launches_hint(bench: GpuBench) -> str:

@@ -130,6 +130,9 @@ AB_PASS, AB_REGRESSED, AB_IMPROVED, AB_INCONCLUSIVE, AB_NO_BASE, AB_UNCHANGED = 
     "no-base",
     "unchanged",
 )
+# Different code objects that a device computing its times from a model (the simulated one)
+# times from the same model: it cannot see the change. Never fails, never reads as a pass.
+AB_MODELLED = "modelled"
 # Why an A/B comparison has no base (ComparisonCheck.no_base_why).
 NO_BASE_REF, NO_BASE_FILE, NO_BASE_KERNEL, NO_BASE_COMPILE, NO_BASE_CALLABLE = (
     "ref",
@@ -235,6 +238,9 @@ class ComparisonCheck:
     first_state: str = ""
     confirmation: ComparisonCheck | None = None
     unconfirmed: str = ""
+    # AB_MODELLED: the model both sides' times come from (schema version 3)
+    modelled_efficiency: float | None = None
+    modelled_by: str = ""  # "option", "directive", "model", "reference" or "default"
 
     @property
     def confirmed(self) -> bool:
@@ -249,12 +255,15 @@ class SaveAction:
     saved: bool
     path: str
     device_key: str
-    why_not: str = ""  # "floor" when the floor check failed, "unjudged" when the test failed
+    # "floor": the floor check failed; "unjudged": the test failed; "write": planned, but the
+    # file could not be written (`error` says why); "interrupted": Ctrl-C came first
+    why_not: str = ""
     previous_efficiency: float | None = None
     history_saves: int = 0  # saves in the entry's history after this one
     new_history: bool = False  # the code changed (fingerprint, bytes, launch): history restarts
     run_spread: float | None = None
     spread_basis: str = ""
+    error: str = ""  # why_not "write": what the file system said (schema version 3)
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ import contextlib
 import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_gpuperf.errors import CompileError, GpuPerfError, KernelNotFound
+from pytest_gpuperf.errors import CompileError, GpuPerfError, KernelNotFound, SaveInterrupted
 from pytest_gpuperf.provenance import GitFacts, git_facts
 from pytest_gpuperf.results import (
     NO_BASE_COMPILE,
@@ -193,11 +193,14 @@ class BenchSession:
 
     def check_baseline_files(self) -> None:
         """Load every baseline file once, so a broken one stops the session up front with its
-        file:line instead of failing each test (BaselineError)."""
+        file:line instead of failing each test (BaselineError); when saving, check that the
+        directory can be written at all."""
         store = self.baselines()
         store.check_directory()
         for key in store.device_keys():
             store.load(key)
+        if self.settings.save:
+            store.check_writable()
 
     def git(self) -> GitFacts:
         if self._git is None:
@@ -282,26 +285,40 @@ class BenchSession:
                 pending[item.entry.key] = item.entry
         return Judgement(tuple((item.measurement, item.verdict) for item in judged))
 
-    def flush_saves(self) -> tuple[list[str], list[GpuPerfError]]:
-        """Write the saves of this session: one locked merge per baseline file. Returns a line
-        per file written and the errors of the files that could not be (each left as it was)."""
-        written: list[str] = []
-        problems: list[GpuPerfError] = []
-        store = self.baselines() if self._pending else None
-        for key, entries in sorted(self._pending.items()):
-            assert store is not None
+    def flush_saves(self, *, interrupted: bool = False) -> SaveOutcome:
+        """Write the saves of this session: one locked merge per baseline file. A file that
+        cannot be written is left as it was and named with the reason; Ctrl-C stops at once
+        (the files not yet written are not saved). `interrupted`: the run was stopped before
+        this, so nothing is written (the measurements of a cut-short run are not recorded)."""
+        outcome = SaveOutcome()
+        pending = sorted(self._pending.items())
+        self._pending.clear()
+        if not pending:
+            return outcome
+        store = self.baselines()
+        for position, (key, entries) in enumerate(pending):
+            where = str(store.path_for(key))
+            if interrupted:
+                outcome.unsaved[where] = "interrupted (Ctrl-C) before the save"
+                continue
             try:
                 path = store.save(key, entries.values())
             except GpuPerfError as problem:
-                problems.append(problem)
+                outcome.problems.append(str(problem))
+                outcome.unsaved[where] = _short_reason(problem)
                 continue
-            count = len(entries)
-            written.append(
-                f"saved {count} measurement{'s' if count != 1 else ''} to "
-                f"{relative(path, self.rootdir)}"
-            )
-        self._pending.clear()
-        return written, problems
+            except SaveInterrupted as stopped:
+                outcome.interrupted = True
+                if stopped.saved:
+                    outcome.written.append(_saved_line(len(entries), Path(where), self.rootdir))
+                else:
+                    outcome.unsaved[where] = f"interrupted (Ctrl-C) while {stopped.phase}"
+                    outcome.problems.append(f"{stopped}: not saved; the file was left as it was")
+                for later_key, _ in pending[position + 1 :]:
+                    outcome.unsaved[str(store.path_for(later_key))] = "interrupted (Ctrl-C)"
+                break
+            outcome.written.append(_saved_line(len(entries), path, self.rootdir))
+        return outcome
 
     def close(self) -> None:
         """Release the device; never raises (it runs while pytest writes its summary, which
@@ -319,6 +336,32 @@ class BenchSession:
         self._modules.clear()
 
 
+@dataclass
+class SaveOutcome:
+    """What `flush_saves` did: a line per file written, a line per problem, the files not
+    saved with a short reason each (for the rows), and whether Ctrl-C stopped it."""
+
+    written: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    unsaved: dict[str, str] = field(default_factory=dict)
+    interrupted: bool = False
+
+
+def _saved_line(count: int, path: Path, rootdir: Path) -> str:
+    return f"saved {count} measurement{'s' if count != 1 else ''} to {relative(path, rootdir)}"
+
+
+def _short_reason(problem: GpuPerfError) -> str:
+    """A row's "not saved" reason: the error's text after its path (the row names the file)."""
+    if getattr(problem, "short", ""):
+        return f"{problem.short}, see the error below"  # type: ignore[attr-defined]
+    text = str(problem)
+    path = getattr(problem, "path", "")
+    if path and text.startswith(f"{path}: "):
+        text = text[len(path) + 2 :]
+    return text.removeprefix("not saved: ")
+
+
 def relative(path: Path, base: Path) -> str:
     try:
         return str(path.relative_to(base))
@@ -330,4 +373,4 @@ def common_dir(files: Sequence[str]) -> str:
     return os.path.commonpath([os.path.dirname(f) or "." for f in files]) or "."
 
 
-__all__ = ["BenchSession", "Judgement", "common_dir", "relative"]
+__all__ = ["BenchSession", "Judgement", "SaveOutcome", "common_dir", "relative"]

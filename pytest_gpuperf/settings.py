@@ -177,7 +177,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "--gpuperf-compare-force",
         "gpuperf_compare_force",
         "time head and base even when they compiled to byte-identical code objects (an A/A "
-        "control). Default: off (identical code is reported as unchanged, not timed).",
+        "control), or, on the simulated device, to different code with the same model. "
+        "Default: off (reported as unchanged, or modelled, and not timed).",
         ini=None,
         is_flag=True,
     ),

@@ -267,7 +267,13 @@ class StaticPlugin:
         before plugin.py (trylast) hands the problems to the controller and the exit code."""
         if self._static is None:
             return
-        _, problems = self._static.flush_saves()
+        try:
+            _, problems = self._static.flush_saves()
+        except KeyboardInterrupt as stopped:  # Ctrl-C: stop saving, still report
+            self.state.interrupted = True
+            detail = f"{stopped}: not saved" if str(stopped) else "interrupted (Ctrl-C)"
+            self.state.problems.append(f"{detail} (static facts); the file was left as it was")
+            return
         self.state.problems += [str(problem) for problem in problems]
 
     @pytest.hookimpl(trylast=True)

@@ -2,14 +2,18 @@
 
 Saving merges into what is on disk under a file lock, re-reading inside the lock so that
 pytest-xdist workers saving at once lose nothing, and writes through a temporary file plus
-`os.replace` so that a crash leaves the old file whole. A file that does not validate is never
-overwritten, and no path is followed through a symbolic link: a link committed as
-`baselines/<key>.toml.lock` must not make a save truncate whatever it points to.
+`os.replace` so that a crash leaves the old file whole; the next save removes the temporary a
+killed save left. The lock lives in the machine's shared lock folder (gpu_lock.lock_dir), not
+beside the file, so `git add -A` never commits it. A file that does not validate is never
+overwritten, and no path is followed through a symbolic link. Every file-system error, lock
+timeout and Ctrl-C of a save becomes a BaselineError (or SaveInterrupted) naming the path, the
+errno's words and what to do.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import stat
@@ -30,7 +34,14 @@ from pytest_gpuperf.baseline.schema import (
     render,
     toml_error_line,
 )
-from pytest_gpuperf.errors import BaselineError, ConfigError
+from pytest_gpuperf.errors import (
+    BaselineError,
+    ConfigError,
+    GpuPerfError,
+    SaveInterrupted,
+    os_error_remedy,
+    os_error_words,
+)
 from pytest_gpuperf.results import BaselineRef
 
 LOCK_TIMEOUT_S = 120.0
@@ -91,6 +102,34 @@ class BaselineStore:
                 "--gpuperf-baseline-dir at a directory",
             )
 
+    def check_writable(self) -> None:
+        """Before a --gpuperf-save run measures anything: a baseline directory that cannot be
+        written (a read-only mount, no permission) stops it with the path and the errno's
+        words, instead of an hour of measurements that cannot be saved. A directory that
+        does not exist yet is judged by the nearest one that does (nothing is created)."""
+        existing = self.directory
+        while not existing.exists() and existing.parent != existing:
+            existing = existing.parent
+        try:
+            if existing == self.directory:
+                fd, probe = tempfile.mkstemp(dir=existing, prefix=".gpuperf-probe-")
+                os.close(fd)
+                os.unlink(probe)
+            elif not os.access(existing, os.W_OK | os.X_OK):
+                import errno
+
+                code = errno.EROFS if _read_only_mount(existing) else errno.EACCES
+                raise OSError(code, os.strerror(code), str(existing))
+        except OSError as problem:
+            where = problem.filename or existing
+            raise BaselineError(
+                str(self.directory),
+                f"--gpuperf-save cannot write here ({where}: {os_error_words(problem)}); "
+                f"{os_error_remedy(problem, elsewhere='--gpuperf-baseline-dir=DIR')}; "
+                "nothing was measured",
+                short=os_error_words(problem),
+            ) from None
+
     def device_keys(self) -> list[str]:
         """Devices that have a baseline file here, sorted."""
         if not self.directory.is_dir():
@@ -117,7 +156,7 @@ class BaselineStore:
 
     def save(self, device_key: str, entries: Iterable[BaselineEntry]) -> Path:
         """Merge `entries` into the device's file (replacing the same keys, keeping every other
-        entry) and write it atomically under `<file>.lock`; returns the file's path.
+        entry) and write it atomically under its lock (lock_path_for); returns the file's path.
 
         The file on disk is re-read and validated inside the lock; if it is broken this raises
         BaselineError and leaves it byte-identical.
@@ -213,35 +252,90 @@ def require_tomli_w(path: Path, what: str) -> None:
 def write_locked(
     path: Path, merged_text: Callable[[], str], *, what: str, lock_timeout_s: float
 ) -> None:
-    """Create the folder, then under `<path>.lock` write `merged_text()` (which re-reads the
-    file inside the lock, merges and validates) atomically. No link is followed; a timeout
-    or a permission problem is a BaselineError that says the file was left as it was."""
+    """Create the folder, then under the file's lock (lock_path_for) write `merged_text()`
+    (which re-reads the file inside the lock, merges and validates) atomically, after removing
+    the temporaries of this file that a killed save left. No link is followed. A timeout or
+    any file-system error is a BaselineError that names the path and says the file was left
+    as it was; Ctrl-C is a SaveInterrupted saying whether the file had been replaced."""
+    elsewhere = "--gpuperf-baseline-dir=DIR"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as problem:
         raise BaselineError(
-            str(path.parent), f"not saved: cannot create the directory ({problem.strerror})"
+            str(path.parent),
+            f"not saved: cannot create the directory: {os_error_words(problem)}; "
+            f"{os_error_remedy(problem, elsewhere=elsewhere)}",
         ) from None
-    lock_path = Path(f"{path}.lock")
-    for target in (path, lock_path):
-        _refuse_link(target)
+    _refuse_link(path)
     try:
-        with filelock.FileLock(str(lock_path), timeout=lock_timeout_s):
+        lock_path = lock_path_for(path)
+    except GpuPerfError as problem:
+        raise BaselineError(str(path), f"not saved: {problem}") from None
+    phase = "waiting for its lock"  # what Ctrl-C interrupted
+    replaced = False
+    try:
+        with filelock.FileLock(str(lock_path), timeout=lock_timeout_s, mode=0o666):
+            phase = "writing it"
             _refuse_link(path)
+            remove_stale_temporaries(path)
             _atomic_write(path, merged_text())
+            replaced = True
+    except KeyboardInterrupt:
+        raise SaveInterrupted(str(path), phase, saved=replaced) from None
     except filelock.Timeout:
         raise BaselineError(
             str(path),
             f"not saved: could not lock {lock_path} within {lock_timeout_s:.0f} s; "
-            f"another pytest process is saving {what} (wait for it, then save again)",
+            f"another pytest process is saving {what} (wait for it, then save again); the "
+            "file was left as it was",
+            short="its lock was not granted in time",
         ) from None
-    except PermissionError as problem:
+    except OSError as problem:
+        where = problem.filename or path
+        what_failed = "cannot write it" if str(where) == str(path) else f"cannot write {where}"
         raise BaselineError(
             str(path),
-            f"not saved: permission denied ({problem.filename}); make the baseline "
-            "directory writable, or save elsewhere with --gpuperf-baseline-dir; the file "
-            "was left as it was",
+            f"not saved: {what_failed}: {os_error_words(problem)}; "
+            f"{os_error_remedy(problem, elsewhere=elsewhere)}; the file was left as it was",
+            short=os_error_words(problem),
         ) from None
+
+
+def lock_path_for(path: Path) -> Path:
+    """The lock of a baseline (or static facts) file: in the machine's shared lock folder
+    ($GPUPERF_LOCK_DIR, else <tmp>/pytest-gpuperf-locks), named by the file's name and a hash
+    of its absolute path, so every spelling of one file shares one lock and none lies in the
+    project, where `git add -A` would commit it."""
+    from pytest_gpuperf.gpu_lock import ensure_lock_dir, lock_dir
+
+    absolute = Path(os.path.abspath(path))
+    with contextlib.suppress(OSError):
+        absolute = absolute.parent.resolve() / absolute.name
+    digest = hashlib.sha256(str(absolute).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", absolute.name)
+    lock_path = ensure_lock_dir(lock_dir()) / f"save-{name}-{digest}.lock"
+    _refuse_link(lock_path)
+    return lock_path
+
+
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Remove the temporaries `_atomic_write` made for `path` that a killed save left (called
+    under the file's lock, so no live save owns one). Returns what was removed."""
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.[A-Za-z0-9_]+\.tmp$")
+    removed = []
+    for candidate in path.parent.iterdir():
+        if pattern.match(candidate.name) and not candidate.is_dir():
+            with contextlib.suppress(FileNotFoundError):
+                candidate.unlink()
+                removed.append(candidate)
+    return removed
+
+
+def _read_only_mount(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
 
 
 def _refuse_link(path: Path) -> None:
@@ -262,7 +356,9 @@ def read_checked(path: Path, kind: str, parse_text: Callable[[str], R]) -> R:
     """`parse_text` of the file's text; every way it can fail is a BaselineError naming the
     file (and the line, for TOML and schema errors). `kind` says what a directory is not."""
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: an editor that starts the file with a byte-order mark (Windows Notepad
+        # does) must not make it "Invalid statement"; the next save writes it without one.
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as error:
         raise BaselineError(str(path), f"not UTF-8 text ({error.reason})") from None
     except IsADirectoryError:

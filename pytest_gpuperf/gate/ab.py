@@ -10,6 +10,11 @@ interval against the threshold t:
   PASS          the whole interval within [1 / (1 + t), 1 + t]
   INCONCLUSIVE  anything else once the budget is spent (reported; fails under strict)
 
+MODELLED is the state of different code objects that a device computing its times from a
+model (the simulated one) times from the same model: it cannot see the edit, so the pair is
+not timed and the state neither fails nor reads as a pass (--gpuperf-compare-force times it
+anyway: the simulator's code-object drift control).
+
 t is --gpuperf-compare-threshold, widened for very short kernels and, when head and base are
 different code objects, to what the backend's code-object drift explains (policy.
 code_allowance): the pair cancels what the run shares, not where each code object landed.
@@ -24,6 +29,7 @@ from pytest_gpuperf.gate.policy import code_spread_for, compare_threshold
 from pytest_gpuperf.results import (
     AB_IMPROVED,
     AB_INCONCLUSIVE,
+    AB_MODELLED,
     AB_NO_BASE,
     AB_PASS,
     AB_REGRESSED,
@@ -127,4 +133,27 @@ def no_base(
         no_base_why=why,
         detail=detail,
         strict=strict,
+    )
+
+
+def modelled(
+    *,
+    ref: str,
+    ref_commit: str,
+    head_fingerprint: str,
+    base_fingerprint: str,
+    efficiency: float,
+    basis: str,
+    threshold: float,
+) -> ComparisonCheck:
+    """Different code objects with one model: the device's times cannot tell them apart."""
+    return ComparisonCheck(
+        state=AB_MODELLED,
+        ref=ref,
+        ref_commit=ref_commit,
+        threshold=threshold,
+        head_fingerprint=head_fingerprint,
+        base_fingerprint=base_fingerprint,
+        modelled_efficiency=efficiency,
+        modelled_by=basis,
     )

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
-from pytest_gpuperf.gate.ab import check_comparison, no_base, unchanged
+from pytest_gpuperf.gate.ab import check_comparison, modelled, no_base, unchanged
 from pytest_gpuperf.gate.confirm import (
     baseline_wants_confirmation,
     comparison_wants_confirmation,
@@ -52,6 +52,12 @@ class AbResult:
     unchanged_fingerprint: str = ""
     no_base_why: str = ""
     detail: str = ""
+    # different code, one model (the simulated device): not timed; the model's efficiency
+    # and where it came from, and both fingerprints
+    modelled_by: str = ""
+    modelled_efficiency: float = 0.0
+    head_fingerprint: str = ""
+    base_fingerprint: str = ""
 
 
 @dataclass(frozen=True)
@@ -265,6 +271,16 @@ def _comparison(ab: AbResult | None, context: JudgeContext) -> ComparisonCheck |
             strict=context.strict,
             forced=context.compare_forced,
             code_spread=context.compare_code_spread,
+        )
+    if ab.modelled_by:
+        return modelled(
+            ref=ref,
+            ref_commit=commit,
+            head_fingerprint=ab.head_fingerprint,
+            base_fingerprint=ab.base_fingerprint,
+            efficiency=ab.modelled_efficiency,
+            basis=ab.modelled_by,
+            threshold=context.compare_threshold,
         )
     if ab.unchanged_fingerprint:
         return unchanged(

@@ -13,12 +13,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_gpuperf.baseline.model import BaselineEntry, SaveRecord, significant, utc_now
 from pytest_gpuperf.gate.policy import HISTORY_LENGTH, MIN_HISTORY, Z_95
-from pytest_gpuperf.results import FAIL, FloorCheck, Measurement, SaveAction
+from pytest_gpuperf.results import FAIL, FloorCheck, Measurement, SaveAction, Verdict
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,17 @@ def plan_save(
         **where,
     )
     return action, entry
+
+
+def not_written(verdict: Verdict, reason: str) -> Verdict:
+    """The verdict of a measurement whose planned save did not reach the disk: it must say
+    "not saved" and why (a row that still says "saved" after a refused write is a lie a
+    reviewer would trust). A reason starting with "interrupted" is Ctrl-C's."""
+    action = verdict.save
+    if action is None or not action.saved:
+        return verdict
+    why = "interrupted" if reason.startswith("interrupted") else "write"
+    return replace(verdict, save=replace(action, saved=False, why_not=why, error=reason))
 
 
 def same_code(previous: BaselineEntry, measurement: Measurement, record: SaveRecord) -> bool:

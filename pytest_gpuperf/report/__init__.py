@@ -5,7 +5,8 @@ decides anything (the gate's verdicts are read, never changed):
 - markdown_summary.py: the job summary / pull-request comment; junit.py: JUnit XML properties;
 - json_report.py: our versioned JSON; benchmark_json.py: pytest-benchmark's layout;
 - text.py, cells.py, devices.py: the words and cells they share;
-- files.py: whether the report paths can be written (asked at session start).
+- files.py: whether the report paths can be written (asked at session start);
+- faults.py: the lines about files not written, saves not made and Ctrl-C.
 
 Names load on first use (PEP 562): a session that only checks its report paths must not
 import the renderers, and through them the baseline store and its file lock.
@@ -20,6 +21,10 @@ _HOMES = {
     "benchmark_stats": "benchmark_json",
     "to_pytest_benchmark_json": "benchmark_json",
     "failure_text": "explain",
+    "interrupted_line": "faults",
+    "no_model_text": "faults",
+    "os_fault_line": "faults",
+    "saved_lines": "faults",
     "one_line": "explain",
     "REPORT_SCHEMA": "json_report",
     "REPORT_SCHEMA_VERSION": "json_report",
@@ -41,6 +46,12 @@ _HOMES = {
 if TYPE_CHECKING:
     from pytest_gpuperf.report.benchmark_json import benchmark_stats, to_pytest_benchmark_json
     from pytest_gpuperf.report.explain import failure_text, one_line
+    from pytest_gpuperf.report.faults import (
+        interrupted_line,
+        no_model_text,
+        os_fault_line,
+        saved_lines,
+    )
     from pytest_gpuperf.report.json_report import (
         REPORT_SCHEMA,
         REPORT_SCHEMA_VERSION,
@@ -84,10 +95,14 @@ __all__ = [
     "failure_text",
     "format_gbps",
     "format_time",
+    "interrupted_line",
     "junit_properties",
     "markdown",
+    "no_model_text",
     "one_line",
+    "os_fault_line",
     "rows_from_json",
+    "saved_lines",
     "summary_line",
     "terminal_table",
     "to_json",

@@ -14,11 +14,13 @@ from pytest_gpuperf.report.text import (
     ab_cell,
     format_time,
     gbps_text,
+    modelled_text,
     no_base_text,
     pct,
     signed_pct,
 )
 from pytest_gpuperf.results import (
+    AB_MODELLED,
     AB_REGRESSED,
     FAIL,
     IMPROVED,
@@ -141,6 +143,11 @@ def _comparison_headline(c: ComparisonCheck) -> str:
     if c.ratio is None:
         if c.state == "unchanged":
             return f"A/B: same code object as {against}"
+        if c.state == AB_MODELLED:
+            return (
+                f"A/B modelled: other code than {against}, one model on the simulated device "
+                f"({modelled_text(c)}): the speed comes from the model, not measured"
+            )
         return f"A/B: no base at {against} ({no_base_text(c)})"
     assert c.ratio_ci is not None
     low, high = c.ratio_ci

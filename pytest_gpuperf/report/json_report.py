@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ from pytest_gpuperf.gate.suite import SuiteBudget
 from pytest_gpuperf.plain import to_plain
 from pytest_gpuperf.report.devices import devices
 from pytest_gpuperf.report.suite import suite_json
-from pytest_gpuperf.report.text import ReportMeta, summary_line
+from pytest_gpuperf.report.text import ReportMeta, is_modelled, summary_line
 from pytest_gpuperf.results import FAIL, MARGINAL, PASS, UNJUDGED, Measurement, Row
 
 REPORT_SCHEMA = "pytest-gpuperf-report"
@@ -21,7 +23,8 @@ REPORT_SCHEMA = "pytest-gpuperf-report"
 # carry pytest's final outcome of their test.
 # 3: a regression's confirming round inside its check (confirmation, first_state /
 # first_outcome, unconfirmed), the level each check was judged at, and the run's "suite"
-# false-alarm budget.
+# false-alarm budget; faults (problems, interrupted) and the simulated device's
+# modelled comparisons (docs/json-schema.md, "schema version 3").
 REPORT_SCHEMA_VERSION = 3
 
 
@@ -29,6 +32,7 @@ def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, An
     """The complete report in our own versioned schema."""
     meta = meta or ReportMeta()
     statuses = [row.verdict.status for row in rows]
+    modelled = sum(1 for row in rows if is_modelled(row))
     return {
         "schema": REPORT_SCHEMA,
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -46,11 +50,14 @@ def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, An
         if meta.compare_ref
         else None,
         "simulated": any(row.measurement.simulated for row in rows),
+        "interrupted": meta.interrupted,
+        "problems": list(meta.problems),
         "devices": devices(rows, meta),
         "summary": {
             "total": len(rows),
             "tests": len({row.test_id for row in rows}),
-            "passed": statuses.count(PASS),
+            "passed": statuses.count(PASS) - modelled,
+            "modelled": modelled,
             "failed": statuses.count(FAIL),
             "marginal": statuses.count(MARGINAL),
             "unjudged": statuses.count(UNJUDGED),
@@ -111,8 +118,16 @@ def write_json(path: str | os.PathLike[str], document: Mapping[str, Any]) -> Pat
     """Write a document from `to_json` or `to_pytest_benchmark_json` (strict JSON: no NaN)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(
-        json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
-        encoding="utf-8",
-    )
+    text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    # Through a temporary and a rename: Ctrl-C or a full disk mid-write must not leave a
+    # truncated report that a CI step then fails to parse.
+    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
     return target

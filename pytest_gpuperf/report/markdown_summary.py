@@ -52,6 +52,11 @@ def markdown(
     if notes:
         out += ["", "#### Notes", ""]
         out += [f"- {md_escape(note.text)}" for note in notes]
+    if meta is not None and (meta.problems or meta.interrupted):
+        out += ["", "#### Errors", ""]
+        if meta.interrupted:
+            out.append("- interrupted (Ctrl-C): the rows above are what was measured before")
+        out += [f"- {md_escape(problem)}" for problem in meta.problems]
     for status, title in ((FAIL, "Failures"), (MARGINAL, "Marginal")):
         listed = [row for row in rows if row.verdict.status == status]
         if listed:

@@ -13,6 +13,7 @@ from pytest_gpuperf import __version__
 from pytest_gpuperf.results import (
     AB_IMPROVED,
     AB_INCONCLUSIVE,
+    AB_MODELLED,
     AB_NO_BASE,
     AB_PASS,
     AB_REGRESSED,
@@ -63,6 +64,8 @@ class ReportMeta:
     # (0: not known, e.g. a report made outside a pytest run).
     suite_target: float = 0.0
     suite_checks: int = 0
+    problems: tuple[str, ...] = ()  # what could not be done (a file not saved), one line each
+    interrupted: bool = False  # Ctrl-C stopped the run: the rows are what was measured before
 
 
 # -- units ------------------------------------------------------------------------------------
@@ -118,7 +121,11 @@ def verdict_label(verdict: Verdict) -> str:
         return "marginal"
     if verdict.save is not None and verdict.save.saved:
         return "saved"
+    if verdict.save is not None and verdict.save.why_not in ("write", "interrupted"):
+        return "NOT saved"
     comparison = verdict.comparison
+    if comparison is not None and comparison.state == AB_MODELLED:
+        return "modelled"  # not a pass: nothing about the edit was measured
     if comparison is not None and comparison.state == AB_IMPROVED:
         return "pass (faster)"
     if comparison is None and verdict.baseline.outcome == IMPROVED:
@@ -127,7 +134,8 @@ def verdict_label(verdict: Verdict) -> str:
 
 
 def ab_cell(comparison: ComparisonCheck | None) -> str:
-    """'+3.1% slower', '-2.0% faster', 'same', 'unchanged code', 'no base', 'undecided'."""
+    """'+3.1% slower', '-2.0% faster', 'same', 'same code', 'no base', 'undecided',
+    'speed from model' (the simulated device cannot see the edit)."""
     if comparison is None:
         return "—"
     state = comparison.state
@@ -135,6 +143,8 @@ def ab_cell(comparison: ComparisonCheck | None) -> str:
         return "same code"
     if state == AB_NO_BASE:
         return "no base"
+    if state == AB_MODELLED:
+        return "speed from model"
     assert comparison.ratio is not None
     change = signed_pct(comparison.ratio - 1.0, 1)
     words = {
@@ -164,6 +174,28 @@ def no_base_text(comparison: ComparisonCheck) -> str:
     return f"{why}: {comparison.detail}" if comparison.detail else why
 
 
+MODELLED_FROM = {
+    "option": "the kernel_efficiency option",
+    "directive": "its gpuperf-sim directive",
+    "model": "the model registered for it",
+    "reference": "the simulator's reference table",
+    "default": "the simulator's default",
+}
+
+
+def modelled_text(comparison: ComparisonCheck) -> str:
+    """Where a modelled comparison's speed comes from: 'efficiency 71.85% from ...'."""
+    efficiency = comparison.modelled_efficiency
+    source = MODELLED_FROM.get(comparison.modelled_by, "the simulator")
+    return f"efficiency {pct(efficiency)} from {source}" if efficiency else f"from {source}"
+
+
+def is_modelled(row: Row) -> bool:
+    """A passing row whose A/B comparison only restates the simulator's model."""
+    comparison = row.verdict.comparison
+    return row.verdict.status == PASS and comparison is not None and comparison.state == AB_MODELLED
+
+
 def summary_line(rows: Sequence[Row]) -> str:
     """'13 measurements in 10 tests: 11 ok, 1 failed (regression), 1 marginal'.
 
@@ -173,8 +205,11 @@ def summary_line(rows: Sequence[Row]) -> str:
     tests = len({row.test_id for row in rows})
     statuses = [row.verdict.status for row in rows]
     parts = []
-    if statuses.count(PASS):
-        parts.append(f"{statuses.count(PASS)} ok")
+    modelled = sum(1 for row in rows if is_modelled(row))
+    if statuses.count(PASS) - modelled:
+        parts.append(f"{statuses.count(PASS) - modelled} ok")
+    if modelled:
+        parts.append(f"{modelled} modelled (the change was not measured)")
     failed = [row.verdict for row in rows if row.verdict.status == FAIL]
     if failed:
         kinds = ["+".join(CAUSE_WORDS[c] for c in v.failed_checks) or "other" for v in failed]
@@ -316,6 +351,15 @@ def row_notes(row: Row) -> list[str]:
                 f"A/B: head and {comparison.ref} compiled to the same code object: not timed "
                 "(--gpuperf-compare-force times them anyway)"
             )
+        elif comparison.state == AB_MODELLED:
+            notes.append(
+                "A/B modelled: head and base are different code, but the simulated device "
+                "times both from the same model (efficiency and bytes, not the code), so the "
+                "edit's speed is unknown: this is not a pass. Gate code changes without a GPU "
+                "with --gpuperf-static=ARCH (what the compiler made of the edit: "
+                "docs/static-gate.md), or run on a GPU; a changed gpuperf-sim directive lets "
+                "the simulated device compare"
+            )
         elif comparison.state == AB_INCONCLUSIVE:
             notes.append(
                 "A/B: the interval still straddles the threshold at the budget (reported, not "
@@ -327,6 +371,8 @@ def row_notes(row: Row) -> list[str]:
             why = {
                 "floor": "not saved: the floor check failed",
                 "unjudged": "not saved: the test failed",
+                "write": f"not saved: {save.error}" if save.error else "not saved",
+                "interrupted": "not saved: the run was interrupted (Ctrl-C); run the save again",
             }
             notes.append(why.get(save.why_not, "not saved"))
         elif save.new_history and save.previous_efficiency is not None:

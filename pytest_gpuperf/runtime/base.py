@@ -127,6 +127,19 @@ def as_dim3(value: int | Sequence[int], what: str) -> Dim3:
     return (padded[0], padded[1], padded[2])
 
 
+@dataclass(frozen=True)
+class SpeedModel:
+    """What a simulated kernel's time comes from: the efficiency it streams at, a slowdown
+    factor and its traffic model. Two kernels with equal SpeedModels run at the same modelled
+    speed whatever their code (`efficiency_from` says where the efficiency was found and is
+    not compared: the same number from two places is the same speed)."""
+
+    efficiency: float
+    efficiency_from: str = field(default="", compare=False)
+    slowdown: float = 1.0
+    traffic: str = ""  # the registered traffic_bytes model; "" for every buffer once, whole
+
+
 class Backend(abc.ABC):
     """One device behind one vendor runtime. Subclasses implement the abstract verbs."""
 
@@ -284,6 +297,16 @@ class Backend(abc.ABC):
         from pytest_gpuperf.runtime.fingerprint import code_fingerprint
 
         return str(code_fingerprint(kernel.module.binary, kernel.name))
+
+    def speed_model(self, kernel: Kernel) -> SpeedModel | None:
+        """What the kernel's time is computed from, on a device that computes it (the
+        simulated one); None on a real device, where the code itself sets the time."""
+        return None
+
+    def outputs_computed(self, kernel: Kernel) -> bool:
+        """False when the device launched `kernel` without computing its outputs (the
+        simulated device, for a kernel it has no model of); True everywhere else."""
+        return True
 
     def occupancy(
         self, kernel: Kernel, block_threads: int, shared_bytes: int = 0

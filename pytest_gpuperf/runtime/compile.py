@@ -8,6 +8,7 @@ change the binary: source, headers, options, arch, compiler and its version.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import os
@@ -201,8 +202,11 @@ def compile_source(
     cached = cache_dir() / f"{key}.bin"
     if use_cache and cached.is_file():
         log_path = cached.with_suffix(".log")
-        log = log_path.read_text() if log_path.is_file() else ""
-        return CompileResult(cached.read_bytes(), log, version, from_cache=True)
+        try:
+            log = log_path.read_text(errors="replace") if log_path.is_file() else ""
+            return CompileResult(cached.read_bytes(), log, version, from_cache=True)
+        except OSError:
+            pass  # an unreadable cache entry costs a recompile, never a failure
 
     binary, log = _compile_in_child(request, timeout_s)
     if use_cache:
@@ -212,6 +216,7 @@ def compile_source(
 
 def _store(path: Path, binary: bytes, log: str) -> None:
     """Write atomically, so a concurrent reader never sees half a binary."""
+    tmp = ""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         for target, data in ((path.with_suffix(".log"), log.encode()), (path, binary)):
@@ -219,8 +224,13 @@ def _store(path: Path, binary: bytes, log: str) -> None:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
             os.replace(tmp, target)
+            tmp = ""
     except OSError:
-        pass  # a read-only cache directory costs a recompile, never a failure
+        pass  # a read-only or full cache directory costs a recompile, never a failure
+    finally:
+        if tmp:  # a write that failed (a full disk) or was interrupted: no debris
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def _child_environment() -> dict[str, str]:

@@ -27,7 +27,14 @@ from pytest_gpuperf import simulate
 from pytest_gpuperf.devices import AMD
 from pytest_gpuperf.errors import GpuPerfError, LaunchError, OutOfDeviceMemory
 from pytest_gpuperf.results import ClockReport
-from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel, Module
+from pytest_gpuperf.runtime.base import (
+    Backend,
+    DeviceBuffer,
+    DeviceInfo,
+    Kernel,
+    Module,
+    SpeedModel,
+)
 from pytest_gpuperf.runtime.sim_exec import Allocation, Executor, SimKernel
 from pytest_gpuperf.runtime.sim_model import (
     DEFAULT_EFFICIENCY,
@@ -195,18 +202,42 @@ class SimBackend(Backend):
         """The modelled efficiency, first found of: the kernel_efficiency option (by
         fingerprint, then name), the source directive, the registered model, the reference
         table (the plugin's own kernels only), 0.80."""
+        return self._efficiency(kernel)[0]
+
+    def _efficiency(self, kernel: Kernel) -> tuple[float, str]:
         handle: SimKernel = kernel.handle
         option = self.settings.efficiency_option(handle.fingerprint, kernel.name)
         if option is not None:
-            return option
+            return option, "option"
         if handle.efficiency is not None:
-            return handle.efficiency
+            return handle.efficiency, "directive"
         model = handle.model()
         if model is not None and model.efficiency is not None:
-            return model.efficiency
+            return model.efficiency, "model"
         if handle.plugin_kernel:
-            return REFERENCE_EFFICIENCY.get(self.spec.key, {}).get(kernel.name, DEFAULT_EFFICIENCY)
-        return DEFAULT_EFFICIENCY
+            table = REFERENCE_EFFICIENCY.get(self.spec.key, {})
+            if kernel.name in table:
+                return table[kernel.name], "reference"
+        return DEFAULT_EFFICIENCY, "default"
+
+    def speed_model(self, kernel: Kernel) -> SpeedModel:
+        """What this kernel's modelled time comes from (its code does not enter it): the
+        efficiency and where it was found, the kernel_slowdown factor, the traffic model."""
+        handle: SimKernel = kernel.handle
+        efficiency, found = self._efficiency(kernel)
+        model = handle.model()
+        traffic = ""
+        if model is not None and model.traffic_bytes is not None:
+            name = getattr(model.traffic_bytes, "__qualname__", repr(model.traffic_bytes))
+            traffic = f"{model.source}:{model.kernel}:{name}"
+        slowdown = self.settings.slowdown(handle.fingerprint, kernel.name)
+        return SpeedModel(efficiency, found, slowdown, traffic)
+
+    def outputs_computed(self, kernel: Kernel) -> bool:
+        """False once `kernel` was launched without a model computing its outputs."""
+        handle: SimKernel = kernel.handle
+        where = str(handle.source) if handle.source is not None else "<string>"
+        return (where, handle.name) not in self._executor.unmodelled
 
     def host_clock(self) -> float:
         """The virtual host clock in seconds; the measurement engine uses it as wall time."""

@@ -3,6 +3,7 @@ file:line, merge-on-save, atomic and concurrent writes, links never followed."""
 
 from __future__ import annotations
 
+import errno
 import multiprocessing
 import os
 import signal
@@ -10,11 +11,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import filelock
 import pytest
 
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore, SaveRecord
 from pytest_gpuperf.baseline import store as store_module
-from pytest_gpuperf.errors import BaselineError, ConfigError
+from pytest_gpuperf.errors import BaselineError, ConfigError, SaveInterrupted
 from pytest_gpuperf.gate.saving import entry_from_history
 from pytest_gpuperf.results import Measurement
 
@@ -158,6 +160,12 @@ def line_of(text: str, needle: str, occurrence: int = 1) -> int:
     lines = text.splitlines()
     hits = [i + 1 for i, line in enumerate(lines) if needle in line]
     return hits[occurrence - 1]
+
+
+@pytest.fixture(autouse=True)
+def _own_lock_folder(tmp_path_factory, monkeypatch):
+    """Save locks live in the machine's lock folder: each test gets its own."""
+    monkeypatch.setenv("GPUPERF_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))
 
 
 def test_saved_entry_round_trips_and_reads_as_a_baseline_ref(tmp_path):
@@ -430,13 +438,57 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
     path = write(tmp_path, VALID)
 
     def broken_replace(source, destination):
-        raise OSError("disk full")
+        raise OSError(errno.ENOSPC, "No space left on device", source)
 
     monkeypatch.setattr(store_module.os, "replace", broken_replace)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(
+        BaselineError, match=r"not saved: cannot write .*\.tmp: No space left on device \(ENOSPC\)"
+    ):
         BaselineStore(tmp_path).save("mi300x", [make_entry(name="new")])
     assert path.read_text() == VALID
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mi300x.toml", "mi300x.toml.lock"]
+    # no temporary, and no lock beside the file: it lives in the shared lock folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mi300x.toml"]
+
+
+def test_the_next_save_removes_the_temporaries_a_killed_save_left(tmp_path):
+    write(tmp_path, VALID)
+    stray = tmp_path / ".mi300x.toml.k1ll3d_x.tmp"
+    stray.write_text("half a file")
+    other = tmp_path / ".other.toml.abcdefgh.tmp"  # another file's: not this save's to remove
+    other.write_text("x")
+    BaselineStore(tmp_path).save("mi300x", [make_entry(name="new")])
+    assert not stray.exists() and other.exists()
+    assert len(BaselineStore(tmp_path).load("mi300x")) == 3
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path):
+    path = write(tmp_path, VALID)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert len(BaselineStore(tmp_path).load("mi300x")) == 2
+
+
+def test_ctrl_c_in_a_save_says_where_and_whether_it_reached_the_disk(tmp_path, monkeypatch):
+    path = write(tmp_path, VALID)
+
+    def interrupted(source, destination):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store_module.os, "replace", interrupted)
+    with pytest.raises(
+        SaveInterrupted, match="interrupted \\(Ctrl-C\\) while writing it"
+    ) as caught:
+        BaselineStore(tmp_path).save("mi300x", [make_entry(name="new")])
+    assert caught.value.saved is False and isinstance(caught.value, KeyboardInterrupt)
+    assert path.read_text() == VALID
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mi300x.toml"]
+
+
+def test_a_lock_held_too_long_is_a_clear_error(tmp_path):
+    path = write(tmp_path, VALID)
+    held = filelock.FileLock(str(store_module.lock_path_for(path)))
+    with held, pytest.raises(BaselineError, match=r"not saved: could not lock .* within 0 s"):
+        BaselineStore(tmp_path, lock_timeout_s=0.05).save("mi300x", [make_entry(name="x")])
+    assert path.read_text() == VALID
 
 
 def test_links_at_the_file_or_its_lock_are_never_followed(tmp_path):
@@ -445,11 +497,13 @@ def test_links_at_the_file_or_its_lock_are_never_followed(tmp_path):
     victim.chmod(0o600)
     directory = tmp_path / "baselines"
     directory.mkdir()
-    (directory / "mi300x.toml.lock").symlink_to(victim)
+    lock = store_module.lock_path_for(directory / "mi300x.toml")
+    lock.unlink(missing_ok=True)
+    lock.symlink_to(victim)
     with pytest.raises(BaselineError, match="symbolic link"):
         BaselineStore(directory).save("mi300x", [make_entry()])
     assert victim.read_text() == "secret" and (victim.stat().st_mode & 0o777) == 0o600
-    (directory / "mi300x.toml.lock").unlink()
+    lock.unlink()
     (directory / "mi300x.toml").symlink_to(victim)
     with pytest.raises(BaselineError, match="symbolic link"):
         BaselineStore(directory).save("mi300x", [make_entry()])
@@ -476,7 +530,9 @@ def test_a_read_only_directory_gives_a_clear_error_and_keeps_the_file(tmp_path, 
         raise PermissionError(13, "Permission denied", str(tmp_path))
 
     monkeypatch.setattr(store_module.tempfile, "mkstemp", denied)
-    with pytest.raises(BaselineError, match=r"permission denied.*left as it was"):
+    with pytest.raises(
+        BaselineError, match=r"Permission denied \(EACCES\); make it writable.*left as it was"
+    ):
         BaselineStore(tmp_path).save("mi300x", [make_entry(name="new")])
     assert path.read_text() == VALID
 

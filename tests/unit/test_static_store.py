@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.baseline import BaselineStore
+from pytest_gpuperf.baseline.store import lock_path_for
 from pytest_gpuperf.errors import BaselineError, ConfigError
 from pytest_gpuperf.static import StaticFacts, with_occupancy
 from pytest_gpuperf.static.store import StaticEntry, StaticStore, parse, render
@@ -35,6 +36,12 @@ FACTS = with_occupancy(
         fingerprint_scope="kernel",
     )
 )
+
+
+@pytest.fixture(autouse=True)
+def _own_lock_folder(tmp_path_factory, monkeypatch):
+    """Save locks live in the machine's lock folder: each test gets its own."""
+    monkeypatch.setenv("GPUPERF_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))
 
 
 def entry(test_id: str = "t.py::test_a", name: str = "vector_add", **facts) -> StaticEntry:
@@ -150,11 +157,13 @@ def test_no_path_is_followed_through_a_symbolic_link(tmp_path):
     victim.write_text("keep me")
     folder = tmp_path / "baselines" / "static"
     folder.mkdir(parents=True)
-    (folder / "gfx942.toml.lock").symlink_to(victim)
+    lock = lock_path_for(folder / "gfx942.toml")
+    lock.unlink(missing_ok=True)
+    lock.symlink_to(victim)
     with pytest.raises(BaselineError, match="symbolic link"):
         StaticStore(tmp_path / "baselines").save("gfx942", [entry()])
     assert victim.read_text() == "keep me"
-    (folder / "gfx942.toml.lock").unlink()
+    lock.unlink()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     folder.rmdir()

@@ -1,0 +1,94 @@
+"""The lines a run prints about what went wrong outside the gate: a file that could not be
+written, a run stopped by Ctrl-C, the baseline files a save did not reach.
+
+Each is one line that names what failed, the path, the errno's words and what to do, so a CI
+log shows the cause without a Python traceback (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from pytest_gpuperf.errors import os_error_remedy, os_error_words
+from pytest_gpuperf.results import Row
+
+
+def os_fault_line(what: str, error: OSError, option: str) -> str:
+    """'JSON report not written: out/r.json: No space left on device (ENOSPC); the disk ...'"""
+    where = f"{error.filename}: " if error.filename else ""
+    return f"{what}: {where}{os_error_words(error)}; {os_error_remedy(error, elsewhere=option)}"
+
+
+def saved_lines(
+    rows: Sequence[Row], unsaved: Mapping[str, str], where: Callable[[Path], str]
+) -> list[str]:
+    """What the saves of the run did, per file: 'saved 3 measurements to baselines/x.toml',
+    or 'NOT saved: 3 measurements to baselines/x.toml (why)'. `where` shortens a path."""
+    saved: dict[str, int] = {}
+    refused: dict[str, int] = {}
+    for row in rows:
+        save = row.verdict.save
+        if save is None:
+            continue
+        if save.saved:
+            saved[save.path] = saved.get(save.path, 0) + 1
+        elif save.why_not in ("write", "interrupted"):
+            refused[save.path] = refused.get(save.path, 0) + 1
+    lines = [f"saved {_count(n)} to {where(Path(path))}" for path, n in saved.items()]
+    for path, count in refused.items():
+        why = unsaved.get(path, "")
+        because = "interrupted (Ctrl-C)" if why.startswith("interrupted") else "see the error below"
+        lines.append(f"NOT saved: {_count(count)} to {where(Path(path))} ({because})")
+    return lines
+
+
+def interrupted_line(rows: Sequence[Row], smoke: int, *, during_tests: bool) -> str:
+    """The line of a run Ctrl-C stopped: what it measured, and what that cost."""
+    tests = len({row.test_id for row in rows})
+    if rows:
+        measured = f"{_count(len(rows))} in {tests} test{'s' if tests != 1 else ''} taken (above)"
+    elif smoke:
+        measured = f"{smoke} gpu_bench call(s) launched in smoke mode"
+    else:
+        measured = "no measurement completed"
+    if during_tests:
+        lost = "the tests after them did not run and nothing was saved"
+    else:
+        lost = "a baseline file is saved only where a line above says so"
+    return f"interrupted (Ctrl-C): {measured}; {lost} (files not saved were left as they were)"
+
+
+def _count(n: int) -> str:
+    return f"{n} measurement{'s' if n != 1 else ''}"
+
+
+def no_model_text(kernels: Sequence[tuple[str, str]], where: str, check: str) -> str:
+    """Why an output check failed on the simulated device when a kernel it launched has no
+    model: its outputs were never computed, so the check compared the buffers' old contents
+    (said first: blaming the kernel, or in-place updates, would send the user the wrong way).
+    `kernels` are (name, source file); `where` the failed check's file:line; `check` its
+    message."""
+    names = ", ".join(f"{name!r} of {source}" for name, source in kernels)
+    name, source = kernels[0]
+    lines = [
+        "no model: outputs not computed: the simulated device has no model that computes the "
+        f"outputs of kernel {names}, so it timed the launches but did not compute them: they "
+        "kept what the "
+        "buffers held (gpu_bench.empty fills them with NaN), and the output check below "
+        "failed on that, not on your kernel. Register a model in a conftest.py:",
+        "",
+        "    from pytest_gpuperf import simulate",
+        "",
+        f"    @simulate.model({source!r}, {name!r})",
+        f"    def {name}(args, launch):  # args in the kernel's order, as NumPy views",
+        "        ...  # write the outputs, e.g. args[2][:] = args[0] + args[1]",
+        "",
+        '(docs/simulated-device.md, "Models of your kernels"), or run on a GPU.',
+        "",
+        f"The output check that failed{f' ({where})' if where else ''}:",
+    ]
+    shown = check.strip().splitlines() or ["(no message)"]
+    if len(shown) > 20:
+        shown = [*shown[:20], f"... ({len(shown) - 20} more lines)"]
+    return "\n".join([*lines, *(f"    {line}" for line in shown)])

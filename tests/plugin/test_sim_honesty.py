@@ -1,0 +1,110 @@
+"""The simulated device is honest about code: an A/B comparison of an edited kernel whose
+model did not change is 'modelled' (not timed, never a pass), and a kernel with no model fails
+first with "no model: outputs not computed"."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import test_compare
+
+repo = test_compare.repo  # the fixture: the test directory as a git repository, one commit
+
+PLAIN = """
+def test_add(gpu_bench):
+    add(gpu_bench)
+"""
+TWO = PLAIN + PLAIN.replace("test_add", "test_add_again")
+
+# vector_add changed at head to read its input eight times: a GPU would slow down; the
+# simulated device's time comes from the model registered for vadd.hip, which did not change.
+EIGHT_READS = """\
+#include "gpuperf.h"
+GPUPERF_KERNEL void vector_add(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float sum = 0.0f;
+        for (int k = 0; k < 8; ++k) sum += a[(i + k * 4099) % n];
+        c[i] = a[i] + b[i] + 0.0f * sum;
+    }
+}
+"""
+
+
+def report(gp) -> dict:
+    return json.loads((gp.path / "report.json").read_text())
+
+
+def test_an_edited_body_with_the_same_model_is_modelled_not_a_pass(repo):
+    repo.test_file(TWO)
+    (repo.path / "vadd.hip").write_text(EIGHT_READS)
+    result = repo.run(
+        "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json", "--junitxml=j.xml"
+    )
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=2)  # not failed: nothing says the edit is slower
+    output = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "    vector_add * speed from model  modelled",
+            "note: A/B modelled: head and base are different code, but the simulated device "
+            "times both from the same model*--gpuperf-static=ARCH*(all measurements)",
+            "2 measurements in 2 tests: 2 modelled (the change was not measured)",
+        ]
+    )
+    assert output.count("Gate code changes without a GPU") == 1  # said once
+    rows = [line for line in output.splitlines() if line.startswith("    vector_add")]
+    assert len(rows) == 2 and not any(" pass" in row or " same" in row for row in rows)
+    document = report(repo)
+    assert document["summary"]["passed"] == 0 and document["summary"]["modelled"] == 2
+    comparison = document["results"][0]["verdict"]["comparison"]
+    assert comparison["state"] == "modelled" and comparison["ratio"] is None
+    assert comparison["modelled_by"] == "model" and comparison["modelled_efficiency"] == 0.7185
+    assert comparison["head_fingerprint"] != comparison["base_fingerprint"]
+    assert 'name="gpuperf_ab_state" value="modelled"' in (repo.path / "j.xml").read_text()
+
+
+def test_a_model_that_differs_between_base_and_head_is_still_compared(repo):
+    """A gpuperf-sim directive is part of the model: changed with the body, it is timed."""
+    repo.test_file(TWO)
+    text = EIGHT_READS.replace("GPUPERF_KERNEL", "// gpuperf-sim: efficiency=0.5\nGPUPERF_KERNEL")
+    (repo.path / "vadd.hip").write_text(text)
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=2)
+    assert {r["verdict"]["comparison"]["state"] for r in report(repo)["results"]} == {"regressed"}
+
+
+def test_forcing_a_modelled_pair_times_the_simulators_code_drift(repo):
+    repo.test_file(TWO)
+    (repo.path / "vadd.hip").write_text(EIGHT_READS)
+    result = repo.run(
+        "--gpuperf",
+        "--gpuperf-compare=HEAD",
+        "--gpuperf-compare-force",
+        "--gpuperf-json=report.json",
+    )
+    result.assert_outcomes(passed=2)
+    comparison = report(repo)["results"][0]["verdict"]["comparison"]
+    assert comparison["forced"] is True and comparison["ratio"] is not None
+
+
+def test_a_kernel_with_no_model_fails_first_with_no_model(gp):
+    (gp.path / "conftest.py").write_text("")  # no model for vadd.hip
+    gp.test_file(PLAIN)
+    for args in (["--gpuperf"], []):  # measured or smoke
+        result = gp.run(*args)
+        result.assert_outcomes(failed=1)
+        output = result.stdout.str()
+        result.stdout.fnmatch_lines(
+            [
+                "no model: outputs not computed: the simulated device has no model that "
+                "computes the outputs of kernel 'vector_add' of */vadd.hip*Register a model in "
+                "a conftest.py:",
+                "*@simulate.model('*/vadd.hip', 'vector_add')",
+                "The output check that failed (test_perf.py:*)*",
+                "*FAILED test_perf.py::test_add - Failed: no model: outputs not computed*",
+            ]
+        )
+        assert "setup=" not in output and "in place" not in output  # not blamed first
+        assert "During handling" not in output
