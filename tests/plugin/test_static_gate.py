@@ -85,8 +85,9 @@ def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def sgp(gp, kernel_cache, monkeypatch):
-    """`gp` with the static builds cached across this module's inner runs."""
+def sgp(gp, kernel_cache, monkeypatch, clang19):
+    """`gp` with clang-19 (skipped without it) and the static builds cached across this
+    module's inner runs."""
     monkeypatch.setenv("GPUPERF_CACHE_DIR", str(kernel_cache))
     return gp
 
@@ -108,7 +109,7 @@ def llvm_facts() -> dict[str, dict[str, int]]:
     return found
 
 
-def test_the_perf_suite_gets_a_table_of_every_kernel_matching_llvm(kernel_cache, tmp_path):
+def test_the_perf_suite_gets_a_table_of_every_kernel_matching_llvm(kernel_cache, tmp_path, clang19):
     """tests/perf itself, from the repository, as the CI job runs it: every kernel's
     resources and occupancy in the table agree with LLVM's own numbers for the same build,
     every stored entry is "code unchanged", and the variants' instructions are asserted."""
@@ -411,7 +412,8 @@ def test_saving_keeps_other_entries_and_timing_baselines_never_see_the_file(sgp)
 # -- what a user meets ------------------------------------------------------------------------
 
 
-def test_missing_clang_skips_saying_what_was_tried_and_fails_under_require(sgp, monkeypatch):
+def test_missing_clang_skips_saying_what_was_tried_and_fails_under_require(gp, monkeypatch):
+    sgp = gp  # needs no clang: it hides every one
     sgp.test_file(ADD_TEST)
     empty = sgp.path / "no-tools"
     empty.mkdir()
@@ -429,7 +431,8 @@ def test_missing_clang_skips_saying_what_was_tried_and_fails_under_require(sgp, 
     assert "tests using gpu_bench will FAIL (--gpuperf-require)" in required.stdout.str()
 
 
-def test_a_clang_given_that_does_not_exist_is_named(sgp):
+def test_a_clang_given_that_does_not_exist_is_named(gp):
+    sgp = gp  # needs no clang
     sgp.test_file(ADD_TEST)
     result = sgp.run(STATIC, "--gpuperf-clang=/nowhere/clang-99", "-rs")
     result.assert_outcomes(skipped=1)
