@@ -191,6 +191,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             state.session.check_baseline_files()
         except BaselineError as broken:
             raise pytest.UsageError(f"pytest-gpuperf: {broken}") from None
+    if state.settings.measure or state.settings.static:
+        try:
+            state.session.check_compare_ref()
+        except GpuPerfError as unresolved:
+            raise pytest.UsageError(f"pytest-gpuperf: {unresolved}") from None
     if not _is_xdist_worker(session.config):
         from pytest_gpuperf.report.files import unwritable
 
@@ -594,7 +599,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = _state(config)
     rows = state.all_rows
     smoke = sum(state.smoke.values())
+    missing_base = _missing_base_line(state)
     if not (rows or state.devices or smoke or state.problems):
+        if missing_base:
+            terminalreporter.write_line(missing_base, yellow=True)
         return
     writer = terminalreporter
     simulated = any(d.get("simulated") for d in state.devices) or any(
@@ -622,8 +630,23 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         writer.write_line(f"gpuperf: {line}")
     for line in state.written:
         writer.write_line(f"gpuperf: {line}")
+    if missing_base:
+        writer.write_line(missing_base, yellow=True)
     for problem in state.problems:
         writer.write_line(f"gpuperf: ERROR: {problem}", red=True)
+
+
+def _missing_base_line(state: _State) -> str:
+    """Said once when --gpuperf-compare-missing-ok let a run go on without its base."""
+    settings = state.settings
+    if not (settings.compare_ref and settings.compare_missing_ok):
+        return ""
+    if not (settings.measure or settings.static) or state.session.base_tree().commit:
+        return ""
+    return (
+        f"gpuperf: nothing was compared with {settings.compare_ref}: git cannot resolve it here, "
+        "and --gpuperf-compare-missing-ok runs on without a base (every A/B is 'no base')"
+    )
 
 
 def _saved_lines(rows: list[Row], rootdir: Path, unsaved: set[str]) -> list[str]:

@@ -134,6 +134,22 @@ class BenchSession:
             self._base_tree = materialise(ref, self.rootdir, cache_dir() / "trees")
         return self._base_tree
 
+    def check_compare_ref(self) -> None:
+        """Resolve --gpuperf-compare's REF once, at the start: `RefUnresolved` when git cannot
+        (a typo, a ref missing from a shallow clone), unless --gpuperf-compare-missing-ok lets
+        every comparison say "no base" instead. A gate that silently compares with nothing
+        is switched off without anyone noticing."""
+        if not self.settings.compare_ref:
+            return
+        from pytest_gpuperf.base_tree import RefUnresolved
+
+        tree = self.base_tree()
+        if not tree.commit and not self.settings.compare_missing_ok:
+            raise RefUnresolved(
+                f"{tree.problem}. To run on without a base (every comparison 'no base'), add "
+                "--gpuperf-compare-missing-ok"
+            )
+
     def base_kernel(self, kernel: Kernel) -> tuple[Kernel | None, str, str]:
         """(the base revision's build of `kernel`, "", "") or (None, NO_BASE_*, why)."""
         module = kernel.module
