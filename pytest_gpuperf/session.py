@@ -67,6 +67,10 @@ class BenchSession:
         self._git: GitFacts | None = None
         self._base_tree: BaseTree | None = None
         self._pending: dict[str, dict[tuple[str, str, str], BaselineEntry]] = {}
+        # the same saves, to be re-planned on each entry as it is on disk when written
+        self._rebase: dict[
+            str, dict[tuple[str, str, str], Callable[[BaselineEntry | None], BaselineEntry]]
+        ] = {}
 
     # -- the device ----------------------------------------------------------------------
     @property
@@ -252,6 +256,8 @@ class BenchSession:
                         "test with the same id; give each measurement its own name"
                     )
                 pending[item.entry.key] = item.entry
+                if item.rebase is not None:
+                    self._rebase.setdefault(item.save_key, {})[item.entry.key] = item.rebase
         return Judgement(tuple((item.measurement, item.verdict) for item in judged))
 
     def flush_saves(self) -> tuple[list[str], list[GpuPerfError]]:
@@ -263,7 +269,7 @@ class BenchSession:
         for key, entries in sorted(self._pending.items()):
             assert store is not None
             try:
-                path = store.save(key, entries.values())
+                path = store.save(key, entries.values(), rebase=self._rebase.get(key, {}))
             except GpuPerfError as problem:
                 problems.append(problem)
                 continue
@@ -273,6 +279,7 @@ class BenchSession:
                 f"{relative(path, self.rootdir)}"
             )
         self._pending.clear()
+        self._rebase.clear()
         return written, problems
 
     def close(self) -> None:
