@@ -264,12 +264,16 @@ def test_a_tests_peak_override_is_not_the_devices_peak(gp):
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         [
+            "gpuperf device: AMD Instinct MI300X [[]mi300x[]] via sim, GPU 0, gfx942, *",
             "*= gpuperf — SIMULATED DEVICE =*",
-            "gpuperf device: AMD Instinct MI300X [[]mi300x[]] via sim, peak 5.30 TB/s",
+            "gpuperf device: AMD Instinct MI300X [[]mi300x[]] via sim, gfx942, peak 5.30 TB/s",
         ]
     )
+    # one name in the header and the summary (the table's); the runtime's is in the JSON
     (device,) = json.loads((gp.path / "out.json").read_text())["devices"]
     assert device["peak_bps"] == 5.3e12
+    assert device["name"] == "AMD Instinct MI300X"
+    assert device["runtime_name"] == "Simulated AMD Instinct MI300X"
 
 
 def test_callable_is_measured_with_run(gp):
