@@ -330,11 +330,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     from pytest_gpuperf.results import FAIL, MARGINAL
 
     verdicts = judgement.verdicts
+    verbose = item.config.get_verbosity() > 0  # -v: every check, not only what decided
     for measurement, verdict in verdicts:
         prefix = "gpuperf" if len(verdicts) == 1 else f"gpuperf.{measurement.name}"
         item.user_properties.extend(junit_properties(measurement, verdict, prefix=prefix))
         if verdict.status == MARGINAL:
-            item.warn(GpuPerfWarning(failure_text(measurement, verdict)))
+            item.warn(GpuPerfWarning(failure_text(measurement, verdict, verbose=verbose)))
         if verdict.floor is not None and verdict.floor.hot_floor:
             item.warn(
                 GpuPerfWarning(
@@ -343,7 +344,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
                     "measurements"
                 )
             )
-    failures = [failure_text(m, v) for m, v in verdicts if v.status == FAIL]
+    failures = [failure_text(m, v, verbose=verbose) for m, v in verdicts if v.status == FAIL]
     if failures:
         pytest.fail("\n\n".join(failures), pytrace=False)
     return result

@@ -95,10 +95,13 @@ def test_a_slower_head_regresses_and_fails_naming_head_base_and_the_interval(rep
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "vector_add: A/B regressed: +*% time against HEAD (*) (95% CI +*% to +*%, beyond the "
-            "threshold of +*%)",
-            "*A/B:*head *% vs base *%, * at HEAD (*); head/base time 1.* (95% CI *) over * "
-            "interleaved pairs",
+            "vector_add: A/B regressed against HEAD (*): head/base time 1.* (+*%), 95% CI 1.* to "
+            "1.*, all above the threshold 1 + *%",
+            "  threshold:*+*%: *",
+            "  pairs:*interleaved head/base pairs on the same buffers: head *% vs base *% of "
+            "peak, base * µs, base built from HEAD (*)",
+            "  device:*",
+            "  more:*pytest -v adds the measurement",
             "*FAIL A/B*",
         ]
     )
@@ -150,8 +153,10 @@ def test_changed_code_is_judged_at_the_larger_of_threshold_and_code_drift(repo):
     result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*A/B rule:*1 + 2.67%: what a different code object's drift of +-1.57% explains*"]
+        ["*threshold:*+2.67%: what a different code object's drift of +-1.57% explains*"]
     )
+    verbose = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "-v")
+    verbose.stdout.fnmatch_lines(["*threshold:*+2.67%*", "*device:*", "*measured:*"])
     comparison = report(repo)["results"][0]["verdict"]["comparison"]
     assert comparison["code_spread"] == DEFAULT_CODE_SPREAD["sim"]
     assert comparison["threshold"] == pytest.approx(code_allowance(DEFAULT_CODE_SPREAD["sim"]))
