@@ -301,7 +301,7 @@ def test_concurrent_saving_processes_keep_every_save(gp):
         for _ in range(runs)
     ]
     outputs = [process.communicate(timeout=300)[0] for process in processes]
-    for process, output in zip(processes, outputs):
+    for process, output in zip(processes, outputs, strict=True):
         assert process.returncode == 0, output
     saved = BaselineStore(gp.path / "baselines").load("mi300x-sim").entries
     assert len(saved) == 6
