@@ -564,10 +564,12 @@ def _write_files(config: pytest.Config, state: _State) -> None:
         if done is not None:
             state.written.append(f"{what}: {done}")
 
+    static = config.pluginmanager.get_plugin("gpuperf-static")
+    static_json = static.json() if static is not None and settings.static else None
     if settings.json_path:
         attempt(
             "JSON report",
-            lambda: report.write_json(settings.json_path, report.to_json(rows, meta)),
+            lambda: report.write_json(settings.json_path, report.to_json(rows, meta, static_json)),
         )
     if settings.benchmark_json_path:
         attempt(
@@ -578,8 +580,7 @@ def _write_files(config: pytest.Config, state: _State) -> None:
         )
     if settings.markdown_path:
         text = report.markdown(rows, meta, update_command=command)
-        static = config.pluginmanager.get_plugin("gpuperf-static")
-        if static is not None:  # gpuperf-static: the static gate's own summary
+        if static is not None and settings.static:  # the static gate's own summary
             text = static.markdown(meta)
         path = settings.markdown_path
 

@@ -21,8 +21,13 @@ REPORT_SCHEMA = "pytest-gpuperf-report"
 REPORT_SCHEMA_VERSION = 3
 
 
-def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, Any]:
-    """The complete report in our own versioned schema."""
+def to_json(
+    rows: Sequence[Row],
+    meta: ReportMeta | None = None,
+    static: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The complete report in our own versioned schema; `static` is the static gate's part
+    (static/report.py's static_json) under --gpuperf-static."""
     meta = meta or ReportMeta()
     statuses = [row.verdict.status for row in rows]
     return {
@@ -52,6 +57,7 @@ def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, An
             "unjudged": statuses.count(UNJUDGED),
             "line": summary_line(rows),
         },
+        "static": dict(static) if static is not None else None,
         "results": [
             {
                 "test_id": row.test_id,
