@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from tests.toolchains import REQUIRE_VARIABLE, need, probe_system
+from tests.toolchains import REQUIRE_VARIABLE, TOOLCHAINS, need, probe_system
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -46,7 +46,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     terminalreporter.section("skipped, by reason", sep="-")
     for reason, count in sorted(reasons.items(), key=lambda item: (-item[1], item[0])):
         terminalreporter.write_line(f"{count:5d} {reason}")
-    if any(reason.startswith("needs ") for reason in reasons):
+    prefixes = tuple(f"needs {toolchain.what}:" for toolchain in TOOLCHAINS.values())
+    if any(reason.startswith(prefixes) for reason in reasons):
         terminalreporter.write_line(
             f"CI sets {REQUIRE_VARIABLE}=1: there a missing compiler or library fails the test"
         )
