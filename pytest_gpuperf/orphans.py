@@ -47,13 +47,26 @@ def find_orphans(
         loaded = store.load(device_key)
         for key in sorted(loaded.entries):
             test_id, name, cache = key
-            if test_id.split("::", 1)[0] not in files:
-                continue  # this run did not collect that file: nothing to say
-            if test_id not in collected:
-                found.append(Orphan(device_key, loaded.path, key, "test"))
-            elif test_id in produced and (name, cache) not in produced[test_id]:
-                found.append(Orphan(device_key, loaded.path, key, "measurement"))
+            why = _why(test_id, (name, cache), files, collected, produced)
+            if why:
+                found.append(Orphan(device_key, loaded.path, key, _named(why, "measurement")))
     return found
+
+
+def _why(
+    test_id: str,
+    made: tuple[str, str],
+    files: set[str],
+    collected: set[str],
+    produced: Mapping[str, set[tuple[str, str]]],
+) -> str:
+    """Why an entry is an orphan: "test" (its test was not collected), "other" (its test
+    produced other entries) or "" (not an orphan, or this run did not collect its file)."""
+    if test_id.split("::", 1)[0] not in files:
+        return ""
+    if test_id not in collected:
+        return "test"
+    return "other" if test_id in produced and made not in produced[test_id] else ""
 
 
 def prune(store: BaselineStore, orphans: Iterable[Orphan]) -> dict[Path, int]:
@@ -93,14 +106,14 @@ def find_static_orphans(
     for arch in sorted(set(archs)):
         loaded = store.load(arch)
         for key in sorted(loaded.entries):
-            test_id, name = key
-            if test_id.split("::", 1)[0] not in files:
-                continue
-            if test_id not in collected:
-                found.append(StaticOrphan(arch, loaded.path, key, "test"))
-            elif test_id in produced and (arch, name) not in produced[test_id]:
-                found.append(StaticOrphan(arch, loaded.path, key, "kernel"))
+            why = _why(key[0], (arch, key[1]), files, collected, produced)
+            if why:
+                found.append(StaticOrphan(arch, loaded.path, key, _named(why, "kernel")))
     return found
+
+
+def _named(why: str, other: str) -> str:
+    return other if why == "other" else why
 
 
 def prune_static(store: StaticStore, orphans: Iterable[StaticOrphan]) -> dict[Path, int]:

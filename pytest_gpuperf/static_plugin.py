@@ -306,23 +306,19 @@ class StaticPlugin:
             f"{len(orphans)} static entr{'ies' if len(orphans) != 1 else 'y'} no test of this "
             "run produced (a renamed or removed test or kernel?): --gpuperf-prune removes them"
         )
-        for orphan in orphans[:20]:
+        for orphan in orphans:
             test_id, name = orphan.key
-            gone = "test not collected" if orphan.why == "test" else "not checked by its test"
-            where = self._relative(orphan.path)
-            self.orphan_lines.append(f"  orphan: {test_id} [{name}] in {where} ({gone})")
             self.orphans.append(
-                {"test_id": test_id, "name": name, "arch": orphan.arch, "path": where,
-                 "why": orphan.why}
+                {"test_id": test_id, "name": name, "arch": orphan.arch,
+                 "path": self._relative(orphan.path), "why": orphan.why}
             )  # fmt: skip
+        for shown in self.orphans[:20]:
+            gone = "test not collected" if shown["why"] == "test" else "not checked by its test"
+            self.orphan_lines.append(
+                f"  orphan: {shown['test_id']} [{shown['name']}] in {shown['path']} ({gone})"
+            )
         if len(orphans) > 20:
             self.orphan_lines.append(f"  ... and {len(orphans) - 20} more")
-            for orphan in orphans[20:]:
-                test_id, name = orphan.key
-                self.orphans.append(
-                    {"test_id": test_id, "name": name, "arch": orphan.arch,
-                     "path": self._relative(orphan.path), "why": orphan.why}
-                )  # fmt: skip
 
     def json(self) -> dict[str, Any]:
         """The static gate's part of the JSON report (`static`, docs/json-schema.md)."""
