@@ -20,6 +20,7 @@ from pathlib import Path
 
 import filelock
 
+from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.provenance import run_git
 from pytest_gpuperf.results import NO_BASE_FILE, NO_BASE_REF
 
@@ -27,9 +28,14 @@ ARCHIVE_TIMEOUT_S = 300.0
 _COMPLETE = ".gpuperf-complete"
 
 
+class RefUnresolved(GpuPerfError):
+    """git cannot resolve --gpuperf-compare's REF to a commit: a configuration error (a typo,
+    a ref a shallow clone lacks), not a kernel without a base."""
+
+
 @dataclass(frozen=True)
 class BaseTree:
-    """REF's tree, or why there is none (`problem`)."""
+    """REF's tree, or why there is none (`problem`; `commit` is "" when REF did not resolve)."""
 
     ref: str
     commit: str = ""
@@ -56,24 +62,58 @@ class BaseTree:
         return base, "", ""
 
 
-def materialise(ref: str, start: Path, cache_root: Path) -> BaseTree:
-    """REF's tree for the repository that holds `start`, extracted under `cache_root`."""
+def resolve_ref(ref: str, start: Path) -> tuple[Path, str]:
+    """(the repository's top level, REF's commit); `RefUnresolved` quotes git and says how to
+    fetch the ref when git cannot resolve it."""
     toplevel_text = run_git(start, "rev-parse", "--show-toplevel")
     if not toplevel_text:
-        return BaseTree(
-            ref, problem=f"{start} is not inside a git work tree (or git is not installed)"
+        raise RefUnresolved(
+            f"--gpuperf-compare={ref}: {start} is not inside a git work tree (or git is not "
+            "installed), so there is no base revision to compare with"
         )
     toplevel = Path(toplevel_text).resolve()
     commit = run_git(toplevel, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
-    if not commit:
-        return BaseTree(
-            ref,
-            toplevel=toplevel,
-            problem=(
-                f"git revision {ref!r} not found in {toplevel} (a shallow clone? fetch it "
-                "first, e.g. `git fetch --depth=1 origin main` for origin/main)"
-            ),
+    if commit:
+        return toplevel, commit
+    raise RefUnresolved(
+        f"--gpuperf-compare={ref}: git cannot resolve {ref!r} to a commit in {toplevel}: "
+        f"{_git_words(toplevel, ref)}. {_fetch_hint(toplevel, ref)}"
+    )
+
+
+def _git_words(toplevel: Path, ref: str) -> str:
+    """git's own first line about `ref` ("fatal: ambiguous argument 'orgin/main': unknown
+    revision or path not in the working tree.")."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", ref], cwd=toplevel, capture_output=True, text=True, timeout=10
         )
+    except (OSError, subprocess.SubprocessError) as failure:
+        return str(failure)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    return lines[0].strip().rstrip(".") if lines else f"git rev-parse exited {done.returncode}"
+
+
+def _fetch_hint(toplevel: Path, ref: str) -> str:
+    """How to get `ref` (a shallow clone fetches only what it was told to), and the remotes
+    there are when `ref` names one that is not."""
+    remotes = (run_git(toplevel, "remote") or "").split()
+    remote, _, branch = ref.partition("/")
+    if branch and remote in remotes:
+        return f"A shallow clone? Fetch it first: `git fetch --depth=1 {remote} {branch}`"
+    hint = "A shallow clone? Fetch it first, e.g. `git fetch --depth=1 origin main` for origin/main"
+    if branch and remotes:
+        hint = f"There is no remote {remote!r} (remotes: {', '.join(remotes)}); a typo? " + hint
+    return hint
+
+
+def materialise(ref: str, start: Path, cache_root: Path) -> BaseTree:
+    """REF's tree for the repository that holds `start`, extracted under `cache_root`; an
+    unresolved REF is a BaseTree whose `problem` is RefUnresolved's text and `commit` ""."""
+    try:
+        toplevel, commit = resolve_ref(ref, start)
+    except RefUnresolved as unresolved:
+        return BaseTree(ref, problem=str(unresolved))
     target = cache_root / commit
     try:
         _extract(toplevel, commit, target)

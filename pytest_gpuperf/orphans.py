@@ -12,8 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_gpuperf.baseline import BaselineStore, Key
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.static.store import StaticStore
 
 
 @dataclass(frozen=True)
@@ -43,13 +47,26 @@ def find_orphans(
         loaded = store.load(device_key)
         for key in sorted(loaded.entries):
             test_id, name, cache = key
-            if test_id.split("::", 1)[0] not in files:
-                continue  # this run did not collect that file: nothing to say
-            if test_id not in collected:
-                found.append(Orphan(device_key, loaded.path, key, "test"))
-            elif test_id in produced and (name, cache) not in produced[test_id]:
-                found.append(Orphan(device_key, loaded.path, key, "measurement"))
+            why = _why(test_id, (name, cache), files, collected, produced)
+            if why:
+                found.append(Orphan(device_key, loaded.path, key, _named(why, "measurement")))
     return found
+
+
+def _why(
+    test_id: str,
+    made: tuple[str, str],
+    files: set[str],
+    collected: set[str],
+    produced: Mapping[str, set[tuple[str, str]]],
+) -> str:
+    """Why an entry is an orphan: "test" (its test was not collected), "other" (its test
+    produced other entries) or "" (not an orphan, or this run did not collect its file)."""
+    if test_id.split("::", 1)[0] not in files:
+        return ""
+    if test_id not in collected:
+        return "test"
+    return "other" if test_id in produced and made not in produced[test_id] else ""
 
 
 def prune(store: BaselineStore, orphans: Iterable[Orphan]) -> dict[Path, int]:
@@ -62,4 +79,49 @@ def prune(store: BaselineStore, orphans: Iterable[Orphan]) -> dict[Path, int]:
     for device_key, keys in by_device.items():
         path = store.update(device_key, [], remove=keys)
         removed[path] = len(keys)
+    return removed
+
+
+@dataclass(frozen=True)
+class StaticOrphan:
+    """An entry of the static facts file of `arch` that no test of this run produced."""
+
+    arch: str
+    path: Path
+    key: tuple[str, str]  # (test id, entry name)
+    why: str  # "test" (not collected) | "kernel" (the test checked other kernel entries)
+
+
+def find_static_orphans(
+    store: StaticStore,
+    archs: Iterable[str],
+    *,
+    collected: set[str],
+    produced: Mapping[str, set[tuple[str, str]]],
+) -> list[StaticOrphan]:
+    """The same rule as `find_orphans`, for baselines/static/<arch>.toml: `produced` maps the
+    tests the static gate checked to the (arch, entry name) pairs it checked."""
+    files = {test_id.split("::", 1)[0] for test_id in collected}
+    found = []
+    for arch in sorted(set(archs)):
+        loaded = store.load(arch)
+        for key in sorted(loaded.entries):
+            why = _why(key[0], (arch, key[1]), files, collected, produced)
+            if why:
+                found.append(StaticOrphan(arch, loaded.path, key, _named(why, "kernel")))
+    return found
+
+
+def _named(why: str, other: str) -> str:
+    return other if why == "other" else why
+
+
+def prune_static(store: StaticStore, orphans: Iterable[StaticOrphan]) -> dict[Path, int]:
+    """Remove static orphans from their files (one locked merge per file)."""
+    by_arch: dict[str, list[tuple[str, str]]] = {}
+    for orphan in orphans:
+        by_arch.setdefault(orphan.arch, []).append(orphan.key)
+    removed = {}
+    for arch, keys in by_arch.items():
+        removed[store.save(arch, [], remove=keys)] = len(keys)
     return removed

@@ -205,6 +205,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             state.session.check_baseline_files()
         except BaselineError as broken:
             raise pytest.UsageError(f"pytest-gpuperf: {broken}") from None
+    if state.settings.measure or state.settings.static:
+        try:
+            state.session.check_compare_ref()
+        except GpuPerfError as unresolved:
+            raise pytest.UsageError(f"pytest-gpuperf: {unresolved}") from None
     if not _is_xdist_worker(session.config):
         from pytest_gpuperf.report.files import unwritable
 
@@ -348,11 +353,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     from pytest_gpuperf.results import FAIL, MARGINAL
 
     verdicts = judgement.verdicts
+    verbose = item.config.get_verbosity() > 0  # -v: every check, not only what decided
     for measurement, verdict in verdicts:
         prefix = "gpuperf" if len(verdicts) == 1 else f"gpuperf.{measurement.name}"
         item.user_properties.extend(junit_properties(measurement, verdict, prefix=prefix))
         if verdict.status == MARGINAL:
-            item.warn(GpuPerfWarning(failure_text(measurement, verdict)))
+            item.warn(GpuPerfWarning(failure_text(measurement, verdict, verbose=verbose)))
         if verdict.floor is not None and verdict.floor.hot_floor:
             item.warn(
                 GpuPerfWarning(
@@ -361,7 +367,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
                     "measurements"
                 )
             )
-    failures = [failure_text(m, v) for m, v in verdicts if v.status == FAIL]
+    failures = [failure_text(m, v, verbose=verbose) for m, v in verdicts if v.status == FAIL]
     if failures:
         pytest.fail("\n\n".join(failures), pytrace=False)
     return result
@@ -664,11 +670,13 @@ def _write_files(config: pytest.Config, state: _State) -> None:
         if done is not None:
             state.written.append(f"{what}: {done}")
 
+    static = config.pluginmanager.get_plugin("gpuperf-static")
+    static_json = static.json() if static is not None and settings.static else None
     if settings.json_path:
         attempt(
             "JSON report",
             "--gpuperf-json=PATH",
-            lambda: report.write_json(settings.json_path, report.to_json(rows, meta)),
+            lambda: report.write_json(settings.json_path, report.to_json(rows, meta, static_json)),
         )
     if settings.benchmark_json_path:
         attempt(
@@ -680,7 +688,6 @@ def _write_files(config: pytest.Config, state: _State) -> None:
         )
     if settings.markdown_path:
         text = report.markdown(rows, meta, update_command=command)
-        static = config.pluginmanager.get_plugin("gpuperf-static")
         if static is not None and settings.static:  # gpuperf-static: its own summary (the
             # plugin is also registered by --gpuperf-save, which keeps this run's summary)
             text = static.markdown(meta)
@@ -707,7 +714,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = _state(config)
     rows = state.all_rows
     smoke = sum(state.smoke.values())
+    missing_base = _missing_base_line(state)
     if not (rows or state.devices or smoke or state.problems or state.interrupted):
+        if missing_base:
+            terminalreporter.write_line(missing_base, yellow=True)
         return
     writer = terminalreporter
     simulated = any(d.get("simulated") for d in state.devices) or any(
@@ -744,6 +754,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         writer.write_line(f"gpuperf: {line}")
     for line in state.written:
         writer.write_line(f"gpuperf: {line}")
+    if missing_base:
+        writer.write_line(missing_base, yellow=True)
     for problem in state.problems:
         writer.write_line(f"gpuperf: ERROR: {problem}", red=True)
     during_tests = config.stash.get(STOPPED, False)
@@ -757,6 +769,19 @@ def _uncomputed(bench: GpuBench) -> bool:
         return bool(bench.uncomputed())
     except GpuPerfError:
         return False
+
+
+def _missing_base_line(state: _State) -> str:
+    """Said once when --gpuperf-compare-missing-ok let a run go on without its base."""
+    settings = state.settings
+    if not (settings.compare_ref and settings.compare_missing_ok):
+        return ""
+    if not (settings.measure or settings.static) or state.session.base_tree().commit:
+        return ""
+    return (
+        f"gpuperf: nothing was compared with {settings.compare_ref}: git cannot resolve it here, "
+        "and --gpuperf-compare-missing-ok runs on without a base (every A/B is 'no base')"
+    )
 
 
 def _repeated_launches_hint(bench: GpuBench) -> str:

@@ -68,6 +68,10 @@ class BenchSession:
         self._git: GitFacts | None = None
         self._base_tree: BaseTree | None = None
         self._pending: dict[str, dict[tuple[str, str, str], BaselineEntry]] = {}
+        # the same saves, to be re-planned on each entry as it is on disk when written
+        self._rebase: dict[
+            str, dict[tuple[str, str, str], Callable[[BaselineEntry | None], BaselineEntry]]
+        ] = {}
         # The tests of the run that measure (known at collection; plugin.py sets it): they
         # share the run's false-alarm budget.
         self.suite_checks = 1
@@ -163,6 +167,22 @@ class BenchSession:
             ref = self.settings.compare_ref or "HEAD"
             self._base_tree = materialise(ref, self.rootdir, cache_dir() / "trees")
         return self._base_tree
+
+    def check_compare_ref(self) -> None:
+        """Resolve --gpuperf-compare's REF once, at the start: `RefUnresolved` when git cannot
+        (a typo, a ref missing from a shallow clone), unless --gpuperf-compare-missing-ok lets
+        every comparison say "no base" instead. A gate that silently compares with nothing
+        is switched off without anyone noticing."""
+        if not self.settings.compare_ref:
+            return
+        from pytest_gpuperf.base_tree import RefUnresolved
+
+        tree = self.base_tree()
+        if not tree.commit and not self.settings.compare_missing_ok:
+            raise RefUnresolved(
+                f"{tree.problem}. To run on without a base (every comparison 'no base'), add "
+                "--gpuperf-compare-missing-ok"
+            )
 
     def base_kernel(self, kernel: Kernel) -> tuple[Kernel | None, str, str]:
         """(the base revision's build of `kernel`, "", "") or (None, NO_BASE_*, why)."""
@@ -283,6 +303,8 @@ class BenchSession:
                         "test with the same id; give each measurement its own name"
                     )
                 pending[item.entry.key] = item.entry
+                if item.rebase is not None:
+                    self._rebase.setdefault(item.save_key, {})[item.entry.key] = item.rebase
         return Judgement(tuple((item.measurement, item.verdict) for item in judged))
 
     def flush_saves(self, *, interrupted: bool = False) -> SaveOutcome:
@@ -292,6 +314,7 @@ class BenchSession:
         this, so nothing is written (the measurements of a cut-short run are not recorded)."""
         outcome = SaveOutcome()
         pending = sorted(self._pending.items())
+        rebase, self._rebase = self._rebase, {}
         self._pending.clear()
         if not pending:
             return outcome
@@ -302,7 +325,7 @@ class BenchSession:
                 outcome.unsaved[where] = "interrupted (Ctrl-C) before the save"
                 continue
             try:
-                path = store.save(key, entries.values())
+                path = store.save(key, entries.values(), rebase=rebase.get(key, {}))
             except GpuPerfError as problem:
                 outcome.problems.append(str(problem))
                 outcome.unsaved[where] = _short_reason(problem)

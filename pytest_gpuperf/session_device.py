@@ -42,8 +42,10 @@ class OpenDevice:
         """Header lines: the device, and loudly, whether it is simulated and why."""
         info, spec = self.info, self.match.spec
         where = f"GPU {info.index}" + (f" ({info.pci_bus_id})" if info.pci_bus_id else "")
+        # The device table's name, as the summary and the baselines name it; the runtime's own
+        # name is in the JSON report (devices[].runtime_name).
         line = (
-            f"{info.name} [{spec.key}] via {info.backend}, {where}, {info.arch}, "
+            f"{spec.name} [{spec.key}] via {info.backend}, {where}, {info.arch}, "
             f"peak {spec.peak_bps / 1e12:.2f} TB/s ({self.match.how})"
         )
         lines = [f"gpuperf device: {line}"]

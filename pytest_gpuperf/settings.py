@@ -194,6 +194,16 @@ OPTIONS: tuple[OptionSpec, ...] = (
         metavar="FRACTION",
     ),
     OptionSpec(
+        "--gpuperf-compare-missing-ok",
+        "gpuperf_compare_missing_ok",
+        "run on when git cannot resolve --gpuperf-compare's REF (a pipeline that runs the same "
+        "command on branches without a base): every comparison then says 'no base' and the "
+        "summary names this option. Default: off (an unresolvable REF stops the run at start, "
+        "exit 4, quoting git).",
+        ini="gpuperf_compare_missing_ok",
+        is_flag=True,
+    ),
+    OptionSpec(
         "--gpuperf-prune",
         "gpuperf_prune",
         "remove the baseline entries no test of this run produced (a renamed or removed test, "
@@ -313,6 +323,7 @@ class Settings:
     compare_code_spread: float | None = None  # None: the backend's (policy.DEFAULT_CODE_SPREAD)
     compare_force: bool = False
     suite_alarm: float = DEFAULT_SUITE_ALARM
+    compare_missing_ok: bool = False  # an unresolvable REF: no base, instead of a usage error
     history_length: int = HISTORY_LENGTH
     prune: bool = False
     budget_s: float = DEFAULT_BUDGET_S
@@ -488,6 +499,7 @@ def build_settings(
         compare_code_spread=get("gpuperf_compare_code_spread", parse_code_spread, None),
         compare_force=get("gpuperf_compare_force", parse_bool, False),
         suite_alarm=get("gpuperf_suite_alarm", parse_suite_alarm, DEFAULT_SUITE_ALARM),
+        compare_missing_ok=get("gpuperf_compare_missing_ok", parse_bool, False),
         history_length=get("gpuperf_history", parse_history, HISTORY_LENGTH),
         prune=get("gpuperf_prune", parse_bool, False),
         budget_s=get("gpuperf_budget", parse_budget, DEFAULT_BUDGET_S),

@@ -51,6 +51,8 @@ class StaticPlugin:
         self._static: StaticSession | None = None
         self._log: LaunchLog | None = None
         self._missing: GpuPerfError | None = None
+        self.orphan_lines: list[str] = []  # the controller's, for the summary
+        self.orphans: list[dict[str, str]] = []  # the same, for the JSON report
 
     @property
     def static(self) -> StaticSession:
@@ -180,7 +182,7 @@ class StaticPlugin:
         if not self.settings.static:  # a timing save: the loaded code objects' facts
             self._stage_loaded(item, bench)
             return result
-        from pytest_gpuperf.static.report import failure_message
+        from pytest_gpuperf.static.report import failure_message, junit_properties
         from pytest_gpuperf.static.session import uses_of
 
         try:
@@ -188,6 +190,7 @@ class StaticPlugin:
         except GpuPerfError as problem:  # a broken facts file, a missing clang
             pytest.fail(f"gpuperf: {problem}", pytrace=False)
         item.stash[RESULT] = outcome
+        item.user_properties.extend(junit_properties(outcome))
         if outcome.failed:
             pytest.fail(failure_message(outcome), pytrace=False)
         return result
@@ -275,6 +278,62 @@ class StaticPlugin:
             self.state.problems.append(f"{detail} (static facts); the file was left as it was")
             return
         self.state.problems += [str(problem) for problem in problems]
+        if not hasattr(session.config, "workerinput"):
+            self._find_orphans()
+
+    def _find_orphans(self) -> None:
+        """List (or with --gpuperf-prune remove) the stored static entries no test of this
+        run produced, as plugin.py does for the measured baselines."""
+        if not (self.settings.static and self.results):
+            return
+        from pytest_gpuperf.orphans import find_static_orphans, prune_static
+
+        produced: dict[str, set[tuple[str, str]]] = {}
+        for test_id, result in self.results.items():
+            produced.setdefault(test_id, set()).update((c.arch, c.name) for c in result.checks)
+        store = self.static.store
+        try:
+            orphans = find_static_orphans(
+                store, self.settings.static_archs, collected=self.state.collected, produced=produced
+            )
+            if orphans and self.settings.prune:
+                for path, count in prune_static(store, orphans).items():
+                    self.orphan_lines.append(
+                        f"pruned {count} orphaned static entr{'ies' if count != 1 else 'y'} "
+                        f"from {self._relative(path)}"
+                    )
+                return
+        except GpuPerfError as problem:
+            self.state.problems.append(f"orphaned static entries not checked: {problem}")
+            return
+        if not orphans:
+            return
+        self.orphan_lines.append(
+            f"{len(orphans)} static entr{'ies' if len(orphans) != 1 else 'y'} no test of this "
+            "run produced (a renamed or removed test or kernel?): --gpuperf-prune removes them"
+        )
+        for orphan in orphans:
+            test_id, name = orphan.key
+            self.orphans.append(
+                {"test_id": test_id, "name": name, "arch": orphan.arch,
+                 "path": self._relative(orphan.path), "why": orphan.why}
+            )  # fmt: skip
+        for shown in self.orphans[:20]:
+            gone = "test not collected" if shown["why"] == "test" else "not checked by its test"
+            self.orphan_lines.append(
+                f"  orphan: {shown['test_id']} [{shown['name']}] in {shown['path']} ({gone})"
+            )
+        if len(orphans) > 20:
+            self.orphan_lines.append(f"  ... and {len(orphans) - 20} more")
+
+    def json(self) -> dict[str, Any]:
+        """The static gate's part of the JSON report (`static`, docs/json-schema.md)."""
+        from pytest_gpuperf.static.report import static_json
+
+        return static_json(
+            self.results.values(), self.settings.static_archs, self.toolchain_labels(),
+            self.orphans,
+        )  # fmt: skip
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
@@ -307,6 +366,8 @@ class StaticPlugin:
         for line in lines:
             failed = "FAILED" in line or "ERROR" in line
             terminalreporter.write_line(line, red=failed)
+        for line in self.orphan_lines:
+            terminalreporter.write_line(f"gpuperf: {line}")
 
     def markdown(self, meta: ReportMeta | None = None) -> str:
         """The Markdown summary of a static run (plugin.py writes it to --gpuperf-markdown)."""

@@ -154,17 +154,30 @@ class BaselineStore:
         this device can say where one exists. A broken file raises rather than hiding."""
         return [key for key in self.device_keys() if self.load(key).get(test_id, name, cache)]
 
-    def save(self, device_key: str, entries: Iterable[BaselineEntry]) -> Path:
+    def save(
+        self,
+        device_key: str,
+        entries: Iterable[BaselineEntry],
+        *,
+        rebase: Mapping[Key, Callable[[BaselineEntry | None], BaselineEntry]] | None = None,
+    ) -> Path:
         """Merge `entries` into the device's file (replacing the same keys, keeping every other
         entry) and write it atomically under its lock (lock_path_for); returns the file's path.
 
         The file on disk is re-read and validated inside the lock; if it is broken this raises
-        BaselineError and leaves it byte-identical.
+        BaselineError and leaves it byte-identical. `rebase[key]`, where given, rebuilds that
+        entry from the one in the file under the lock (a save appends to the history as it is
+        then, so another process's save since this one read the file is kept).
         """
-        return self.update(device_key, entries, remove=())
+        return self.update(device_key, entries, remove=(), rebase=rebase)
 
     def update(
-        self, device_key: str, entries: Iterable[BaselineEntry], *, remove: Iterable[Key]
+        self,
+        device_key: str,
+        entries: Iterable[BaselineEntry],
+        *,
+        remove: Iterable[Key],
+        rebase: Mapping[Key, Callable[[BaselineEntry | None], BaselineEntry]] | None = None,
     ) -> Path:
         """`save`, also dropping the entries whose keys are in `remove` (pruning orphans)."""
         path = self.path_for(device_key)
@@ -187,7 +200,9 @@ class BaselineStore:
             merged = dict(current.entries) if current else {}
             for key in dropped:
                 merged.pop(key, None)
-            merged.update(new)
+            for key, entry in new.items():
+                rebuild = (rebase or {}).get(key)
+                merged[key] = rebuild(merged.get(key)) if rebuild is not None else entry
             text = render(device_key, merged.values())
             try:
                 parse(text, device_key)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
+from pytest_gpuperf.baseline.model import utc_now
 from pytest_gpuperf.gate.ab import check_comparison, modelled, no_base, unchanged
 from pytest_gpuperf.gate.confirm import (
     baseline_wants_confirmation,
@@ -109,12 +110,18 @@ Remeasure = Callable[[Recheck], tuple["Taken | None", str]]
 
 @dataclass(frozen=True)
 class Judged:
-    """One measurement's verdict, and the entry to save under its device key (if any)."""
+    """One measurement's verdict, and the entry to save under its device key (if any).
+
+    `entry` appends this save to the entry as it was read when the test was judged; `rebase`
+    builds the same save on the entry as it is in the file when it is written (under the
+    file's lock), so a save by another process in between is kept, not overwritten.
+    """
 
     measurement: Measurement
     verdict: Verdict
     save_key: str = ""
     entry: BaselineEntry | None = None
+    rebase: Callable[[BaselineEntry | None], BaselineEntry] | None = None
 
 
 def baseline_keys(measurement: Measurement) -> tuple[str, str | None]:
@@ -228,25 +235,23 @@ def _judge_one(
     floor = None
     if item.floor is not None:
         floor = check_floor(m, item.floor, origin=item.floor_origin, cache_bytes=item.cache_bytes)
-    save = entry = None
+    save = entry = rebase = None
     if context.saving:
         previous = store.load(own_key).get(test_id, m.name, m.cache)
-        save, entry = plan_save(
-            m,
-            previous,
-            SaveContext(
-                test_id=test_id,
-                path=str(store.path_for(own_key)),
-                device_key=own_key,
-                commit=context.commit,
-                runtime_version=context.runtime_version,
-                driver_version=context.driver_version,
-                prior_spread=prior,
-                history_length=context.history_length,
-            ),
-            floor=floor,
-            unjudged=context.unjudged,
+        save_context = SaveContext(
+            test_id=test_id,
+            path=str(store.path_for(own_key)),
+            device_key=own_key,
+            commit=context.commit,
+            runtime_version=context.runtime_version,
+            driver_version=context.driver_version,
+            prior_spread=prior,
+            history_length=context.history_length,
+            when=utc_now(),
         )
+        save, entry = plan_save(m, previous, save_context, floor=floor, unjudged=context.unjudged)
+        if entry is not None:
+            rebase = _rebaser(m, save_context)
     verdict = decide(
         baseline=baseline,
         floor=floor,
@@ -255,7 +260,20 @@ def _judge_one(
         unjudged=context.unjudged,
         update_command=context.update_command,
     )
-    return Judged(m, verdict, own_key if entry is not None else "", entry)
+    return Judged(m, verdict, own_key if entry is not None else "", entry, rebase)
+
+
+def _rebaser(
+    m: Measurement, save_context: SaveContext
+) -> Callable[[BaselineEntry | None], BaselineEntry]:
+    """The same save (same record, same time stamp) planned on another `previous` entry."""
+
+    def rebase(current: BaselineEntry | None) -> BaselineEntry:
+        _, entry = plan_save(m, current, save_context)
+        assert entry is not None  # the floor and the test passed when it was first planned
+        return entry
+
+    return rebase
 
 
 def _comparison(ab: AbResult | None, context: JudgeContext) -> ComparisonCheck | None:

@@ -36,8 +36,11 @@ def devices(rows: Sequence[Row], meta: ReportMeta | None) -> list[dict[str, Any]
             "simulated": m.simulated,
             "peak_bps": to_plain(peaks[key].most_common(1)[0][0]),
         }
-        if info is not None and (info.name, info.backend) == (m.device_name, m.backend):
+        # `name` is the device table's (what every line shows); the runtime calls the device
+        # `runtime_name` ("NVIDIA H100 80GB HBM3" for the table's "NVIDIA H100 SXM 80GB")
+        if info is not None and info.backend == m.backend:
             record.update(
+                runtime_name=info.name,
                 arch=info.arch,
                 compute_units=info.compute_units,
                 l2_bytes=info.l2_bytes,

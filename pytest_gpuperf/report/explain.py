@@ -47,30 +47,123 @@ def one_line(measurement: Measurement, verdict: Verdict) -> str:
     return f"{label_of(measurement)}: " + "; ".join(parts)
 
 
-def failure_text(measurement: Measurement, verdict: Verdict) -> str:
-    """The full message of a FAIL or MARGINAL verdict (the first line says why)."""
+def failure_text(measurement: Measurement, verdict: Verdict, *, verbose: bool = False) -> str:
+    """The message of a FAIL or MARGINAL verdict, led by what decided it.
+
+    The first line names each check that failed (or is marginal) with the numbers that
+    decided it; the rows under it bear on that decision only (for an A/B: the pairs and where
+    the threshold came from; for a baseline: the allowance and what it is made of; for a
+    floor: the interval against it), then the device and the command to act on. Everything
+    else (checks that passed, the measurement in full, the provenance) follows under
+    `verbose` (pytest -v) and is always in the JSON report.
+    """
     m = measurement
     headline = "; ".join(_headlines(m, verdict, everything=False))
-    details: list[tuple[str, str]] = [("measured", _measured(m))]
-    if verdict.floor is not None:
-        details += _floor_details(m, verdict.floor)
-    if verdict.baseline.baseline is not None:
-        details += _baseline_details(m, verdict.baseline)
-    if verdict.comparison is not None:
-        details += _comparison_details(verdict.comparison)
-    details += [("cache", m.cache), ("device", _device(m))]
-    if verdict.baseline.baseline is not None:
-        ref = verdict.baseline.baseline
-        details.append(("provenance", f"{ref.provenance} [{ref.path}]"))
-    if verdict.status == FAIL:
-        command = verdict.update_command or "pytest --gpuperf --gpuperf-save"
-        if "regression" in verdict.failed_checks:
-            details.append(
-                ("update", f"{command}   (if this slowdown is intended: re-records the baseline)")
-            )
-        elif "strict-baseline" in verdict.failed_checks:
-            details.append(("record", command))
-    return f"{label_of(m)}: {headline}\n" + _block(details)
+    deciding = _deciding(verdict)
+    rows: list[tuple[str, str]] = []
+    for check in deciding:
+        rows += _DECISIVE[check](m, verdict)
+    rows.append(("device", f"{_device(m)}; cache={m.cache}"))
+    rows += _actions(verdict)
+    rest = _context(m, verdict, deciding)
+    if verbose:
+        rows += [row for _, group in rest for row in group]
+    elif rest:
+        rows.append(("more", f"pytest -v adds {', '.join(what for what, _ in rest)}"))
+    return f"{label_of(m)}: {headline}\n" + _block(rows)
+
+
+# The checks a message can lead with, in the order they are told.
+FLOOR_CHECK, BASELINE_CHECK, AB_CHECK = "floor", "baseline", "ab"
+
+
+def _deciding(verdict: Verdict) -> list[str]:
+    """The checks that made this verdict FAIL (or MARGINAL): what the message is about."""
+    failed = verdict.failed_checks
+    deciding = []
+    floor = verdict.floor
+    if floor is not None and ("floor" in failed or floor.status == MARGINAL):
+        deciding.append(FLOOR_CHECK)
+    if any(c in failed for c in ("regression", "strict-baseline")):
+        deciding.append(BASELINE_CHECK)
+    if any(c in failed for c in ("ab", "strict-ab")):
+        deciding.append(AB_CHECK)
+    return deciding
+
+
+def _floor_decisive(m: Measurement, verdict: Verdict) -> list[tuple[str, str]]:
+    assert verdict.floor is not None
+    return [*_floor_details(m, verdict.floor), ("measured", _measured(m))]
+
+
+def _baseline_decisive(m: Measurement, verdict: Verdict) -> list[tuple[str, str]]:
+    check = verdict.baseline
+    if check.baseline is None:  # strict: a baseline is required and there is none
+        return [("measured", _measured(m))]
+    details = dict(_baseline_details(m, check))
+    ref = check.baseline
+    basis = _basis(check)
+    confirmation = [("confirmation", details["confirmation"])] if "confirmation" in details else []
+    return [
+        ("allowance", details["allowance"] + (f"; {basis}" if basis else "")),
+        *confirmation,
+        ("baseline", details["baseline"]),
+        ("provenance", f"{ref.provenance} [{ref.path}]"),
+        ("measured", _measured(m)),
+    ]
+
+
+def _ab_decisive(m: Measurement, verdict: Verdict) -> list[tuple[str, str]]:
+    c = verdict.comparison
+    assert c is not None
+    if c.ratio is None or c.ratio_ci is None:  # strict: no base, or nothing reached
+        return [("A/B", _comparison_headline(c))]
+    confirmation = [("confirmation", _comparison_confirmation(c))] if c.first_state else []
+    return [
+        ("threshold", _threshold_origin(c)),
+        ("pairs", _pairs_text(c)),
+        *confirmation,
+    ]
+
+
+_DECISIVE = {
+    FLOOR_CHECK: _floor_decisive,
+    BASELINE_CHECK: _baseline_decisive,
+    AB_CHECK: _ab_decisive,
+}
+
+
+def _actions(verdict: Verdict) -> list[tuple[str, str]]:
+    if verdict.status != FAIL:
+        return []
+    command = verdict.update_command or "pytest --gpuperf --gpuperf-save"
+    if "regression" in verdict.failed_checks:
+        return [("update", f"{command}   (if this slowdown is intended: re-records the baseline)")]
+    if "strict-baseline" in verdict.failed_checks:
+        return [("record", command)]
+    return []
+
+
+def _context(
+    m: Measurement, verdict: Verdict, deciding: list[str]
+) -> list[tuple[str, list[tuple[str, str]]]]:
+    """What did not decide this verdict, for -v, as (what it is, its rows): the checks that
+    passed or were only shown, and the measurement where no deciding check printed it."""
+    groups: list[tuple[str, list[tuple[str, str]]]] = []
+    if FLOOR_CHECK not in deciding and BASELINE_CHECK not in deciding:
+        groups.append(("the measurement", [("measured", _measured(m))]))
+    floor = verdict.floor
+    if floor is not None and FLOOR_CHECK not in deciding:
+        groups.append((f"the floor ({floor.status})", _floor_details(m, floor)))
+    check = verdict.baseline
+    if check.baseline is not None and BASELINE_CHECK not in deciding:
+        state = check.outcome if check.gating else "shown, not gated"
+        stored = ("provenance", f"{check.baseline.provenance} [{check.baseline.path}]")
+        groups.append((f"the stored baseline ({state})", [*_baseline_details(m, check), stored]))
+    comparison = verdict.comparison
+    if comparison is not None and AB_CHECK not in deciding:
+        groups.append((f"the A/B ({comparison.state})", _comparison_details(comparison)))
+    return groups
 
 
 def _headlines(m: Measurement, verdict: Verdict, *, everything: bool) -> list[str]:
@@ -160,8 +253,9 @@ def _comparison_headline(c: ComparisonCheck) -> str:
         elif c.unconfirmed:
             again = f"; not confirmed: {c.unconfirmed}"
         return (
-            f"A/B regressed: {signed_pct(c.ratio - 1)} time against {against} ({level} CI "
-            f"{interval}, beyond the threshold of +{pct(c.threshold)}){again}"
+            f"A/B regressed against {against}: head/base time {c.ratio:.4f} "
+            f"({signed_pct(c.ratio - 1)}), {level} CI {low:.4f} to {high:.4f}, all above the "
+            f"threshold 1 + {pct(c.threshold)}{again}"
         )
     return (
         f"A/B {ab_cell(c)} against {against} ({level} CI {interval}, "
@@ -313,15 +407,52 @@ def _comparison_confirmation(c: ComparisonCheck) -> str:
 
 
 def _comparison_rule(c: ComparisonCheck) -> str:
-    rule = f"regressed when the whole interval lies above 1 + {pct(c.threshold)}"
+    return (
+        f"regressed when the whole interval lies above 1 + {pct(c.threshold)}: "
+        f"{_threshold_origin(c)}"
+    )
+
+
+# Fields a check may carry (now or from a later gate) that say in words where its threshold
+# or allowance came from; the first non-empty one is quoted as it is.
+BASIS_FIELDS = ("threshold_basis", "threshold_origin", "basis")
+
+
+def _basis(check: object) -> str:
+    for name in BASIS_FIELDS:
+        value = getattr(check, name, "")
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _threshold_origin(c: ComparisonCheck) -> str:
+    """+2.67% and where it came from: the gate's own words when it gives them, else what
+    the check's fields show (the code-object drift it was widened to, or the option)."""
+    threshold = f"+{pct(c.threshold)}"
+    basis = _basis(c)
+    if basis:
+        return f"{threshold}: {basis}"
     if c.code_spread > 0 and math.isclose(c.threshold, code_allowance(c.code_spread)):
         # widened to what two different code objects of equal speed can differ by
         return (
-            f"{rule}: what a different code object's drift of +-{pct(c.code_spread)} explains "
-            "(--gpuperf-compare-code-spread; the pair cancels what the run shares, not where "
-            "each code object landed)"
+            f"{threshold}: what a different code object's drift of +-{pct(c.code_spread)} "
+            "explains (--gpuperf-compare-code-spread; the pair cancels what the run shares, "
+            "not where each code object landed)"
         )
-    return f"{rule} (--gpuperf-compare-threshold)"
+    return f"{threshold} (--gpuperf-compare-threshold)"
+
+
+def _pairs_text(c: ComparisonCheck) -> str:
+    """'10 interleaved pairs: head 40.37% vs base 46.20% of peak (5.138 µs) at HEAD (…)'"""
+    against = f"{c.ref} ({c.ref_commit[:12] or 'unresolved'})"
+    head = pct(c.head_efficiency) if c.head_efficiency is not None else "?"
+    base = pct(c.base_efficiency) if c.base_efficiency is not None else "?"
+    base_time = f", base {format_time(c.base_time_s)}" if c.base_time_s else ""
+    return (
+        f"{c.pairs} interleaved head/base pairs on the same buffers: head {head} vs base "
+        f"{base} of peak{base_time}, base built from {against}"
+    )
 
 
 def _block(rows: list[tuple[str, str]]) -> str:

@@ -24,12 +24,18 @@ REPORT_SCHEMA = "pytest-gpuperf-report"
 # 3: a regression's confirming round inside its check (confirmation, first_state /
 # first_outcome, unconfirmed), the level each check was judged at, and the run's "suite"
 # false-alarm budget; faults (problems, interrupted) and the simulated device's
-# modelled comparisons (docs/json-schema.md, "schema version 3").
+# modelled comparisons; devices[] name the runtime's name beside the table's; the
+# static gate's results static) (docs/json-schema.md, "schema version 3").
 REPORT_SCHEMA_VERSION = 3
 
 
-def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, Any]:
-    """The complete report in our own versioned schema."""
+def to_json(
+    rows: Sequence[Row],
+    meta: ReportMeta | None = None,
+    static: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The complete report in our own versioned schema; `static` is the static gate's part
+    (static/report.py's static_json) under --gpuperf-static."""
     meta = meta or ReportMeta()
     statuses = [row.verdict.status for row in rows]
     modelled = sum(1 for row in rows if is_modelled(row))
@@ -64,6 +70,7 @@ def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, An
             "line": summary_line(rows),
         },
         "suite": suite_json(rows, _budget(meta)),
+        "static": dict(static) if static is not None else None,
         "results": [
             {
                 "test_id": row.test_id,

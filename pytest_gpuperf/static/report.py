@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_gpuperf.static.gate import (
     AGAINST_REF,
@@ -430,3 +431,62 @@ __all__ = [
     "outcome_text",
     "terminal_lines",
 ]
+
+
+# -- JSON, JUnit and orphans --------------------------------------------------------------------
+
+
+def junit_properties(result: StaticTestResult) -> list[tuple[str, str]]:
+    """Name/value pairs for the JUnit XML: per kernel entry and arch, its status and the
+    facts a reviewer reads first (registers, LDS, scratch, spills, occupancy)."""
+    properties: list[tuple[str, str]] = []
+    for check in result.checks:
+        prefix = f"gpuperf.static.{check.arch}.{check.name}"
+        properties += [
+            (f"{prefix}.status", check.status),
+            (f"{prefix}.fails", str(check.fails).lower()),
+        ]
+        facts = check.facts
+        if facts is not None:
+            properties += [
+                (f"{prefix}.vgprs", str(facts.vgprs)),
+                (f"{prefix}.sgprs", str(facts.sgprs)),
+                (f"{prefix}.lds_bytes", str(facts.static_lds_bytes + facts.dynamic_lds_bytes)),
+                (f"{prefix}.scratch_bytes", str(facts.scratch_bytes)),
+                (f"{prefix}.spills", str(facts.vgpr_spills + facts.sgpr_spills)),
+            ]
+            if facts.occupancy is not None:
+                properties.append((f"{prefix}.occupancy", f"{facts.occupancy:.4g}"))
+        if check.missing_isa:
+            properties.append((f"{prefix}.missing_isa", "; ".join(check.missing_isa)))
+        if check.error:
+            properties.append((f"{prefix}.error", check.error.splitlines()[0]))
+    return properties
+
+
+def static_json(
+    results: Iterable[StaticTestResult],
+    archs: Sequence[str],
+    toolchains: Mapping[str, str],
+    orphans: Sequence[Mapping[str, str]] = (),
+) -> dict[str, Any]:
+    """The static gate's part of the JSON report (docs/json-schema.md, schema version 3)."""
+    from pytest_gpuperf.plain import to_plain
+
+    results = list(results)
+    checks = [check for result in results for check in result.checks]
+    statuses: dict[str, int] = {}
+    for check in checks:
+        statuses[check.status] = statuses.get(check.status, 0) + 1
+    return {
+        "archs": list(archs),
+        "compilers": dict(toolchains),
+        "summary": {
+            "tests": len(results),
+            "kernels": len(checks),
+            "failed": sum(1 for check in checks if check.fails),
+            "statuses": statuses,
+        },
+        "results": [to_plain(result) for result in results],
+        "orphans": [dict(orphan) for orphan in orphans],
+    }

@@ -103,9 +103,12 @@ class StaticStore:
             path, read=lambda: _read(path, arch), missing=lambda: StaticFile(path, arch)
         )
 
-    def save(self, arch: str, entries: Iterable[StaticEntry]) -> Path:
-        """Merge `entries` into the arch's file (same keys replaced, every other entry kept),
-        atomically under `<file>.lock`; a broken file on disk is left byte-identical."""
+    def save(
+        self, arch: str, entries: Iterable[StaticEntry], *, remove: Iterable[Key] = ()
+    ) -> Path:
+        """Merge `entries` into the arch's file (same keys replaced, the keys in `remove`
+        dropped (orphans pruned), every other entry kept), atomically under `<file>.lock`; a
+        broken file on disk is left byte-identical."""
         path = self.path_for(arch)
         new: dict[Key, StaticEntry] = {}
         for entry in entries:
@@ -114,12 +117,15 @@ class StaticStore:
                     str(path), f"not saved: facts for {entry.facts.arch} in the {arch} file"
                 )
             new[entry.key] = entry
+        dropped = set(remove)
         require_tomli_w(path, "static facts")
         for folder in (path.parent.parent, path.parent):
             _refuse_link(folder)
 
         def merged_text() -> str:
             merged = dict(_read(path, arch).entries) if path.exists() else {}
+            for key in dropped:
+                merged.pop(key, None)
             merged.update(new)
             text = render(arch, merged.values())
             try:

@@ -1,5 +1,7 @@
 """Fixtures for the real-compiler tests: Debian's ROCm 5.2 hiprtc and clang-19.
 
+The clang19 and nvrtc fixtures are tests/conftest.py's.
+
 Debian 12 packages a real HIP runtime (libamdhip64-dev, hiprtc inside libamdhip64.so) and
 the device libraries hiprtc links (rocm-device-libs). `rocm_path` builds a ROCM_PATH-shaped
 folder whose lib/ links libamdhip64.so and libhiprtc.so to that library, which is how
@@ -8,35 +10,27 @@ hip-python and our backend find it; tests skip with the install command when it 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-DEBIAN_LIBAMDHIP64 = Path("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5")
-DEBIAN_DEVICE_LIBS = Path("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode/ockl.bc")
-ROCM_PACKAGES = "apt-get install libamdhip64-dev rocm-device-libs"
-CLANG = "clang-19"
+from tests.toolchains import need, rocm_libraries
 
 
 def make_rocm_path(root: Path) -> Path:
-    """A ROCM_PATH folder whose lib/ points at Debian's HIP runtime."""
+    """A ROCM_PATH folder whose lib/ points at the HIP runtime found (Debian's)."""
+    found = rocm_libraries()
+    assert not isinstance(found, Exception), found
     lib = root / "lib"
     lib.mkdir(parents=True, exist_ok=True)
     for name in ("libamdhip64.so", "libhiprtc.so"):
-        (lib / name).symlink_to(DEBIAN_LIBAMDHIP64)
+        (lib / name).symlink_to(Path(found.hip).resolve())
     return root
 
 
 @pytest.fixture(scope="session")
 def rocm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    for needed in (DEBIAN_LIBAMDHIP64, DEBIAN_DEVICE_LIBS):
-        if not needed.exists():
-            pytest.skip(
-                f"Debian's ROCm 5.2 packages are not installed ({needed} is missing): "
-                f"{ROCM_PACKAGES}"
-            )
-    pytest.importorskip("hip", reason="hip-python is not installed: pip install -e '.[hip]'")
+    need("rocm", "rocm-device-libs", "hip-python")
     return make_rocm_path(tmp_path_factory.mktemp("rocm"))
 
 
@@ -52,11 +46,3 @@ def hiprtc_env(rocm_path: Path, kernel_cache: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("ROCM_PATH", str(rocm_path))
     monkeypatch.setenv("GPUPERF_CACHE_DIR", str(kernel_cache))
     return rocm_path
-
-
-@pytest.fixture(scope="session")
-def clang19() -> str:
-    path = shutil.which(CLANG)
-    if path is None:
-        pytest.skip(f"{CLANG} is not installed: apt-get install {CLANG}")
-    return path

@@ -6,7 +6,6 @@ checks (sc0 sc1 on the bypass kernel, nt, dwordx4) live in their own tests.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
@@ -16,18 +15,16 @@ from pytest_gpuperf.runtime.signature import parse_signatures
 
 pytestmark = pytest.mark.compile
 
-CLANG = shutil.which("clang-19")
 KERNEL_FILES = sorted(KERNELS_DIR.glob("*.hip"))
 # Device code only, no ROCm device libraries, optimised assembly: Debian's clang-19 emits real
 # gfx942 code this way without ROCm installed.
 FLAGS = ["-x", "hip", "--offload-arch=gfx942", "--cuda-device-only", "-nogpulib", "-O3", "-S"]
 
 
-@pytest.mark.skipif(CLANG is None, reason="clang-19 is not installed (apt-get install clang-19)")
 @pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.name)
-def test_kernel_file_compiles_to_gfx942_assembly(path, tmp_path):
+def test_kernel_file_compiles_to_gfx942_assembly(path, clang19, tmp_path):
     output = tmp_path / f"{path.stem}.s"
-    command = [CLANG, *FLAGS, f"-I{KERNELS_DIR}", str(path), "-o", str(output)]
+    command = [clang19, *FLAGS, f"-I{KERNELS_DIR}", str(path), "-o", str(output)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, f"{' '.join(command)}\n{result.stderr}"
     assembly = output.read_text()

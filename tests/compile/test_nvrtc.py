@@ -20,11 +20,8 @@ KERNEL_FILES = sorted(KERNELS_DIR.glob("*.hip"))
 
 
 @pytest.fixture(scope="module", autouse=True)
-def nvrtc_version():
-    try:
-        return cuda_compiler.version()
-    except CompileError as missing:
-        pytest.skip(f"NVRTC is not usable here: {missing}")
+def nvrtc_version(nvrtc):
+    return cuda_compiler.version()
 
 
 @pytest.fixture(autouse=True)

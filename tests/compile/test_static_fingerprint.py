@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpuperf.errors import CompileError
-from pytest_gpuperf.runtime import cuda_compiler
 from pytest_gpuperf.runtime.compile import CompileRequest, compile_source, portability_headers
 from pytest_gpuperf.runtime.fingerprint import (
     SCOPE_KERNEL,
@@ -62,14 +60,6 @@ def test_gfx942_code_objects(clang19, kernel_cache, monkeypatch):
         for variant, text in VARIANTS.items()
     }
     check(fingerprints(builds))
-
-
-@pytest.fixture(scope="module")
-def nvrtc():
-    try:
-        cuda_compiler.version()
-    except CompileError as missing:
-        pytest.skip(f"NVRTC is not usable here: {missing}")
 
 
 def test_sm90_cubins(nvrtc, tmp_path, monkeypatch):

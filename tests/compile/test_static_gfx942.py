@@ -26,13 +26,12 @@ from pytest_gpuperf.static import (
     render_failure,
     render_markdown,
 )
+from tests.toolchains import device_libs_dir, need
 
 pytestmark = pytest.mark.compile
 
 KERNEL_FILES = sorted(KERNELS_DIR.glob("*.hip"))
 VECTOR_ADD = KERNELS_DIR / "vector_add.hip"
-DEBIAN_DEVICE_LIBS = Path("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
-DEBIAN_HIP_HEADER = Path("/usr/include/hip/hip_runtime.h")
 
 # A kernel whose register use grows with N: N floats live across a loop.
 PRESSURE = """#include "gpuperf.h"
@@ -75,11 +74,17 @@ api(float* f, int* i, unsigned* u, double* d, unsigned long long* q) {
     i[t] = k.z + (int)l.w + min(w, 3) + max(w, 4);
 }
 """
-ROCM_DEVICE_LIBS_90A = pytest.mark.skipif(
-    not (DEBIAN_DEVICE_LIBS / "oclc_isa_version_90a.bc").exists() or not DEBIAN_HIP_HEADER.exists(),
-    reason="ROCm headers and device libraries for gfx90a are not installed: "
-    "apt-get install libamdhip64-dev rocm-device-libs",
-)
+
+
+@pytest.fixture(scope="module")
+def device_libs_90a() -> Path:
+    """The ROCm device libraries' folder (Debian's ROCm 5.2 covers gfx90a, not gfx942)."""
+    need("rocm", "rocm-device-libs")
+    found = device_libs_dir()
+    assert found is not None
+    if not (found / "oclc_isa_version_90a.bc").exists():
+        pytest.fail(f"{found} has no oclc_isa_version_90a.bc: these libraries lack gfx90a")
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -132,11 +137,10 @@ def test_shipped_kernels_facts_agree_with_llvm(path, clang, record_property):
     print(f"{path.name} on gfx942 (block 256):\n  " + "\n  ".join(rows))
 
 
-@ROCM_DEVICE_LIBS_90A
 @pytest.mark.parametrize(
     "path", [*KERNEL_FILES, "hip_api"], ids=[p.name for p in KERNEL_FILES] + ["hip_api"]
 )
-def test_gate_header_gives_the_registers_of_a_linked_rocm_build(path, clang19):
+def test_gate_header_gives_the_registers_of_a_linked_rocm_build(path, clang19, device_libs_90a):
     """gfx90a, the one arch Debian's ROCm 5.2 device libraries cover: our header without
     device libraries and ROCm's headers with them allocate the same VGPRs, for every kernel
     that calls no math function of the device libraries."""
@@ -144,7 +148,7 @@ def test_gate_header_gives_the_registers_of_a_linked_rocm_build(path, clang19):
     source, name = (HIP_API, "hip_api.hip") if path == "hip_api" else (path, None)
     ours = compile_static(source, "gfx90a", clang=clang, name=name)
     rocm = compile_static(source, "gfx90a", clang=clang, hip_runtime="rocm", name=name,
-                          options=[f"--rocm-device-lib-path={DEBIAN_DEVICE_LIBS}"])  # fmt: skip
+                          options=[f"--rocm-device-lib-path={device_libs_90a}"])  # fmt: skip
     for name in kernel_names(ours.asm):
         gate, linked = kernel_facts(ours, name), kernel_facts(rocm, name)
         assert linked.calls == ()

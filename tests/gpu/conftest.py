@@ -3,7 +3,8 @@
 These tests need neither the plugin nor tomli-w: only the runtime layer, NumPy and the
 vendor's Python bindings, so they run on a bare GPU machine as
 `PYTHONPATH=. python3 -m pytest tests/gpu`. Without a GPU every test here skips with the
-reason the backend gave (library missing, driver missing, no device).
+reason the backend gave (library missing, driver missing, no device), or fails where
+GPUPERF_REQUIRE_TOOLCHAINS names "gpu" (tests/toolchains.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 from pytest_gpuperf.errors import DeviceUnavailable
 from pytest_gpuperf.runtime import open_backend
 from pytest_gpuperf.runtime.base import Backend
+from tests.toolchains import GPU, skip_or_fail
 
 
 def open_backend_or_skip(name: str, device_index: int = 0) -> Backend:
@@ -22,7 +24,7 @@ def open_backend_or_skip(name: str, device_index: int = 0) -> Backend:
     try:
         return open_backend(name, device_index)
     except DeviceUnavailable as unavailable:
-        pytest.skip(f"needs a GPU through the {name} backend: {unavailable}")
+        skip_or_fail(GPU, f"needs a GPU through the {name} backend: {unavailable}")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -17,7 +17,6 @@ folder. The child prints one JSON line; the tests judge it here.
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import json
 import os
 import re
@@ -29,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.toolchains import GPU, need, skip_or_fail
 
 REPO = Path(__file__).resolve().parents[2]
 SHIM_DIR = REPO / "tests" / "hipshim"
@@ -368,11 +369,10 @@ def _shim_current(root: Path) -> bool:
 def shim_root() -> Path:
     """The shim's ROCM_PATH-shaped folder: $GPUPERF_HIPSHIM_ROOT, the default build folder,
     or a fresh build with tests/hipshim/build.sh where a CUDA toolkit and gcc are present."""
-    if importlib.util.find_spec("hip") is None:
-        pytest.skip("hip-python is not installed (pip install 'pytest-gpuperf[hip]')")
+    need("hip-python")
     reason = _nvidia_gpu()
     if reason:
-        pytest.skip(f"the HIP-over-CUDA shim needs an NVIDIA GPU: {reason}")
+        skip_or_fail(GPU, f"the HIP-over-CUDA shim needs an NVIDIA GPU: {reason}")
     given = os.environ.get(SHIM_ROOT_ENV)
     if given:
         if not _shim_built(Path(given)):

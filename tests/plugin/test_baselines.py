@@ -22,6 +22,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.gate.policy import DEFAULT_RUN_SPREAD
 
 TWO_TESTS = """
@@ -274,3 +275,35 @@ def test_xdist_workers_saving_at_once_lose_nothing(gp):
         ]
     )
     assert len(json.loads((gp.path / "out.json").read_text())["results"]) == 8
+
+
+def test_concurrent_saving_processes_keep_every_save(gp):
+    """Six CI jobs on one host saving the same tests into one baseline directory at once:
+    each save appends to the entry as it is in the file under the lock, so every entry ends
+    with min(runs, cap) saves (a save built on the copy read at start kept 1 to 5 of 6). The
+    cap is above the runs here, so a lost save cannot hide behind it."""
+    runs, history = 6, 10
+    gp.test_file(
+        """
+        @pytest.mark.parametrize("case", range(6))
+        def test_add(gpu_bench, case):
+            add(gpu_bench)
+        """
+    )
+    command = [
+        sys.executable, "-m", "pytest",
+        *gp.args("--gpuperf-save", f"--gpuperf-history={history}", "--gpuperf-budget=0.005"),
+    ]  # fmt: skip
+    processes = [
+        subprocess.Popen(
+            command, cwd=gp.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for _ in range(runs)
+    ]
+    outputs = [process.communicate(timeout=300)[0] for process in processes]
+    for process, output in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, output
+    saved = BaselineStore(gp.path / "baselines").load("mi300x-sim").entries
+    assert len(saved) == 6
+    for key, entry in saved.items():
+        assert len(entry.saves) == min(runs, history), (key, len(entry.saves))

@@ -60,7 +60,7 @@ def test_fallback_to_the_simulated_device_says_so_in_header_and_summary(gp, hidd
         [
             "gpuperf: the SIMULATED device is the fallback when no GPU is found*",
             "collected 1 item",
-            "gpuperf device: Simulated AMD Instinct MI300X [[]mi300x[]] via sim*",
+            "gpuperf device: AMD Instinct MI300X [[]mi300x[]] via sim*",
             "gpuperf device: *** SIMULATED *** times come from a model, not a GPU*",
             "gpuperf device: *** FELL BACK to sim: hip: *; cuda: *",
             "*= gpuperf — SIMULATED DEVICE =*",
@@ -80,7 +80,7 @@ def test_device_option_selects_the_simulated_model(gp):
     )
     result = gp.run("--gpuperf", "--gpuperf-device=h100-sxm")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["gpuperf device: Simulated NVIDIA H100 SXM 80GB [[]h100-sxm[]]*"])
+    result.stdout.fnmatch_lines(["gpuperf device: NVIDIA H100 SXM 80GB [[]h100-sxm[]] via sim*"])
 
 
 def test_kernel_paths_resolve_to_the_shipped_kernels(gp):

@@ -7,12 +7,14 @@ or the run is spread over xdist workers."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -85,8 +87,9 @@ def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def sgp(gp, kernel_cache, monkeypatch):
-    """`gp` with the static builds cached across this module's inner runs."""
+def sgp(gp, kernel_cache, monkeypatch, clang19):
+    """`gp` with clang-19 (skipped without it) and the static builds cached across this
+    module's inner runs."""
     monkeypatch.setenv("GPUPERF_CACHE_DIR", str(kernel_cache))
     return gp
 
@@ -108,7 +111,7 @@ def llvm_facts() -> dict[str, dict[str, int]]:
     return found
 
 
-def test_the_perf_suite_gets_a_table_of_every_kernel_matching_llvm(kernel_cache, tmp_path):
+def test_the_perf_suite_gets_a_table_of_every_kernel_matching_llvm(kernel_cache, tmp_path, clang19):
     """tests/perf itself, from the repository, as the CI job runs it: every kernel's
     resources and occupancy in the table agree with LLVM's own numbers for the same build,
     every stored entry is "code unchanged", and the variants' instructions are asserted."""
@@ -411,7 +414,8 @@ def test_saving_keeps_other_entries_and_timing_baselines_never_see_the_file(sgp)
 # -- what a user meets ------------------------------------------------------------------------
 
 
-def test_missing_clang_skips_saying_what_was_tried_and_fails_under_require(sgp, monkeypatch):
+def test_missing_clang_skips_saying_what_was_tried_and_fails_under_require(gp, monkeypatch):
+    sgp = gp  # needs no clang: it hides every one
     sgp.test_file(ADD_TEST)
     empty = sgp.path / "no-tools"
     empty.mkdir()
@@ -429,7 +433,8 @@ def test_missing_clang_skips_saying_what_was_tried_and_fails_under_require(sgp, 
     assert "tests using gpu_bench will FAIL (--gpuperf-require)" in required.stdout.str()
 
 
-def test_a_clang_given_that_does_not_exist_is_named(sgp):
+def test_a_clang_given_that_does_not_exist_is_named(gp):
+    sgp = gp  # needs no clang
     sgp.test_file(ADD_TEST)
     result = sgp.run(STATIC, "--gpuperf-clang=/nowhere/clang-99", "-rs")
     result.assert_outcomes(skipped=1)
@@ -506,3 +511,70 @@ def test_xdist_workers_compile_and_save_in_parallel_and_the_controller_renders(s
     assert "**No kernel's gfx942 code changed against the stored facts** (1 checked)." in (
         (sgp.path / "out.md").read_text()
     )
+
+
+# -- the reports ------------------------------------------------------------------------------
+
+
+def test_results_go_into_the_json_report_junit_and_markdown(sgp):
+    sgp.test_file(ADD_TEST)
+    sgp.run(STATIC, "--gpuperf-save").assert_outcomes(passed=1)
+    result = sgp.run(
+        STATIC, "--gpuperf-json=out.json", "--gpuperf-markdown=out.md", "--junitxml=junit.xml"
+    )
+    result.assert_outcomes(passed=1)
+    document = json.loads((sgp.path / "out.json").read_text())
+    assert document["schema_version"] == 3 and document["results"] == []
+    static = document["static"]
+    assert static["archs"] == ["gfx942"]
+    assert static["compilers"]["gfx942"].startswith(clang_label())
+    assert static["summary"] == {
+        "tests": 1, "kernels": 1, "failed": 0, "statuses": {"unchanged": 1},
+    }  # fmt: skip
+    (test,) = static["results"]
+    (check,) = test["checks"]
+    assert test["test_id"] == "test_perf.py::test_add"
+    assert (check["name"], check["arch"], check["status"]) == ("vector_add", "gfx942", "unchanged")
+    assert check["facts"]["vgprs"] > 0 and check["before"]["fingerprint"]
+    assert static["orphans"] == []
+    properties = {
+        p.get("name"): p.get("value")
+        for p in ElementTree.parse(sgp.path / "junit.xml").getroot().iter("property")
+    }
+    assert properties["gpuperf.static.gfx942.vector_add.status"] == "unchanged"
+    assert properties["gpuperf.static.gfx942.vector_add.fails"] == "false"
+    assert int(properties["gpuperf.static.gfx942.vector_add.vgprs"]) == check["facts"]["vgprs"]
+    assert "gpuperf.static.gfx942.vector_add.occupancy" in properties
+    assert "vector_add" in (sgp.path / "out.md").read_text()
+
+
+def test_static_entries_of_removed_tests_are_listed_as_orphans_and_pruned(sgp):
+    test_file = sgp.test_file(ADD_TEST)
+    sgp.test_file("def test_other(gpu_bench):\n    add(gpu_bench)\n", name="test_other")
+    sgp.run(STATIC, "--gpuperf-save").assert_outcomes(passed=2)
+    test_file.write_text(test_file.read_text().replace("def test_add(", "def test_add_renamed("))
+    result = sgp.run(STATIC, "--gpuperf-json=out.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "gpuperf: 1 static entry no test of this run produced (a renamed or removed test or "
+            "kernel?): --gpuperf-prune removes them",
+            "gpuperf:   orphan: test_perf.py::test_add [[]vector_add[]] in "
+            "baselines/static/gfx942.toml (test not collected)",
+        ]
+    )
+    orphans = json.loads((sgp.path / "out.json").read_text())["static"]["orphans"]
+    assert orphans == [
+        {"test_id": "test_perf.py::test_add", "name": "vector_add", "arch": "gfx942",
+         "path": "baselines/static/gfx942.toml", "why": "test"}
+    ]  # fmt: skip
+    # a run of another file says nothing about this file's entries
+    other = sgp.run(STATIC, "test_other.py")
+    assert "orphan:" not in other.stdout.str()
+    pruned = sgp.run(STATIC, "--gpuperf-prune")
+    pruned.stdout.fnmatch_lines(
+        ["gpuperf: pruned 1 orphaned static entry from baselines/static/gfx942.toml"]
+    )
+    text = stored(sgp)
+    assert 'id = "test_perf.py::test_add"' not in text
+    assert 'id = "test_other.py::test_other"' in text

@@ -4,6 +4,7 @@ compose into one verdict; plus the rule that only the gate decides."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -46,6 +47,7 @@ from pytest_gpuperf.results import (
     UNJUDGED,
     WITHIN_NOISE,
     BaselineRef,
+    ComparisonCheck,
     Measurement,
     PairedComparison,
 )
@@ -277,8 +279,13 @@ def test_regression_message_tells_the_whole_story():
     assert "regressed: 70.00% vs baseline 80.00% (-12.50%" in text
     assert "learned from 5 saves" in text
     assert "prediction interval" in text
-    assert f"update:      {UPDATE}" in text
+    assert f"update:     {UPDATE}" in text
     assert "[baselines/mi300x.toml]" in text
+    lines = text.splitlines()
+    # what decided comes first: the allowance and what it is made of, then the baseline
+    assert [line.split(":")[0].strip() for line in lines[1:]] == [
+        "allowance", "baseline", "provenance", "measured", "device", "update",
+    ]  # fmt: skip
 
 
 # -- A/B -------------------------------------------------------------------------------------
@@ -320,9 +327,47 @@ def test_ab_regression_fails_and_says_head_base_and_the_interval():
     verdict = decide(baseline=stored, comparison=comparison)
     assert verdict.status == FAIL and verdict.failed_checks == ("ab",)
     text = failure_text(head, verdict)
-    assert "A/B regressed: +3.00% time against origin/main (abc123)" in text
-    assert "beyond the threshold of +0.50%" in text
-    assert "over 60 interleaved pairs" in text
+    lines = text.splitlines()
+    # the first line is the check that failed and the numbers that decided it
+    assert lines[0] == (
+        "test_vector_add[cold] (kernel vector_add): A/B regressed against origin/main "
+        "(abc123): head/base time 1.0300 (+3.00%), 95% CI 1.0280 to 1.0320, all above the "
+        "threshold 1 + 0.50%"
+    )
+    assert lines[1].split() == ["threshold:", "+0.50%", "(--gpuperf-compare-threshold)"]
+    assert "60 interleaved head/base pairs on the same buffers" in lines[2]
+    # the stored baseline, only shown while comparing, does not bear on it: -v has it
+    assert "vs baseline" not in text and "allowance" not in text
+    assert lines[-1].split(":", 1)[1].strip() == (
+        "pytest -v adds the measurement, the stored baseline (shown, not gated)"
+    )
+    verbose = failure_text(head, verdict, verbose=True)
+    assert "vs baseline" in verbose and "measured:" in verbose and "more:" not in verbose
+    assert verbose.startswith(text.splitlines()[0])
+
+
+def test_a_threshold_basis_the_gate_gives_is_quoted():
+    """A gate that records where its threshold came from (a field named like BASIS_FIELDS)
+    is quoted as it is: the renderer reads it, it does not recompute it."""
+
+    @dataclasses.dataclass(frozen=True)
+    class WithBasis(ComparisonCheck):
+        threshold_basis: str = "the 0.50% asked for, widened by a measured code-load drift"
+
+    comparison = check_comparison(
+        paired(1.03, 0.002), ref="origin/main", ref_commit="abc123", threshold=0.005,
+        code_spread=0.0,
+    )  # fmt: skip
+    widened = WithBasis(
+        **{field.name: getattr(comparison, field.name) for field in dataclasses.fields(comparison)}
+    )
+    head = measurement(0.8 / 1.03)
+    text = failure_text(
+        head, decide(baseline=check_baseline(head, None, tolerance=0.01), comparison=widened)
+    )
+    assert text.splitlines()[1].split(":", 1)[1].strip() == (
+        "+0.50%: the 0.50% asked for, widened by a measured code-load drift"
+    )
 
 
 def test_different_code_is_judged_at_what_its_drift_explains():

@@ -13,21 +13,18 @@ import pytest
 
 from pytest_gpuperf.errors import DeviceUnavailable, GpuPerfError
 from pytest_gpuperf.runtime import hip_compiler, open_backend
-
-DEBIAN_LIBAMDHIP64 = Path("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5")
+from tests.toolchains import need, rocm_libraries
 
 
 @pytest.fixture
 def debian_rocm_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """ROCM_PATH at a folder whose lib/ links Debian's HIP runtime (as tests/compile does)."""
-    if not DEBIAN_LIBAMDHIP64.exists():
-        pytest.skip(f"{DEBIAN_LIBAMDHIP64} is missing: apt-get install libamdhip64-dev")
+    need("rocm", "hip-python")
     if Path("/dev/kfd").exists():
         pytest.skip("this machine has an AMD GPU driver (/dev/kfd): 'no device' cannot be shown")
-    pytest.importorskip("hip", reason="hip-python is not installed: pip install -e '.[hip]'")
     (tmp_path / "lib").mkdir()
     for name in ("libamdhip64.so", "libhiprtc.so"):
-        (tmp_path / "lib" / name).symlink_to(DEBIAN_LIBAMDHIP64)
+        (tmp_path / "lib" / name).symlink_to(Path(rocm_libraries().hip).resolve())
     monkeypatch.setenv("ROCM_PATH", str(tmp_path))
     return tmp_path
 
@@ -42,7 +39,7 @@ def test_hip_runtime_without_a_gpu_names_hipErrorNoDevice(debian_rocm_path):
 
 
 def test_empty_rocm_path_says_the_hip_library_was_not_found(tmp_path, monkeypatch):
-    pytest.importorskip("hip", reason="hip-python is not installed: pip install -e '.[hip]'")
+    need("hip-python")
     # ROCM_PATH, once set, is the only place searched: the system's library is not a fallback
     monkeypatch.setenv("ROCM_PATH", str(tmp_path))
     with pytest.raises(DeviceUnavailable) as unavailable:
@@ -63,11 +60,10 @@ def test_without_rocm_path_every_searched_folder_is_named(tmp_path, monkeypatch)
 
 
 def test_system_rocm_5_has_hiprtc_inside_libamdhip64(monkeypatch):
-    if not DEBIAN_LIBAMDHIP64.exists():
-        pytest.skip(f"{DEBIAN_LIBAMDHIP64} is missing: apt-get install libamdhip64-dev")
+    need("rocm")
     monkeypatch.setattr(hip_compiler, "DEFAULT_ROCM_PATH", "/nonexistent/rocm")
     libraries = hip_compiler.find_rocm({})
-    assert Path(libraries.hip).resolve() == DEBIAN_LIBAMDHIP64.resolve()
+    assert Path(libraries.hip).resolve() == Path(rocm_libraries().hip).resolve()
     assert libraries.hiprtc == libraries.hip  # Debian ships no libhiprtc.so
 
 

@@ -248,7 +248,7 @@ def test_markdown_table_summary_and_failure_reasons():
     assert "**FAIL regression**" in table[3]
     failures = text[text.index("#### Failures") : text.index("#### Marginal")]
     assert f"`{VECTOR_ADD}` (bypass)" in failures
-    assert f"update:      {UPDATE}" in failures
+    assert f"update:     {UPDATE}" in failures
     assert "below the floor" in failures
     assert "straddles the floor" in text[text.index("#### Marginal") :]
     assert "clocks throttled" in text[text.index("#### Notes") :]
