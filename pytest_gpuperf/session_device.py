@@ -4,7 +4,6 @@ against, and its GPU lock; and saying loudly what was passed over to reach it.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_gpuperf.devices import DeviceMatch, match_device
 from pytest_gpuperf.errors import Attempt, DeviceUnavailable, GpuPerfError
 from pytest_gpuperf.gpu_lock import GpuLock
-from pytest_gpuperf.runtime import BACKENDS, open_backend
+from pytest_gpuperf.runtime import backend_class, open_backend
 from pytest_gpuperf.runtime.info import DeviceInfo
 from pytest_gpuperf.settings import DEFAULT_SIM_DEVICE, Settings, gpu_index_for
 
@@ -48,7 +47,7 @@ class OpenDevice:
         )
         lines = [f"gpuperf device: {line}"]
         if self.simulated:
-            seed = getattr(self.backend, "seed", None)
+            seed = self.backend.seed
             seeded = f", seed {seed} (GPUPERF_SIM_SEED={seed} reproduces it)" if seed else ""
             lines.append(
                 f"gpuperf device: *** SIMULATED *** times come from a model, not a GPU{seeded}"
@@ -76,11 +75,9 @@ def open_device(
     attempts: list[Attempt] = []
     backends = settings.allowed_backends
     for name in backends:
-        index = gpu_index_for(settings, device_count(name), worker)
-        options: dict[str, Any] = {}
-        if name == "sim":
-            options["device"] = settings.device_key or DEFAULT_SIM_DEVICE
+        options = backend_options(settings, name)
         try:
+            index = gpu_index_for(settings, device_count(name, **options), worker)
             backend = opener(name, index, **options)
         except DeviceUnavailable as unavailable:
             attempts.extend(unavailable.attempts or (Attempt(name, str(unavailable)),))
@@ -108,18 +105,19 @@ def open_device(
     raise DeviceUnavailable(attempts, hint=hint)
 
 
-def device_count(backend_name: str) -> int | None:
-    """How many devices the backend sees, when its module can tell without opening one
-    (used to spread pytest-xdist workers over GPUs); None when unknown."""
-    try:
-        module = importlib.import_module(BACKENDS[backend_name])
-    except ImportError:
-        return None
-    count = getattr(module, "device_count", None)
-    if not callable(count):
-        return None
-    try:
-        value = count()
-    except Exception:  # a missing runtime is reported when the device is opened
-        return None
-    return value if isinstance(value, int) and value > 0 else None
+def backend_options(settings: Settings, name: str) -> dict[str, Any]:
+    """What open() and device_count() of backend `name` are given for these settings."""
+    if name != "sim":
+        return {}
+    return {
+        "device": settings.device_key or DEFAULT_SIM_DEVICE,
+        "gpu_speeds": settings.sim_gpu_speeds,
+    }
+
+
+def device_count(backend_name: str, **options: Any) -> int:
+    """How many GPUs backend `backend_name` shows this process (after its visible-device
+    mask), without opening one: worker k of pytest-xdist measures on GPU k mod this count.
+    The one place the plugin asks; DeviceUnavailable (or ImportError) when the runtime is
+    not there, with the reason opening a device would give."""
+    return backend_class(backend_name).device_count(**options)
