@@ -9,6 +9,8 @@ gate/, report/ hold everything that does not need `config`, `item` or `request`)
 from __future__ import annotations
 
 import contextlib
+import os
+import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from pytest_gpuperf.session import BenchSession, Judgement
 
 FIXTURE = "gpu_bench"
+MAIN_WORKER = "main"  # the worker name of a run without pytest-xdist
 
 
 class GpuPerfWarning(pytest.PytestWarning):
@@ -59,6 +62,10 @@ class _State:
     problems: list[str] = field(default_factory=list)
     unsaved: set[str] = field(default_factory=set)  # baseline files a save could not write
     meta: Any = None  # report.ReportMeta, made once at the end
+    probe: Any = None  # gpu_probe.ProbeReport: the controller's, handed to every worker
+    # Each GPU used, by (backend, index, bus id): identity, workers, GPU-lock account per worker
+    gpus: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
+    began_s: float = field(default_factory=time.monotonic)
     _session: BenchSession | None = None
 
     @property
@@ -66,8 +73,38 @@ class _State:
         if self._session is None:
             from pytest_gpuperf.session import BenchSession
 
-            self._session = BenchSession(self.settings, rootdir=self.rootdir, worker=self.worker)
+            self._session = BenchSession(
+                self.settings, rootdir=self.rootdir, worker=self.worker, probe=self.probe
+            )
         return self._session
+
+    def note_gpu(self, facts: dict[str, Any] | None, worker: str) -> None:
+        """Record that `worker` measured on the GPU of `facts` (session.gpu_facts()); its
+        GPU-lock account only grows, so the latest one is kept."""
+        if not facts:
+            return
+        key = (facts["backend"], facts["index"], facts.get("pci_bus_id"))
+        record = self.gpus.setdefault(key, {**facts, "accounts": {}})
+        record["accounts"][worker] = facts
+
+    def gpu_records(self) -> tuple[dict[str, Any], ...]:
+        """The GPUs used, each with its workers and their GPU-lock time summed."""
+        records = []
+        for record in self.gpus.values():
+            accounts = record["accounts"]
+            records.append(
+                {
+                    "backend": record["backend"],
+                    "index": record["index"],
+                    "pci_bus_id": record.get("pci_bus_id"),
+                    "uuid": record.get("uuid"),
+                    "workers": sorted(accounts),
+                    "lock_held_s": sum(a["lock_held_s"] for a in accounts.values()),
+                    "lock_waited_s": sum(a["lock_waited_s"] for a in accounts.values()),
+                    "lock_holds": sum(a["lock_holds"] for a in accounts.values()),
+                }
+            )
+        return tuple(records)
 
     @property
     def all_rows(self) -> list[Row]:
@@ -87,6 +124,7 @@ class _State:
         device = payload.get("device")
         if device and all(d["lines"] != device["lines"] for d in self.devices):
             self.devices.append(device)
+        self.note_gpu(payload.get("gpu"), payload.get("worker") or MAIN_WORKER)
 
 
 STATE = pytest.StashKey[_State]()
@@ -139,6 +177,12 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as problem:
         raise pytest.UsageError(f"pytest-gpuperf: {problem}") from None
     state = _State(built, Path(config.rootpath), options.xdist_worker_number())
+    probe = getattr(config, "workerinput", {}).get("gpuperf_probe")
+    if probe is not None:  # the controller's degraded-GPU probe (pytest_configure_node)
+        from pytest_gpuperf.gpu_probe import ProbeReport
+        from pytest_gpuperf.plain import from_plain
+
+        state.probe = from_plain(ProbeReport, probe)
     config.stash[STATE] = state
     config.pluginmanager.register(state, "gpuperf-state")
     # gpuperf-static: the static gate's hooks, only when it is on, or when a save on a GPU
@@ -197,6 +241,33 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         problem = unwritable(state.settings)
         if problem:
             raise pytest.UsageError(f"pytest-gpuperf: {problem}")
+    if _is_xdist_controller(session.config):
+        _probe_gpus(session.config, state)
+
+
+def _probe_gpus(config: pytest.Config, state: _State) -> None:
+    """The degraded-GPU probe, once per run in the pytest-xdist controller before any worker
+    starts (this hook runs before xdist's, which starts them): every worker then gets its
+    findings (pytest_configure_node), so a refused GPU gets no worker and results are marked."""
+    workers = config.getoption("numprocesses", None)
+    if not isinstance(workers, int) or workers < 2:
+        return
+    from pytest_gpuperf.session_device import probe_for_workers
+
+    try:
+        state.probe = probe_for_workers(state.settings, workers)
+    except GpuPerfError as problem:
+        raise pytest.UsageError(f"pytest-gpuperf: degraded-GPU probe: {problem}") from None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: hand the controller's probe findings to each worker."""
+    state = _state(node.config)
+    if state.probe is not None:
+        from pytest_gpuperf.plain import to_plain
+
+        node.workerinput["gpuperf_probe"] = to_plain(state.probe)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
@@ -397,6 +468,8 @@ def pytest_runtest_makereport(
                 "key": device.match.spec.key,
                 "peak_bps": device.match.spec.peak_bps,
             }
+            payload["gpu"] = session.gpu_facts()
+            payload["worker"] = os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
     report.gpuperf = payload  # type: ignore[attr-defined]
     return report
 
@@ -405,7 +478,7 @@ def pytest_runtest_makereport(
 
 
 def _meta(config: pytest.Config, state: _State) -> ReportMeta:
-    from pytest_gpuperf.plain import from_plain
+    from pytest_gpuperf.plain import from_plain, to_plain
     from pytest_gpuperf.provenance import git_facts
     from pytest_gpuperf.report import ReportMeta
     from pytest_gpuperf.runtime.info import DeviceInfo
@@ -427,6 +500,9 @@ def _meta(config: pytest.Config, state: _State) -> ReportMeta:
         compare_ref=compare,
         compare_commit=compare_commit,
         device_peaks=tuple((d["key"], d["peak_bps"]) for d in state.devices if "key" in d),
+        gpus=state.gpu_records(),
+        probe=to_plain(state.probe) if state.probe is not None else None,
+        wall_s=time.monotonic() - state.began_s,
     )
     return state.meta
 
@@ -442,8 +518,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             _, problems = state.session.flush_saves()
             state.problems += [str(problem) for problem in problems]
             state.unsaved.update(str(getattr(problem, "path", "")) for problem in problems)
+        if state._session is not None:
+            state.note_gpu(
+                state.session.gpu_facts(), os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
+            )
         if _is_xdist_worker(config):
             output = config.workeroutput  # type: ignore[attr-defined]
+            output["gpuperf_gpu"] = state.session.gpu_facts() if state._session else None
+            output["gpuperf_worker"] = os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
             output["gpuperf_problems"] = list(state.problems)
             output["gpuperf_unsaved"] = sorted(state.unsaved)
             output["gpuperf_collected"] = sorted(state.collected)
@@ -486,6 +568,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     state.problems.extend(output.get("gpuperf_problems", ()))
     state.unsaved.update(output.get("gpuperf_unsaved", ()))
     state.collected.update(output.get("gpuperf_collected", ()))
+    state.note_gpu(output.get("gpuperf_gpu"), output.get("gpuperf_worker") or MAIN_WORKER)
 
 
 def _orphans(state: _State) -> None:

@@ -4,7 +4,7 @@ against, and its GPU lock; and saying loudly what was passed over to reach it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,7 @@ from pytest_gpuperf.runtime.info import DeviceInfo
 from pytest_gpuperf.settings import DEFAULT_SIM_DEVICE, Settings, gpu_index_for
 
 if TYPE_CHECKING:
+    from pytest_gpuperf.gpu_probe import ProbeReport
     from pytest_gpuperf.runtime.base import Backend
 
 
@@ -65,19 +66,21 @@ def open_device(
     *,
     worker: int | None = None,
     opener: Callable[..., Backend] = open_backend,
+    refused: Sequence[int] = (),
 ) -> OpenDevice:
     """Open the first backend of the settings' list that has a device.
 
     `DeviceUnavailable` lists every attempt; any other error (a device key that does not fit,
     say) is a setup error. Under --gpuperf-require only real devices of the required kind are
-    tried, and the error says what was required.
+    tried, and the error says what was required. `refused` GPUs (the degraded-GPU probe's,
+    under --gpuperf-refuse-degraded) get no worker.
     """
     attempts: list[Attempt] = []
     backends = settings.allowed_backends
     for name in backends:
         options = backend_options(settings, name)
         try:
-            index = gpu_index_for(settings, device_count(name, **options), worker)
+            index = gpu_index_for(settings, device_count(name, **options), worker, refused)
             backend = opener(name, index, **options)
         except DeviceUnavailable as unavailable:
             attempts.extend(unavailable.attempts or (Attempt(name, str(unavailable)),))
@@ -121,3 +124,41 @@ def device_count(backend_name: str, **options: Any) -> int:
     The one place the plugin asks; DeviceUnavailable (or ImportError) when the runtime is
     not there, with the reason opening a device would give."""
     return backend_class(backend_name).device_count(**options)
+
+
+def probe_for_workers(
+    settings: Settings, workers: int, *, opener: Callable[..., Backend] = open_backend
+) -> ProbeReport | None:
+    """The degraded-GPU probe of a run whose `workers` pytest-xdist workers spread over the
+    GPUs of the first backend that has a device (the one they will open): None when they
+    share one GPU, an explicit --gpuperf-gpu pins them, or --gpuperf-gpu-margin=0."""
+    if not settings.measure or settings.gpu_index is not None or workers < 2:
+        return None
+    if settings.gpu_margin <= 0 and not settings.refuse_degraded:
+        return None
+    from pytest_gpuperf.gpu_probe import probe_gpus
+
+    for name in settings.allowed_backends:
+        options = backend_options(settings, name)
+        try:
+            count = device_count(name, **options)
+        except (DeviceUnavailable, ImportError):
+            continue
+        indices = sorted({worker % count for worker in range(workers)})
+        if len(indices) < 2:
+            return None
+
+        def cache_bytes_of(backend: Backend) -> int:
+            spec = match_device(backend.info, key=settings.device_key).spec
+            return max(int(spec.cache_bytes), int(backend.info.l2_bytes))
+
+        return probe_gpus(
+            name,
+            indices,
+            settings.gpu_margin,
+            open_gpu=lambda index: opener(name, index, **options),  # noqa: B023 (used at once)
+            cache_bytes_of=cache_bytes_of,
+            hold=lambda backend: GpuLock(backend.info).held("the degraded-GPU probe"),
+            refuse=settings.refuse_degraded,
+        )
+    return None

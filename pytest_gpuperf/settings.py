@@ -147,7 +147,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "multi-GPU path (workers spread over GPUs, the degraded-GPU probe) runs without a "
         "GPU. Default: 1.",
         ini="gpuperf_sim_gpus",
-        metavar="N|SPEEDS",
+        metavar="SPEEDS",
     ),
     OptionSpec(
         "--gpuperf-baseline-dir",
@@ -880,13 +880,17 @@ def xdist_worker_number(env: Mapping[str, str] = os.environ) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def gpu_index_for(settings: Settings, device_count: int | None, worker: int | None) -> int:
-    """The device index to open: the explicit one, else worker k's GPU k mod the count."""
+def gpu_index_for(
+    settings: Settings, device_count: int, worker: int | None, refused: Sequence[int] = ()
+) -> int:
+    """The device index to open: the explicit one, else worker k's GPU: the k mod n-th of the
+    n GPUs not refused (all of them unless the degraded-GPU probe refused some)."""
     if settings.gpu_index is not None:
         return settings.gpu_index
+    usable = [index for index in range(device_count) if index not in refused] or [0]
     if worker is None:
-        return 0
-    return worker % device_count if device_count else 0
+        return usable[0]
+    return usable[worker % len(usable)]
 
 
 def describe(settings: Settings) -> str:

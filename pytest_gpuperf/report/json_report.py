@@ -17,7 +17,10 @@ from pytest_gpuperf.results import FAIL, MARGINAL, PASS, UNJUDGED, Measurement, 
 REPORT_SCHEMA = "pytest-gpuperf-report"
 # 2: verdicts carry their checks (floor, baseline, A/B comparison, save) as objects; rows
 # carry pytest's final outcome of their test.
-REPORT_SCHEMA_VERSION = 2
+# 3: each measurement names its GPU (gpu) and the Unix interval of its GPU work (started_s,
+# ended_s); devices[] has one entry per GPU with its workers, GPU-lock time and probe; the
+# run's wall and GPU-lock time (timing) and the degraded-GPU probe (probe).
+REPORT_SCHEMA_VERSION = 3
 
 
 def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, Any]:
@@ -42,6 +45,12 @@ def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, An
         else None,
         "simulated": any(row.measurement.simulated for row in rows),
         "devices": devices(rows, meta),
+        "timing": {
+            "wall_s": meta.wall_s,
+            "gpu_lock_held_s": sum(g.get("lock_held_s", 0.0) for g in meta.gpus),
+            "gpu_lock_waited_s": sum(g.get("lock_waited_s", 0.0) for g in meta.gpus),
+        },
+        "probe": meta.probe,
         "summary": {
             "total": len(rows),
             "tests": len({row.test_id for row in rows}),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_gpuperf import __version__
 from pytest_gpuperf.results import (
@@ -58,6 +59,12 @@ class ReportMeta:
     compare_commit: str = ""
     # The datasheet peak of each device key (a test may measure against its own peak_gbps).
     device_peaks: tuple[tuple[str, float], ...] = ()
+    # Each GPU the run used: backend, index, pci_bus_id, uuid, workers (pytest-xdist ids, or
+    # "main"), lock_held_s / lock_waited_s / lock_holds summed over its workers.
+    gpus: tuple[dict[str, Any], ...] = ()
+    # The degraded-GPU probe (gpu_probe.ProbeReport as plain data), when it ran.
+    probe: dict[str, Any] | None = None
+    wall_s: float | None = None  # the session's wall time, beside the GPU-lock time
 
 
 # -- units ------------------------------------------------------------------------------------

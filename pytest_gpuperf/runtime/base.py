@@ -133,8 +133,6 @@ class Backend(abc.ABC):
     name: str = ""
     simulated: bool = False
     supports_graphs: bool = False
-    # The simulated device's noise seed (it reproduces a run); real GPUs have none.
-    seed: int | None = None
 
     def __init__(self, device_index: int = 0) -> None:
         self.device_index = device_index
@@ -199,6 +197,11 @@ class Backend(abc.ABC):
     @property
     @abc.abstractmethod
     def info(self) -> DeviceInfo: ...
+
+    @property
+    def seed(self) -> int | None:
+        """The simulated device's noise seed (it reproduces a run); real GPUs have none."""
+        return None
 
     def host_clock(self) -> float:
         """The host's clock in seconds for wall-time budgets: time.perf_counter on a real

@@ -157,7 +157,7 @@ class SimBackend(Backend):
     def info(self) -> DeviceInfo:
         return self._info
 
-    @property  # type: ignore[override]
+    @property
     def seed(self) -> int:
         """The seed of this run: pass it back (seed= or $GPUPERF_SIM_SEED) to reproduce it."""
         return self.settings.seed

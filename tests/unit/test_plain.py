@@ -17,6 +17,7 @@ from pytest_gpuperf.results import (
     Measurement,
     Note,
     Row,
+    GpuIdentity,
     SaveAction,
     Verdict,
 )
@@ -62,6 +63,7 @@ def test_every_field_of_a_row_round_trips_through_json():
         Measurement,
         clocks=filled(ClockReport),
         resources=filled(KernelResources),
+        gpu=filled(GpuIdentity),
     )
     ref = filled(BaselineRef)
     verdict = filled(
