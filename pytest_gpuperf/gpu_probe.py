@@ -5,10 +5,10 @@ On an 8-GPU CI node, a GPU with a failing fan, a power cap or a degraded HBM sta
 test that lands on it look regressed. The probe runs once per run, in the pytest-xdist
 controller, before any worker starts: each GPU in turn, under its GPU lock, runs the engine's
 reference copy kernel (`gpuperf_copy_ref`, 16-byte loads and stores) over PROBE_PLACEMENTS
-buffer pairs of half the caches each, rotated so that no launch finds its data in a cache,
-PROBE_LAUNCHES launches per event pair, PROBE_REPEATS rounds. A GPU's bandwidth is the
-geometric mean over the buffer pairs of each pair's median: where a buffer landed in memory
-then decides little. A GPU more than `margin` below the median of the others is degraded.
+buffer pairs of half the caches each, each launch on the next pair so that none finds its data
+in a cache, PROBE_LAUNCHES launches (pairs) per event pair, PROBE_REPEATS rounds. A GPU's
+bandwidth is the geometric mean over the groups of pairs of each group's median time: where
+one buffer landed in memory then decides little. A GPU more than `margin` below the median of the others is degraded.
 
 Nothing here imports pytest; plugin.py decides when to probe and what to do with the result.
 """
@@ -106,19 +106,22 @@ def probe_bandwidth(backend: Any, cache_bytes: int) -> tuple[float, float]:
             copy(args)
         backend.synchronize()
         engine.launch_spin(SPIN_AHEAD_S)
+        # Each launch takes the next pair, so none finds its data in a cache; an event pair
+        # spans PROBE_LAUNCHES pairs, always the same ones per group.
+        groups = len(pairs) // PROBE_LAUNCHES
         recorded: list[tuple[int, Any, Any]] = []
         for _ in range(PROBE_REPEATS):
-            for position, args in enumerate(pairs):
+            for group in range(groups):
                 start, end = backend.create_event(), backend.create_event()
                 backend.record_event(start)
-                for _ in range(PROBE_LAUNCHES):
+                for args in pairs[group * PROBE_LAUNCHES : (group + 1) * PROBE_LAUNCHES]:
                     copy(args)
                 backend.record_event(end)
-                recorded.append((position, start, end))
+                recorded.append((group, start, end))
         backend.synchronize()
-        times: list[list[float]] = [[] for _ in pairs]
-        for position, start, end in recorded:
-            times[position].append(backend.elapsed_s(start, end) / PROBE_LAUNCHES)
+        times: list[list[float]] = [[] for _ in range(groups)]
+        for group, start, end in recorded:
+            times[group].append(backend.elapsed_s(start, end) / PROBE_LAUNCHES)
     finally:
         for buffer in owned:
             if not buffer.freed:

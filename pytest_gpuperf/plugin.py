@@ -162,6 +162,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's, which reads the option below
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"min_bw(fraction): {options.MIN_BW_HELP}")
     config.addinivalue_line("markers", f"gpuperf(**settings): {options.GPUPERF_HELP}")
@@ -176,6 +177,7 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     except ConfigError as problem:
         raise pytest.UsageError(f"pytest-gpuperf: {problem}") from None
+    _quiet_pytest_benchmark(config, built)
     state = _State(built, Path(config.rootpath), options.xdist_worker_number())
     probe = getattr(config, "workerinput", {}).get("gpuperf_probe")
     if probe is not None:  # the controller's degraded-GPU probe (pytest_configure_node)
@@ -191,6 +193,22 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gpuperf.static_plugin import PLUGIN_NAME, StaticPlugin
 
         config.pluginmanager.register(StaticPlugin(state), PLUGIN_NAME)
+
+
+def _quiet_pytest_benchmark(config: pytest.Config, settings: options.Settings) -> None:
+    """pytest-benchmark (installed with us for its JSON layout) turns itself off under
+    pytest-xdist and says so on every such run, a warning about timing this run does not use:
+    a measuring gpuperf run under xdist turns it off quietly instead (the same effect: its
+    `benchmark` fixture then runs each function once, untimed, as docs/writing-perf-tests.md
+    says), unless --benchmark-enable or --benchmark-only asks for it."""
+    option = config.option
+    if not (settings.measure and hasattr(option, "benchmark_disable")):
+        return
+    under_xdist = hasattr(config, "workerinput") or config.getoption("dist", "no") != "no"
+    if under_xdist and not (
+        getattr(option, "benchmark_enable", False) or getattr(option, "benchmark_only", False)
+    ):
+        option.benchmark_disable = True
 
 
 def _state(config: pytest.Config) -> _State:
@@ -242,7 +260,26 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         if problem:
             raise pytest.UsageError(f"pytest-gpuperf: {problem}")
     if _is_xdist_controller(session.config):
+        _share_sim_seed(session.config, state)
         _probe_gpus(session.config, state)
+
+
+SIM_SEED_SHARED = pytest.StashKey[tuple[str, str | None]]()
+
+
+def _share_sim_seed(config: pytest.Config, state: _State) -> None:
+    """Several simulated GPUs are one simulated machine: the probe and every worker draw from
+    one seed (workers inherit the controller's environment), else each process would model
+    its own machine. Restored when the session ends (in-process runs share os.environ)."""
+    settings = state.settings
+    if "sim" not in settings.allowed_backends or len(settings.sim_gpu_speeds) < 2:
+        return
+    from pytest_gpuperf.runtime.sim_model import SEED_ENV, resolve_seed
+
+    if os.environ.get(SEED_ENV):
+        return
+    config.stash[SIM_SEED_SHARED] = (SEED_ENV, os.environ.get(SEED_ENV))
+    os.environ[SEED_ENV] = str(resolve_seed(None))
 
 
 def _probe_gpus(config: pytest.Config, state: _State) -> None:
@@ -545,6 +582,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """After a kernel hung, end the process once every report is out: the kernel is still
     running, and a normal interpreter exit would wait on the driver for it."""
+    shared = config.stash.get(SIM_SEED_SHARED, None)
+    if shared is not None:
+        os.environ.pop(shared[0], None)
     state = config.stash.get(STATE, None)
     if state is not None:
         if state._session is not None:
@@ -685,9 +725,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     )
     title = "gpuperf" + (" — SIMULATED DEVICE" if simulated else "")
     writer.write_sep("=", title, bold=True, yellow=simulated)
+    shown: set[str] = set()  # several GPUs of one run say the same thing once
     for device in state.devices:
         for line in device["lines"][1:] if rows else device["lines"]:
-            writer.write_line(line, yellow="SIMULATED" in line or "FELL BACK" in line)
+            if line not in shown:
+                shown.add(line)
+                writer.write_line(line, yellow="SIMULATED" in line or "FELL BACK" in line)
     if rows:
         width = config.get_terminal_writer().fullwidth
         table = report.terminal_table(
