@@ -8,7 +8,8 @@ reference copy kernel (`gpuperf_copy_ref`, 16-byte loads and stores) over PROBE_
 buffer pairs of half the caches each, each launch on the next pair so that none finds its data
 in a cache, PROBE_LAUNCHES launches (pairs) per event pair, PROBE_REPEATS rounds. A GPU's
 bandwidth is the geometric mean over the groups of pairs of each group's median time: where
-one buffer landed in memory then decides little. A GPU more than `margin` below the median of the others is degraded.
+one buffer landed in memory then decides little. A GPU more than `margin` below the median
+of the others is degraded.
 
 Nothing here imports pytest; plugin.py decides when to probe and what to do with the result.
 """

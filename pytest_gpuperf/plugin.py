@@ -592,7 +592,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         config.pluginmanager.unregister(state)
     status = config.stash.get(EXIT_NOW, None)
     if status is not None:
-        import os
         import sys
 
         sys.stdout.flush()

@@ -14,10 +14,10 @@ from pytest_gpuperf.results import (
     ClockReport,
     ComparisonCheck,
     FloorCheck,
+    GpuIdentity,
     Measurement,
     Note,
     Row,
-    GpuIdentity,
     SaveAction,
     Verdict,
 )
