@@ -72,8 +72,8 @@ def test_a_slow_gpu_is_named_and_its_results_marked(gp):
     result.assert_outcomes(failed=8)
     result.stdout.fnmatch_lines(
         [
-            "*DEGRADED GPU 1: its streaming bandwidth is 0.9*x the median of its peers (margin 3.0%*"
-            "throttle reason*its results are marked*",
+            "*DEGRADED GPU 1: its streaming bandwidth is 0.9*x the median of its peers "
+            "(margin 3.0%*throttle reason*its results are marked*",
             "*result(s) measured on a DEGRADED GPU*",
         ]
     )
