@@ -182,22 +182,21 @@ def main() -> int:
 
     print("2. tests/perf serial and -n 2")
     runs = [analyse(pytest_run("serial", out, [backend]))]
-    smi = out / "nvidia-smi-n2.csv"
-    sampler = sample_smi(smi)
-    runs.append(analyse(pytest_run("n2", out, [backend, "-n", "2"])))
-    if sampler:
-        sampler.terminate()
-        findings["busy_n2"] = busy(smi)
-        print(f"  nvidia-smi, share of samples busy per GPU during -n 2: {findings['busy_n2']}")
-    if gpus >= 2:
-        print("3. -n 4, and a baseline saved on GPU 0 judged on GPU 1")
-        smi = out / "nvidia-smi-n4.csv"
+
+    def sampled(name: str, workers: str) -> None:
+        """A run under -n `workers` with nvidia-smi sampling each GPU's utilisation."""
+        smi = out / f"nvidia-smi-{name}.csv"
         sampler = sample_smi(smi)
-        runs.append(analyse(pytest_run("n4", out, [backend, "-n", "4"])))
+        runs.append(analyse(pytest_run(name, out, [backend, "-n", workers])))
         if sampler:
             sampler.terminate()
-            findings["busy_n4"] = busy(smi)
-            print(f"  nvidia-smi, share of samples busy per GPU during -n 4: {findings['busy_n4']}")
+            findings[f"busy_{name}"] = busy(smi)
+            print(f"  nvidia-smi, share of samples busy per GPU during {name}: {busy(smi)}")
+
+    sampled("n2", "2")
+    if gpus >= 2:
+        print("3. -n 4, and a baseline saved on GPU 0 judged on GPU 1")
+        sampled("n4", "4")
         with tempfile.TemporaryDirectory() as baselines:
             where = f"--gpuperf-baseline-dir={baselines}"
             save = pytest_run(
