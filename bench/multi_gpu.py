@@ -1,6 +1,6 @@
 """The multi-GPU checks on a real machine, in one command (about 3-5 minutes on one H100):
 
-    PYTHONPATH=. python3 bench/multi_gpu.py [--backend cuda] [--out DIR]
+    PYTHONPATH=. python3 bench/multi_gpu.py [--backend cuda] [--out DIR] [--before REF]
 
 1. device_count through the real cuda module, and through hip-python on the HIP-over-CUDA
    shim (built by tests/hipshim/build.sh when missing); CUDA_VISIBLE_DEVICES="" must say no GPU.
@@ -40,10 +40,12 @@ COUNT = (
 )
 
 
-def run(command: list[str], env: dict[str, str] | None = None, timeout: float = 300) -> tuple:
+def run(
+    command: list[str], env: dict[str, str] | None = None, timeout: float = 300, cwd: Path = ROOT
+) -> tuple:
     began = time.monotonic()
     done = subprocess.run(
-        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
     return done.returncode, done.stdout + done.stderr, time.monotonic() - began
 
@@ -70,11 +72,13 @@ def shim_root() -> Path | None:
     return root
 
 
-def pytest_run(name: str, out: Path, args: list[str], **extra: str) -> dict:
+def pytest_run(name: str, out: Path, args: list[str], root: Path = ROOT, **extra: str) -> dict:
     report = out / f"{name}.json"
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--gpuperf"]
     command += [f"--gpuperf-json={report}", *args, "tests/perf"]
-    code, text, wall_s = run(command, environment(**extra), 420)
+    env = environment(**extra)
+    env["PYTHONPATH"] = f"{root}{os.pathsep}{env['PYTHONPATH']}"
+    code, text, wall_s = run(command, env, 420, cwd=root)
     (out / f"{name}.log").write_text(text)
     tail = text.strip().splitlines()[-1] if text.strip() else ""
     print(f"  {name}: exit {code}, wall {wall_s:.1f} s: {tail}")
@@ -129,6 +133,28 @@ def analyse(result: dict) -> dict:
     return summary
 
 
+HOST_WORK_FILES = ("pytest_gpuperf/catalog.py", "tests/perf/conftest.py")
+
+
+def before_tree(ref: str, into: Path) -> Path | None:
+    """A copy of this tree with the suite's host-work files (input generation, output checks)
+    as they were at `ref`: the serial run there is the 'before' of the host-work change.
+    None where git or the ref is not at hand (the GPU machine may get no .git)."""
+    texts = {}
+    for name in HOST_WORK_FILES:
+        done = subprocess.run(
+            ["git", "show", f"{ref}:{name}"], cwd=ROOT, capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            print(f"  no 'before' run: git show {ref}:{name} failed ({done.stderr.strip()[:200]})")
+            return None
+        texts[name] = done.stdout
+    shutil.copytree(ROOT, into, ignore=shutil.ignore_patterns(".git", "*-out", "build"))
+    for name, text in texts.items():
+        (into / name).write_text(text)
+    return into
+
+
 def sample_smi(path: Path) -> subprocess.Popen | None:
     if shutil.which("nvidia-smi") is None:
         return None
@@ -160,6 +186,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", default="cuda")
     parser.add_argument("--out", default=os.environ.get("OUT") or "multi-gpu-out")
+    parser.add_argument(
+        "--before",
+        default="",
+        metavar="REF",
+        help="also run tests/perf serially with catalog.py and tests/perf/conftest.py as at "
+        "git REF (e.g. main before the host-work change): wall and GPU-lock time before/after",
+    )
     options = parser.parse_args()
     out = Path(options.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -182,6 +215,11 @@ def main() -> int:
 
     print("2. tests/perf serial and -n 2")
     runs = [analyse(pytest_run("serial", out, [backend]))]
+    if options.before:
+        with tempfile.TemporaryDirectory() as scratch:
+            tree = before_tree(options.before, Path(scratch) / "tree")
+            if tree is not None:
+                runs.append(analyse(pytest_run("serial_before", out, [backend], root=tree)))
 
     def sampled(name: str, workers: str) -> None:
         """A run under -n `workers` with nvidia-smi sampling each GPU's utilisation."""
