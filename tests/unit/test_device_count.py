@@ -207,3 +207,21 @@ def test_open_device_puts_worker_k_on_gpu_k_mod_n():
         indices.append(device.info.index)
         device.backend.close()
     assert indices == [0, 1, 0, 1]
+
+
+def test_simulated_gpus_share_the_runs_drift_and_differ_by_their_speed():
+    import math
+
+    from pytest_gpuperf.errors import ConfigError
+    from pytest_gpuperf.runtime import sim
+
+    speeds = (1.0, 0.95)
+    first, second = (sim.open(i, seed=9, gpu_speeds=speeds) for i in range(2))
+    gap = second._noise.common_log - first._noise.common_log
+    # -log(0.95) = 0.0513, give or take the GPU-to-GPU spread (+-0.5% per GPU at 95%)
+    assert abs(gap - math.log(1 / 0.95)) < 0.02
+    assert first.run_drift is not None and second.info.index == 1
+    with pytest.raises(ConfigError, match="gpu_speed"):
+        sim.open(0, gpu_speeds=(0.0,))
+    with pytest.raises(DeviceUnavailable, match="out of range: 2 simulated GPU"):
+        sim.open(2, gpu_speeds=speeds)
