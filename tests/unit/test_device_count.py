@@ -220,7 +220,7 @@ def test_simulated_gpus_share_the_runs_drift_and_differ_by_their_speed():
     gap = second._noise.common_log - first._noise.common_log
     # -log(0.95) = 0.0513, give or take the GPU-to-GPU spread (+-0.5% per GPU at 95%)
     assert abs(gap - math.log(1 / 0.95)) < 0.02
-    assert first.run_drift is not None and second.info.index == 1
+    assert second.info.index == 1 and second.settings.gpu_speed == 0.95
     with pytest.raises(ConfigError, match="gpu_speed"):
         sim.open(0, gpu_speeds=(0.0,))
     with pytest.raises(DeviceUnavailable, match="out of range: 2 simulated GPU"):
