@@ -110,7 +110,8 @@ def dot_partials(a: np.ndarray, b: np.ndarray, n: int, blocks: int, threads: int
     quads = n // 4
     per_quad = products[: 4 * quads].reshape(quads, 4).sum(axis=1)
     owner = (np.arange(quads, dtype=np.intp) % (blocks * threads)) // threads
-    partials = np.bincount(owner, weights=per_quad, minlength=blocks)
+    # float64 even for n < 4: bincount of nothing is int64, which the tail would truncate
+    partials = np.bincount(owner, weights=per_quad, minlength=blocks).astype(_F64, copy=False)
     for thread, value in enumerate(products[4 * quads :]):
         partials[thread // threads] += value
     return partials

@@ -100,7 +100,9 @@ def gpu_lines(rows: Sequence[Row], meta: ReportMeta | None) -> list[str]:
     """A line per GPU the run used (index, bus id, workers, GPU-lock time, probe), the probe's
     verdict on degraded GPUs with their clocks, and which results came from one."""
     lines = []
-    records = [d for d in devices(rows, meta) if "index" in d]
+    records = sorted(
+        (d for d in devices(rows, meta) if "index" in d), key=lambda d: (d["backend"], d["index"])
+    )
     for record in records:
         where = f"GPU {record['index']}" + (
             f" ({record['pci_bus_id']})" if record.get("pci_bus_id") else ""
