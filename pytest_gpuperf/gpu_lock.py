@@ -110,6 +110,10 @@ class GpuLock:
         self.holder_path = self.folder / f"{self.key}.holder"
         self.notify = notify or _to_stderr
         self._lock: filelock.FileLock | None = None
+        # What this process spent on the lock: held (outermost holds), waited, and how often.
+        self.held_s = 0.0
+        self.waited_s = 0.0
+        self.holds = 0
 
     def _file_lock(self) -> filelock.FileLock:
         if self._lock is None:
@@ -124,7 +128,9 @@ class GpuLock:
     def held(self, what: str = "a measurement") -> Iterator[None]:
         lock = self._file_lock()
         first = not lock.is_locked
+        asked = time.monotonic()
         self._acquire(lock, what)
+        got = time.monotonic()
         try:
             if first:
                 self._write_holder(what)
@@ -134,6 +140,9 @@ class GpuLock:
             if first and not lock.is_locked:
                 with contextlib.suppress(OSError):
                     self.holder_path.unlink()
+                self.held_s += time.monotonic() - got
+                self.waited_s += got - asked
+                self.holds += 1
 
     def _acquire(self, lock: filelock.FileLock, what: str) -> None:
         if self.path.is_symlink():

@@ -35,7 +35,7 @@ import numpy as np
 from pytest_gpuperf import clocks as clock_readings
 from pytest_gpuperf import stats
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
-from pytest_gpuperf.results import CACHE_MODES, Measurement, PairedComparison
+from pytest_gpuperf.results import CACHE_MODES, GpuIdentity, Measurement, PairedComparison
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel, as_dim3
 from pytest_gpuperf.timing import (
     FLUSH_ELEMENT_BYTES,
@@ -403,7 +403,7 @@ class _Session:
         self.engine = engine_for(backend)
         self.cache_bytes = max(int(device.cache_bytes), int(backend.info.l2_bytes))
         self.cold = settings.cache == "cold"
-        self.clock: Callable[[], float] = getattr(backend, "host_clock", time.perf_counter)
+        self.clock: Callable[[], float] = backend.host_clock
         self.timed: list[Timed] = []
         self.pairing: _Pairing | None = None
 
@@ -500,6 +500,7 @@ class _Session:
         workloads (the calibration reference is folded into the first one's fields)."""
         settings, backend, engine = self.settings, self.backend, self.engine
         began = self.clock()
+        started_s = time.time()
         work = timed[0]
         _check_bytes(work.bytes_moved, self.label)
         if self.cold:
@@ -576,6 +577,7 @@ class _Session:
         if pair is not None:
             extra["paired_with"] = "base" if user_count == 2 else ""
         wall_s = self.clock() - began
+        extra_fields = {**extra_fields, "started_s": started_s, "ended_s": time.time()}
         results = []
         for position in range(user_count):
             fields = {**extra_fields, **(per_item_fields[position] if per_item_fields else {})}
@@ -804,6 +806,7 @@ class _Session:
             extra["reference_bytes_moved"] = reference.bytes_moved
         info = self.backend.info
         fields = {
+            "gpu": GpuIdentity(info.index, info.pci_bus_id, info.uuid),
             "name": self.label,
             "kernel": kernel_name,
             "cache": self.settings.cache,

@@ -9,6 +9,8 @@ gate/, report/ hold everything that does not need `config`, `item` or `request`)
 from __future__ import annotations
 
 import contextlib
+import os
+import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from pytest_gpuperf.session import BenchSession, Judgement
 
 FIXTURE = "gpu_bench"
+MAIN_WORKER = "main"  # the worker name of a run without pytest-xdist
 
 
 class GpuPerfWarning(pytest.PytestWarning):
@@ -65,6 +68,10 @@ class _State:
     # Counted at collection, where every xdist worker sees the whole run; the controller
     # learns it from the workers' reports.
     suite_checks: int = 0
+    probe: Any = None  # gpu_probe.ProbeReport: the controller's, handed to every worker
+    # Each GPU used, by (backend, index, bus id): identity, workers, GPU-lock account per worker
+    gpus: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
+    began_s: float = field(default_factory=time.monotonic)
     _session: BenchSession | None = None
 
     @property
@@ -72,7 +79,9 @@ class _State:
         if self._session is None:
             from pytest_gpuperf.session import BenchSession
 
-            self._session = BenchSession(self.settings, rootdir=self.rootdir, worker=self.worker)
+            self._session = BenchSession(
+                self.settings, rootdir=self.rootdir, worker=self.worker, probe=self.probe
+            )
             self._session.suite_checks = max(self.suite_checks, 1)
         return self._session
 
@@ -80,6 +89,34 @@ class _State:
         self.suite_checks = max(self.suite_checks, checks)
         if self._session is not None:
             self._session.suite_checks = max(self.suite_checks, 1)
+
+    def note_gpu(self, facts: dict[str, Any] | None, worker: str) -> None:
+        """Record that `worker` measured on the GPU of `facts` (session.gpu_facts()); its
+        GPU-lock account only grows, so the latest one is kept."""
+        if not facts:
+            return
+        key = (facts["backend"], facts["index"], facts.get("pci_bus_id"))
+        record = self.gpus.setdefault(key, {**facts, "accounts": {}})
+        record["accounts"][worker] = facts
+
+    def gpu_records(self) -> tuple[dict[str, Any], ...]:
+        """The GPUs used, each with its workers and their GPU-lock time summed."""
+        records = []
+        for record in self.gpus.values():
+            accounts = record["accounts"]
+            records.append(
+                {
+                    "backend": record["backend"],
+                    "index": record["index"],
+                    "pci_bus_id": record.get("pci_bus_id"),
+                    "uuid": record.get("uuid"),
+                    "workers": sorted(accounts),
+                    "lock_held_s": sum(a["lock_held_s"] for a in accounts.values()),
+                    "lock_waited_s": sum(a["lock_waited_s"] for a in accounts.values()),
+                    "lock_holds": sum(a["lock_holds"] for a in accounts.values()),
+                }
+            )
+        return tuple(records)
 
     @property
     def all_rows(self) -> list[Row]:
@@ -100,6 +137,7 @@ class _State:
         device = payload.get("device")
         if device and all(d["lines"] != device["lines"] for d in self.devices):
             self.devices.append(device)
+        self.note_gpu(payload.get("gpu"), payload.get("worker") or MAIN_WORKER)
 
 
 STATE = pytest.StashKey[_State]()
@@ -138,6 +176,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's, which reads the option below
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"min_bw(fraction): {options.MIN_BW_HELP}")
     config.addinivalue_line("markers", f"gpuperf(**settings): {options.GPUPERF_HELP}")
@@ -152,7 +191,14 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     except ConfigError as problem:
         raise pytest.UsageError(f"pytest-gpuperf: {problem}") from None
+    _quiet_pytest_benchmark(config, built)
     state = _State(built, Path(config.rootpath), options.xdist_worker_number())
+    probe = getattr(config, "workerinput", {}).get("gpuperf_probe")
+    if probe is not None:  # the controller's degraded-GPU probe (pytest_configure_node)
+        from pytest_gpuperf.gpu_probe import ProbeReport
+        from pytest_gpuperf.plain import from_plain
+
+        state.probe = from_plain(ProbeReport, probe)
     config.stash[STATE] = state
     config.pluginmanager.register(state, "gpuperf-state")
     # gpuperf-static: the static gate's hooks, only when it is on, or when a save on a GPU
@@ -161,6 +207,22 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gpuperf.static_plugin import PLUGIN_NAME, StaticPlugin
 
         config.pluginmanager.register(StaticPlugin(state), PLUGIN_NAME)
+
+
+def _quiet_pytest_benchmark(config: pytest.Config, settings: options.Settings) -> None:
+    """pytest-benchmark (installed with us for its JSON layout) turns itself off under
+    pytest-xdist and says so on every such run, a warning about timing this run does not use:
+    a measuring gpuperf run under xdist turns it off quietly instead (the same effect: its
+    `benchmark` fixture then runs each function once, untimed, as docs/writing-perf-tests.md
+    says), unless --benchmark-enable or --benchmark-only asks for it."""
+    option = config.option
+    if not (settings.measure and hasattr(option, "benchmark_disable")):
+        return
+    under_xdist = hasattr(config, "workerinput") or config.getoption("dist", "no") != "no"
+    if under_xdist and not (
+        getattr(option, "benchmark_enable", False) or getattr(option, "benchmark_only", False)
+    ):
+        option.benchmark_disable = True
 
 
 def _state(config: pytest.Config) -> _State:
@@ -216,6 +278,52 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         problem = unwritable(state.settings)
         if problem:
             raise pytest.UsageError(f"pytest-gpuperf: {problem}")
+    if _is_xdist_controller(session.config):
+        _share_sim_seed(session.config, state)
+        _probe_gpus(session.config, state)
+
+
+SIM_SEED_SHARED = pytest.StashKey[tuple[str, str | None]]()
+
+
+def _share_sim_seed(config: pytest.Config, state: _State) -> None:
+    """Several simulated GPUs are one simulated machine: the probe and every worker draw from
+    one seed (workers inherit the controller's environment), else each process would model
+    its own machine. Restored when the session ends (in-process runs share os.environ)."""
+    settings = state.settings
+    if "sim" not in settings.allowed_backends or len(settings.sim_gpu_speeds) < 2:
+        return
+    from pytest_gpuperf.runtime.sim_model import SEED_ENV, resolve_seed
+
+    if os.environ.get(SEED_ENV):
+        return
+    config.stash[SIM_SEED_SHARED] = (SEED_ENV, os.environ.get(SEED_ENV))
+    os.environ[SEED_ENV] = str(resolve_seed(None))
+
+
+def _probe_gpus(config: pytest.Config, state: _State) -> None:
+    """The degraded-GPU probe, once per run in the pytest-xdist controller before any worker
+    starts (this hook runs before xdist's, which starts them): every worker then gets its
+    findings (pytest_configure_node), so a refused GPU gets no worker and results are marked."""
+    workers = config.getoption("numprocesses", None)
+    if not isinstance(workers, int) or workers < 2:
+        return
+    from pytest_gpuperf.session_device import probe_for_workers
+
+    try:
+        state.probe = probe_for_workers(state.settings, workers)
+    except GpuPerfError as problem:
+        raise pytest.UsageError(f"pytest-gpuperf: degraded-GPU probe: {problem}") from None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: hand the controller's probe findings to each worker."""
+    state = _state(node.config)
+    if state.probe is not None:
+        from pytest_gpuperf.plain import to_plain
+
+        node.workerinput["gpuperf_probe"] = to_plain(state.probe)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
@@ -459,6 +567,8 @@ def pytest_runtest_makereport(
                 "key": device.match.spec.key,
                 "peak_bps": device.match.spec.peak_bps,
             }
+            payload["gpu"] = session.gpu_facts()
+            payload["worker"] = os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
     report.gpuperf = payload  # type: ignore[attr-defined]
     return report
 
@@ -467,7 +577,7 @@ def pytest_runtest_makereport(
 
 
 def _meta(config: pytest.Config, state: _State) -> ReportMeta:
-    from pytest_gpuperf.plain import from_plain
+    from pytest_gpuperf.plain import from_plain, to_plain
     from pytest_gpuperf.provenance import git_facts
     from pytest_gpuperf.report import ReportMeta
     from pytest_gpuperf.runtime.info import DeviceInfo
@@ -493,6 +603,9 @@ def _meta(config: pytest.Config, state: _State) -> ReportMeta:
         suite_checks=state.suite_checks,
         problems=tuple(state.problems),
         interrupted=state.interrupted or bool(config.stash.get(STOPPED, False)),
+        gpus=state.gpu_records(),
+        probe=to_plain(state.probe) if state.probe is not None else None,
+        wall_s=time.monotonic() - state.began_s,
     )
     return state.meta
 
@@ -520,8 +633,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         except KeyboardInterrupt:
             state.interrupted = True
             state.problems.append("interrupted (Ctrl-C) while saving baselines")
+        if state._session is not None:
+            state.note_gpu(
+                state.session.gpu_facts(), os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
+            )
         if _is_xdist_worker(config):
             output = config.workeroutput  # type: ignore[attr-defined]
+            output["gpuperf_gpu"] = state.session.gpu_facts() if state._session else None
+            output["gpuperf_worker"] = os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
             output["gpuperf_problems"] = list(state.problems)
             output["gpuperf_unsaved"] = dict(state.unsaved)
             output["gpuperf_collected"] = sorted(state.collected)
@@ -574,6 +693,9 @@ def _mark_unsaved(state: _State) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """After a kernel hung, end the process once every report is out: the kernel is still
     running, and a normal interpreter exit would wait on the driver for it."""
+    shared = config.stash.get(SIM_SEED_SHARED, None)
+    if shared is not None:
+        os.environ.pop(shared[0], None)
     state = config.stash.get(STATE, None)
     if state is not None:
         if state._session is not None:
@@ -581,7 +703,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         config.pluginmanager.unregister(state)
     status = config.stash.get(EXIT_NOW, None)
     if status is not None:
-        import os
         import sys
 
         sys.stdout.flush()
@@ -598,6 +719,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     state.unsaved.update(output.get("gpuperf_unsaved", {}))
     state.collected.update(output.get("gpuperf_collected", ()))
     state.interrupted = state.interrupted or bool(output.get("gpuperf_interrupted"))
+    state.note_gpu(output.get("gpuperf_gpu"), output.get("gpuperf_worker") or MAIN_WORKER)
 
 
 def _orphans(state: _State) -> None:
@@ -725,9 +847,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     )
     title = "gpuperf" + (" — SIMULATED DEVICE" if simulated else "")
     writer.write_sep("=", title, bold=True, yellow=simulated)
+    shown: set[str] = set()  # several GPUs of one run say the same thing once
     for device in state.devices:
         for line in device["lines"][1:] if rows else device["lines"]:
-            writer.write_line(line, yellow="SIMULATED" in line or "FELL BACK" in line)
+            if line not in shown:
+                shown.add(line)
+                writer.write_line(line, yellow="SIMULATED" in line or "FELL BACK" in line)
     if rows:
         width = config.get_terminal_writer().fullwidth
         table = report.terminal_table(

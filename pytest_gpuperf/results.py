@@ -31,6 +31,27 @@ class ClockReport:
 
 
 @dataclass(frozen=True)
+class GpuIdentity:
+    """Which GPU produced a measurement: its index in this process's runtime (after the
+    visible-device mask), its PCI bus id and UUID where the runtime gives them, and whether the
+    run's probe found it degraded (slower than its peers by more than --gpuperf-gpu-margin)."""
+
+    index: int
+    pci_bus_id: str | None = None
+    uuid: str | None = None
+    degraded: bool = False
+    probe_ratio: float | None = None  # its probe bandwidth / the median of its peers'
+
+    def describe(self) -> str:
+        """'GPU 1 (0000:07:00.0)', with 'DEGRADED' and the probe ratio when it is."""
+        text = f"GPU {self.index}" + (f" ({self.pci_bus_id})" if self.pci_bus_id else "")
+        if self.degraded:
+            ratio = f", {self.probe_ratio:.3f}x its peers" if self.probe_ratio else ""
+            text += f" [DEGRADED{ratio}]"
+        return text
+
+
+@dataclass(frozen=True)
 class Measurement:
     """One named measurement of one kernel (or callable) in one cache mode.
 
@@ -67,6 +88,11 @@ class Measurement:
     outliers: int = 0
     fingerprint: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    gpu: GpuIdentity | None = None
+    # Unix time (s) when the measurement's GPU work began and ended (warm-up included): on
+    # one GPU no two measurements' intervals overlap, the GPU lock sees to that.
+    started_s: float | None = None
+    ended_s: float | None = None
 
     @property
     def bandwidth_bps(self) -> float:

@@ -12,7 +12,7 @@ import contextlib
 import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
     from pytest_gpuperf.gate.judge import Remeasure, Taken
     from pytest_gpuperf.gate.suite import SuiteBudget
+    from pytest_gpuperf.gpu_probe import ProbeReport
     from pytest_gpuperf.runtime.base import Backend, Kernel, Module
     from pytest_gpuperf.session_device import OpenDevice
 
@@ -54,11 +55,13 @@ class BenchSession:
         rootdir: Path,
         worker: int | None = None,
         opener: Callable[..., Backend] | None = None,
+        probe: ProbeReport | None = None,
     ) -> None:
         self.settings = settings
         self.rootdir = rootdir
         self.worker = worker
         self._opener = opener
+        self.probe = probe  # the degraded-GPU probe's findings (pytest-xdist's controller ran it)
         self._device: OpenDevice | None = None
         self._failure: GpuPerfError | None = None
         self._modules: dict[ModuleKey, Module] = {}
@@ -96,11 +99,14 @@ class BenchSession:
             raise self._failure
         from pytest_gpuperf.session_device import open_device
 
+        refused = self.probe.refused if self.probe is not None else ()
         try:
             if self._opener is None:
-                self._device = open_device(self.settings, worker=self.worker)
+                self._device = open_device(self.settings, worker=self.worker, refused=refused)
             else:
-                self._device = open_device(self.settings, worker=self.worker, opener=self._opener)
+                self._device = open_device(
+                    self.settings, worker=self.worker, opener=self._opener, refused=refused
+                )
         except GpuPerfError as failure:
             self._failure = failure
             raise
@@ -285,6 +291,7 @@ class BenchSession:
             )
             for position, item in enumerate(taken)
         }
+        taken = [self._with_probe(item) for item in taken]
         judged = judge(
             test.test_id,
             taken,
@@ -306,6 +313,30 @@ class BenchSession:
                 if item.rebase is not None:
                     self._rebase.setdefault(item.save_key, {})[item.entry.key] = item.rebase
         return Judgement(tuple((item.measurement, item.verdict) for item in judged))
+
+    def _with_probe(self, item: Taken) -> Taken:
+        """The measurement marked with what the probe found on its GPU (degraded or not)."""
+        gpu = item.measurement.gpu
+        found = self.probe.for_index(gpu.index) if (self.probe and gpu is not None) else None
+        if gpu is None or found is None or found.ratio is None:
+            return item
+        marked = replace(gpu, degraded=found.degraded, probe_ratio=found.ratio)
+        return replace(item, measurement=replace(item.measurement, gpu=marked))
+
+    def gpu_facts(self) -> dict[str, object] | None:
+        """The opened GPU's identity and this process's GPU-lock account, for the reports."""
+        if self._device is None:
+            return None
+        info, lock = self._device.info, self._device.lock
+        return {
+            "backend": info.backend,
+            "index": info.index,
+            "pci_bus_id": info.pci_bus_id,
+            "uuid": info.uuid,
+            "lock_held_s": lock.held_s,
+            "lock_waited_s": lock.waited_s,
+            "lock_holds": lock.holds,
+        }
 
     def flush_saves(self, *, interrupted: bool = False) -> SaveOutcome:
         """Write the saves of this session: one locked merge per baseline file. A file that

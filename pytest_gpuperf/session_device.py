@@ -4,19 +4,19 @@ against, and its GPU lock; and saying loudly what was passed over to reach it.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.devices import DeviceMatch, match_device
 from pytest_gpuperf.errors import Attempt, DeviceUnavailable, GpuPerfError
 from pytest_gpuperf.gpu_lock import GpuLock
-from pytest_gpuperf.runtime import BACKENDS, open_backend
+from pytest_gpuperf.runtime import backend_class, open_backend
 from pytest_gpuperf.runtime.info import DeviceInfo
 from pytest_gpuperf.settings import DEFAULT_SIM_DEVICE, Settings, gpu_index_for
 
 if TYPE_CHECKING:
+    from pytest_gpuperf.gpu_probe import ProbeReport
     from pytest_gpuperf.runtime.base import Backend
 
 
@@ -50,7 +50,7 @@ class OpenDevice:
         )
         lines = [f"gpuperf device: {line}"]
         if self.simulated:
-            seed = getattr(self.backend, "seed", None)
+            seed = self.backend.seed
             seeded = f", seed {seed} (GPUPERF_SIM_SEED={seed} reproduces it)" if seed else ""
             lines.append(
                 f"gpuperf device: *** SIMULATED *** times come from a model, not a GPU{seeded}"
@@ -68,21 +68,21 @@ def open_device(
     *,
     worker: int | None = None,
     opener: Callable[..., Backend] = open_backend,
+    refused: Sequence[int] = (),
 ) -> OpenDevice:
     """Open the first backend of the settings' list that has a device.
 
     `DeviceUnavailable` lists every attempt; any other error (a device key that does not fit,
     say) is a setup error. Under --gpuperf-require only real devices of the required kind are
-    tried, and the error says what was required.
+    tried, and the error says what was required. `refused` GPUs (the degraded-GPU probe's,
+    under --gpuperf-refuse-degraded) get no worker.
     """
     attempts: list[Attempt] = []
     backends = settings.allowed_backends
     for name in backends:
-        index = gpu_index_for(settings, device_count(name), worker)
-        options: dict[str, Any] = {}
-        if name == "sim":
-            options["device"] = settings.device_key or DEFAULT_SIM_DEVICE
+        options = backend_options(settings, name)
         try:
+            index = gpu_index_for(settings, device_count(name, **options), worker, refused)
             backend = opener(name, index, **options)
         except DeviceUnavailable as unavailable:
             attempts.extend(unavailable.attempts or (Attempt(name, str(unavailable)),))
@@ -110,18 +110,57 @@ def open_device(
     raise DeviceUnavailable(attempts, hint=hint)
 
 
-def device_count(backend_name: str) -> int | None:
-    """How many devices the backend sees, when its module can tell without opening one
-    (used to spread pytest-xdist workers over GPUs); None when unknown."""
-    try:
-        module = importlib.import_module(BACKENDS[backend_name])
-    except ImportError:
+def backend_options(settings: Settings, name: str) -> dict[str, Any]:
+    """What open() and device_count() of backend `name` are given for these settings."""
+    if name != "sim":
+        return {}
+    return {
+        "device": settings.device_key or DEFAULT_SIM_DEVICE,
+        "gpu_speeds": settings.sim_gpu_speeds,
+    }
+
+
+def device_count(backend_name: str, **options: Any) -> int:
+    """How many GPUs backend `backend_name` shows this process (after its visible-device
+    mask), without opening one: worker k of pytest-xdist measures on GPU k mod this count.
+    The one place the plugin asks; DeviceUnavailable (or ImportError) when the runtime is
+    not there, with the reason opening a device would give."""
+    return backend_class(backend_name).device_count(**options)
+
+
+def probe_for_workers(
+    settings: Settings, workers: int, *, opener: Callable[..., Backend] = open_backend
+) -> ProbeReport | None:
+    """The degraded-GPU probe of a run whose `workers` pytest-xdist workers spread over the
+    GPUs of the first backend that has a device (the one they will open): None when they
+    share one GPU, an explicit --gpuperf-gpu pins them, or --gpuperf-gpu-margin=0."""
+    if not settings.measure or settings.gpu_index is not None or workers < 2:
         return None
-    count = getattr(module, "device_count", None)
-    if not callable(count):
+    if settings.gpu_margin <= 0 and not settings.refuse_degraded:
         return None
-    try:
-        value = count()
-    except Exception:  # a missing runtime is reported when the device is opened
-        return None
-    return value if isinstance(value, int) and value > 0 else None
+    from pytest_gpuperf.gpu_probe import probe_gpus
+
+    for name in settings.allowed_backends:
+        options = backend_options(settings, name)
+        try:
+            count = device_count(name, **options)
+        except (DeviceUnavailable, ImportError):
+            continue
+        indices = sorted({worker % count for worker in range(workers)})
+        if len(indices) < 2:
+            return None
+
+        def cache_bytes_of(backend: Backend) -> int:
+            spec = match_device(backend.info, key=settings.device_key).spec
+            return max(int(spec.cache_bytes), int(backend.info.l2_bytes))
+
+        return probe_gpus(
+            name,
+            indices,
+            settings.gpu_margin,
+            open_gpu=lambda index: opener(name, index, **options),  # noqa: B023 (used at once)
+            cache_bytes_of=cache_bytes_of,
+            hold=lambda backend: GpuLock(backend.info).held("the degraded-GPU probe"),
+            refuse=settings.refuse_degraded,
+        )
+    return None

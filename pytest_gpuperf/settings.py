@@ -35,6 +35,11 @@ DEFAULT_BUDGET_S = 1.0
 DEFAULT_COMPILE_TIMEOUT_S = 300.0
 DEFAULT_CACHE = "cold"
 DEFAULT_BASELINE_DIR = "baselines"
+# A GPU this far (a fraction) below the median of its peers' probe bandwidth is degraded:
+# healthy H200s of one machine measured within 0.995-1.007 of each other, and the probe's own
+# interval is a few tenths of a percent (docs/benchmarks.md, "GPU probe").
+DEFAULT_GPU_MARGIN = 0.03
+MAX_SIM_GPUS = 64
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -115,6 +120,35 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "k mod the number of GPUs.",
         ini="gpuperf_gpu",
         metavar="INDEX",
+    ),
+    OptionSpec(
+        "--gpuperf-gpu-margin",
+        "gpuperf_gpu_margin",
+        "when pytest-xdist workers measure on several GPUs of one model, a short streaming "
+        "probe at the start compares them; a GPU whose bandwidth is more than this fraction "
+        "below the median of its peers is named degraded (with its clocks and throttle "
+        "reasons) and its verdicts are marked. 0 turns the probe off. "
+        f"Default: {DEFAULT_GPU_MARGIN} ({DEFAULT_GPU_MARGIN:.0%}).",
+        ini="gpuperf_gpu_margin",
+        metavar="FRACTION",
+    ),
+    OptionSpec(
+        "--gpuperf-refuse-degraded",
+        "gpuperf_refuse_degraded",
+        "do not measure on a GPU the probe found degraded: its workers measure on the healthy "
+        "GPUs instead (the run fails when none is left). Default: off (measured, and marked).",
+        ini="gpuperf_refuse_degraded",
+        is_flag=True,
+    ),
+    OptionSpec(
+        "--gpuperf-sim-gpus",
+        "gpuperf_sim_gpus",
+        "how many GPUs the simulated device has: N equal GPUs, or a comma-separated list of "
+        "their speeds relative to a healthy GPU (1,1,0.95: the third is 5% slow), so the "
+        "multi-GPU path (workers spread over GPUs, the degraded-GPU probe) runs without a "
+        "GPU. Default: 1.",
+        ini="gpuperf_sim_gpus",
+        metavar="SPEEDS",
     ),
     OptionSpec(
         "--gpuperf-baseline-dir",
@@ -315,6 +349,9 @@ class Settings:
     require: str | None = None  # "gpu" | "hip" | "cuda"
     device_key: str | None = None
     gpu_index: int | None = None
+    gpu_margin: float = DEFAULT_GPU_MARGIN  # 0: no probe
+    refuse_degraded: bool = False
+    sim_gpu_speeds: tuple[float, ...] = (1.0,)
     baseline_dir: Path = Path(DEFAULT_BASELINE_DIR)
     tolerance: float = DEFAULT_TOLERANCE
     strict: bool = False
@@ -489,6 +526,9 @@ def build_settings(
         require=require,
         device_key=get("gpuperf_device", parse_device_key, None),
         gpu_index=get("gpuperf_gpu", parse_gpu_index, None),
+        gpu_margin=get("gpuperf_gpu_margin", parse_gpu_margin, DEFAULT_GPU_MARGIN),
+        refuse_degraded=get("gpuperf_refuse_degraded", parse_bool, False),
+        sim_gpu_speeds=get("gpuperf_sim_gpus", parse_sim_gpus, (1.0,)),
         baseline_dir=baseline_dir,
         tolerance=get("gpuperf_tolerance", parse_tolerance, DEFAULT_TOLERANCE),
         strict=get("gpuperf_strict", parse_bool, False),
@@ -610,6 +650,36 @@ def parse_gpu_index(raw: Any, where: str) -> int:
     if not (text.isascii() and text.isdigit()):
         raise ConfigError(f"{where}: expected a device index (0, 1, ...), got {raw!r}")
     return int(text)
+
+
+def parse_gpu_margin(raw: Any, where: str) -> float:
+    return _fraction(raw, where, "the degraded-GPU margin", low_inclusive=True)
+
+
+def parse_sim_gpus(raw: Any, where: str) -> tuple[float, ...]:
+    """'4' (four equal GPUs) or '1,1,0.95' (relative speeds, one per GPU)."""
+    text = str(raw).strip()
+    hint = (
+        f"expected a number of simulated GPUs (1 to {MAX_SIM_GPUS}) or their relative speeds, "
+        f"comma-separated (e.g. 1,1,0.95), got {raw!r}"
+    )
+    if text.isascii() and text.isdigit():
+        if not 1 <= int(text) <= MAX_SIM_GPUS:
+            raise ConfigError(f"{where}: {hint}")
+        return (1.0,) * int(text)
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) < 2 or len(parts) > MAX_SIM_GPUS:
+        raise ConfigError(f"{where}: {hint}")
+    speeds = []
+    for part in parts:
+        try:
+            speed = float(part)
+        except ValueError:
+            raise ConfigError(f"{where}: {hint}") from None
+        if not (math.isfinite(speed) and 0 < speed <= 10):
+            raise ConfigError(f"{where}: speed {part!r} must be in (0, 10] (1 is healthy); {hint}")
+        speeds.append(speed)
+    return tuple(speeds)
 
 
 def parse_history(raw: Any, where: str) -> int:
@@ -841,13 +911,17 @@ def xdist_worker_number(env: Mapping[str, str] = os.environ) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def gpu_index_for(settings: Settings, device_count: int | None, worker: int | None) -> int:
-    """The device index to open: the explicit one, else worker k's GPU k mod the count."""
+def gpu_index_for(
+    settings: Settings, device_count: int, worker: int | None, refused: Sequence[int] = ()
+) -> int:
+    """The device index to open: the explicit one, else worker k's GPU: the k mod n-th of the
+    n GPUs not refused (all of them unless the degraded-GPU probe refused some)."""
     if settings.gpu_index is not None:
         return settings.gpu_index
+    usable = [index for index in range(device_count) if index not in refused] or [0]
     if worker is None:
-        return 0
-    return worker % device_count if device_count else 0
+        return usable[0]
+    return usable[worker % len(usable)]
 
 
 def describe(settings: Settings) -> str:

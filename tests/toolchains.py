@@ -18,6 +18,8 @@ and the loader's directories), the device libraries beside it, the Python packag
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import functools
 import os
 import shutil
@@ -136,7 +138,7 @@ def required(key: str, environ: Mapping[str, str] | None = None) -> bool:
     return key in keys or (value in ("1", "all") and key != GPU)
 
 
-def skip_or_fail(key: str, reason: str) -> None:
+def skip_or_fail(key: str, reason: str) -> NoReturn:
     """Skip with `reason`, or fail with it where GPUPERF_REQUIRE_TOOLCHAINS requires `key`."""
     if required(key):
         value = os.environ[REQUIRE_VARIABLE]

@@ -8,6 +8,7 @@ that updates it: everything a reviewer needs to tell a real slowdown from noise.
 from __future__ import annotations
 
 import math
+import time
 
 from pytest_gpuperf.gate.policy import code_allowance
 from pytest_gpuperf.report.text import (
@@ -64,6 +65,8 @@ def failure_text(measurement: Measurement, verdict: Verdict, *, verbose: bool = 
     for check in deciding:
         rows += _DECISIVE[check](m, verdict)
     rows.append(("device", f"{_device(m)}; cache={m.cache}"))
+    if m.gpu is not None:
+        rows.append(("gpu", _gpu(m)))
     rows += _actions(verdict)
     rest = _context(m, verdict, deciding)
     if verbose:
@@ -164,6 +167,27 @@ def _context(
     if comparison is not None and AB_CHECK not in deciding:
         groups.append((f"the A/B ({comparison.state})", _comparison_details(comparison)))
     return groups
+
+
+def _gpu(m: Measurement) -> str:
+    """'GPU 1 (0000:07:00.0), 12:03:04.512-12:03:05.630 UTC', and a warning on a GPU the
+    probe found degraded: the slowdown may be the GPU's, not the code's."""
+    assert m.gpu is not None
+    text = m.gpu.describe()
+    if m.gpu.uuid:
+        text += f" {m.gpu.uuid}"
+    if m.started_s is not None and m.ended_s is not None:
+        start, end = (
+            time.strftime("%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}"
+            for t in (m.started_s, m.ended_s)
+        )
+        text += f", measured {start}-{end} UTC"
+    if m.gpu.degraded:
+        text += (
+            " -- this GPU was slower than its peers in the run's probe: the result may be the "
+            "GPU's, not the code's; rerun on a healthy GPU (--gpuperf-gpu=INDEX)"
+        )
+    return text
 
 
 def _headlines(m: Measurement, verdict: Verdict, *, everything: bool) -> list[str]:

@@ -21,11 +21,13 @@ from pytest_gpuperf.results import FAIL, MARGINAL, PASS, UNJUDGED, Measurement, 
 REPORT_SCHEMA = "pytest-gpuperf-report"
 # 2: verdicts carry their checks (floor, baseline, A/B comparison, save) as objects; rows
 # carry pytest's final outcome of their test.
-# 3: a regression's confirming round inside its check (confirmation, first_state /
-# first_outcome, unconfirmed), the level each check was judged at, and the run's "suite"
-# false-alarm budget; faults (problems, interrupted) and the simulated device's
-# modelled comparisons; devices[] name the runtime's name beside the table's; the
-# static gate's results static) (docs/json-schema.md, "schema version 3").
+# 3: adds fields, removes none (docs/json-schema.md, "schema version 3"): a regression's
+# confirming round and the level each check was judged at, the run's "suite" false-alarm
+# budget; faults (problems, interrupted) and the simulated device's modelled comparisons;
+# the runtime's device name beside the table's and the static gate's results (static); each
+# measurement's GPU (gpu) and the Unix interval of its GPU work (started_s, ended_s),
+# devices[] per GPU with workers, GPU-lock time and probe, the run's timing and probe; the
+# A/B statistic's fields and the base side's samples in pair order.
 REPORT_SCHEMA_VERSION = 3
 
 
@@ -59,6 +61,12 @@ def to_json(
         "interrupted": meta.interrupted,
         "problems": list(meta.problems),
         "devices": devices(rows, meta),
+        "timing": {
+            "wall_s": meta.wall_s,
+            "gpu_lock_held_s": sum(g.get("lock_held_s", 0.0) for g in meta.gpus),
+            "gpu_lock_waited_s": sum(g.get("lock_waited_s", 0.0) for g in meta.gpus),
+        },
+        "probe": meta.probe,
         "summary": {
             "total": len(rows),
             "tests": len({row.test_id for row in rows}),

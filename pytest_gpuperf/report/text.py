@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_gpuperf import __version__
 from pytest_gpuperf.results import (
@@ -66,6 +67,12 @@ class ReportMeta:
     suite_checks: int = 0
     problems: tuple[str, ...] = ()  # what could not be done (a file not saved), one line each
     interrupted: bool = False  # Ctrl-C stopped the run: the rows are what was measured before
+    # Each GPU the run used: backend, index, pci_bus_id, uuid, workers (pytest-xdist ids, or
+    # "main"), lock_held_s / lock_waited_s / lock_holds summed over its workers.
+    gpus: tuple[dict[str, Any], ...] = ()
+    # The degraded-GPU probe (gpu_probe.ProbeReport as plain data), when it ran.
+    probe: dict[str, Any] | None = None
+    wall_s: float | None = None  # the session's wall time, beside the GPU-lock time
 
 
 # -- units ------------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ BACKENDS = {
     "cuda": "pytest_gpuperf.runtime.cuda",
     "sim": "pytest_gpuperf.runtime.sim",
 }
+# name -> the Backend subclass in that module: its device_count() is part of the interface.
+BACKEND_CLASSES = {"hip": "HipBackend", "cuda": "CudaBackend", "sim": "SimBackend"}
 AUTO_ORDER = ("hip", "cuda")
 _LAZY = {"Backend", "DeviceBuffer", "Kernel", "Module"}
 
@@ -44,6 +46,12 @@ def open_backend(name: str = "auto", device_index: int = 0, **options: object) -
     raise DeviceUnavailable(attempts, hint=hint)
 
 
+def backend_class(name: str) -> type[Backend]:
+    """The Backend subclass registered as `name` (imports its module)."""
+    cls: type[Backend] = getattr(importlib.import_module(BACKENDS[name]), BACKEND_CLASSES[name])
+    return cls
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         from pytest_gpuperf.runtime import base
@@ -60,5 +68,6 @@ __all__ = [
     "Kernel",
     "KernelResources",
     "Module",
+    "backend_class",
     "open_backend",
 ]

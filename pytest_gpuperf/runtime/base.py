@@ -194,9 +194,32 @@ class Backend(abc.ABC):
             self.fault = reason
 
     # -- device -----------------------------------------------------------------------
+    @classmethod
+    @abc.abstractmethod
+    def device_count(cls, **options: Any) -> int:
+        """How many devices this runtime shows the process, without opening one: the count
+        after the runtime applied its visible-device mask (CUDA_VISIBLE_DEVICES,
+        HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES), so index k < count opens the k-th GPU
+        this process may use. pytest-xdist worker k measures on GPU k mod this count.
+
+        `options` are those `open()` takes (the simulated device's GPUs are an option).
+        Raises DeviceUnavailable, with the reason open() would give, when the runtime
+        itself cannot be reached; 0 only when it answers that it sees no device.
+        """
+
     @property
     @abc.abstractmethod
     def info(self) -> DeviceInfo: ...
+
+    @property
+    def seed(self) -> int | None:
+        """The simulated device's noise seed (it reproduces a run); real GPUs have none."""
+        return None
+
+    def host_clock(self) -> float:
+        """The host's clock in seconds for wall-time budgets: time.perf_counter on a real
+        GPU; the simulated device runs a virtual one (its API calls cost modelled time)."""
+        return time.perf_counter()
 
     # -- memory -----------------------------------------------------------------------
     @abc.abstractmethod

@@ -125,8 +125,17 @@ def _unavailable(reason: str) -> DeviceUnavailable:
 
 def open(device_index: int = 0, **options: Any) -> CudaBackend:
     """Open CUDA device `device_index`; `DeviceUnavailable` says precisely why not."""
-    if options:
-        raise GpuPerfError(f"the cuda backend takes no options, got {sorted(options)}")
+    count = CudaBackend.device_count(**options)
+    if not 0 <= device_index < count:
+        raise _unavailable(f"device index {device_index} out of range: {count} CUDA device(s)")
+    try:
+        return CudaBackend(device_index)
+    except GpuPerfError as failure:
+        raise _unavailable(str(failure)) from None
+
+
+def _initialised_driver() -> Any:
+    """The driver module after cuInit; `DeviceUnavailable` says why there is none."""
     try:
         from cuda.bindings import driver
     except ImportError as missing:
@@ -143,15 +152,14 @@ def open(device_index: int = 0, **options: Any) -> CudaBackend:
         if _error_name(err) == "CUDA_ERROR_NO_DEVICE":
             raise _unavailable("CUDA_ERROR_NO_DEVICE: the NVIDIA driver found no GPU")
         raise _unavailable(f"cuInit failed: {_error_text(err)}")
-    err, count = driver.cuDeviceGetCount()
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise _unavailable(f"cuDeviceGetCount failed: {_error_text(err)}")
-    if not 0 <= device_index < count:
-        raise _unavailable(f"device index {device_index} out of range: {count} CUDA device(s)")
-    try:
-        return CudaBackend(device_index)
-    except GpuPerfError as failure:
-        raise _unavailable(str(failure)) from None
+    return driver
+
+
+def format_uuid(raw: bytes) -> str:
+    """NVML's spelling of a 16-byte GPU UUID: 'GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx'
+    (what nvidia-smi -L and CUDA_VISIBLE_DEVICES=GPU-... show)."""
+    text = bytes(raw[:16]).hex()
+    return f"GPU-{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 class CudaBackend(Backend):
@@ -159,6 +167,20 @@ class CudaBackend(Backend):
 
     name = "cuda"
     supports_graphs = True
+
+    @classmethod
+    def device_count(cls, **options: Any) -> int:
+        """cuDeviceGetCount after cuInit: the driver has applied CUDA_VISIBLE_DEVICES, so
+        this counts (and open() numbers) only the GPUs the mask lets this process see."""
+        if options:
+            raise GpuPerfError(f"the cuda backend takes no options, got {sorted(options)}")
+        driver = _initialised_driver()
+        err, count = driver.cuDeviceGetCount()
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise _unavailable(f"cuDeviceGetCount failed: {_error_text(err)}")
+        if int(count) < 1:
+            raise _unavailable("CUDA_ERROR_NO_DEVICE: the NVIDIA driver found no GPU")
+        return int(count)
 
     def __init__(self, device_index: int = 0) -> None:
         super().__init__(device_index)
@@ -194,6 +216,7 @@ class CudaBackend(Backend):
         d, a = self._d, self._attrs
         name = _ok(d.cuDeviceGetName(256, self._device), "cuDeviceGetName", GpuPerfError)
         err, pci = d.cuDeviceGetPCIBusId(64, self._device)
+        uuid_err, uuid = d.cuDeviceGetUuid(self._device)
         driver_version = _ok(d.cuDriverGetVersion(), "cuDriverGetVersion", GpuPerfError)
         from cuda import bindings
 
@@ -212,6 +235,7 @@ class CudaBackend(Backend):
             memory_clock_khz=a["MEMORY_CLOCK_RATE"] or None,
             memory_bus_bits=a["GLOBAL_MEMORY_BUS_WIDTH"] or None,
             pci_bus_id=pci.split(b"\0", 1)[0].decode() if err == 0 else None,
+            uuid=format_uuid(uuid.bytes) if uuid_err == 0 else None,
             runtime_version=f"cuda-bindings {getattr(bindings, '__version__', '?')}",
             driver_version=f"{driver_version // 1000}.{driver_version % 1000 // 10}",
         )

@@ -81,6 +81,18 @@ def _name(err: Any) -> str:
 
 def open(device_index: int = 0, **options: Any) -> HipBackend:  # the registry's entry point
     """Open HIP device `device_index`; `DeviceUnavailable` says precisely why not."""
+    hip, count = _initialised_runtime(**options)
+    if not 0 <= device_index < count:
+        raise _unavailable(f"device index {device_index} out of range: {count} HIP device(s)")
+    try:
+        return HipBackend(hip, device_index)
+    except GpuPerfError as failure:
+        raise _unavailable(str(failure)) from None
+
+
+def _initialised_runtime(**options: Any) -> tuple[ModuleType, int]:
+    """hip-python's runtime module after hipInit, and hipGetDeviceCount's answer (>= 1);
+    `DeviceUnavailable` says why there is no device."""
     if options:
         raise GpuPerfError(f"the hip backend takes no options, got {sorted(options)}")
     try:
@@ -105,12 +117,20 @@ def open(device_index: int = 0, **options: Any) -> HipBackend:  # the registry's
         raise _unavailable(f"hipInit failed: {_name(init_status)} ({libraries.hip})")
     if count_status != success:
         raise _unavailable(f"hipGetDeviceCount failed: {_name(count_status)}")
-    if not 0 <= device_index < count:
-        raise _unavailable(f"device index {device_index} out of range: {count} HIP device(s)")
-    try:
-        return HipBackend(hip, device_index)
-    except GpuPerfError as failure:
-        raise _unavailable(str(failure)) from None
+    return hip, int(count)
+
+
+def _uuid_text(raw: bytes) -> str:
+    """A HIP device UUID as rocm-smi shows it: ROCm fills the 16 bytes with the unique id's
+    hex digits ('GPU-58bc6dc4d1b4f2b2'); anything else (a HIP runtime over CUDA) is spelt as
+    NVML spells it."""
+    raw = bytes(raw[:16])
+    text = raw.rstrip(b"\0")
+    if text and all(48 <= c < 58 or 97 <= c < 103 or 65 <= c < 71 for c in text):
+        return f"GPU-{text.decode()}"
+    from pytest_gpuperf.runtime.cuda import format_uuid
+
+    return format_uuid(raw.ljust(16, b"\0"))
 
 
 class HipBackend(Backend):
@@ -118,6 +138,12 @@ class HipBackend(Backend):
 
     name = "hip"
     supports_graphs = True
+
+    @classmethod
+    def device_count(cls, **options: Any) -> int:
+        """hipGetDeviceCount after hipInit: the runtime has applied HIP_VISIBLE_DEVICES (and
+        ROCm's ROCR_VISIBLE_DEVICES), so this counts only the GPUs this process may use."""
+        return _initialised_runtime(**options)[1]
 
     def __init__(self, hip: ModuleType, device_index: int) -> None:
         super().__init__(device_index)
@@ -170,6 +196,7 @@ class HipBackend(Backend):
         hip, index = self._hip, self.device_index
         name = str(self._ok(hip.hipDeviceGetName(256, index), "hipDeviceGetName", GpuPerfError))
         err, pci = hip.hipDeviceGetPCIBusId(64, index)
+        uuid = self._uuid()
         total = self._ok(hip.hipDeviceTotalMem(index), "hipDeviceTotalMem", GpuPerfError)
         runtime = self._ok(hip.hipRuntimeGetVersion(), "hipRuntimeGetVersion", GpuPerfError)
         driver = self._ok(hip.hipDriverGetVersion(), "hipDriverGetVersion", GpuPerfError)
@@ -189,9 +216,26 @@ class HipBackend(Backend):
             memory_clock_khz=attr("MemoryClockRate") or None,
             memory_bus_bits=attr("MemoryBusWidth") or None,
             pci_bus_id=str(pci) if err == hip.hipError_t.hipSuccess else None,
+            uuid=uuid,
             runtime_version=_hip_version(int(runtime)),
             driver_version=_hip_version(int(driver)),
         )
+
+    def _uuid(self) -> str | None:
+        """hipDeviceGetUuid's answer, None where the runtime has none (it is a beta call:
+        a library without the symbol fails in hip-python with RuntimeError)."""
+        hip = self._hip
+        try:
+            err, uuid = hip.hipDeviceGetUuid(self.device_index)
+        except RuntimeError:
+            return None
+        if err != hip.hipError_t.hipSuccess:
+            return None
+        try:  # the struct's 16 bytes (hip-python's `bytes` property stops at a NUL)
+            raw = ctypes.string_at(int(uuid), 16)
+        except TypeError:
+            raw = bytes(uuid.bytes)
+        return _uuid_text(raw)
 
     def _arch(self, name: str) -> str:
         """ "gfx942" for an AMD device (feature suffixes dropped), "sm_90" for an NVIDIA one.

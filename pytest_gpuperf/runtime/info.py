@@ -27,6 +27,9 @@ class DeviceInfo:
     memory_clock_khz: int | None = None
     memory_bus_bits: int | None = None
     pci_bus_id: str | None = None
+    uuid: str | None = (
+        None  # "GPU-..." as nvidia-smi / rocm-smi show it, where the runtime gives one
+    )
     runtime_version: str = ""
     driver_version: str = ""
     simulated: bool = False

@@ -20,7 +20,7 @@ docs/simulated-device.md explains every parameter and formula. Everything it rep
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from pytest_gpuperf.devices import DeviceSpec, get_device
 from pytest_gpuperf.errors import Attempt, DeviceUnavailable
@@ -36,6 +36,7 @@ from pytest_gpuperf.runtime.sim_exec import FLUSH_ELEMENT_BYTES, SimKernel
 from pytest_gpuperf.runtime.sim_model import (
     DEFAULT_COMMON_FRACTION,
     DEFAULT_EFFICIENCY,
+    DEFAULT_GPU_SPREAD,
     HOST_EVENT_S,
     HOST_LINK_BPS,
     HOST_SYNC_S,
@@ -68,6 +69,8 @@ def open(  # the name every backend module exposes (runtime/__init__.py)
     kernel_efficiency: Mapping[str, float] | None = None,
     hang_kernels: Iterable[str] | None = None,
     fault_kernels: Iterable[str] | None = None,
+    gpu_speeds: Sequence[float] = (1.0,),
+    gpu_spread: float = DEFAULT_GPU_SPREAD,
 ) -> SimBackend:
     """A simulated `device` (a key of devices.KNOWN_DEVICES, or a DeviceSpec).
 
@@ -78,12 +81,15 @@ def open(  # the name every backend module exposes (runtime/__init__.py)
     `backend.kernel_fingerprint(kernel)`). `hang_kernels` never finish and `fault_kernels`
     leave a sticky device fault (by kernel name; also $GPUPERF_SIM_HANG and $GPUPERF_SIM_FAULT,
     comma-separated): fault injection for testing a run's behaviour on a misbehaving GPU.
-    docs/simulated-device.md explains every option.
+    `gpu_speeds` makes several GPUs of one model (--gpuperf-sim-gpus), each at its speed
+    relative to a healthy one; `device_index` picks one. docs/simulated-device.md explains
+    every option.
     """
-    if int(device_index) < 0:
+    count = SimBackend.device_count(gpu_speeds=gpu_speeds)
+    if not 0 <= int(device_index) < count:
         raise DeviceUnavailable(
-            [Attempt("sim", f"device index {device_index} is negative")],
-            hint="simulated devices are numbered 0, 1, ...",
+            [Attempt("sim", f"device index {device_index} out of range: {count} simulated GPU(s)")],
+            hint="simulated devices are numbered 0, 1, ...; --gpuperf-sim-gpus makes more",
         )
     spec = device if isinstance(device, DeviceSpec) else get_device(str(device))
     settings = SimSettings(
@@ -101,6 +107,9 @@ def open(  # the name every backend module exposes (runtime/__init__.py)
         kernel_efficiency={str(k): float(v) for k, v in (kernel_efficiency or {}).items()},
         hang_kernels=_names(hang_kernels, HANG_ENV),
         fault_kernels=_names(fault_kernels, FAULT_ENV),
+        gpu_speed=float(gpu_speeds[int(device_index)]),
+        gpu_count=count,
+        gpu_spread=float(gpu_spread),
     )
     return SimBackend(int(device_index), settings)
 

@@ -112,6 +112,14 @@ class SimBackend(Backend):
     simulated = True
     supports_graphs = False
 
+    @classmethod
+    def device_count(cls, **options: Any) -> int:
+        """One simulated GPU per entry of the `gpu_speeds` option (one when not given)."""
+        speeds = options.get("gpu_speeds", (1.0,))
+        if not speeds:
+            raise GpuPerfError("gpu_speeds must name at least one simulated GPU")
+        return len(speeds)
+
     def __init__(self, device_index: int, settings: SimSettings) -> None:
         super().__init__(device_index)
         self.settings = settings
@@ -416,7 +424,7 @@ class SimBackend(Backend):
         caller set `module.origin_path` before asking for kernels (an A/B comparison's base
         version, built from another revision's copy of a file), those of that file."""
         path, found = module.handle
-        origin = getattr(module, "origin_path", None)
+        origin = module.origin_path
         if origin is not None:
             path = Path(origin).resolve()
         return SimKernel(name, fingerprint(module.binary, name), found.get(name), path)

@@ -44,6 +44,10 @@ THROTTLE_SLOWDOWN = 1.05  # memory-bound kernels lose little when the engine clo
 # placement, and the rest per code object. An assumption: the blog gives only the total.
 DEFAULT_COMMON_FRACTION = 0.50
 DEFAULT_CODE_FRACTION = 0.05
+# How much healthy GPUs of one model differ from each other within one run, as a +-95% range
+# per GPU: the same tests on two H200s of one machine (separate serial runs) gave time ratios
+# of median 1.0016, range 0.9946-1.0066 over 19 measurements, most of it measurement noise.
+DEFAULT_GPU_SPREAD = 0.005
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,11 @@ class SimSettings:
     # kernels (by name) that never finish, and kernels that leave a sticky device fault.
     hang_kernels: frozenset[str] = frozenset()
     fault_kernels: frozenset[str] = frozenset()
+    # Several simulated GPUs (--gpuperf-sim-gpus): this one's speed relative to a healthy
+    # GPU (0.95: every time / 0.95), how many there are, and how much healthy ones differ.
+    gpu_speed: float = 1.0
+    gpu_count: int = 1
+    gpu_spread: float = DEFAULT_GPU_SPREAD
 
     def __post_init__(self) -> None:
         if self.placement_fraction is None:
@@ -86,6 +95,9 @@ class SimSettings:
             "host_launch_s": self.host_launch_s >= 0,
             "cache_speedup": self.cache_speedup >= 1,
             "throttle_probability": 0 <= self.throttle_probability <= 1,
+            "gpu_speed": math.isfinite(self.gpu_speed) and 0 < self.gpu_speed <= 10,
+            "gpu_count": self.gpu_count >= 1,
+            "gpu_spread": 0 <= self.gpu_spread < 1,
         }
         for option, valid in checks.items():
             if not valid:
@@ -162,7 +174,7 @@ class DriftParts:
 
 
 # Streams of random numbers, one per purpose, so no draw depends on what else ran.
-_COMMON, _CODE, _JITTER, _PLACEMENT = 0, 1, 2, 3
+_COMMON, _CODE, _JITTER, _PLACEMENT, _GPU = 0, 1, 2, 3, 4
 
 
 class Noise:
@@ -174,6 +186,8 @@ class Noise:
           (where it landed in HBM), w_i the bytes the launch touches in buffer i;
       k ~ N(0, f_k s^2)   from (seed, code fingerprint): the same code object, the same k.
     Jitter: exp(jitter * N(0, 1)) per launch.
+    Several GPUs of one run (gpu_count > 1) share c and k (one machine, one code object) and
+    each adds its own g ~ N(0, (gpu_spread / 2)^2) and its speed: GPU 0 draws c as a lone GPU.
     """
 
     def __init__(self, settings: SimSettings, device_index: int) -> None:
@@ -186,8 +200,18 @@ class Noise:
             _CODE: sigma * math.sqrt(settings.code_fraction),
         }
         run_rng = self._rng(_COMMON)
-        self.common_log = self._sigmas[_COMMON] * float(run_rng.standard_normal())
+        own_common = float(run_rng.standard_normal())
         self.throttled = bool(run_rng.random() < settings.throttle_probability)
+        if settings.gpu_count > 1:
+            shared = float(self._shared_rng(_COMMON).standard_normal())
+            own_gpu = float(self._rng(_GPU).standard_normal())
+            self.common_log = (
+                self._sigmas[_COMMON] * shared
+                + settings.gpu_spread / 2 * own_gpu
+                - math.log(settings.gpu_speed)
+            )
+        else:
+            self.common_log = self._sigmas[_COMMON] * own_common - math.log(settings.gpu_speed)
         self._jitter_rng = self._rng(_JITTER)
         self._code_log: dict[str, float] = {}
         self._placement_log: dict[int, float] = {}
@@ -195,10 +219,14 @@ class Noise:
     def _rng(self, stream: int, *key: int) -> np.random.Generator:
         return np.random.default_rng([self.settings.seed, stream, self.device_index, *key])
 
+    def _shared_rng(self, stream: int, *key: int) -> np.random.Generator:
+        """The stream every GPU of the run shares (GPU 0's, so one GPU is drawn as before)."""
+        return np.random.default_rng([self.settings.seed, stream, 0, *key])
+
     def code_log(self, fingerprint: str) -> float:
         if fingerprint not in self._code_log:
             digest = int.from_bytes(hashlib.sha256(fingerprint.encode()).digest()[:8], "big")
-            draw = float(self._rng(_CODE, digest).standard_normal())
+            draw = float(self._shared_rng(_CODE, digest).standard_normal())
             self._code_log[fingerprint] = self._sigmas[_CODE] * draw
         return self._code_log[fingerprint]
 

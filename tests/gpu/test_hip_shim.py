@@ -104,9 +104,11 @@ def _child_device() -> dict[str, Any]:
 
     from pytest_gpuperf.devices import match_device
     from pytest_gpuperf.runtime import open_backend
+    from pytest_gpuperf.session_device import device_count
 
     hip_backend = open_backend("hip")  # first: it binds hip-python to $ROCM_PATH/lib
     cuda_backend = open_backend("cuda")
+    counts = {"hip": device_count("hip"), "cuda": device_count("cuda")}
     hip_match, cuda_match = match_device(hip_backend.info), match_device(cuda_backend.info)
     attributes = {}
     for hip_name, cu_name in ATTRIBUTE_PAIRS.items():
@@ -126,6 +128,7 @@ def _child_device() -> dict[str, Any]:
         "cuda_match": {"key": cuda_match.spec.key, "peak_bps": cuda_match.spec.peak_bps},
         "attributes": attributes,
         "error_values": {name: int(getattr(hip.hipError_t, name)) for name in HIP_ERROR_VALUES},
+        "counts": counts,
     }  # fmt: skip
 
 
@@ -467,6 +470,16 @@ def test_shim_uses_hip_pythons_numbers(device_report: dict[str, Any]) -> None:
         if pair["hip"] != pair["cuda"]
     }  # fmt: skip
     assert not wrong, f"attributes the shim answers differently from the CUDA driver: {wrong}"
+
+
+def test_hip_counts_and_names_the_gpu_as_cuda_does(device_report: dict[str, Any]) -> None:
+    """hip.py's hipGetDeviceCount and GPU identity, through hip-python on the shim, agree
+    with the cuda backend on the same GPU (the shim answers with the CUDA driver's own)."""
+    counts = device_report["counts"]
+    assert counts["hip"] == counts["cuda"] >= 1, counts
+    hip_info, cuda_info = device_report["hip_info"], device_report["cuda_info"]
+    assert hip_info["pci_bus_id"] == cuda_info["pci_bus_id"]
+    assert hip_info["uuid"] == cuda_info["uuid"] and cuda_info["uuid"].startswith("GPU-")
 
 
 def test_device_matching_says_this_is_not_an_mi300x(device_report: dict[str, Any]) -> None:

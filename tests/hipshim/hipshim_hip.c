@@ -198,6 +198,14 @@ EXPORT hipError_t hipDeviceGetPCIBusId(char* bus_id, int length, int device) {
     return to_hip(status);
 }
 
+/* hipUUID is 16 bytes, as CUuuid is: the GPU's UUID, which NVML prints as GPU-xxxxxxxx-... */
+EXPORT hipError_t hipDeviceGetUuid(CUuuid* uuid, int device) {
+    if (uuid == NULL) return hipErrorInvalidValue;
+    CUresult status = cuInit(0);
+    if (status == CUDA_SUCCESS) status = cuDeviceGetUuid(uuid, (CUdevice)device);
+    return to_hip(status);
+}
+
 EXPORT hipError_t hipDeviceTotalMem(size_t* bytes, int device) {
     CUresult status = cuInit(0);
     if (status == CUDA_SUCCESS) status = cuDeviceTotalMem(bytes, (CUdevice)device);

@@ -111,3 +111,14 @@ def test_the_lock_is_reentrant_within_a_process(tmp_path):
     with lock.held("outer"), lock.held("inner"):
         assert lock.is_held
     assert not lock.is_held and os.path.exists(tmp_path / "pci-0000-c1-00.0.lock")
+
+
+def test_the_lock_counts_the_time_it_was_held_once_per_outer_hold(tmp_path):
+    lock = GpuLock(INFO, directory=tmp_path)
+    assert (lock.held_s, lock.waited_s, lock.holds) == (0.0, 0.0, 0)
+    with lock.held("outer"), lock.held("inner (re-entrant: not a second hold)"):
+        time.sleep(0.02)
+    assert lock.holds == 1 and lock.held_s >= 0.02 and lock.waited_s >= 0.0
+    with lock.held("again"):
+        pass
+    assert lock.holds == 2

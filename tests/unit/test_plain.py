@@ -14,6 +14,7 @@ from pytest_gpuperf.results import (
     ClockReport,
     ComparisonCheck,
     FloorCheck,
+    GpuIdentity,
     Measurement,
     Note,
     Row,
@@ -62,6 +63,7 @@ def test_every_field_of_a_row_round_trips_through_json():
         Measurement,
         clocks=filled(ClockReport),
         resources=filled(KernelResources),
+        gpu=filled(GpuIdentity),
     )
     ref = filled(BaselineRef)
     verdict = filled(
