@@ -18,14 +18,13 @@ and the loader's directories), the device libraries beside it, the Python packag
 
 from __future__ import annotations
 
-from typing import NoReturn
-
 import functools
 import os
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
