@@ -358,9 +358,11 @@ class GpuBench:
                                 head_print,
                                 base_print,
                                 self._session.settings.compare_code_spread,
+                                self._session.settings.compare_loads,
                             ),
                         ),
                         seed=len(self._taken),
+                        loads=self._session.settings.compare_loads,
                         **common,
                     )
                     measurement = paired.head

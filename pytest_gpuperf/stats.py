@@ -22,6 +22,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats as sps
 
+from pytest_gpuperf.results import DRIFT_ASSUMED, DRIFT_MEASURED, DRIFT_NONE
+
 # Iglewicz & Hoaglin's cut-off for the modified z-score: |x - median| / MAD > 3.5.
 OUTLIER_THRESHOLD = 3.5
 # sqrt(pi / 2): makes the mean absolute deviation estimate sigma for normal data; used
@@ -262,8 +264,7 @@ class TrimmedMean:
 
     def interval(self, confidence: float = 0.95) -> tuple[float, float]:
         """The two-sided `confidence` interval mean +- t(df) se."""
-        half = _t_quantile(confidence, self.df) * self.se
-        return self.mean - half, self.mean + half
+        return t_interval(self.mean, self.se, self.df, confidence)
 
 
 def trimmed_mean(values: Samples, trim: float = TRIM) -> TrimmedMean:
@@ -299,7 +300,6 @@ def trimmed_mean(values: Samples, trim: float = TRIM) -> TrimmedMean:
 # Fewer loads than this per side, and the spread between loads is not estimated: the
 # variance of a variance from 1 degree of freedom is too wide to gate on.
 MIN_LOADS_TO_ESTIMATE = 3
-DRIFT_MEASURED, DRIFT_ASSUMED, DRIFT_NONE = "measured", "assumed", "none"
 
 
 @dataclass(frozen=True)
@@ -329,8 +329,7 @@ class NestedEstimate:
 
     def interval(self, confidence: float = 0.95) -> tuple[float, float]:
         """The two-sided `confidence` interval of the mean log ratio."""
-        half = _t_quantile(confidence, self.df) * self.se
-        return self.estimate - half, self.estimate + half
+        return t_interval(self.estimate, self.se, self.df, confidence)
 
     def ratio_interval(self, confidence: float = 0.95) -> tuple[float, float]:
         """The interval as a ratio (head time / base time)."""
@@ -400,10 +399,29 @@ def nested_trimmed_mean(
     )
 
 
-def _t_quantile(confidence: float, df: float) -> float:
+Z_95 = 1.959963984540054
+
+
+def per_side_drift(between_sd: float) -> float:
+    """A per-load spread of log ratios as the +-95% drift of one side's load: a ratio of
+    two loads (head's and base's) drifts by sqrt(2) times one load's sigma."""
+    return Z_95 * between_sd / math.sqrt(2.0)
+
+
+def between_sd_of(drift: float) -> float:
+    """The inverse of per_side_drift: a per-side +-95% drift as the per-load sigma of the
+    log ratio."""
+    return drift * math.sqrt(2.0) / Z_95
+
+
+def t_interval(
+    estimate: float, se: float, df: float, confidence: float = 0.95
+) -> tuple[float, float]:
+    """estimate +- t(df) se, two-sided at `confidence`."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), not {confidence}")
-    return float(sps.t.ppf(0.5 + confidence / 2.0, df))
+    half = float(sps.t.ppf(0.5 + confidence / 2.0, max(df, 1.0))) * se
+    return estimate - half, estimate + half
 
 
 def _array(samples: Samples) -> np.ndarray:
