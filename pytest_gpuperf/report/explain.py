@@ -20,6 +20,7 @@ from pytest_gpuperf.report.text import (
 )
 from pytest_gpuperf.results import (
     AB_REGRESSED,
+    DRIFT_MEASURED,
     FAIL,
     IMPROVED,
     MARGINAL,
@@ -238,7 +239,21 @@ def _comparison_details(c: ComparisonCheck) -> list[tuple[str, str]]:
             f"({c.ref_commit[:12] or 'unresolved'}); head/base time {c.ratio:.4f} "
             f"(95% CI {low:.4f} to {high:.4f}) over {c.pairs} interleaved pairs",
         ),
+        *_comparison_drift(c),
         ("A/B rule", _comparison_rule(c)),
+    ]
+
+
+def _comparison_drift(c: ComparisonCheck) -> list[tuple[str, str]]:
+    """The drift between module loads, where the run measured it (DRIFT_MEASURED)."""
+    if c.drift_basis != DRIFT_MEASURED:
+        return []
+    return [
+        (
+            "A/B drift",
+            f"+-{pct(c.drift)} between module loads, measured over {c.loads} loads per side "
+            "and carried in the interval",
+        )
     ]
 
 
