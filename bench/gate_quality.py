@@ -1674,14 +1674,7 @@ def render_saved(path: Path, options: argparse.Namespace) -> int:
             f"Gate quality ({document.get('part')}, {document.get('backend')}), "
             f"{document.get('started', '')[:10]}: PARTIAL, {count} processes, no history scores"
         )
-    print(render(document, markdown=False))
-    if options.markdown:
-        print()
-        print(render(document, markdown=True))
-    if options.update_docs:
-        update_docs(document)
-        print(f"wrote {DOCS.relative_to(REPO_ROOT)}", file=sys.stderr)
-    return 0
+    return publish(document, options)
 
 
 def merge(documents: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -1761,13 +1754,18 @@ def merge_saved(paths: Sequence[Path], options: argparse.Namespace) -> int:
     merged["started"] = min(d.get("started", "") for d in documents)
     describe(merged, options)
     merged["notes"].insert(1, f"merged from {len(paths)} parts: {', '.join(map(str, paths))}")
-    write_json(options.out, merged)
-    print(render(merged, markdown=False))
+    return publish(merged, options)
+
+
+def publish(document: dict[str, Any], options: argparse.Namespace) -> int:
+    """Write --out, print the tables, and with --update-docs write them into the docs."""
+    write_json(options.out, document)
+    print(render(document, markdown=False))
     if options.markdown:
         print()
-        print(render(merged, markdown=True))
+        print(render(document, markdown=True))
     if options.update_docs:
-        update_docs(merged)
+        update_docs(document)
         print(f"wrote {DOCS.relative_to(REPO_ROOT)}", file=sys.stderr)
     return 0
 
@@ -1796,15 +1794,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for number, handler in previous.items():
             signal.signal(number, handler)
     describe(document, options)
-    write_json(options.out, document)
-    print(render(document, markdown=False))
-    if options.markdown:
-        print()
-        print(render(document, markdown=True))
-    if options.update_docs:
-        update_docs(document)
-        print(f"wrote {DOCS.relative_to(REPO_ROOT)}", file=sys.stderr)
-    return 0
+    return publish(document, options)
 
 
 if __name__ == "__main__":
