@@ -98,10 +98,18 @@ def check_comparison(
     strict: bool = False,
     forced: bool = False,
     code_spread: float | None = None,
+    confidence: float | None = None,
 ) -> ComparisonCheck:
     """The state of a timed A/B pair (`code_spread` None: the backend's default, used only
-    where the pair had too few loads to measure the drift)."""
+    where the pair had too few loads to measure the drift), judged on its interval at
+    `confidence` (None: the level it was measured at, `paired.confidence`)."""
     head, base = paired.head, paired.base
+    level = paired.confidence if confidence is None else confidence
+    ratio_ci = paired.ratio_ci
+    if level != paired.confidence:
+        if paired.df <= 0:
+            raise ValueError("this pair has no degrees of freedom to take another level from")
+        ratio_ci = paired.ratio_ci_at(level)
     spread = pair_code_spread(
         head.backend, head.fingerprint, base.fingerprint, code_spread, paired.loads
     )
@@ -111,7 +119,7 @@ def check_comparison(
     else:
         drift, drift_basis = spread, DRIFT_ASSUMED if spread > 0 else DRIFT_NONE
     return ComparisonCheck(
-        state=ab_state(paired.ratio_ci, effective),
+        state=ab_state(ratio_ci, effective),
         ref=ref,
         ref_commit=ref_commit,
         threshold=effective,
@@ -120,13 +128,13 @@ def check_comparison(
         drift=drift,
         drift_basis=drift_basis,
         loads=paired.loads,
-        confidence=paired.confidence,
+        confidence=level,
         statistic=STATISTIC_TRIMMED_MEAN,
         median_ratio=paired.median_ratio,
         base_samples_s=tuple(base.samples_s),
         pair_loads=tuple(paired.pair_loads),
         ratio=paired.ratio,
-        ratio_ci=paired.ratio_ci,
+        ratio_ci=ratio_ci,
         pairs=paired.pairs,
         head_efficiency=head.efficiency,
         base_efficiency=base.efficiency,

@@ -587,3 +587,51 @@ def test_a_short_noisy_history_never_gates_looser_than_the_prior():
     prior_only = prior_allowance(0.0, 0.0, 0.07, false_alarm_rate=0.005)
     assert max(allowances) <= prior_only + 1e-12
     assert float(np.median(allowances)) == pytest.approx(prior_only, rel=0.01)
+
+
+def measured_pair(log_ratio: float, log_se: float, drift: float = 0.001) -> PairedComparison:
+    """A pair over 8 loads per side whose drift the run measured."""
+    import math
+
+    ratio = math.exp(log_ratio)
+    base = paired(ratio, 0.0)
+    level = PairedComparison(
+        head=base.head, base=base.base, ratio=ratio, ratio_ci=(0.0, 0.0), pairs=800,
+        loads=8, pair_loads=tuple(i % 8 for i in range(800)), log_ratio=log_ratio,
+        log_ratio_se=log_se, df=7.0, within_se=log_se / 2, drift=drift, drift_basis="measured",
+        median_ratio=1.0,
+    )  # fmt: skip
+    return replace(level, ratio_ci=level.ratio_ci_at(0.95))
+
+
+def test_a_measured_drift_leaves_the_users_threshold_and_says_so():
+    check = check_comparison(
+        measured_pair(0.02, 0.002), ref="main", ref_commit="c", threshold=0.005
+    )
+    assert check.state == AB_REGRESSED and check.code_spread == 0.0
+    assert (check.threshold, check.user_threshold, check.threshold_basis) == (0.005, 0.005, "user")
+    assert (check.drift, check.drift_basis, check.loads) == (0.001, "measured", 8)
+    assert check.confidence == 0.95 and check.statistic.startswith("10%-trimmed mean")
+    assert len(check.pair_loads) == 800 and check.median_ratio == 1.0
+    short = check_comparison(
+        replace(measured_pair(0.02, 0.002), base=replace(measured_pair(0, 1).base, time_s=4e-6)),
+        ref="main", ref_commit="c", threshold=0.005,
+    )  # fmt: skip
+    assert short.threshold_basis == "quantum" and short.threshold == pytest.approx(0.01)
+    assumed = check_comparison(paired(1.05, 0.002), ref="main", ref_commit="c", threshold=0.005)
+    assert (assumed.threshold_basis, assumed.drift_basis) == ("drift", "assumed")
+    assert assumed.user_threshold == 0.005 and assumed.drift == DEFAULT_CODE_SPREAD["hip"]
+
+
+def test_the_check_reads_the_interval_at_the_confidence_it_is_given():
+    """A suite-wide false-alarm budget asks for a higher per-test level: the same estimate,
+    a wider interval, and a comparison that regressed at 95% may be inconclusive at 99.9%."""
+    pair = measured_pair(0.012, 0.002)
+    at_95 = check_comparison(pair, ref="main", ref_commit="c", threshold=0.005)
+    at_999 = check_comparison(pair, ref="main", ref_commit="c", threshold=0.005, confidence=0.999)
+    assert at_95.state == AB_REGRESSED and at_999.state == "inconclusive"
+    assert at_999.confidence == 0.999 and at_999.ratio_ci[0] < at_95.ratio_ci[0]
+    with pytest.raises(ValueError, match="degrees of freedom"):
+        check_comparison(
+            paired(1.05, 0.002), ref="m", ref_commit="c", threshold=0.005, confidence=0.99
+        )
