@@ -153,11 +153,18 @@ class Device:
         name: str | None = None,
         threshold: float | None = None,
         code_spread: float | None = None,
+        loads: int | None = None,
+        confidence: float = 0.95,
     ) -> PairedComparison:
-        """Two builds of one kernel measured interleaved on the same buffers (an A/B pair);
-        with `threshold`, sampling stops once the gate's A/B state is decided (for different
+        """Two builds of one kernel measured interleaved on the same buffers (an A/B pair),
+        each side loaded `loads` times (default gate.policy.DEFAULT_COMPARE_LOADS) so the
+        interval at `confidence` carries the drift between loads; with `threshold`, sampling
+        stops once the gate's A/B state is decided (with fewer than 3 loads, for different
         code, at the larger of `threshold` and what `code_spread`, default the backend's,
         explains; gate.ab.check_comparison decides the same way)."""
+        from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_LOADS
+
+        loads = DEFAULT_COMPARE_LOADS if loads is None else loads
         stop_when = None
         if threshold is not None:
             from pytest_gpuperf.gate.ab import decided, pair_code_spread
@@ -167,6 +174,7 @@ class Device:
                 self.backend.kernel_fingerprint(head),
                 self.backend.kernel_fingerprint(base),
                 code_spread,
+                loads,
             )
             stop_when = decided(threshold, spread)
         return measure_pair(
@@ -178,9 +186,10 @@ class Device:
             args=args,
             bytes_moved=_count(bytes),
             device=self.spec,
-            settings=MeasureSettings(cache=cache, budget_s=budget_s),
+            settings=MeasureSettings(cache=cache, budget_s=budget_s, confidence=confidence),
             name=name,
             stop_when=stop_when,
+            loads=loads,
         )
 
     def close(self) -> None:

@@ -540,9 +540,11 @@ class GpuBench:
                     head_print,
                     base_print,
                     self._session.settings.compare_code_spread,
+                    self._session.settings.compare_loads,
                 ),
             ),
             seed=seed,
+            loads=self._session.settings.compare_loads,
             **common,
         )
 

@@ -35,8 +35,9 @@ import numpy as np
 from pytest_gpuperf import clocks as clock_readings
 from pytest_gpuperf import stats
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
+from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_LOADS
 from pytest_gpuperf.results import CACHE_MODES, GpuIdentity, Measurement, PairedComparison
-from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel, as_dim3
+from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel, Module, as_dim3
 from pytest_gpuperf.timing import (
     FLUSH_ELEMENT_BYTES,
     INTERNAL_BLOCK,
@@ -62,6 +63,10 @@ MAX_ROTATION_MEMORY_FRACTION = 0.5
 # Each rotation copy is its own allocation (the Backend interface has no sub-buffer views),
 # so a working set far below the caches would need thousands of allocations: refused.
 MAX_ROTATION_COPIES = 1024
+# An A/B pair loads each side this many times by default (gate.policy.DEFAULT_COMPARE_LOADS).
+DEFAULT_PAIR_LOADS = DEFAULT_COMPARE_LOADS
+# A decision needs at least this many pairs on every load.
+MIN_PAIRS_PER_LOAD = 3
 # A callable whose event pairs take no longer than a pair around nothing plus this queued no
 # GPU work (on the H100 an empty pair reads ~0.002 us, the smallest kernel ~1 us).
 NO_WORK_MARGIN_S = 0.3e-6
@@ -149,6 +154,7 @@ def queue_method_for(cache: str, launches: int, graph: bool = False, setup: bool
 
 
 __all__ = [
+    "DEFAULT_PAIR_LOADS",
     "MeasureSettings",
     "launches_per_pair",
     "measure_callable",
@@ -229,27 +235,52 @@ def measure_pair(
     setup: Callable[[], None] | None = None,
     stop_when: Callable[[tuple[float, float], float], bool] | None = None,
     seed: int = 0,
+    loads: int = DEFAULT_PAIR_LOADS,
 ) -> PairedComparison:
     """Time two builds of one kernel (head and base) interleaved, for an A/B comparison.
 
     Same buffers, launch configuration, cache mode and flush for both; every sample slot runs
     one head and one base sample back to back, in an order drawn at random per slot (seeded
     by `seed`), so slow drift of the device, and the placement of the buffers, are shared by
-    the two sides of every pair. Sampling stops once the head's median is within the target
-    interval and `stop_when(ratio_ci, base_time_s)` says the comparison is decided (the gate's
-    rule), or at the budget, which covers both kernels. The caller's buffers end with head's
-    output.
+    the two sides of every pair. Each side is loaded `loads` times (Backend.load_again: the
+    same code object, separate modules) and successive slots take successive loads, so the
+    comparison's interval carries the drift between loads as measured in this run
+    (stats.nested_trimmed_mean). The statistic is the trimmed mean of the pairs' log time
+    ratios, which resolves below the event timer's step (docs/measurement.md). Sampling stops
+    once the head's median is within the target interval and `stop_when(ratio_ci,
+    base_time_s)` says the comparison is decided (the gate's rule, at `settings.confidence`),
+    or at the budget, which covers both kernels. The caller's buffers end with head's output.
     """
-    launch_head, args, buffers, label = _kernel_launch(
-        backend, head, grid, block, args, shared_bytes
-    )
-    launch_base, _, _, _ = _kernel_launch(backend, base, grid, block, args, shared_bytes)
+    if not isinstance(loads, int) or loads < 1:
+        raise ConfigError(f"loads must be a whole number of module loads >= 1, got {loads!r}")
+    _, args, buffers, label = _kernel_launch(backend, head, grid, block, args, shared_bytes)
     label = name or label
     _check_rotate(settings, buffers, label)
     session = _Session(backend, device, settings, label)
+    extra_loads: list[Module] = []
     try:
+        sides = []
+        for kernel in (head, base):
+            again = [backend.load_again(kernel.module) for _ in range(loads - 1)]
+            extra_loads += again
+            sides.append([kernel, *(module.kernel(kernel.name) for module in again)])
+        launch_head, launch_base = (
+            _loaded_launch(backend, kernels, grid, block, shared_bytes) for kernels in sides
+        )
+        for load in range(loads):  # first launches (lazy function loading) stay untimed
+            for launch in (launch_head, launch_base):
+                if setup is not None:
+                    setup()
+                launch((load, *args))
+        backend.synchronize()
         copies = _copies_needed(settings, buffers, bytes_moved, session, label)
-        placements = session.placements(args, buffers, copies)
+        # Placement p runs load p % loads: slot s of a batch takes placement s, so the slots
+        # go round the loads, both sides of a slot on the same load number.
+        placements = [
+            [(load, *copy) for copy in copies_of_round]
+            for copies_of_round in session.placements(args, buffers, copies)
+            for load in range(loads)
+        ]
         cursor = [0]  # shared: successive launches of either side take successive copies
         works = [
             Timed(
@@ -263,29 +294,41 @@ def measure_pair(
             works,
             kernel_name=head.name,
             extra_fields=fields,
-            pair=_Pairing(np.random.default_rng(seed), stop_when),
+            pair=_Pairing(np.random.default_rng(seed), stop_when, loads, len(placements)),
             per_item_fields=[{}, base_fields],
         )
         # Untimed: head's output lands in the caller's own buffers (the last timed launch may
         # have been base's).
         if setup is not None:
             setup()
-        launch_head(args)
+        launch_head((0, *args))
         backend.synchronize()
         pairing = session.pairing
         assert pairing is not None
-        ratio = stats.summarize(pairing.ratios, settings.confidence)
+        found = pairing.estimate()
         return PairedComparison(
             head=replace(head_m, resources=head.resources),
             base=replace(base_m, resources=base.resources),
-            ratio=ratio.median,
-            ratio_ci=(ratio.ci_low, ratio.ci_high),
-            pairs=ratio.n,
+            ratio=found.ratio,
+            ratio_ci=found.ratio_interval(settings.confidence),
+            pairs=found.pairs,
             confidence=settings.confidence,
             stopped_by=head_m.stopped_by,
+            loads=loads,
+            pair_loads=tuple(pairing.loads_of_pairs),
+            log_ratio=found.estimate,
+            log_ratio_se=found.se,
+            df=found.df,
+            within_se=found.within_se,
+            drift=stats.per_side_drift(found.between_sd),
+            drift_basis=found.basis,
+            median_ratio=float(np.median(pairing.ratios)),
         )
     finally:
         session.close()
+        for module in extra_loads:
+            with contextlib.suppress(GpuPerfError):
+                backend.unload(module)
 
 
 def _kernel_launch(
@@ -303,6 +346,25 @@ def _kernel_launch(
 
     call_args = tuple(args)
     return launch, call_args, _distinct_buffers(call_args), kernel.name
+
+
+def _loaded_launch(
+    backend: Backend,
+    kernels: Sequence[Kernel],
+    grid: int | Sequence[int],
+    block: int | Sequence[int],
+    shared_bytes: int,
+) -> Callable[..., None]:
+    """A launch of one side of an A/B pair whose arguments start with the load to use."""
+    grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
+
+    def launch(call_args: tuple, stream: Any = None) -> None:
+        load, *rest = call_args
+        backend.launch(
+            kernels[load], grid3, block3, tuple(rest), shared_bytes=shared_bytes, stream=stream
+        )
+
+    return launch
 
 
 def _kernel_fields(
@@ -365,14 +427,29 @@ def measure_callable(
 
 @dataclass
 class _Pairing:
-    """The state of an A/B measurement: slot order, the ratios so far, the stopping rule."""
+    """The state of an A/B measurement: slot order, the ratios so far and the load each
+    pair ran on, the stopping rule."""
 
     rng: np.random.Generator
     stop_when: Callable[[tuple[float, float], float], bool] | None
+    loads: int = 1
+    placements: int = 1
     ratios: list[float] = field(default_factory=list)
     head_s: list[float] = field(default_factory=list)
     base_s: list[float] = field(default_factory=list)
+    loads_of_pairs: list[int] = field(default_factory=list)
     orders: list[tuple[int, int]] = field(default_factory=list)
+
+    def estimate(self) -> stats.NestedEstimate:
+        """The trimmed mean of the log ratios, nested over the loads."""
+        return stats.nested_trimmed_mean(np.log(self.ratios), self.loads_of_pairs)
+
+    def decidable(self, min_samples: int) -> bool:
+        """Enough pairs to decide on: `min_samples`, and MIN_PAIRS_PER_LOAD on every load."""
+        if len(self.ratios) < max(min_samples, 2):
+            return False
+        counts = np.bincount(self.loads_of_pairs, minlength=self.loads)
+        return bool(counts.min() >= MIN_PAIRS_PER_LOAD)
 
     def plan(self, samples: int) -> None:
         self.orders = [(0, 1) if self.rng.random() < 0.5 else (1, 0) for _ in range(samples)]
@@ -381,11 +458,12 @@ class _Pairing:
         return self.orders[slot]
 
     def take(self, batch: Batch) -> None:
-        for head_s, base_s in batch.slots:
+        for slot, (head_s, base_s) in enumerate(batch.slots):
             if head_s is not None and base_s is not None:
                 self.head_s.append(head_s)
                 self.base_s.append(base_s)
                 self.ratios.append(head_s / base_s)
+                self.loads_of_pairs.append((slot % self.placements) % self.loads)
 
 
 # -- the measurement session -------------------------------------------------------------
@@ -728,17 +806,13 @@ class _Session:
     def _stop_reason(self, timed: list[Timed], sampling_s: float) -> str:
         settings, pair = self.settings, self.pairing
         if pair is not None:
-            enough = len(pair.ratios) >= settings.min_samples
             precise = stats.precision_reached(
                 pair.head_s, settings.target_rel_ci, settings.min_samples, settings.confidence
             )
-            defined = enough and stats.median_ci_ranks(len(pair.ratios), settings.confidence)[2]
-            if defined and defined >= settings.confidence and precise:
-                ratio = stats.summarize(pair.ratios, settings.confidence)
+            if pair.decidable(settings.min_samples) and precise:
+                ratio_ci = pair.estimate().ratio_interval(settings.confidence)
                 base_time_s = float(np.median(pair.base_s))
-                if pair.stop_when is None or pair.stop_when(
-                    (ratio.ci_low, ratio.ci_high), base_time_s
-                ):
+                if pair.stop_when is None or pair.stop_when(ratio_ci, base_time_s):
                     return "precision"
             if len(pair.ratios) >= settings.max_samples:
                 return "max_samples"

@@ -8,6 +8,7 @@ made by the renderers. `pytest_gpuperf.plain` converts every class here to plain
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,9 +120,15 @@ class Measurement:
 class PairedComparison:
     """Head against base, measured interleaved in one run (measure.measure_pair).
 
-    `ratio` is the median over pairs of head time / base time (> 1: head is slower) and
-    `ratio_ci` its distribution-free interval; each pair is one head and one base sample taken
-    back to back, in random order, on the same buffers. `head` and `base` summarise each side.
+    Each pair is one head and one base sample taken back to back, in random order, on the
+    same buffers, on one of `loads` separately loaded modules per side (`pair_loads[i]` is
+    pair i's). `ratio` is exp of the mean over loads of the 10%-trimmed mean of the pairs'
+    log(head time / base time) (> 1: head is slower), `ratio_ci` its interval at
+    `confidence`: log_ratio +- t(df) log_ratio_se, which carries the drift between loads
+    as this run measured it (`drift`, +-95% per side's load; `drift_basis` "measured" with
+    3 or more loads, "none" below). `within_se` is what the pairs alone would say.
+    `median_ratio` is the median of the pair ratios, for reference. `head` and `base`
+    summarise each side; their samples are in pair order.
     """
 
     head: Measurement
@@ -131,6 +138,23 @@ class PairedComparison:
     pairs: int
     confidence: float = 0.95
     stopped_by: str = ""
+    loads: int = 1
+    pair_loads: tuple[int, ...] = ()
+    log_ratio: float = 0.0
+    log_ratio_se: float = 0.0
+    df: float = 0.0
+    within_se: float = 0.0
+    drift: float = 0.0
+    drift_basis: str = ""
+    median_ratio: float | None = None
+
+    def ratio_ci_at(self, confidence: float) -> tuple[float, float]:
+        """The interval at another `confidence` (a suite-wide false-alarm budget sets a
+        per-test level): the same estimate and error, another t quantile."""
+        from pytest_gpuperf.stats import t_interval
+
+        low, high = t_interval(self.log_ratio, self.log_ratio_se, self.df, confidence)
+        return math.exp(low), math.exp(high)
 
 
 # -- what the gate decides -------------------------------------------------------------------
@@ -159,6 +183,10 @@ AB_PASS, AB_REGRESSED, AB_IMPROVED, AB_INCONCLUSIVE, AB_NO_BASE, AB_UNCHANGED = 
 # Different code objects that a device computing its times from a model (the simulated one)
 # times from the same model: it cannot see the change. Never fails, never reads as a pass.
 AB_MODELLED = "modelled"
+# Where an A/B comparison's drift came from (ComparisonCheck.drift_basis), and the statistic
+# of a timed pair.
+DRIFT_MEASURED, DRIFT_ASSUMED, DRIFT_NONE = "measured", "assumed", "none"
+STATISTIC_TRIMMED_MEAN = "10%-trimmed mean of log ratios, nested over module loads"
 # Why an A/B comparison has no base (ComparisonCheck.no_base_why).
 NO_BASE_REF, NO_BASE_FILE, NO_BASE_KERNEL, NO_BASE_COMPILE, NO_BASE_CALLABLE = (
     "ref",
@@ -267,6 +295,25 @@ class ComparisonCheck:
     # AB_MODELLED: the model both sides' times come from (schema version 3)
     modelled_efficiency: float | None = None
     modelled_by: str = ""  # "option", "directive", "model", "reference" or "default"
+
+    # What decided `threshold` (gate.policy.BASIS_*): "user", the user's own
+    # (`user_threshold`, --gpuperf-compare-threshold), or a widening: "quantum" (a launch's
+    # jitter, for a very short kernel) or "drift" (an assumed code drift, where too few
+    # loads measured it).
+    user_threshold: float = 0.0
+    threshold_basis: str = ""
+    # The drift between module loads, +-95% per side's load, and where it came from:
+    # DRIFT_MEASURED (estimated from `loads` loads per side, carried in `ratio_ci`),
+    # DRIFT_ASSUMED (policy / --gpuperf-compare-code-spread, in the threshold) or DRIFT_NONE.
+    drift: float = 0.0
+    drift_basis: str = ""
+    loads: int = 0
+    statistic: str = ""  # STATISTIC_TRIMMED_MEAN for a timed pair
+    median_ratio: float | None = None
+    # Both sides' samples, in pair order (head's are the measurement's samples_s), and the
+    # load each pair ran on: enough to recompute the statistic.
+    base_samples_s: tuple[float, ...] = ()
+    pair_loads: tuple[int, ...] = ()
 
     @property
     def confirmed(self) -> bool:

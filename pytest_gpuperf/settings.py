@@ -20,6 +20,7 @@ from typing import Any
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.policy import (
     DEFAULT_CODE_SPREAD,
+    DEFAULT_COMPARE_LOADS,
     DEFAULT_COMPARE_THRESHOLD,
     DEFAULT_TOLERANCE,
     HISTORY_LENGTH,
@@ -208,6 +209,16 @@ OPTIONS: tuple[OptionSpec, ...] = (
         metavar="FRACTION",
     ),
     OptionSpec(
+        "--gpuperf-compare-loads",
+        "gpuperf_compare_loads",
+        "how many times an A/B comparison loads each side (the same code object as separate "
+        "modules; the pairs are spread over the loads) to measure the drift between loads in "
+        "the run; below 3 it cannot be estimated and --gpuperf-compare-code-spread is assumed "
+        f"instead (docs/measurement.md). Default: {DEFAULT_COMPARE_LOADS}.",
+        ini="gpuperf_compare_loads",
+        metavar="N",
+    ),
+    OptionSpec(
         "--gpuperf-compare-force",
         "gpuperf_compare_force",
         "time head and base even when they compiled to byte-identical code objects (an A/A "
@@ -358,6 +369,7 @@ class Settings:
     compare_ref: str | None = None
     compare_threshold: float = DEFAULT_COMPARE_THRESHOLD
     compare_code_spread: float | None = None  # None: the backend's (policy.DEFAULT_CODE_SPREAD)
+    compare_loads: int = DEFAULT_COMPARE_LOADS
     compare_force: bool = False
     suite_alarm: float = DEFAULT_SUITE_ALARM
     compare_missing_ok: bool = False  # an unresolvable REF: no base, instead of a usage error
@@ -537,6 +549,7 @@ def build_settings(
             "gpuperf_compare_threshold", parse_threshold, DEFAULT_COMPARE_THRESHOLD
         ),
         compare_code_spread=get("gpuperf_compare_code_spread", parse_code_spread, None),
+        compare_loads=get("gpuperf_compare_loads", parse_loads, DEFAULT_COMPARE_LOADS),
         compare_force=get("gpuperf_compare_force", parse_bool, False),
         suite_alarm=get("gpuperf_suite_alarm", parse_suite_alarm, DEFAULT_SUITE_ALARM),
         compare_missing_ok=get("gpuperf_compare_missing_ok", parse_bool, False),
@@ -718,6 +731,13 @@ def parse_tolerance(raw: Any, where: str) -> float:
 
 def parse_threshold(raw: Any, where: str) -> float:
     return _fraction(raw, where, "the compare threshold (e.g. 0.005 for 0.5%)", low_inclusive=True)
+
+
+def parse_loads(raw: Any, where: str) -> int:
+    text = str(raw).strip()
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 64:
+        raise ConfigError(f"{where}: expected a number of module loads from 1 to 64, got {raw!r}")
+    return int(text)
 
 
 def parse_code_spread(raw: Any, where: str) -> float:
@@ -938,9 +958,11 @@ def describe(settings: Settings) -> str:
         forced = ", forced" if settings.compare_force else ""
         code = settings.compare_code_spread
         spread = f", code spread ±{code:.2%}" if code is not None else ""
+        loads = settings.compare_loads
+        loaded = f", {loads} loads per side" if loads != DEFAULT_COMPARE_LOADS else ""
         parts.append(
             f"A/B against {settings.compare_ref} (threshold {settings.compare_threshold:.1%}"
-            f"{spread}{forced})"
+            f"{spread}{loaded}{forced})"
         )
     if settings.suite_alarm != DEFAULT_SUITE_ALARM:
         parts.append(f"suite false alarms {settings.suite_alarm:.1%}")

@@ -4,16 +4,25 @@ Kernel times are skewed (a floor set by the hardware, a tail of interrupts, cloc
 neighbours), so everything here is distribution-free or rank-based: the median and an
 order-statistic interval for it rather than a mean and a t-interval; MAD rather than the
 standard deviation; Mann-Whitney U and a bootstrap of the ratio of medians for comparisons.
+
+Paired A/B ratios are the exception (`trimmed_mean`, `nested_trimmed_mean`): event timers
+tick in steps (32 ns on an H100), so the ratios of a short kernel take a handful of tied
+values and an order statistic cannot resolve between them, however many pairs are taken. A
+trimmed mean averages across the step (docs/measurement.md, "The A/B statistic").
 """
 
 from __future__ import annotations
 
 import functools
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 from scipy import stats as sps
+
+from pytest_gpuperf.results import DRIFT_ASSUMED, DRIFT_MEASURED, DRIFT_NONE
 
 # Iglewicz & Hoaglin's cut-off for the modified z-score: |x - median| / MAD > 3.5.
 OUTLIER_THRESHOLD = 3.5
@@ -230,6 +239,189 @@ def compare(
         p_value=p_value,
         confidence=confidence,
     )
+
+
+# The share trimmed from each end of the per-pair log ratios: 10%, as Wilcox recommends for
+# heavy tails at little cost in efficiency when the data are normal ("Introduction to Robust
+# Estimation and Hypothesis Testing", ch. 3; 20% is his default for small samples).
+TRIM = 0.10
+
+
+@dataclass(frozen=True)
+class TrimmedMean:
+    """A trimmed mean with its Tukey-McLaughlin standard error.
+
+    `se` is the winsorised standard deviation over (1 - 2 trim) sqrt(n), `df` = h - 1 where
+    h = n - 2 floor(trim n) values survive the trimming (Tukey & McLaughlin 1963; the same
+    as scipy.stats.mstats.trimmed_mean_ci).
+    """
+
+    mean: float
+    se: float
+    df: float
+    n: int
+    trim: float = TRIM
+
+    def interval(self, confidence: float = 0.95) -> tuple[float, float]:
+        """The two-sided `confidence` interval mean +- t(df) se."""
+        return t_interval(self.mean, self.se, self.df, confidence)
+
+
+def trimmed_mean(values: Samples, trim: float = TRIM) -> TrimmedMean:
+    """The `trim`-trimmed mean of `values` and its Tukey-McLaughlin standard error.
+
+    Unbiased under quantisation where a median is not: a timer that rounds to a grid moves
+    each value by at most half a step, and over many values the rounding averages out (the
+    jitter dithers it), so the mean of rounded values resolves far below the step, while a
+    median stays on one of the few grid values. Robust: the `trim` share of values at each
+    end, where interrupts, clock dips and launches that did not run fully land, cannot move
+    it. Needs at least 2 values.
+    """
+    data = _array(values)
+    if data.size < 2:
+        raise ValueError("a trimmed mean's interval needs at least two values")
+    if not 0.0 <= trim < 0.5:
+        raise ValueError(f"trim must be in [0, 0.5), not {trim}")
+    cut = int(trim * data.size)
+    kept = data.size - 2 * cut
+    winsorised = np.asarray(
+        sps.mstats.winsorize(data, limits=(trim, trim), inclusive=(False, False)), dtype=float
+    )
+    spread = float(np.std(winsorised, ddof=1))
+    return TrimmedMean(
+        mean=float(sps.trim_mean(data, trim)),
+        se=spread / ((1.0 - 2.0 * trim) * math.sqrt(data.size)),
+        df=float(max(kept - 1, 1)),
+        n=int(data.size),
+        trim=trim,
+    )
+
+
+# Fewer loads than this per side, and the spread between loads is not estimated: the
+# variance of a variance from 1 degree of freedom is too wide to gate on.
+MIN_LOADS_TO_ESTIMATE = 3
+
+
+@dataclass(frozen=True)
+class NestedEstimate:
+    """The mean log ratio over pairs spread across k separately loaded modules per side.
+
+    One-way random effects: pair i of load j has log ratio mu + b_j + e_ij, where b_j (the
+    loads' own drift: where each code object landed) is shared by every pair of load j, and
+    e_ij is launch jitter. `estimate` is the mean of the loads' trimmed means m_j; its
+    variance is sigma_w^2 / N + sigma_b^2 / k. `between_sd` is sigma_b as estimated from the
+    spread of the m_j (0 when they vary no more than their own errors say), `within_se` the
+    standard error the pairs alone give, and `se`, `df` what the interval uses (`basis`:
+    "measured" with k >= MIN_LOADS_TO_ESTIMATE, "assumed" when an assumed sigma_b stood in,
+    "none" for a single load without one).
+    """
+
+    estimate: float
+    se: float
+    df: float
+    loads: int
+    pairs: int
+    within_se: float
+    between_sd: float
+    basis: str
+    load_means: tuple[float, ...] = ()
+    load_pairs: tuple[int, ...] = ()
+
+    def interval(self, confidence: float = 0.95) -> tuple[float, float]:
+        """The two-sided `confidence` interval of the mean log ratio."""
+        return t_interval(self.estimate, self.se, self.df, confidence)
+
+    def ratio_interval(self, confidence: float = 0.95) -> tuple[float, float]:
+        """The interval as a ratio (head time / base time)."""
+        low, high = self.interval(confidence)
+        return math.exp(low), math.exp(high)
+
+    @property
+    def ratio(self) -> float:
+        return math.exp(self.estimate)
+
+
+def nested_trimmed_mean(
+    log_ratios: Samples,
+    loads: Sequence[int] | npt.NDArray[np.integer],
+    *,
+    trim: float = TRIM,
+    assumed_between_sd: float | None = None,
+) -> NestedEstimate:
+    """The mean of per-load trimmed means of `log_ratios` (pair i ran on load `loads[i]`),
+    with the loads' drift estimated from the run (one-way random effects, nested ANOVA on
+    the per-load means) and carried into the interval.
+
+    With k >= MIN_LOADS_TO_ESTIMATE loads, sigma_b^2 = max(0, S_m^2 - mean(se_j^2)), where
+    S_m^2 is the variance of the per-load means and se_j their Tukey-McLaughlin errors. When
+    it is positive the variance of the estimate is S_m^2 / k with k - 1 degrees of freedom
+    (Satterthwaite's approximation reduces to exactly this): the number of loads bounds what
+    the run can say about drift, however many pairs each load had. Otherwise the pairs'
+    own error decides, with their degrees of freedom. With fewer loads `assumed_between_sd`
+    (None: 0) stands in for sigma_b.
+    """
+    values = _array(log_ratios)
+    groups = np.asarray(loads, dtype=int).ravel()
+    if groups.size != values.size:
+        raise ValueError(f"{values.size} log ratios but {groups.size} load indices")
+    parts = [trimmed_mean(values[groups == g], trim) for g in np.unique(groups)]
+    k = len(parts)
+    means = np.array([p.mean for p in parts])
+    errors = np.array([p.se for p in parts])
+    within_var = float(np.sum(errors**2)) / k**2
+    # Welch-Satterthwaite degrees of freedom of the sum of the loads' squared errors.
+    terms = np.array([p.se**4 / p.df for p in parts])
+    within_df = float(np.sum(errors**2) ** 2 / np.sum(terms)) if np.sum(terms) > 0 else 1.0
+    within_df = max(within_df, 1.0)
+    if k >= MIN_LOADS_TO_ESTIMATE:
+        spread_var = float(np.var(means, ddof=1))
+        between_var = max(0.0, spread_var - float(np.mean(errors**2)))
+        if between_var > 0:
+            variance, df = spread_var / k, float(k - 1)
+        else:
+            variance, df = within_var, within_df
+        basis = DRIFT_MEASURED
+    else:
+        between_var = (assumed_between_sd or 0.0) ** 2
+        variance, df = within_var + between_var / k, within_df
+        basis = DRIFT_ASSUMED if assumed_between_sd else DRIFT_NONE
+    return NestedEstimate(
+        estimate=float(np.mean(means)),
+        se=math.sqrt(variance),
+        df=df,
+        loads=k,
+        pairs=int(values.size),
+        within_se=math.sqrt(within_var),
+        between_sd=math.sqrt(between_var),
+        basis=basis,
+        load_means=tuple(float(m) for m in means),
+        load_pairs=tuple(p.n for p in parts),
+    )
+
+
+Z_95 = 1.959963984540054
+
+
+def per_side_drift(between_sd: float) -> float:
+    """A per-load spread of log ratios as the +-95% drift of one side's load: a ratio of
+    two loads (head's and base's) drifts by sqrt(2) times one load's sigma."""
+    return Z_95 * between_sd / math.sqrt(2.0)
+
+
+def between_sd_of(drift: float) -> float:
+    """The inverse of per_side_drift: a per-side +-95% drift as the per-load sigma of the
+    log ratio."""
+    return drift * math.sqrt(2.0) / Z_95
+
+
+def t_interval(
+    estimate: float, se: float, df: float, confidence: float = 0.95
+) -> tuple[float, float]:
+    """estimate +- t(df) se, two-sided at `confidence`."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), not {confidence}")
+    half = float(sps.t.ppf(0.5 + confidence / 2.0, max(df, 1.0))) * se
+    return estimate - half, estimate + half
 
 
 def _array(samples: Samples) -> np.ndarray:

@@ -2,8 +2,10 @@
 
 Head and base run interleaved on the same buffers (measure.measure_pair); each pair gives a
 ratio of head time to base time in which whatever the run shares (clocks, placement of the
-buffers, a neighbour's load) cancels. The decision reads the median ratio's distribution-free
-interval against the threshold t:
+buffers, a neighbour's load) cancels. Each side is loaded several times and the pairs are
+spread over the loads, so the interval of the trimmed mean of log ratios carries the drift
+between loads as the run measured it. The decision reads that interval against the
+threshold t:
 
   REGRESSED     the whole interval above 1 + t (slower by more than t, with confidence)
   IMPROVED      the whole interval below 1 / (1 + t)
@@ -16,16 +18,22 @@ not timed and the state neither fails nor reads as a pass (--gpuperf-compare-for
 anyway: the simulator's code-object drift control).
 
 t is --gpuperf-compare-threshold, widened for very short kernels and, when head and base are
-different code objects, to what the backend's code-object drift explains (policy.
-code_allowance): the pair cancels what the run shares, not where each code object landed.
-docs/measurement.md says why a paired ratio and why these rules.
+different code objects measured on too few loads to estimate their drift, to what the
+backend's assumed code-object drift explains (policy.code_allowance). The check keeps the
+user's threshold and says what decided. docs/measurement.md says why these rules.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from pytest_gpuperf.gate.policy import code_spread_for, compare_threshold
+from pytest_gpuperf.gate.policy import (
+    BASIS_USER,
+    code_spread_for,
+    compare_threshold,
+    threshold_and_basis,
+)
+from pytest_gpuperf.measure import DEFAULT_PAIR_LOADS
 from pytest_gpuperf.results import (
     AB_IMPROVED,
     AB_INCONCLUSIVE,
@@ -34,9 +42,14 @@ from pytest_gpuperf.results import (
     AB_PASS,
     AB_REGRESSED,
     AB_UNCHANGED,
+    DRIFT_ASSUMED,
+    DRIFT_MEASURED,
+    DRIFT_NONE,
+    STATISTIC_TRIMMED_MEAN,
     ComparisonCheck,
     PairedComparison,
 )
+from pytest_gpuperf.stats import MIN_LOADS_TO_ESTIMATE
 
 
 def ab_state(ratio_ci: tuple[float, float], threshold: float) -> str:
@@ -66,10 +79,17 @@ def decided(
 
 
 def pair_code_spread(
-    backend: str, head_fingerprint: str, base_fingerprint: str, override: float | None = None
+    backend: str,
+    head_fingerprint: str,
+    base_fingerprint: str,
+    override: float | None = None,
+    loads: int = DEFAULT_PAIR_LOADS,
 ) -> float:
-    """The code-object spread a pair is judged with: none for byte-identical code (a forced
-    A/A), the backend's (or the override) otherwise."""
+    """The assumed code-object spread a pair's threshold is widened for: none where the run
+    measures the drift (`loads` >= MIN_LOADS_TO_ESTIMATE per side) or for byte-identical
+    code (a forced A/A), the backend's (or the override) otherwise."""
+    if loads >= MIN_LOADS_TO_ESTIMATE:
+        return 0.0
     if head_fingerprint and head_fingerprint == base_fingerprint:
         return 0.0
     return code_spread_for(backend, override)
@@ -84,18 +104,43 @@ def check_comparison(
     strict: bool = False,
     forced: bool = False,
     code_spread: float | None = None,
+    confidence: float | None = None,
 ) -> ComparisonCheck:
-    """The state of a timed A/B pair (`code_spread` None: the backend's default)."""
+    """The state of a timed A/B pair (`code_spread` None: the backend's default, used only
+    where the pair had too few loads to measure the drift), judged on its interval at
+    `confidence` (None: the level it was measured at, `paired.confidence`)."""
     head, base = paired.head, paired.base
-    spread = pair_code_spread(head.backend, head.fingerprint, base.fingerprint, code_spread)
-    effective = compare_threshold(threshold, base.time_s, spread)
+    level = paired.confidence if confidence is None else confidence
+    ratio_ci = paired.ratio_ci
+    if level != paired.confidence:
+        if paired.df <= 0:
+            raise ValueError("this pair has no degrees of freedom to take another level from")
+        ratio_ci = paired.ratio_ci_at(level)
+    spread = pair_code_spread(
+        head.backend, head.fingerprint, base.fingerprint, code_spread, paired.loads
+    )
+    effective, basis = threshold_and_basis(threshold, base.time_s, spread)
+    if paired.drift_basis == DRIFT_MEASURED:
+        drift, drift_basis = paired.drift, DRIFT_MEASURED
+    else:
+        drift, drift_basis = spread, DRIFT_ASSUMED if spread > 0 else DRIFT_NONE
     return ComparisonCheck(
-        state=ab_state(paired.ratio_ci, effective),
+        state=ab_state(ratio_ci, effective),
         ref=ref,
         ref_commit=ref_commit,
         threshold=effective,
+        user_threshold=threshold,
+        threshold_basis=basis,
+        drift=drift,
+        drift_basis=drift_basis,
+        loads=paired.loads,
+        confidence=level,
+        statistic=STATISTIC_TRIMMED_MEAN,
+        median_ratio=paired.median_ratio,
+        base_samples_s=tuple(base.samples_s),
+        pair_loads=tuple(paired.pair_loads),
         ratio=paired.ratio,
-        ratio_ci=paired.ratio_ci,
+        ratio_ci=ratio_ci,
         pairs=paired.pairs,
         head_efficiency=head.efficiency,
         base_efficiency=base.efficiency,
@@ -105,7 +150,6 @@ def check_comparison(
         forced=forced,
         strict=strict,
         code_spread=spread,
-        confidence=paired.confidence,
     )
 
 
@@ -116,6 +160,8 @@ def unchanged(*, ref: str, ref_commit: str, fingerprint: str, threshold: float) 
         ref=ref,
         ref_commit=ref_commit,
         threshold=threshold,
+        user_threshold=threshold,
+        threshold_basis=BASIS_USER,
         head_fingerprint=fingerprint,
         base_fingerprint=fingerprint,
     )
@@ -130,6 +176,8 @@ def no_base(
         ref=ref,
         ref_commit=ref_commit,
         threshold=threshold,
+        user_threshold=threshold,
+        threshold_basis=BASIS_USER,
         no_base_why=why,
         detail=detail,
         strict=strict,

@@ -40,6 +40,12 @@ DEFAULT_TOLERANCE = 0.01
 # The smallest A/B difference (head time / base time - 1) that counts as a regression or an
 # improvement: 0.5% for long kernels on the H100, where A/A ratios stay within +-0.1%.
 DEFAULT_COMPARE_THRESHOLD = 0.005
+# An A/B pair loads each side this many times (one module per load: the same code object
+# loaded again, nothing recompiled) and spreads its pairs over the loads, so the run measures
+# what belongs to a load and not to the code (where it landed, how it meets the instruction
+# caches) instead of assuming it: 8 loads give the between-load variance 7 degrees of freedom
+# (t = 2.36 at 95%, where 4 loads would give 3.18) for a few milliseconds of module loads.
+DEFAULT_COMPARE_LOADS = 8
 # Below this kernel time the threshold grows to this much absolute time: a launch's own
 # jitter (+-20-40 ns between two kernels in one run on the H100) would otherwise decide.
 COMPARE_JITTER_S = 0.04e-6
@@ -64,7 +70,10 @@ def prior_run_spread(
 
 
 # How much one code object's time may differ from another's of the same speed for the whole
-# of a run, as a +-95% range per code object (docs/measurement.md, "Code-object drift"): the
+# of a run, as a +-95% range per code object, ASSUMED where the run cannot measure it: an A/B
+# pair loads each side several times and measures the drift between loads itself
+# (measure.DEFAULT_PAIR_LOADS); this applies only to a pair of fewer than
+# stats.MIN_LOADS_TO_ESTIMATE loads per side (docs/measurement.md, "Code-object drift"): the
 # part of the run-to-run spread an A/B pair cannot cancel when head and base are different
 # code, because each was loaded once, at one place, for the run.
 # CUDA 0: on the project's H100 (2026-11-23), forced A/A comparisons of separately loaded
@@ -96,9 +105,25 @@ def compare_threshold(
     threshold: float, base_time_s: float | None, code_spread: float = 0.0
 ) -> float:
     """The A/B threshold for a kernel of `base_time_s`: the relative one, widened to
-    COMPARE_JITTER_S of absolute time for very short kernels, and to what a different code
-    object's drift explains (`code_spread`, 0 when head and base are the same code)."""
-    widest = max(threshold, code_allowance(code_spread)) if code_spread > 0 else threshold
-    if not base_time_s or base_time_s <= 0:
-        return widest
-    return max(widest, COMPARE_JITTER_S / base_time_s)
+    COMPARE_JITTER_S of absolute time for very short kernels, and to what an assumed drift
+    between code objects explains (`code_spread`, 0 when head and base are the same code or
+    when the run measured the drift between module loads)."""
+    return threshold_and_basis(threshold, base_time_s, code_spread)[0]
+
+
+# What decided an A/B threshold (results.ComparisonCheck.threshold_basis).
+BASIS_USER, BASIS_QUANTUM, BASIS_DRIFT = "user", "quantum", "drift"
+
+
+def threshold_and_basis(
+    threshold: float, base_time_s: float | None, code_spread: float = 0.0
+) -> tuple[float, str]:
+    """compare_threshold's value and what decided it: BASIS_USER (the user's threshold),
+    BASIS_QUANTUM (a launch's jitter, for a very short kernel) or BASIS_DRIFT (the assumed
+    code drift); the larger widening wins."""
+    effective, basis = threshold, BASIS_USER
+    if code_spread > 0 and code_allowance(code_spread) > effective:
+        effective, basis = code_allowance(code_spread), BASIS_DRIFT
+    if base_time_s and base_time_s > 0 and COMPARE_JITTER_S / base_time_s > effective:
+        effective, basis = COMPARE_JITTER_S / base_time_s, BASIS_QUANTUM
+    return effective, basis

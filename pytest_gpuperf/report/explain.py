@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 
-from pytest_gpuperf.gate.policy import code_allowance
+from pytest_gpuperf.gate.policy import BASIS_DRIFT, BASIS_QUANTUM, code_allowance
 from pytest_gpuperf.report.text import (
     ab_cell,
     format_time,
@@ -23,6 +23,7 @@ from pytest_gpuperf.report.text import (
 from pytest_gpuperf.results import (
     AB_MODELLED,
     AB_REGRESSED,
+    DRIFT_MEASURED,
     FAIL,
     IMPROVED,
     MARGINAL,
@@ -410,6 +411,7 @@ def _comparison_details(c: ComparisonCheck) -> list[tuple[str, str]]:
             f"({_level(c.confidence)} CI {low:.4f} to {high:.4f}) over {c.pairs} interleaved "
             "pairs",
         ),
+        *_comparison_drift(c),
         ("A/B rule", _comparison_rule(c)),
     ]
     if c.first_state:
@@ -430,6 +432,19 @@ def _comparison_confirmation(c: ComparisonCheck) -> str:
     )
 
 
+def _comparison_drift(c: ComparisonCheck) -> list[tuple[str, str]]:
+    """The drift between module loads, where the run measured it (DRIFT_MEASURED)."""
+    if c.drift_basis != DRIFT_MEASURED:
+        return []
+    return [
+        (
+            "A/B drift",
+            f"+-{pct(c.drift)} between module loads, measured over {c.loads} loads per side "
+            "and carried in the interval",
+        )
+    ]
+
+
 def _comparison_rule(c: ComparisonCheck) -> str:
     return (
         f"regressed when the whole interval lies above 1 + {pct(c.threshold)}: "
@@ -439,7 +454,7 @@ def _comparison_rule(c: ComparisonCheck) -> str:
 
 # Fields a check may carry (now or from a later gate) that say in words where its threshold
 # or allowance came from; the first non-empty one is quoted as it is.
-BASIS_FIELDS = ("threshold_basis", "threshold_origin", "basis")
+BASIS_FIELDS = ("basis",)
 
 
 def _basis(check: object) -> str:
@@ -451,20 +466,34 @@ def _basis(check: object) -> str:
 
 
 def _threshold_origin(c: ComparisonCheck) -> str:
-    """+2.67% and where it came from: the gate's own words when it gives them, else what
-    the check's fields show (the code-object drift it was widened to, or the option)."""
+    """+2.67% and what decided it (the check's threshold_basis): the user's threshold, a
+    widening for a very short kernel, or an assumed code-object drift; and, when the run
+    measured the drift between module loads, that it sits in the interval instead."""
     threshold = f"+{pct(c.threshold)}"
-    basis = _basis(c)
-    if basis:
-        return f"{threshold}: {basis}"
-    if c.code_spread > 0 and math.isclose(c.threshold, code_allowance(c.code_spread)):
-        # widened to what two different code objects of equal speed can differ by
-        return (
+    user = f"+{pct(c.user_threshold)}" if c.user_threshold else "the threshold"
+    if c.threshold_basis == BASIS_DRIFT or (
+        not c.threshold_basis
+        and c.code_spread > 0
+        and math.isclose(c.threshold, code_allowance(c.code_spread))
+    ):
+        said = (
             f"{threshold}: what a different code object's drift of +-{pct(c.code_spread)} "
-            "explains (--gpuperf-compare-code-spread; the pair cancels what the run shares, "
-            "not where each code object landed)"
+            "explains, ASSUMED (--gpuperf-compare-code-spread): too few loads per side to "
+            "measure it (--gpuperf-compare-loads)"
         )
-    return f"{threshold} (--gpuperf-compare-threshold)"
+    elif c.threshold_basis == BASIS_QUANTUM:
+        said = (
+            f"{threshold}: widened from your {user} for a very short kernel, whose launches "
+            "jitter by more (--gpuperf-compare-threshold)"
+        )
+    else:
+        said = f"{threshold} (--gpuperf-compare-threshold)"
+    if c.drift_basis == DRIFT_MEASURED:
+        said += (
+            f"; the drift between module loads, measured in this run at +-{pct(c.drift)} over "
+            f"{c.loads} loads per side, is carried in the interval"
+        )
+    return said
 
 
 def _pairs_text(c: ComparisonCheck) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import numpy as np
 from pytest_gpuperf.errors import (
     ArgumentError,
     DeviceFault,
+    GpuPerfError,
     KernelNotFound,
     KernelTimeout,
     LaunchError,
@@ -301,6 +302,22 @@ class Backend(abc.ABC):
         name: str | None = None,
     ) -> Module:
         """Compile a .hip file or a source string for this device and load it."""
+
+    def load_again(self, module: Module) -> Module:
+        """Load `module`'s code object once more, as a separate module: the same bytes at
+        another load address, with whatever belongs to a load and not to the code (where it
+        landed, how it meets the instruction caches). An A/B pair spreads its pairs over
+        several loads per side to measure that drift (docs/measurement.md); nothing is
+        compiled again."""
+        self._check_open()
+        return replace(module, handle=self._load_binary(module), _kernels={})
+
+    def unload(self, module: Module) -> None:  # noqa: B027 (a backend that holds nothing)
+        """Unload a module from load_again (the backend's close unloads the rest)."""
+
+    def _load_binary(self, module: Module) -> Any:
+        """The handle of a new load of `module.binary` (backends that can load override)."""
+        raise GpuPerfError(f"the {self.name} backend cannot load a module again")
 
     @abc.abstractmethod
     def _get_function(self, module: Module, name: str) -> Any: ...

@@ -342,6 +342,25 @@ class CudaBackend(Backend):
             from_cache=result.from_cache,
         )
 
+    def _load_binary(self, module: Module) -> Any:
+        """cuModuleLoadData of the same CUBIN: the driver gives a separate module."""
+        err, handle = self._d.cuModuleLoadData(module.binary)
+        if err != self._d.CUresult.CUDA_SUCCESS:
+            raise CompileError(
+                f"the driver could not load {module.source_name}'s CUBIN again: "
+                f"{_error_text(err)} (driver {self._info.driver_version})",
+                source_path=module.source_name,
+            )
+        self._modules.append(handle)
+        return handle
+
+    def unload(self, module: Module) -> None:
+        """Unload a module from load_again now (close unloads whatever is left)."""
+        held = [index for index, h in enumerate(self._modules) if h is module.handle]
+        if held:
+            del self._modules[held[0]]
+            _ok(self._d.cuModuleUnload(module.handle), "cuModuleUnload")
+
     def _get_function(self, module: Module, name: str) -> Any:
         err, function = self._d.cuModuleGetFunction(module.handle, name.encode())
         if err != self._d.CUresult.CUDA_SUCCESS:

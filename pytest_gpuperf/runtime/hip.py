@@ -400,6 +400,26 @@ class HipBackend(Backend):
             from_cache=result.from_cache,
         )
 
+    def _load_binary(self, module: Module) -> Any:
+        """hipModuleLoadData of the same code object: the runtime gives a separate module."""
+        hip = self._hip
+        err, handle = hip.hipModuleLoadData(module.binary)
+        if err != hip.hipError_t.hipSuccess:
+            raise CompileError(
+                f"the HIP runtime could not load {module.source_name}'s code object again: "
+                f"{_name(err)} (runtime {self._info.runtime_version})",
+                source_path=module.source_name,
+            )
+        self._modules.append(handle)
+        return handle
+
+    def unload(self, module: Module) -> None:
+        """Unload a module from load_again now (close unloads whatever is left)."""
+        held = [index for index, h in enumerate(self._modules) if h is module.handle]
+        if held:
+            del self._modules[held[0]]
+            self._ok(self._hip.hipModuleUnload(module.handle), "hipModuleUnload")
+
     def _get_function(self, module: Module, name: str) -> Any:
         hip = self._hip
         err, function = hip.hipModuleGetFunction(module.handle, name.encode())

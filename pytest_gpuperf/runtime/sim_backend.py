@@ -6,7 +6,7 @@ API call costs host time) and an in-order device queue on which each launch take
 
     (launch_overhead_s + miss_bytes / (peak_bps * efficiency)
                        + hit_bytes / (peak_bps * efficiency * cache_speedup))
-    * drift(run, buffers, code object) * jitter * slowdown
+    * drift(run, buffers, module load) * jitter * slowdown
 
 docs/simulated-device.md explains every part. Everything it reports says "simulated".
 """
@@ -130,6 +130,7 @@ class SimBackend(Backend):
         self._executor = Executor(self._allocations)
         self._next_address = BASE_ADDRESS
         self._next_serial = 0
+        self._loads = 0  # modules loaded so far: each load draws its own code drift
         self._used_bytes = 0
         self._host_s = 0.0
         self._device_free_s = 0.0
@@ -192,7 +193,8 @@ class SimBackend(Backend):
 
     def drift_parts(self, kernel: Kernel, args: Sequence[Any] = ()) -> DriftParts:
         """The run-drift factors a launch of `kernel` on `args` gets: device-wide, buffer
-        placement (weighted by the bytes it touches per buffer) and code object."""
+        placement (weighted by the bytes it touches per buffer) and the module load the
+        kernel belongs to (a load, not the code's name or bytes, owns that part)."""
         # Weights: each buffer argument's size. A model's traffic_bytes is spread over the
         # buffers in proportion to their sizes, which gives the same normalised weights.
         touched: dict[int, int] = {}
@@ -200,7 +202,8 @@ class SimBackend(Backend):
             if isinstance(value, DeviceBuffer) and value.ptr in self._allocations:
                 serial = self._allocations[value.ptr].serial
                 touched[serial] = touched.get(serial, 0) + value.nbytes
-        return self._noise.parts(self.kernel_fingerprint(kernel), touched)
+        handle: SimKernel = kernel.handle
+        return self._noise.parts(handle.code_key, touched)
 
     def run_drift(self, kernel: Kernel, args: Sequence[Any] = ()) -> float:
         """This run's time factor for `kernel` on `args` (1.0 = nominal)."""
@@ -412,22 +415,31 @@ class SimBackend(Backend):
         binary = code_object(text, found, tuple(options), defines)
         return Module(
             backend=self,
-            handle=(text.path, found),
+            handle=(text.path, found, self._new_load()),
             source_name=text.name,
             signatures=signatures,
             binary=binary,
             log="simulated device: no compiler ran (structure and signatures checked only)",
         )
 
+    def _new_load(self) -> int:
+        self._loads += 1
+        return self._loads - 1
+
+    def _load_binary(self, module: Module) -> tuple:
+        """A new load of the same code object: the same kernels, their own code drift."""
+        path, found, _ = module.handle
+        return (path, found, self._new_load())
+
     def _get_function(self, module: Module, name: str) -> SimKernel:
         """The kernel's handle. Its models are those of the module's file, or, when the
         caller set `module.origin_path` before asking for kernels (an A/B comparison's base
         version, built from another revision's copy of a file), those of that file."""
-        path, found = module.handle
+        path, found, load = module.handle
         origin = module.origin_path
         if origin is not None:
             path = Path(origin).resolve()
-        return SimKernel(name, fingerprint(module.binary, name), found.get(name), path)
+        return SimKernel(name, fingerprint(module.binary, name), found.get(name), path, load)
 
     # -- execution --------------------------------------------------------------------------
     def launch(
@@ -460,7 +472,14 @@ class SimBackend(Backend):
             )
         shape = simulate.LaunchShape(grid3, block3, int(shared_bytes))
         accesses = self._executor.launch(kernel, args, shape)
-        self._run(handle.fingerprint, kernel.name, accesses, self.efficiency_of(kernel), queue)
+        self._run(
+            handle.fingerprint,
+            kernel.name,
+            accesses,
+            self.efficiency_of(kernel),
+            queue,
+            code_key=handle.code_key,
+        )
 
     def _check_config(
         self, kernel: str, grid3: tuple[int, int, int], block3: tuple[int, int, int], shared: int
@@ -486,13 +505,16 @@ class SimBackend(Backend):
         accesses: Sequence[Access],
         efficiency: float,
         queue: SimStream | None,
+        code_key: str = "",
     ) -> None:
-        """Queue a command that touches `accesses`, timed by the model."""
+        """Queue a command that touches `accesses`, timed by the model (`code_key`: what
+        owns its code drift, the fingerprint for the runtime's own copies and fills)."""
         settings = self.settings
         touched: dict[int, int] = {}
         for access in accesses:
             touched[access.allocation] = touched.get(access.allocation, 0) + access.nbytes
-        factor = self._noise.parts(fingerprint_, touched).total * self._noise.launch_jitter()
+        parts = self._noise.parts(code_key or fingerprint_, touched)
+        factor = parts.total * self._noise.launch_jitter()
         factor *= settings.slowdown(fingerprint_, what)
         if self.throttled:
             factor *= THROTTLE_SLOWDOWN

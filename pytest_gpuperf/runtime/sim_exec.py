@@ -60,12 +60,14 @@ def is_plugin_source(path: Path | None) -> bool:
 @dataclass(frozen=True)
 class SimKernel:
     """The handle of a simulated kernel: its name, its fingerprint, the source's efficiency
-    directive, and the file it came from (None for a source string; absolute, resolved)."""
+    directive, the file it came from (None for a source string; absolute, resolved), and
+    which load of a module it belongs to (0, 1, ... per device, in load order)."""
 
     name: str
     fingerprint: str
     efficiency: float | None = None
     source: Path | None = None
+    load: int = 0
     plugin_kernel: bool = field(init=False)  # from the plugin's kernels/
     internal: bool = field(init=False)  # from the measurement engine's gpuperf_internal.hip
 
@@ -74,6 +76,11 @@ class SimKernel:
         object.__setattr__(self, "plugin_kernel", plugin)
         internal = plugin and self.source is not None and self.source.name == INTERNAL_SOURCE
         object.__setattr__(self, "internal", internal)
+
+    @property
+    def code_key(self) -> str:
+        """What owns the code part of the run drift: this load of this code object."""
+        return f"{self.fingerprint}@load{self.load}"
 
     def model(self) -> simulate.KernelModel | None:
         """The registered model, looked up at every launch (a conftest may register late)."""

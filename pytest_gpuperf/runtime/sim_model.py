@@ -20,7 +20,9 @@ import numpy as np
 from pytest_gpuperf.devices import DeviceSpec
 from pytest_gpuperf.errors import ConfigError
 
-MODEL_VERSION = "2"  # 2: run drift split into device-wide, placement and code parts
+# 2: run drift split into device-wide, placement and code parts; 3: the code part belongs
+# to a module load (each load of the same code object draws its own), not to the code.
+MODEL_VERSION = "3"
 SEED_ENV = "GPUPERF_SIM_SEED"
 
 # Efficiency of a kernel at streaming its bytes, as a fraction of the datasheet peak.
@@ -184,7 +186,8 @@ class Noise:
       c ~ N(0, f_c s^2)   once per run (clocks, power state): common to every launch;
       p = sum(w_i p_i) / sqrt(sum(w_i^2)), p_i ~ N(0, f_p s^2) once per buffer allocation
           (where it landed in HBM), w_i the bytes the launch touches in buffer i;
-      k ~ N(0, f_k s^2)   from (seed, code fingerprint): the same code object, the same k.
+      k ~ N(0, f_k s^2)   from (seed, code key): one draw per module load of a code object
+          (its fingerprint and load number), so loading the same bytes again draws anew.
     Jitter: exp(jitter * N(0, 1)) per launch.
     Several GPUs of one run (gpu_count > 1) share c and k (one machine, one code object) and
     each adds its own g ~ N(0, (gpu_spread / 2)^2) and its speed: GPU 0 draws c as a lone GPU.
@@ -223,12 +226,12 @@ class Noise:
         """The stream every GPU of the run shares (GPU 0's, so one GPU is drawn as before)."""
         return np.random.default_rng([self.settings.seed, stream, 0, *key])
 
-    def code_log(self, fingerprint: str) -> float:
-        if fingerprint not in self._code_log:
-            digest = int.from_bytes(hashlib.sha256(fingerprint.encode()).digest()[:8], "big")
+    def code_log(self, code_key: str) -> float:
+        if code_key not in self._code_log:
+            digest = int.from_bytes(hashlib.sha256(code_key.encode()).digest()[:8], "big")
             draw = float(self._shared_rng(_CODE, digest).standard_normal())
-            self._code_log[fingerprint] = self._sigmas[_CODE] * draw
-        return self._code_log[fingerprint]
+            self._code_log[code_key] = self._sigmas[_CODE] * draw
+        return self._code_log[code_key]
 
     def placement_log(self, allocation: int) -> float:
         """The placement draw of the `allocation`-th allocation of this run (0, 1, ...)."""
@@ -240,15 +243,15 @@ class Noise:
     def forget(self, allocation: int) -> None:
         self._placement_log.pop(allocation, None)
 
-    def parts(self, fingerprint: str, touched: Mapping[int, int]) -> DriftParts:
-        """The drift of code `fingerprint` touching {allocation: bytes}."""
+    def parts(self, code_key: str, touched: Mapping[int, int]) -> DriftParts:
+        """The drift of the load `code_key` touching {allocation: bytes}."""
         weights = {a: float(b) for a, b in touched.items() if b > 0}
         norm = math.sqrt(sum(w * w for w in weights.values()))
         placement = (
             sum(w * self.placement_log(a) for a, w in weights.items()) / norm if norm else 0.0
         )
         return DriftParts(
-            math.exp(self.common_log), math.exp(placement), math.exp(self.code_log(fingerprint))
+            math.exp(self.common_log), math.exp(placement), math.exp(self.code_log(code_key))
         )
 
     def launch_jitter(self) -> float:

@@ -96,6 +96,8 @@ def _check_ab(root: Path, backend: str, env: dict[str, str]) -> None:
     assert code == 0 and comparison["state"] == "pass", output[-4000:]
     low, high = comparison["ratio_ci"]
     assert 0.995 < low <= high < 1.005, comparison  # A/A: identical code, no difference
+    # the drift between the 8 loads per side was measured in the run, not assumed
+    assert (comparison["loads"], comparison["drift_basis"]) == (8, "measured"), comparison
 
     (root / "add_more.hip").write_text(KERNEL.format(permille=200))  # the pull request
     code, output, comparison = _run(root, backend, env)

@@ -99,6 +99,24 @@ def test_a_second_compile_comes_from_the_cache(cuda_backend):
     assert second.kernel("twice").name == "twice"
 
 
+def test_a_module_loaded_again_is_a_separate_module_of_the_same_code(cuda_backend, device):
+    """load_again: cuModuleLoadData of the same CUBIN gives another module (another
+    function handle) running the same code; unload frees it and only it."""
+    source = '#include "gpuperf.h"\nGPUPERF_KERNEL void put(float* x) { x[0] = 3.0f; }\n'
+    module = cuda_backend.compile(source, name="put.hip")
+    again = cuda_backend.load_again(module)
+    first, second = module.kernel("put"), again.kernel("put")
+    assert again.handle is not module.handle and second.handle is not first.handle
+    assert cuda_backend.kernel_fingerprint(first) == cuda_backend.kernel_fingerprint(second)
+    out = device(np.zeros(1, np.float32))
+    cuda_backend.launch(second, 1, 1, (out,))
+    cuda_backend.synchronize()
+    assert out.download(np.float32)[0] == 3.0
+    cuda_backend.unload(again)
+    cuda_backend.launch(first, 1, 1, (out,))  # the first load is untouched
+    cuda_backend.synchronize()
+
+
 # -- every catalog case against NumPy ------------------------------------------------------
 
 

@@ -32,7 +32,7 @@ def test_floor_reached_passes(gp):
             "*EFFICIENCY 0.4*",
             "*measurement*mode*eff*floor*verdict",
             "  test_perf.py::test_add",
-            "    vector_add *cold*46.2%*30%*pass",
+            "    vector_add *cold*45.9%*30%*pass",
             "1 measurement in 1 test: 1 ok",
         ]
     )
@@ -52,7 +52,7 @@ def test_floor_missed_fails_the_test_with_measured_and_expected(gp):
             "*measured:*% of peak = * GB/s (95% CI *",
             "*device:*mi300x*simulated*sim backend*; cache=cold",
             "! test_perf.py::test_add",
-            "    vector_add *cold*46.2%*90%*FAIL floor",
+            "    vector_add *cold*45.9%*90%*FAIL floor",
             "1 measurement in 1 test: 1 failed (floor)",
             "FAILED test_perf.py::test_add - Failed: vector_add: efficiency*",
         ]
@@ -135,7 +135,7 @@ def test_regression_against_a_stored_baseline_fails_with_the_update_command(gp):
             "*update:*pytest --gpuperf --gpuperf-save --gpuperf-backend=sim "
             "test_perf.py::test_add*",
             "! test_perf.py::test_add",
-            "    vector_add *46.2%*90.0%*FAIL regression",
+            "    vector_add *45.9%*90.0%*FAIL regression",
             "1 measurement in 1 test: 1 failed (regression)",
         ]
     )
@@ -158,7 +158,7 @@ def test_improvement_passes_with_a_note(gp):
     result.stdout.fnmatch_lines(
         [
             "  test_perf.py::test_add",
-            "    vector_add *46.2%*20.0%*+130.*pass (improved)",
+            "    vector_add *45.9%*20.0%*+129.*pass (improved)",
             "note: 1 measurement is faster than the stored baseline beyond the noise: re-record "
             "with: pytest --gpuperf --gpuperf-save --gpuperf-backend=sim test_perf.py::test_add",
             "1 measurement in 1 test: 1 ok",
@@ -175,7 +175,7 @@ def test_within_tolerance_passes(gp):
         [
             "*eff*base*delta*allow*verdict",
             "  test_perf.py::test_add",
-            "    vector_add *46.2%*46.2%*0.0%*pass",
+            "    vector_add *45.9%*45.9%*0.0%*pass",
             "1 measurement in 1 test: 1 ok",
         ]
     )

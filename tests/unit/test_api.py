@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import pytest_gpuperf as gp
+from pytest_gpuperf import stats
 from pytest_gpuperf.buffers import POISON_BYTE
 
 N = 1 << 20
@@ -69,3 +70,52 @@ def test_close_frees_what_the_device_allocated():
     buffers = [device.to_device(np.ones(16, np.float32)), device.empty(16)]
     device.close()
     assert all(buffer.freed for buffer in buffers)
+
+
+def test_a_pair_spreads_its_pairs_over_the_loads_and_measures_their_drift():
+    """Each side loaded 8 times; the pairs go round the loads; the interval carries the
+    drift between loads the run measured: at a code share of 30% (+-3.8% per load) it is
+    several times what the pairs alone say, and it still contains 1 for identical code."""
+    with gp.open_device("sim", seed=3, common_fraction=0.4, placement_fraction=0.3) as device:
+        kernel, a, args = vector_add(device)
+        paired = device.compare(kernel, kernel, grid=N // 256, block=256, args=args, bytes=12 * N)
+        np.testing.assert_array_equal(device.from_device(args[2], np.float32, N), a + a)
+    assert paired.loads == 8 and paired.drift_basis == "measured"
+    assert len(paired.pair_loads) == paired.pairs == len(paired.base.samples_s)
+    counts = np.bincount(paired.pair_loads, minlength=8)
+    assert counts.min() >= 3 and counts.max() - counts.min() <= paired.pairs // 4 + 8
+    logs = np.log(np.array(paired.head.samples_s) / np.array(paired.base.samples_s))
+    found = stats.nested_trimmed_mean(logs, paired.pair_loads)
+    assert paired.ratio == pytest.approx(found.ratio, rel=1e-12)
+    assert paired.log_ratio_se > 2 * paired.within_se and paired.df == 7
+    assert 0.01 < paired.drift < 0.08
+    low, high = paired.ratio_ci
+    assert low <= 1.0 <= high
+    wider = paired.ratio_ci_at(0.99)
+    assert wider[0] < low and wider[1] > high
+
+
+def test_one_load_per_side_has_no_drift_to_measure(device):
+    kernel, _, args = vector_add(device)
+    paired = device.compare(
+        kernel, kernel, grid=N // 256, block=256, args=args, bytes=12 * N, loads=1
+    )
+    assert paired.loads == 1 and paired.drift_basis == "none" and set(paired.pair_loads) == {0}
+    with pytest.raises(gp.ConfigError, match="loads must be a whole number"):
+        device.compare(kernel, kernel, grid=N // 256, block=256, args=args, bytes=12 * N, loads=0)
+
+
+def test_the_extra_loads_are_unloaded_after_the_pair(monkeypatch, device):
+    kernel, _, args = vector_add(device)
+    loaded, unloaded = [], []
+    backend = device.backend
+    original = backend.load_again
+
+    def load_again(module):
+        loaded.append(original(module))
+        return loaded[-1]
+
+    monkeypatch.setattr(backend, "load_again", load_again)
+    monkeypatch.setattr(backend, "unload", unloaded.append)
+    device.compare(kernel, kernel, grid=N // 256, block=256, args=args, bytes=12 * N, loads=3)
+    assert len(loaded) == 4 and unloaded == loaded

@@ -47,7 +47,6 @@ from pytest_gpuperf.results import (
     UNJUDGED,
     WITHIN_NOISE,
     BaselineRef,
-    ComparisonCheck,
     Measurement,
     PairedComparison,
 )
@@ -346,28 +345,36 @@ def test_ab_regression_fails_and_says_head_base_and_the_interval():
     assert verbose.startswith(text.splitlines()[0])
 
 
-def test_a_threshold_basis_the_gate_gives_is_quoted():
-    """A gate that records where its threshold came from (a field named like BASIS_FIELDS)
-    is quoted as it is: the renderer reads it, it does not recompute it."""
-
-    @dataclasses.dataclass(frozen=True)
-    class WithBasis(ComparisonCheck):
-        threshold_basis: str = "the 0.50% asked for, widened by a measured code-load drift"
-
+@pytest.mark.parametrize(
+    ("basis", "drift_basis", "said"),
+    [
+        ("user", "none", "+0.50% (--gpuperf-compare-threshold)"),
+        ("quantum", "none", "+0.50%: widened from your +0.40% for a very short kernel"),
+        ("drift", "assumed", "+0.50%: what a different code object's drift of +-0.30% explains"),
+        ("user", "measured", "+0.50% (--gpuperf-compare-threshold); the drift between module "
+         "loads, measured in this run at +-0.20% over 8 loads per side, is carried in the "
+         "interval"),
+    ],
+)  # fmt: skip
+def test_the_failure_says_what_decided_the_threshold(basis, drift_basis, said):
+    """The threshold row reads the check's threshold_basis and drift_basis (the gate's
+    structured words), never recomputes them: the user's threshold, a widening for a very
+    short kernel, an assumed code-object drift, and a measured drift in the interval."""
     comparison = check_comparison(
         paired(1.03, 0.002), ref="origin/main", ref_commit="abc123", threshold=0.005,
         code_spread=0.0,
     )  # fmt: skip
-    widened = WithBasis(
-        **{field.name: getattr(comparison, field.name) for field in dataclasses.fields(comparison)}
-    )
+    stated = dataclasses.replace(
+        comparison, threshold=0.005, user_threshold=0.004, threshold_basis=basis,
+        drift_basis=drift_basis, drift=0.002, loads=8, code_spread=0.003,
+    )  # fmt: skip
     head = measurement(0.8 / 1.03)
     text = failure_text(
-        head, decide(baseline=check_baseline(head, None, tolerance=0.01), comparison=widened)
+        head, decide(baseline=check_baseline(head, None, tolerance=0.01), comparison=stated)
     )
-    assert text.splitlines()[1].split(":", 1)[1].strip() == (
-        "+0.50%: the 0.50% asked for, widened by a measured code-load drift"
-    )
+    row = text.splitlines()[1]
+    assert row.split(":", 1)[0].strip() == "threshold"
+    assert row.split(":", 1)[1].strip().startswith(said)
 
 
 def test_different_code_is_judged_at_what_its_drift_explains():
@@ -632,3 +639,51 @@ def test_a_short_noisy_history_never_gates_looser_than_the_prior():
     prior_only = prior_allowance(0.0, 0.0, 0.07, false_alarm_rate=0.005)
     assert max(allowances) <= prior_only + 1e-12
     assert float(np.median(allowances)) == pytest.approx(prior_only, rel=0.01)
+
+
+def measured_pair(log_ratio: float, log_se: float, drift: float = 0.001) -> PairedComparison:
+    """A pair over 8 loads per side whose drift the run measured."""
+    import math
+
+    ratio = math.exp(log_ratio)
+    base = paired(ratio, 0.0)
+    level = PairedComparison(
+        head=base.head, base=base.base, ratio=ratio, ratio_ci=(0.0, 0.0), pairs=800,
+        loads=8, pair_loads=tuple(i % 8 for i in range(800)), log_ratio=log_ratio,
+        log_ratio_se=log_se, df=7.0, within_se=log_se / 2, drift=drift, drift_basis="measured",
+        median_ratio=1.0,
+    )  # fmt: skip
+    return replace(level, ratio_ci=level.ratio_ci_at(0.95))
+
+
+def test_a_measured_drift_leaves_the_users_threshold_and_says_so():
+    check = check_comparison(
+        measured_pair(0.02, 0.002), ref="main", ref_commit="c", threshold=0.005
+    )
+    assert check.state == AB_REGRESSED and check.code_spread == 0.0
+    assert (check.threshold, check.user_threshold, check.threshold_basis) == (0.005, 0.005, "user")
+    assert (check.drift, check.drift_basis, check.loads) == (0.001, "measured", 8)
+    assert check.confidence == 0.95 and check.statistic.startswith("10%-trimmed mean")
+    assert len(check.pair_loads) == 800 and check.median_ratio == 1.0
+    short = check_comparison(
+        replace(measured_pair(0.02, 0.002), base=replace(measured_pair(0, 1).base, time_s=4e-6)),
+        ref="main", ref_commit="c", threshold=0.005,
+    )  # fmt: skip
+    assert short.threshold_basis == "quantum" and short.threshold == pytest.approx(0.01)
+    assumed = check_comparison(paired(1.05, 0.002), ref="main", ref_commit="c", threshold=0.005)
+    assert (assumed.threshold_basis, assumed.drift_basis) == ("drift", "assumed")
+    assert assumed.user_threshold == 0.005 and assumed.drift == DEFAULT_CODE_SPREAD["hip"]
+
+
+def test_the_check_reads_the_interval_at_the_confidence_it_is_given():
+    """A suite-wide false-alarm budget asks for a higher per-test level: the same estimate,
+    a wider interval, and a comparison that regressed at 95% may be inconclusive at 99.9%."""
+    pair = measured_pair(0.012, 0.002)
+    at_95 = check_comparison(pair, ref="main", ref_commit="c", threshold=0.005)
+    at_999 = check_comparison(pair, ref="main", ref_commit="c", threshold=0.005, confidence=0.999)
+    assert at_95.state == AB_REGRESSED and at_999.state == "inconclusive"
+    assert at_999.confidence == 0.999 and at_999.ratio_ci[0] < at_95.ratio_ci[0]
+    with pytest.raises(ValueError, match="degrees of freedom"):
+        check_comparison(
+            paired(1.05, 0.002), ref="m", ref_commit="c", threshold=0.005, confidence=0.99
+        )

@@ -112,26 +112,35 @@ def test_permille_follows_the_calibrated_slope_within_its_bounds():
 
 
 def test_a_plan_gives_only_slower_heads_extra_bytes_and_sizes_the_extra_buffer():
-    calibration = {"long": {"slope_per_permille": 0.0006}, "short": {"slope_per_permille": 0.0003}}
-    plan = gq.plan_from(1000, 100, calibration)
-    assert plan.permille == {
-        "long_same": 0,
-        "short_same": 0,
-        "long_equiv": 0,
-        "short_equiv": 0,
-        "long_slow1": 17,
-        "long_slow3": 50,
-        "short_slow3": 100,
+    calibration = {
+        "long": {"slope_per_permille": 0.0006},
+        "mid": {"slope_per_permille": 0.0005},
+        "short": {"slope_per_permille": 0.0003},
     }
-    assert plan.extra_floats == max(gq.extra_floats(1000, 50), gq.extra_floats(100, 100))
+    plan = gq.plan_from({"long": 1000, "mid": 400, "short": 100}, calibration)
+    assert plan.permille == {
+        **{f"{size}_{what}": 0 for size in gq.SIZES for what in ("same", "equiv")},
+        "long_slow1": 17,
+        "long_slow2": 33,
+        "long_slow3": 50,
+        "mid_slow1": 20,
+        "mid_slow2": 40,
+        "short_slow1": 33,
+        "short_slow2": 67,
+    }
+    assert plan.extra_floats == max(gq.extra_floats(1000, 50), gq.extra_floats(100, 67))
     assert gq.extra_floats(32 << 20, 10) == 3 * (32 << 20) // 100
+    assert gq.plan_from_json(gq.plan_json(plan)) == plan
+    old = {"long_elements": 1000, "short_elements": 100, "permille": {"long_same": 0}}
+    assert gq.plan_from_json({**old, "calibration": {}}).points == (gq.POINT["long_same"],)
 
 
 def test_a_size_the_calibration_could_not_measure_takes_the_fallback_and_says_so():
     calibration = {"long": {"slope_per_permille": 0.0006}, "source": "calibrated"}
-    plan = gq.plan_from(1000, 100, calibration)
-    assert plan.permille["short_slow3"] == round(30 * gq.FALLBACK_BYTES_PER_TIME)
+    plan = gq.plan_from({"long": 1000, "short": 100}, calibration)
+    assert plan.permille["short_slow2"] == round(20 * gq.FALLBACK_BYTES_PER_TIME)
     assert plan.calibration["source"].startswith("calibrated; FALLBACK for short")
+    assert {p.size for p in plan.points} == {"long", "short"}
 
 
 # -- scoring ----------------------------------------------------------------------------------
@@ -167,8 +176,12 @@ def test_an_ab_row_counts_each_state_among_valid_trials_only():
 def test_targets_need_their_trials_and_their_rate():
     assert gq.meets(">= 95% regressed (kernel >= 100 us)", 50, 0.96) == "yes"
     assert gq.meets(">= 95% regressed (kernel >= 100 us)", 50, 0.94) == "NO"
+    assert gq.meets(">= 80% regressed (7-8 us cold)", 50, 0.82) == "yes"
     assert gq.meets("<= 1% regressed over >= 100", 99, 0.0).startswith("too few")
     assert gq.meets("<= 1% regressed", 40, 0.025) == "NO"
+    both = "<= 1% regressed and <= 10% inconclusive"
+    assert gq.meets(both, 40, 0.0, 0.10) == "yes"
+    assert gq.meets(both, 40, 0.0, 0.125) == "NO"
     assert gq.meets("", 1000, 0.5) == ""
 
 
@@ -270,6 +283,7 @@ def test_a_tiny_quick_run_goes_through_separate_pytest_processes(tmp_path):
         tmp_path,
         *("--backend", "sim", "--quick", "--processes", "2"),
         *("--long-elements", "65536", "--short-elements", "16384", "--history-trials", "4"),
+        *("--mid-elements", "32768"),
     )
     assert document["complete"] and len(document["processes"]) == 2
     assert document["plan"]["calibration"]["source"].startswith("calibrated")
@@ -278,9 +292,13 @@ def test_a_tiny_quick_run_goes_through_separate_pytest_processes(tmp_path):
         for name, t in process["trials"].items():
             assert t["status"] != "unjudged" and t["test_outcome"] in ("passed", "failed")
             assert t["state"] in ("pass", "regressed", "improved", "inconclusive"), name
-        assert process["trials"]["long_same"]["state"] == "pass"  # A/A of identical code
+        # A/A of identical code: on the simulated MI300X each load drifts (+-1.1% between two
+        # loads), measured and carried into the interval: never a regression
+        assert process["trials"]["long_same"]["state"] in ("pass", "inconclusive")
+        assert process["trials"]["long_same"]["drift_basis"] == "measured"
     rows = {row["point"]: row for row in document["ab"]}
-    assert rows["A/A, long + short"]["trials"] == 4
+    assert rows["A/A, every size"]["trials"] == 6
+    assert rows["long A/A (identical code)"]["median_drift"] >= 0
     assert document["history_skipped"].startswith("needs 6 processes")
     assert "A/B in one run" in done.stdout and "separate processes" in done.stdout
 
@@ -290,6 +308,7 @@ def test_a_deadline_stops_the_run_and_still_reports_it(tmp_path):
         tmp_path,
         *("--backend", "sim", "--quick", "--processes", "3", "--deadline", "0.5"),
         *("--long-elements", "65536", "--short-elements", "16384", "--no-calibrate"),
+        *("--mid-elements", "32768"),
     )
     assert not document["complete"] and len(document["processes"]) == 1
     assert "deadline" in document["stopped"] and "PARTIAL" in document["title"]
@@ -325,4 +344,46 @@ def test_a_file_cut_off_mid_run_still_renders(tmp_path, capsys):
     assert gq.main(["--render", str(saved), "--markdown"]) == 0
     out = capsys.readouterr().out
     assert "PARTIAL, 1 processes, no history scores" in out
-    assert "| A/A, long + short |" in out
+    assert "| A/A, every size |" in out
+
+
+def _part(seed: int, permille: dict, complete: bool = True) -> dict:
+    records = [record(i, 0.8 * (1 + 0.001 * (i % 3 - 1)), 0.8 / 1.03) for i in range(4)]
+    return {
+        "part": "processes",
+        "backend": "cuda",
+        "device": "NVIDIA H100",
+        "started": f"2026-11-2{seed}T10:00:00+00:00",
+        "command": f"part {seed}",
+        "complete": complete,
+        "plan": {"sizes": {"long": 1000}, "permille": permille, "calibration": {}},
+        "processes": [r.to_json() for r in records],
+        "wall_s": 100.0,
+    }
+
+
+def test_parts_of_one_plan_merge_into_one_scored_run(tmp_path, capsys):
+    """Three device calls of the same plan: their processes and histories scored as one
+    run; parts of different plans are refused."""
+    plan = {"long_same": 0, "long_slow3": 50}
+    paths = []
+    for seed in (1, 2, 3):
+        path = tmp_path / f"gq{seed}.json"
+        path.write_text(json.dumps(_part(seed, plan)))
+        paths.append(str(path))
+    merged = gq.merge([json.loads(Path(p).read_text()) for p in paths])
+    assert len(merged["processes"]) == 12 and merged["complete"]
+    assert [p["index"] for p in merged["processes"]] == list(range(12))
+    rows = {row["point"]: row for row in merged["ab"]}
+    assert rows["long A/A (identical code)"]["trials"] == 12
+    assert not merged["history_skipped"] and merged["history"]
+    five = [r for r in merged["history"] if r["saves"] == 5]
+    assert all(r["detect_+3%"] == 1 for r in five)
+    out = tmp_path / "gq.json"
+    assert gq.main(["--merge", *paths, "--out", str(out)]) == 0
+    assert "merged from 3 parts" in capsys.readouterr().out
+    assert len(json.loads(out.read_text())["processes"]) == 12
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(_part(4, {"long_same": 0, "long_slow3": 60})))
+    with pytest.raises(SystemExit, match="different plans"):
+        gq.main(["--merge", paths[0], str(other)])

@@ -45,6 +45,8 @@ def _sample(kind, name):
         return (4, 2, 1)
     if "tuple[float, ...]" in text:
         return (1.5e-6, 1.75e-6)
+    if "tuple[int, ...]" in text:
+        return (0, 1, 0)
     if "tuple[str, ...]" in text:
         return ("a", "b")
     if kind is bool or text == "bool":

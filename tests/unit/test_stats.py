@@ -211,3 +211,122 @@ def test_compare_of_identical_distributions_rarely_flags():
 def test_compare_needs_two_samples_a_side():
     with pytest.raises(ValueError, match="two samples"):
         stats.compare([1.0], [1.0, 2.0])
+
+
+# -- the A/B statistic: trimmed mean of log ratios, nested over module loads -------------
+
+QUANTUM_S = 32e-9  # the H100 event timer's step
+
+
+def _quantised_pairs(
+    rng: np.random.Generator, n: int, effect: float = 1.002, jitter: float = 0.003
+) -> tuple[np.ndarray, np.ndarray]:
+    """Head and base times of a 7.8 us cold kernel as an H100 event timer reports them:
+    log-normal jitter of about one timer step, 5% of launches slowed by an exponential tail
+    (an interrupt, a clock dip), rounded to the 32 ns grid; head `effect` times slower."""
+
+    def side(scale: float) -> np.ndarray:
+        time_s = 7.8e-6 * scale * np.exp(rng.normal(0.0, jitter, n))
+        slowed = rng.random(n) < 0.05
+        time_s = time_s + slowed * rng.exponential(1.5e-6, n)
+        return np.round(time_s / QUANTUM_S) * QUANTUM_S
+
+    return side(effect), side(1.0)
+
+
+def test_trimmed_mean_is_scipys_tukey_mclaughlin_interval():
+    values = np.random.default_rng(3).standard_t(3, 52)  # 5.2 values cut at each end: 5
+    found = stats.trimmed_mean(values, 0.1)
+    expected = sps.mstats.trimmed_mean_ci(values, limits=(0.1, 0.1), alpha=0.05)
+    assert found.interval(0.95) == pytest.approx(tuple(expected))
+    assert found.mean == pytest.approx(sps.trim_mean(values, 0.1))
+    assert found.df == 52 - 2 * 5 - 1
+    wider = found.interval(0.99)
+    assert wider[0] < found.interval(0.95)[0] and wider[1] > found.interval(0.95)[1]
+
+
+def test_trimmed_mean_refuses_what_it_cannot_summarise():
+    with pytest.raises(ValueError, match="at least two"):
+        stats.trimmed_mean([1.0])
+    with pytest.raises(ValueError, match="trim"):
+        stats.trimmed_mean([1.0, 2.0], trim=0.5)
+    with pytest.raises(ValueError, match="finite"):
+        stats.trimmed_mean([1.0, float("nan")])
+    with pytest.raises(ValueError, match="confidence"):
+        stats.trimmed_mean([1.0, 2.0, 3.0]).interval(1.0)
+
+
+def test_quantised_pairs_stall_the_median_but_not_the_trimmed_mean():
+    """The issue's finding in miniature: kernel times on a 32 ns grid give pair ratios of a
+    few tied values; the median sits on one (1.0 for a true +0.2%) and its interval stays
+    +-0.2% however many pairs are taken, where the trimmed mean of log ratios finds +0.2%
+    and its interval shrinks as 1/sqrt(n)."""
+    rng = np.random.default_rng(5)
+    widths = {}
+    for n in (2000, 20000):
+        head, base = _quantised_pairs(rng, n)
+        ratios = head / base
+        _, counts = np.unique(np.round(ratios, 6), return_counts=True)
+        assert np.sort(counts)[-5:].sum() > 0.6 * n  # most pairs on five tied values
+        median = stats.summarize(ratios)
+        assert median.median == 1.0 and median.relative_ci > 0.0015  # stalled, and off
+        found = stats.trimmed_mean(np.log(ratios))
+        low, high = np.exp(found.interval())
+        assert low < 1.002 < high
+        widths[n] = (high - low) / 2
+    assert widths[20000] < 0.0001 < widths[2000] < 0.0004
+    assert widths[2000] / widths[20000] == pytest.approx(math.sqrt(10), rel=0.2)
+
+
+def test_trimmed_mean_interval_covers_under_quantisation_skew_and_outliers():
+    rng = np.random.default_rng(11)
+    trials, covered = 400, 0
+    for _ in range(trials):
+        head, base = _quantised_pairs(rng, 600)
+        low, high = stats.trimmed_mean(np.log(head / base)).interval(0.95)
+        covered += low <= math.log(1.002) <= high
+    assert 0.92 <= covered / trials <= 0.99
+
+
+def test_nested_estimate_carries_the_drift_of_module_loads():
+    """Pairs spread over 8 loads, each load drifting by sigma_b = 0.5%: an interval from the
+    pairs alone (as if one load) misses the truth most of the time; the nested one covers."""
+    rng = np.random.default_rng(2)
+    loads = np.arange(4000) % 8
+    trials, nested_cover, naive_cover = 300, 0, 0
+    for _ in range(trials):
+        drift = rng.normal(0.0, 0.005, 8)
+        logs = drift[loads] + rng.normal(0.0, 0.02, loads.size)
+        found = stats.nested_trimmed_mean(logs, loads)
+        assert found.basis == stats.DRIFT_MEASURED and found.loads == 8
+        low, high = found.interval(0.95)
+        nested_cover += low <= 0.0 <= high
+        low, high = stats.trimmed_mean(logs).interval(0.95)
+        naive_cover += low <= 0.0 <= high
+    assert nested_cover / trials >= 0.92
+    assert naive_cover / trials < 0.7
+    found = stats.nested_trimmed_mean(logs, loads)
+    assert found.df == 7 and found.between_sd == pytest.approx(0.005, rel=0.7)
+
+
+def test_nested_estimate_without_drift_keeps_the_pairs_precision():
+    rng = np.random.default_rng(4)
+    loads = np.arange(4000) % 8
+    logs = rng.normal(0.001, 0.02, loads.size)
+    found = stats.nested_trimmed_mean(logs, loads)
+    if found.between_sd == 0.0:  # the per-load means vary no more than their errors say
+        assert found.se == found.within_se and found.df > 1000
+    assert found.se < 1.5 * stats.trimmed_mean(logs).se
+    assert found.load_pairs == (500,) * 8
+
+
+def test_nested_estimate_with_too_few_loads_uses_the_assumed_drift():
+    rng = np.random.default_rng(6)
+    logs = rng.normal(0.0, 0.02, 1000)
+    one = stats.nested_trimmed_mean(logs, np.zeros(1000, int))
+    assert (one.basis, one.between_sd, one.loads) == (stats.DRIFT_NONE, 0.0, 1)
+    assumed = stats.nested_trimmed_mean(logs, np.arange(1000) % 2, assumed_between_sd=0.01)
+    assert assumed.basis == stats.DRIFT_ASSUMED and assumed.between_sd == 0.01
+    assert assumed.se == pytest.approx(math.hypot(assumed.within_se, 0.01 / math.sqrt(2)))
+    with pytest.raises(ValueError, match="load indices"):
+        stats.nested_trimmed_mean(logs, [0, 1])
