@@ -163,6 +163,16 @@ class BaselineRef:
     spread_basis: str = "prior"
     fingerprint: str = ""
     prior_spread: float = 0.0  # the backend's prior for this entry (0: unknown)
+    # The spread of the saves' log efficiencies (a sample standard deviation, 0 below 2 saves)
+    # and the backend that measured them (it sets how much the backend's prior is worth).
+    history_sd: float = 0.0
+    backend: str = ""
+    # The file's pooled spread at this entry's kernel time: the other entries of the same file
+    # and cache mode whose histories hold >= 2 saves (baseline/pool.py); a +-95% range, its
+    # degrees of freedom and how many entries it pools (0: nothing to pool).
+    pooled_spread: float = 0.0
+    pooled_df: float = 0.0
+    pooled_entries: int = 0
 
 
 @dataclass(frozen=True)
@@ -176,6 +186,38 @@ class FloorCheck:
     straddles: bool = False
     origin: str = "min_bw"  # where the floor came from: "min_bw", "min_bw(name=...)", "floor="
     hot_floor: bool = False  # a hot-mode floor against the HBM peak: warned about
+
+
+@dataclass(frozen=True)
+class NoiseBand:
+    """How much drop noise alone explains against a stored baseline, and why (gate/noise.py).
+
+    The run-to-run spread `sigma` (a standard deviation of log efficiency) is a posterior: a
+    prior (`prior_source` "backend": the backend's figure for a first save, or "file": the
+    spread pooled over the file's other entries) worth `prior_df` degrees of freedom, combined
+    with the entry's own `saves` (`history_df` = saves - 1 degrees of freedom). `noise` is a
+    one-sided prediction bound for one new run at `false_alarm_rate`:
+    `quantile` (Student's t with `df` degrees of freedom) x max(sigma, this run's own
+    uncertainty) x `centre_factor` (the uncertainty of the centre, a median of `saves`).
+    `basis` names what decided: "prior" (the backend's figure alone), "history" (the entry's
+    saves with the backend's figure as prior), "pooled" (the file's pooled spread as prior).
+    """
+
+    basis: str
+    noise: float
+    sigma: float
+    df: float
+    quantile: float
+    centre_factor: float
+    saves: int
+    false_alarm_rate: float
+    prior_source: str  # "backend" | "file" | "entry" (its run_spread as written stands in)
+    prior_sigma: float
+    prior_df: float
+    history_sigma: float = 0.0
+    history_df: int = 0
+    pooled_entries: int = 0
+    measured_sigma: float = 0.0  # this run's own uncertainty, when it exceeds sigma
 
 
 @dataclass(frozen=True)
@@ -197,6 +239,7 @@ class BaselineCheck:
     gating: bool = True
     elsewhere: tuple[str, ...] = ()  # device keys that hold a baseline for it
     info: BaselineRef | None = None  # a real/reported entry shown beside a simulated number
+    band: NoiseBand | None = None  # how `noise` was reached (None without a baseline)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from pytest_gpuperf.results import (
     ComparisonCheck,
     FloorCheck,
     Measurement,
+    NoiseBand,
     Verdict,
 )
 
@@ -194,20 +195,11 @@ def _floor_details(m: Measurement, floor: FloorCheck) -> list[tuple[str, str]]:
 def _baseline_details(m: Measurement, check: BaselineCheck) -> list[tuple[str, str]]:
     ref = check.baseline
     assert ref is not None and check.allowance is not None and check.noise is not None
-    base_low, base_high = ref.efficiency_ci
-    if ref.spread_basis == "history":
-        spread = f"run-to-run +-{ref.run_spread:.2%} learned from {ref.saves} saves"
-        noise = (
-            f"noise {pct(check.noise)} (a one-sided 99% prediction interval from those "
-            f"{ref.saves} saves, this run's CI +-{m.relative_ci:.2%})"
-        )
-    else:
-        spread = f"run-to-run +-{ref.run_spread:.1%} (the prior of a first save)"
-        noise = (
-            f"noise {pct(check.noise)} (run-to-run +-{ref.run_spread:.1%} of both runs, CI "
-            f"+-{m.relative_ci:.2%} now and "
-            f"+-{(base_high - base_low) / 2 / ref.efficiency:.2%} then, at a 1% false-alarm rate)"
-        )
+    saves = "1 save" if ref.saves == 1 else f"{ref.saves} saves"
+    spread = f"{saves}, run-to-run +-{ref.run_spread:.2%} in the file"
+    noise = f"noise {pct(check.noise)}"
+    if check.band is not None:
+        noise += f" ({band_text(check.band)})"
     return [
         (
             "baseline",
@@ -221,6 +213,41 @@ def _baseline_details(m: Measurement, check: BaselineCheck) -> list[tuple[str, s
             f"and the {noise}",
         ),
     ]
+
+
+def band_text(band: NoiseBand) -> str:
+    """How the stored-baseline band was reached: its basis and every number in it (the same
+    words in failures and in `python -m pytest_gpuperf.history`)."""
+    saves = "1 save" if band.saves == 1 else f"{band.saves} saves"
+    bound = (
+        f"basis {band.basis}: a one-sided {1 - band.false_alarm_rate:.0%} prediction bound for "
+        f"one new run, t({band.df:.0f} df) {band.quantile:.2f} x sigma {band.sigma:.2%} x "
+        f"{band.centre_factor:.3f} for a centre that is the median of {saves}"
+    )
+    if band.prior_source == "file":
+        prior = (
+            f"the spread pooled from {band.pooled_entries} other "
+            f"{'entry' if band.pooled_entries == 1 else 'entries'} of this file of similar "
+            f"kernel time (sigma {band.prior_sigma:.2%}, {band.prior_df:.0f} df)"
+        )
+    else:
+        whose = (
+            "the backend's prior for a first save"
+            if band.prior_source == "backend"
+            else "the entry's run_spread as written"
+        )
+        prior = f"{whose} (sigma {band.prior_sigma:.2%}, worth {band.prior_df:.0f} df)"
+    if band.history_df > 0:
+        sources = (
+            f"{prior} and this entry's {saves} (sigma {band.history_sigma:.2%}, "
+            f"{band.history_df} df)"
+        )
+    else:
+        sources = prior
+    text = f"{bound}; sigma from {sources}"
+    if band.measured_sigma > 0:
+        text += f"; this run's own sigma {band.measured_sigma:.2%} is larger and taken instead"
+    return text
 
 
 def _comparison_details(c: ComparisonCheck) -> list[tuple[str, str]]:

@@ -127,7 +127,7 @@ def test_regression_against_a_stored_baseline_fails_with_the_update_command(gp):
         [
             "vector_add: regressed: 4*% vs baseline 90.00% (-*%, beyond the allowance of -*%)",
             "*measured:*",
-            "*baseline:*expected 90.00% of peak = 4,770 GB/s*run-to-run +-2.0%*cache=cold)",
+            "*baseline:*expected 90.00% of peak = 4,770 GB/s*run-to-run +-2.00%*cache=cold)",
             "*vs baseline:*points of peak*",
             # the default tolerance is 1%; the noise of a +-2% run spread is larger
             "*allowance:*+-*% = the larger of the tolerance 1.00% and the noise*",
