@@ -201,6 +201,8 @@ class NoiseBand:
     uncertainty) x `centre_factor` (the uncertainty of the centre, a median of `saves`).
     `basis` names what decided: "prior" (the backend's figure alone), "history" (the entry's
     saves with the backend's figure as prior), "pooled" (the file's pooled spread as prior).
+    `df` and `prior_df` are 0 where the prior is known exactly (the simulated device's own
+    setting): the quantile is then the normal one.
     """
 
     basis: str
@@ -218,6 +220,7 @@ class NoiseBand:
     history_df: int = 0
     pooled_entries: int = 0
     measured_sigma: float = 0.0  # this run's own uncertainty, when it exceeds sigma
+    pool_refused_p: float = 0.0  # > 0: the file's pool was refused, the saves scatter more (p)
 
 
 @dataclass(frozen=True)

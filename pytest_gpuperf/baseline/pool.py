@@ -17,8 +17,10 @@ microarray experiments", Stat. Appl. Genet. Mol. Biol. 3(1), 2004):
   shorter kernel's is kept, as if all of it were relative (either way the result is never
   below the truth when the variance is relative noise plus absolute jitter);
 - the pooled variance is the degrees-of-freedom-weighted mean of those variances, with the
-  sum of their degrees of freedom, reduced to limma's estimate of the prior's degrees of
-  freedom when the entries scatter more than sampling alone explains (kernels that differ).
+  sum of their degrees of freedom. (limma also estimates how much the entries' true spreads
+  differ, from the scatter of their log variances; with tens of entries of 2-4 degrees of
+  freedom that estimate is mostly sampling noise, so an entry that scatters more than its
+  neighbours is recognised from its own saves instead: gate/noise.py refuses the pool then.)
 
 The entry's own saves are left out of its own prior (they enter once, in gate/noise.py), so a
 prior never moves when only its entry is saved again. Kept free of the gate: this module
@@ -66,7 +68,6 @@ class _Row:
     time_s: float
     df: int
     variance: float
-    floor: float  # what the saves' own intervals say each one was uncertain by (a variance)
 
 
 class FilePool:
@@ -78,8 +79,7 @@ class FilePool:
             sd, df = log_spread(entry)
             if df < 1 or entry.time_s <= 0:
                 continue
-            floor = statistics.fmean((s.relative_ci / Z_95) ** 2 for s in entry.saves)
-            rows.append(_Row(entry.key, entry.cache, entry.time_s, df, sd * sd, floor))
+            rows.append(_Row(entry.key, entry.cache, entry.time_s, df, sd * sd))
         self._rows = tuple(rows)
 
     def __len__(self) -> int:
@@ -100,49 +100,6 @@ class FilePool:
             return Pooled()
         scales = [max(1.0, (row.time_s / time_s) ** 2) for row in chosen]
         total_df = sum(row.df for row in chosen)
-        variance = sum(row.df * row.variance * s for row, s in zip(chosen, scales)) / total_df
-        df = float(total_df)
-        if len(chosen) >= 3:
-            floored = [max(row.variance, row.floor) * s for row, s in zip(chosen, scales)]
-            df = min(df, prior_df_estimate(floored, [row.df for row in chosen]))
-        return Pooled(Z_95 * math.sqrt(variance), df, len(chosen))
-
-
-def prior_df_estimate(variances: list[float], dfs: list[int]) -> float:
-    """limma's moment estimate of the prior's degrees of freedom d0 (Smyth 2004, section 6.2):
-    the scatter of log sample variances beyond what chi-square sampling explains. Infinite
-    when there is no excess scatter (the entries share one spread)."""
-    from scipy.special import digamma, polygamma
-
-    centred = [
-        math.log(v) - float(digamma(d / 2.0)) + math.log(d / 2.0)
-        for v, d in zip(variances, dfs)
-        if v > 0
-    ]
-    if len(centred) < 3:
-        return math.inf
-    mean = statistics.fmean(centred)
-    excess = sum((e - mean) ** 2 for e in centred) / (len(centred) - 1) - statistics.fmean(
-        float(polygamma(1, d / 2.0)) for d in dfs
-    )
-    if excess <= 0:
-        return math.inf
-    return 2.0 * _trigamma_inverse(excess)
-
-
-def _trigamma_inverse(x: float) -> float:
-    """y with trigamma(y) = x (limma's Newton iteration)."""
-    from scipy.special import polygamma
-
-    if x > 1e7:
-        return 1.0 / math.sqrt(x)
-    if x < 1e-6:
-        return 1.0 / x
-    y = 0.5 + 1.0 / x
-    for _ in range(50):
-        tri = float(polygamma(1, y))
-        step = tri * (1.0 - tri / x) / float(polygamma(2, y))
-        y += step
-        if -step / y < 1e-8:
-            break
-    return y
+        variance = sum(row.df * row.variance * s for row, s in zip(chosen, scales, strict=True))
+        variance /= total_df
+        return Pooled(Z_95 * math.sqrt(variance), float(total_df), len(chosen))

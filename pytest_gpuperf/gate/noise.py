@@ -6,10 +6,13 @@ spread of an entry is estimated as a posterior, the conjugate update of a normal
     sigma^2 = (prior_df * prior_sigma^2 + SS) / (prior_df + saves - 1),   df = prior_df + saves - 1
 
 where SS is the sum of squared deviations of the saves' log efficiencies and the prior is the
-file's pooled spread at this kernel time (baseline/pool.py) when it holds at least
-policy.PRIOR_DF degrees of freedom, else the backend's figure for a first save
-(policy.prior_run_spread), worth PRIOR_DF. The next run is one more draw around the centre,
-the median of the saves, so the band is a one-sided prediction bound for one new run:
+file's pooled spread at this kernel time (baseline/pool.py) when it holds at least as many
+degrees of freedom as the backend's figure for a first save (policy.prior_run_spread) is
+worth (policy.PRIOR_DF, 8; the simulated device's figure is its own setting, known exactly),
+else that figure; an entry whose own saves scatter significantly more than its pool (a
+one-sided F test at POOL_CONFLICT_P) keeps the backend's figure instead. The next run is one
+more draw around the centre, the median of the saves, so the band is a one-sided prediction
+bound for one new run:
 
     noise = t(1 - false_alarm_rate; df) * max(sigma, this run's own sigma) * sqrt(1 + c(saves))
 
@@ -27,10 +30,16 @@ from __future__ import annotations
 
 import math
 
+from scipy.stats import f as f_dist
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
-from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE, PRIOR_DF, RUN_SPREAD_CONFIDENCE
+from pytest_gpuperf.gate.policy import (
+    FALSE_ALARM_RATE,
+    POOL_CONFLICT_P,
+    RUN_SPREAD_CONFIDENCE,
+    prior_df_for,
+)
 from pytest_gpuperf.results import BaselineRef, NoiseBand
 
 PRIOR, HISTORY, POOLED = "prior", "history", "pooled"
@@ -86,17 +95,22 @@ def stored_band(
     *,
     confidence: float = 0.95,
     false_alarm_rate: float = FALSE_ALARM_RATE,
-    prior_df: float = PRIOR_DF,
+    prior_df: float | None = None,
 ) -> NoiseBand:
     """The drop noise alone explains against `ref` at `false_alarm_rate` (one-sided), and how
     it was reached (module docstring). `measured_rel_ci` is this run's own interval half-width
-    at `confidence`; 0 for the band a history of saves implies on its own."""
+    at `confidence`; 0 for the band a history of saves implies on its own. `prior_df` is what
+    the backend's figure is worth (None: policy.prior_df_for the entry's backend; infinite:
+    known exactly, the band then uses the normal quantile and NoiseBand.df is 0)."""
     if not 0.0 < false_alarm_rate < 0.5:
         raise ValueError(f"the false-alarm rate is a fraction in (0, 0.5), not {false_alarm_rate}")
+    if prior_df is None:
+        prior_df = prior_df_for(ref.backend)
     z_run = _z(RUN_SPREAD_CONFIDENCE)
     saves = max(ref.saves, 1)
     history_df = saves - 1 if ref.source == "measured" else 0
-    if ref.pooled_entries > 0 and ref.pooled_df >= prior_df:
+    refused_p = pool_conflict(ref, history_df)
+    if ref.pooled_entries > 0 and ref.pooled_df >= prior_df and not refused_p:
         source, prior_sigma, prior_weight = "file", ref.pooled_spread / z_run, ref.pooled_df
     else:
         # a history entry without the prior it was first saved with (an older or hand-written
@@ -105,28 +119,47 @@ def stored_band(
         prior_sigma, prior_weight = backend_prior_spread(ref) / z_run, prior_df
     squares = ref.history_sd**2 * history_df
     df = prior_weight + history_df
-    sigma = math.sqrt((prior_weight * prior_sigma**2 + squares) / df)
+    if math.isinf(df):  # a spread known exactly: the saves cannot add to it
+        sigma, quantile = prior_sigma, float(norm.ppf(1.0 - false_alarm_rate))
+    else:
+        sigma = math.sqrt((prior_weight * prior_sigma**2 + squares) / df)
+        quantile = float(student_t.ppf(1.0 - false_alarm_rate, df))
     measured_sigma = measured_rel_ci / _z(confidence) if measured_rel_ci > 0 else 0.0
-    quantile = float(student_t.ppf(1.0 - false_alarm_rate, df))
     factor = centre_factor(saves)
     if source == "file":
         basis = POOLED
     else:
-        basis = HISTORY if history_df > 0 else PRIOR
+        basis = HISTORY if history_df > 0 and math.isfinite(prior_weight) else PRIOR
     return NoiseBand(
         basis=basis,
         noise=quantile * max(sigma, measured_sigma) * factor,
         sigma=sigma,
-        df=df,
+        df=df if math.isfinite(df) else 0.0,
         quantile=quantile,
         centre_factor=factor,
         saves=saves,
         false_alarm_rate=false_alarm_rate,
         prior_source=source,
         prior_sigma=prior_sigma,
-        prior_df=prior_weight,
+        prior_df=prior_weight if math.isfinite(prior_weight) else 0.0,
         history_sigma=ref.history_sd,
         history_df=history_df,
         pooled_entries=ref.pooled_entries if source == "file" else 0,
         measured_sigma=measured_sigma if measured_sigma > sigma else 0.0,
+        pool_refused_p=refused_p,
     )
+
+
+def pool_conflict(ref: BaselineRef, history_df: int) -> float:
+    """The p-value of the entry's saves scattering MORE than the file's pool says (one-sided F
+    test of their variance against the pooled one) when it is below POOL_CONFLICT_P, else 0.
+
+    A kernel noisier than its neighbours must not be judged by their spread; its own saves
+    are the evidence. An entry whose saves scatter no more than the pool never trips it."""
+    if ref.pooled_entries == 0 or history_df < 1 or ref.pooled_spread <= 0:
+        return 0.0
+    ratio = (ref.history_sd * _z(RUN_SPREAD_CONFIDENCE) / ref.pooled_spread) ** 2
+    if ratio <= 1.0:
+        return 0.0
+    p_value = float(f_dist.sf(ratio, history_df, ref.pooled_df))
+    return p_value if p_value < POOL_CONFLICT_P else 0.0

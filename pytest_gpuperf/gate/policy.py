@@ -43,6 +43,17 @@ MIN_HISTORY = 3
 # says (docs/baselines.md, "How the gate's band is made").
 PRIOR_DF = 8.0
 
+# An entry whose saves scatter more than its file's pool at this significance (a one-sided F
+# test) is judged without the pool: a kernel noisier than its neighbours is not theirs to judge.
+POOL_CONFLICT_P = 0.05
+
+
+def prior_df_for(backend: str) -> float:
+    """What the backend's figure is worth (PRIOR_DF); the simulated device's spread is its own
+    setting, known exactly, so no history can improve on it (infinite)."""
+    return math.inf if backend == "sim" else PRIOR_DF
+
+
 # The smallest relative drop the stored-baseline gate reports (a floor under the noise
 # allowance): drops below it are trivia. 1%: twice the widest A/A spread seen between
 # processes on the H100 (+-0.5% for 7 us kernels, docs/benchmarks.md).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_gpuperf.gate.noise import stored_band
-from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE, PRIOR_DF
+from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE
 from pytest_gpuperf.results import (
     IMPROVED,
     NO_BASELINE,
@@ -30,7 +30,7 @@ def check_baseline(
     device_key: str = "",
     confidence: float = 0.95,
     false_alarm_rate: float = FALSE_ALARM_RATE,
-    prior_df: float = PRIOR_DF,
+    prior_df: float | None = None,
 ) -> BaselineCheck:
     """Compare with the stored baseline.
 
@@ -38,8 +38,9 @@ def check_baseline(
     -allowance, IMPROVED above +allowance, else WITHIN_NOISE. The noise is a one-sided
     prediction bound at `false_alarm_rate` for one new run, from the entry's saves combined
     with a prior: the file's pooled spread, or the backend's figure worth `prior_df` degrees of
-    freedom (gate/noise.py, `stored_band`; the check keeps it as `band`, with its basis).
-    `confidence` is the level of the measurement's own interval. Without a baseline the outcome is
+    freedom (None: the backend's default, policy.prior_df_for); gate/noise.py, `stored_band`;
+    the check keeps it as `band`, with its basis. `confidence` is the level of the
+    measurement's own interval. Without a baseline the outcome is
     NO_BASELINE (OTHER_DEVICE when `elsewhere` names devices that have one). `gating` False
     keeps the result for the reader only (an A/B comparison gates instead).
     """

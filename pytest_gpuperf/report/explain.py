@@ -219,10 +219,13 @@ def band_text(band: NoiseBand) -> str:
     """How the stored-baseline band was reached: its basis and every number in it (the same
     words in failures and in `python -m pytest_gpuperf.history`)."""
     saves = "1 save" if band.saves == 1 else f"{band.saves} saves"
+    quantile = f"z {band.quantile:.2f}"
+    if band.df > 0:
+        quantile = f"t({band.df:.0f} df) {band.quantile:.2f}"
     bound = (
         f"basis {band.basis}: a one-sided {1 - band.false_alarm_rate:.0%} prediction bound for "
-        f"one new run, t({band.df:.0f} df) {band.quantile:.2f} x sigma {band.sigma:.2%} x "
-        f"{band.centre_factor:.3f} for a centre that is the median of {saves}"
+        f"one new run, {quantile} x sigma {band.sigma:.2%} x {band.centre_factor:.3f} for a "
+        f"centre that is the median of {saves}"
     )
     if band.prior_source == "file":
         prior = (
@@ -231,13 +234,15 @@ def band_text(band: NoiseBand) -> str:
             f"kernel time (sigma {band.prior_sigma:.2%}, {band.prior_df:.0f} df)"
         )
     else:
-        whose = (
-            "the backend's prior for a first save"
-            if band.prior_source == "backend"
-            else "the entry's run_spread as written"
-        )
-        prior = f"{whose} (sigma {band.prior_sigma:.2%}, worth {band.prior_df:.0f} df)"
-    if band.history_df > 0:
+        if band.prior_source == "entry":
+            whose = "the entry's run_spread as written"
+        elif band.prior_df > 0:
+            whose = "the backend's prior for a first save"
+        else:
+            whose = "the simulated device's spread setting"
+        worth = f"worth {band.prior_df:.0f} df" if band.prior_df > 0 else "known exactly"
+        prior = f"{whose} (sigma {band.prior_sigma:.2%}, {worth})"
+    if band.history_df > 0 and band.prior_df > 0:
         sources = (
             f"{prior} and this entry's {saves} (sigma {band.history_sigma:.2%}, "
             f"{band.history_df} df)"
@@ -245,6 +250,11 @@ def band_text(band: NoiseBand) -> str:
     else:
         sources = prior
     text = f"{bound}; sigma from {sources}"
+    if band.pool_refused_p > 0:
+        text += (
+            f"; the file's pooled spread is not used: this entry's saves scatter more than it "
+            f"(F test, p = {band.pool_refused_p:.3f})"
+        )
     if band.measured_sigma > 0:
         text += f"; this run's own sigma {band.measured_sigma:.2%} is larger and taken instead"
     return text

@@ -15,6 +15,7 @@ from pytest_gpuperf.results import (
     ComparisonCheck,
     FloorCheck,
     Measurement,
+    NoiseBand,
     Note,
     Row,
     SaveAction,
@@ -66,7 +67,12 @@ def test_every_field_of_a_row_round_trips_through_json():
     ref = filled(BaselineRef)
     verdict = filled(
         Verdict,
-        baseline=filled(BaselineCheck, baseline=ref, info=filled(BaselineRef, path="other")),
+        baseline=filled(
+            BaselineCheck,
+            baseline=ref,
+            info=filled(BaselineRef, path="other"),
+            band=filled(NoiseBand),
+        ),
         floor=filled(FloorCheck),
         comparison=filled(ComparisonCheck),
         save=filled(SaveAction),
