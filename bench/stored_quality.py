@@ -155,28 +155,35 @@ def processes_from(document: Mapping[str, Any]) -> list[dict[str, Saved]]:
     return runs
 
 
-REPLAY_POINTS = (
-    # (entry, judged kernel, what it is)
-    ("long_same", "long_same", "unchanged"),
-    ("long_same", "long_equiv", "other code, same work"),
-    ("long_same", "long_slow1", "slower"),
-    ("long_same", "long_slow3", "slower"),
-    ("short_same", "short_same", "unchanged"),
-    ("short_same", "short_equiv", "other code, same work"),
-    ("short_same", "short_slow3", "slower"),
-)
+def replay_points(names: set[str]) -> list[tuple[str, str, str]]:
+    """(entry, judged kernel, what it is) for every size of the run: its `<size>_same` kernel
+    is the entry; judged are the same kernel (unchanged), `<size>_equiv` (the same work in
+    other code: a pull request that edits a kernel without slowing it) and `<size>_slow*`."""
+    points = []
+    for entry in sorted(n for n in names if n.endswith("_same")):
+        size = entry.removesuffix("_same")
+        points.append((entry, entry, "unchanged"))
+        if f"{size}_equiv" in names:
+            points.append((entry, f"{size}_equiv", "other code, same work"))
+        points += [
+            (entry, n, "slower")
+            for n in sorted(names)
+            if n.startswith(f"{size}_slow") and "." not in n
+        ]
+    return points
 
 
 def replay(document: Mapping[str, Any], trials: int, seed: int) -> list[dict[str, Any]]:
     processes = processes_from(document)
     names = set.intersection(*(set(p) for p in processes)) if processes else set()
-    usable = [p for p in processes if all(k in p for _, k, _ in REPLAY_POINTS)]
-    if len(usable) < max(SAVES) + 1:
+    points = replay_points(names)
+    usable = [p for p in processes if all(k in p for _, k, _ in points)]
+    if not points or len(usable) < max(SAVES) + 1:
         raise SystemExit(f"replay needs {max(SAVES) + 1} processes with every kernel")
     rng = random.Random(seed)
     ratios = {
         kernel: statistics.median(p[kernel].time_s / p[entry].time_s for p in usable)
-        for entry, kernel, _ in REPLAY_POINTS
+        for entry, kernel, _ in points
     }
     checks: dict[tuple[int, str, str], list[Any]] = {}
     for trial in range(trials):
@@ -185,12 +192,12 @@ def replay(document: Mapping[str, Any], trials: int, seed: int) -> list[dict[str
         for count in SAVES:
             history = others[:count]
             entries = {k: build_entry(k, [p[k] for p in history]) for k in sorted(names)}
-            for entry, kernel, _ in REPLAY_POINTS:
+            for entry, kernel, _ in points:
                 check = judge(entries, entry, judged[kernel], TOLERANCE)
                 checks.setdefault((count, entry, kernel), []).append(check)
     rows = []
     for (count, entry, kernel), items in sorted(checks.items()):
-        what = dict((k, w) for _, k, w in REPLAY_POINTS)[kernel]
+        what = {k: w for _, k, w in points}[kernel]
         rows.append(
             {
                 "part": "replay",
