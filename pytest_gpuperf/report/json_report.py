@@ -17,7 +17,7 @@ from pytest_gpuperf.results import FAIL, MARGINAL, PASS, UNJUDGED, Measurement, 
 REPORT_SCHEMA = "pytest-gpuperf-report"
 # 2: verdicts carry their checks (floor, baseline, A/B comparison, save) as objects; rows
 # carry pytest's final outcome of their test.
-REPORT_SCHEMA_VERSION = 2
+REPORT_SCHEMA_VERSION = 3
 
 
 def to_json(rows: Sequence[Row], meta: ReportMeta | None = None) -> dict[str, Any]:
