@@ -322,3 +322,13 @@ def test_the_history_cli_prints_the_gates_band_for_every_entry(tmp_path, capsys)
     }
     assert bases["t.py::test_0"] == "pooled"  # one save, the file's histories lend a prior
     assert "pooled" in bases.values() and "history" in bases.values()
+
+
+def test_the_summary_names_what_decided_the_allowance():
+    from pytest_gpuperf.report.cells import _allowance
+
+    ref = entry([0.0, 0.004, -0.003]).to_ref("f.toml")
+    noisy = check_baseline(measurement(0.8), ref, tolerance=0.0)
+    assert _allowance(noisy) == f"±{noisy.allowance:.1%} history"
+    floor = check_baseline(measurement(0.8), ref, tolerance=0.5)
+    assert _allowance(floor) == "±50.0% tolerance"
