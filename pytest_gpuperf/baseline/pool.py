@@ -38,10 +38,8 @@ from pytest_gpuperf.baseline.model import BaselineEntry
 
 # An entry pools the histories of the entries whose kernel time is within this factor of its
 # own. 4: wide enough that the project's perf suite (kernels of 4.5, 8, 22-37 and 129-145 us)
-# gives every entry neighbours, narrow enough that the conservative rescaling below costs
-# little: short kernels' spread is mostly launch jitter, which the rescaling carries exactly
-# (a Monte Carlo of the suite with the H100's spreads, bench/stored_quality.py, found a 7.8 us
-# entry's pooled sigma within 20% of its own; with a factor of 2 it found no neighbours).
+# gives every entry neighbours (with a factor of 2 its 8 us and 145 us entries found too few),
+# narrow enough that an error in the carried shape stays small.
 POOL_TIME_FACTOR = 4.0
 Z_95 = 1.959963984540054
 Key = tuple[str, str, str]
@@ -102,8 +100,40 @@ class FilePool:
         ]
         if not chosen:
             return Pooled()
-        scales = [max(1.0, (row.time_s / time_s) ** 2) for row in chosen]
+        jitter_s = self.shape(key, cache)
+        if jitter_s is None:  # no shape to learn: the conservative bound
+            scales = [max(1.0, (row.time_s / time_s) ** 2) for row in chosen]
+        else:
+            scales = [_g(time_s, jitter_s) / _g(row.time_s, jitter_s) for row in chosen]
         total_df = sum(row.df for row in chosen)
         variance = sum(row.df * row.variance * s for row, s in zip(chosen, scales, strict=True))
         variance /= total_df
         return Pooled(Z_95 * math.sqrt(variance), float(total_df), len(chosen))
+
+    def shape(self, key: Key, cache: str) -> float | None:
+        """The file's jitter time r of sigma(t)^2 = s^2 (1 + (r / t)^2), by maximum likelihood
+        over the other entries of the cache mode (each sample variance a scaled chi-square),
+        on a grid from pure relative noise (r = 0) to pure launch jitter; None when they do not
+        span a factor of 2 in time (3 entries at least), where no shape can be learned."""
+        rows = [row for row in self._rows if row.cache == cache and row.key != key]
+        if len(rows) < 3 or max(r.time_s for r in rows) < 2 * min(r.time_s for r in rows):
+            return None
+        total_df = sum(row.df for row in rows)
+        best, best_r = -math.inf, 0.0
+        for jitter_s in _JITTER_GRID:
+            scaled = sum(row.df * row.variance / _g(row.time_s, jitter_s) for row in rows)
+            if scaled <= 0:
+                return None
+            logs = sum(row.df * math.log(_g(row.time_s, jitter_s)) for row in rows)
+            likelihood = -0.5 * total_df * math.log(scaled / total_df) - 0.5 * logs
+            if likelihood > best:
+                best, best_r = likelihood, jitter_s
+        return best_r
+
+
+# Jitter times for the shape's grid: 0 (all relative), then 10 ns to 10 ms, 8 per decade.
+_JITTER_GRID = (0.0, *(10.0 ** (-8 + i / 8) for i in range(49)))
+
+
+def _g(time_s: float, jitter_s: float) -> float:
+    return 1.0 + (jitter_s / time_s) ** 2

@@ -45,7 +45,7 @@ PRIOR_DF = 8.0
 
 # An entry whose saves scatter more than its file's pool at this significance (a one-sided F
 # test) is judged without the pool: a kernel noisier than its neighbours is not theirs to judge.
-POOL_CONFLICT_P = 0.05
+POOL_CONFLICT_P = 0.01
 
 
 def prior_df_for(backend: str) -> float:

@@ -332,3 +332,27 @@ def test_the_summary_names_what_decided_the_allowance():
     assert _allowance(noisy) == f"±{noisy.allowance:.1%} history"
     floor = check_baseline(measurement(0.8), ref, tolerance=0.5)
     assert _allowance(floor) == "±50.0% tolerance"
+
+
+@pytest.mark.parametrize(("relative", "jitter_s"), [(0.0015, 70e-9), (0.01, 0.0)])
+def test_the_pool_learns_how_spread_grows_for_short_kernels(relative, jitter_s):
+    """The file's shape sigma(t)^2 = s^2 (1 + (r / t)^2): launch jitter on the H100 (r about
+    45 us), relative noise elsewhere (r near 0); a 7.8 us entry's pooled spread then lands near
+    its true spread whichever it is, where the conservative bound would overstate relative
+    noise up to 4x for neighbours 4x longer."""
+    rng = np.random.default_rng(8)
+    times = [4.5e-6, 8.0e-6, 22e-6, 25e-6, 29e-6, 31e-6, 37e-6, 129e-6, 143e-6, 145e-6]
+    ratios = []
+    for _ in range(40):
+        entries = [
+            entry(
+                list(rng.normal(0.0, math.hypot(relative, jitter_s / t), 5)),
+                time_s=t,
+                test_id=f"t.py::e{i}",
+            )
+            for i, t in enumerate(times)
+        ]
+        own = entries[1]
+        pooled = FilePool(entries).for_entry(own.key, "cold", own.time_s)
+        ratios.append(pooled.spread / (Z95 * math.hypot(relative, jitter_s / own.time_s)))
+    assert 0.8 < float(np.median(ratios)) < 1.25
