@@ -63,77 +63,91 @@ def log_spread(entry: BaselineEntry) -> tuple[float, int]:
     return statistics.stdev(logs), len(logs) - 1
 
 
-@dataclass(frozen=True)
-class _Row:
-    key: Key
-    cache: str
-    time_s: float
-    df: int
-    variance: float
+class _Mode:
+    """The poolable entries of one cache mode, as arrays, with the shape's sums over them."""
+
+    def __init__(self, rows: list[tuple[Key, float, int, float]]) -> None:
+        import numpy as np
+
+        self.index = {key: i for i, (key, _, _, _) in enumerate(rows)}
+        self.time_s = np.array([r[1] for r in rows])
+        self.df = np.array([r[2] for r in rows], dtype=float)
+        self.variance = np.array([r[3] for r in rows])
+        grid = np.array(_JITTER_GRID)[:, None]
+        self.g = 1.0 + (grid / self.time_s[None, :]) ** 2  # (grid, entries)
+        self.scaled = self.df * self.variance / self.g  # per-entry terms of the likelihood
+        self.logs = self.df * np.log(self.g)
+        self.scaled_total, self.logs_total = self.scaled.sum(axis=1), self.logs.sum(axis=1)
+        self.ordered = np.sort(self.time_s)
 
 
 class FilePool:
-    """The entries of one file that can lend their spread, summarised once per loaded file."""
+    """The entries of one file that can lend their spread, summarised once per loaded file
+    (arrays per cache mode, so a lookup costs one pass over them, not a Python loop)."""
 
     def __init__(self, entries: Iterable[BaselineEntry]) -> None:
-        rows = []
+        by_mode: dict[str, list[tuple[Key, float, int, float]]] = {}
         for entry in entries:
             sd, df = log_spread(entry)
             if df < 1 or entry.time_s <= 0:
                 continue
-            rows.append(_Row(entry.key, entry.cache, entry.time_s, df, sd * sd))
-        self._rows = tuple(rows)
+            by_mode.setdefault(entry.cache, []).append((entry.key, entry.time_s, df, sd * sd))
+        self._modes = {cache: _Mode(rows) for cache, rows in by_mode.items()}
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return sum(len(mode.index) for mode in self._modes.values())
 
     def for_entry(self, key: Key, cache: str, time_s: float) -> Pooled:
         """The prior the file lends to the entry `key` (its own history left out)."""
-        if time_s <= 0:
+        import numpy as np
+
+        mode = self._modes.get(cache)
+        if mode is None or time_s <= 0:
             return Pooled()
-        chosen = [
-            row
-            for row in self._rows
-            if row.cache == cache
-            and row.key != key
-            and time_s / POOL_TIME_FACTOR <= row.time_s <= time_s * POOL_TIME_FACTOR
-        ]
-        if not chosen:
+        chosen = (mode.time_s >= time_s / POOL_TIME_FACTOR) & (
+            mode.time_s <= time_s * POOL_TIME_FACTOR
+        )
+        own = mode.index.get(key)
+        if own is not None:
+            chosen[own] = False
+        if not chosen.any():
             return Pooled()
         jitter_s = self.shape(key, cache)
+        times = mode.time_s[chosen]
         if jitter_s is None:  # no shape to learn: the conservative bound
-            scales = [max(1.0, (row.time_s / time_s) ** 2) for row in chosen]
+            scales = np.maximum(1.0, (times / time_s) ** 2)
         else:
-            scales = [_g(time_s, jitter_s) / _g(row.time_s, jitter_s) for row in chosen]
-        total_df = sum(row.df for row in chosen)
-        variance = sum(row.df * row.variance * s for row, s in zip(chosen, scales, strict=True))
-        variance /= total_df
-        return Pooled(Z_95 * math.sqrt(variance), float(total_df), len(chosen))
+            scales = (1.0 + (jitter_s / time_s) ** 2) / (1.0 + (jitter_s / times) ** 2)
+        df = mode.df[chosen]
+        variance = float(np.sum(df * mode.variance[chosen] * scales) / np.sum(df))
+        return Pooled(Z_95 * math.sqrt(variance), float(np.sum(df)), int(chosen.sum()))
 
     def shape(self, key: Key, cache: str) -> float | None:
         """The file's jitter time r of sigma(t)^2 = s^2 (1 + (r / t)^2), by maximum likelihood
         over the other entries of the cache mode (each sample variance a scaled chi-square),
-        on a grid from pure relative noise (r = 0) to pure launch jitter; None when they do not
-        span a factor of 2 in time (3 entries at least), where no shape can be learned."""
-        rows = [row for row in self._rows if row.cache == cache and row.key != key]
-        if len(rows) < 3 or max(r.time_s for r in rows) < 2 * min(r.time_s for r in rows):
+        on a grid from pure relative noise (r = 0) to pure launch jitter; None when they are
+        fewer than 3 or do not span a factor of 2 in time, where no shape can be learned."""
+        import numpy as np
+
+        mode = self._modes.get(cache)
+        if mode is None:
             return None
-        total_df = sum(row.df for row in rows)
-        best, best_r = -math.inf, 0.0
-        for jitter_s in _JITTER_GRID:
-            scaled = sum(row.df * row.variance / _g(row.time_s, jitter_s) for row in rows)
-            if scaled <= 0:
-                return None
-            logs = sum(row.df * math.log(_g(row.time_s, jitter_s)) for row in rows)
-            likelihood = -0.5 * total_df * math.log(scaled / total_df) - 0.5 * logs
-            if likelihood > best:
-                best, best_r = likelihood, jitter_s
-        return best_r
+        own = mode.index.get(key)
+        times = mode.ordered
+        if own is not None:
+            times = np.delete(times, int(np.searchsorted(times, mode.time_s[own])))
+        if len(times) < 3 or times[-1] < 2 * times[0]:
+            return None
+        scaled, logs, total_df = mode.scaled_total, mode.logs_total, mode.df.sum()
+        if own is not None:
+            scaled = scaled - mode.scaled[:, own]
+            logs = logs - mode.logs[:, own]
+            total_df -= mode.df[own]
+        if np.any(scaled <= 0):
+            return None
+        likelihood = -0.5 * total_df * np.log(scaled / total_df) - 0.5 * logs
+        return float(_JITTER_GRID[int(np.argmax(likelihood))])
 
 
 # Jitter times for the shape's grid: 0 (all relative), then 10 ns to 10 ms, 8 per decade.
 _JITTER_GRID = (0.0, *(10.0 ** (-8 + i / 8) for i in range(49)))
-
-
-def _g(time_s: float, jitter_s: float) -> float:
-    return 1.0 + (jitter_s / time_s) ** 2
