@@ -380,88 +380,62 @@ def _slowed(m: Any, slowdown: float) -> Any:
 # -- output ---------------------------------------------------------------------------------
 
 
+TAIL = ["trials", "regressed", "allowance", "pooled"]
+
+
+def _tail(row: Mapping[str, Any]) -> list[Any]:
+    """The cells every part's rows end with (TAIL)."""
+    return [
+        row["trials"],
+        f"{row['regressed']:.1%}",
+        f"{row['median_allowance']:.2%}",
+        f"{row['pooled']:.0%}",
+    ]
+
+
+def _slower(row: Mapping[str, Any]) -> str:
+    return f"{row['slowdown']:.0%}" if row["slowdown"] else "unchanged"
+
+
 def render(document: Mapping[str, Any], markdown: bool) -> str:
     table = markdown_table if markdown else text_table
-    lines = [document["title"], ""]
-    replay_rows = [r for r in document["rows"] if r["part"] == "replay"]
-    if replay_rows:
-        lines += [
+    rows = document["rows"]
+    parts = {
+        "replay": (
             "Replay of the processes' own results (each kernel an entry; K saves from K other "
             "processes; tolerance 1%):",
-            "",
-            table(
-                [
-                    "saves",
-                    "entry",
-                    "judged",
-                    "what",
-                    "time",
-                    "trials",
-                    "regressed",
-                    "allowance",
-                    "pooled",
-                ],
-                [
-                    [
-                        r["saves"],
-                        r["entry"],
-                        r["judged"],
-                        r["what"],
-                        f"{r['time_ratio'] - 1:+.1%}",
-                        r["trials"],
-                        f"{r['regressed']:.1%}",
-                        f"{r['median_allowance']:.2%}",
-                        f"{r['pooled']:.0%}",
-                    ]
-                    for r in replay_rows
-                ],
-            ),
-            "",
-        ]
-    model_rows = [r for r in document["rows"] if r["part"] == "model"]
-    if model_rows:
-        lines += [
+            ["saves", "entry", "judged", "what", "time"],
+            lambda r: [
+                r["saves"],
+                r["entry"],
+                r["judged"],
+                r["what"],
+                f"{r['time_ratio'] - 1:+.1%}",
+            ],
+        ),
+        "model": (
             "Model: files of the perf suite's cold kernel times, sigma(t) = "
             f"hypot({document['a']:.3%}, {document['b'] * 1e9:.0f} ns / t) (tolerance 1%):",
-            "",
-            table(
-                ["saves", "kernels", "slower by", "trials", "regressed", "allowance", "pooled"],
-                [
-                    [
-                        r["saves"],
-                        r["kernels"],
-                        f"{r['slowdown']:.0%}" if r["slowdown"] else "unchanged",
-                        r["trials"],
-                        f"{r['regressed']:.1%}",
-                        f"{r['median_allowance']:.2%}",
-                        f"{r['pooled']:.0%}",
-                    ]
-                    for r in model_rows
-                ],
-            ),
-            "",
-        ]
-    sim_rows = [r for r in document["rows"] if r["part"] == "sim"]
-    if sim_rows:
-        lines += [
-            f"SIMULATED device (run_spread {sim_rows[0]['run_spread']:.1%}), vector adds of "
-            f"{len(SIM_SIZES)} sizes, judged as a real backend's entries (tolerance 1%):",
-            "",
-            table(
-                ["saves", "slower by", "trials", "regressed", "allowance", "pooled"],
-                [
-                    [
-                        r["saves"],
-                        f"{r['slowdown']:.0%}" if r["slowdown"] else "unchanged",
-                        r["trials"],
-                        f"{r['regressed']:.1%}",
-                        f"{r['median_allowance']:.2%}",
-                        f"{r['pooled']:.0%}",
-                    ]
-                    for r in sim_rows
-                ],
-            ),
-        ]
+            ["saves", "kernels", "slower by"],
+            lambda r: [r["saves"], r["kernels"], _slower(r)],
+        ),
+        "sim": (
+            f"SIMULATED device, vector adds of {len(SIM_SIZES)} sizes, judged as a real "
+            "backend's entries (tolerance 1%):",
+            ["saves", "run_spread", "slower by"],
+            lambda r: [r["saves"], f"{r['run_spread']:.1%}", _slower(r)],
+        ),
+    }
+    lines = [document["title"], ""]
+    for part, (heading, head, cells) in parts.items():
+        chosen = [r for r in rows if r["part"] == part]
+        if chosen:
+            lines += [
+                heading,
+                "",
+                table([*head, *TAIL], [[*cells(r), *_tail(r)] for r in chosen]),
+                "",
+            ]
     return "\n".join(lines)
 
 
