@@ -93,7 +93,7 @@ def text(history: History) -> str:
     lines = [
         f"{history.test_id} [{history.name}, {history.cache}]: expected "
         f"{history.expected:.2%}, fails below {history.expected * (1 - history.allowance):.2%} "
-        f"(allowance {history.allowance:.2%}, basis {history.basis})",
+        f"(allowance {history.allowance:.2%}, {_decided(history)})",
     ]
     if history.band is not None:
         lines.append(f"  noise {history.band.noise:.2%}: {band_text(history.band)}")
@@ -104,6 +104,13 @@ def text(history: History) -> str:
             f"{p.low:>9.2%}-{p.high:<9.2%}  {p.label}"
         )
     return "\n".join(lines)
+
+
+def _decided(history: History) -> str:
+    """What set the allowance: the noise band's basis, or the tolerance where it was larger."""
+    if history.band is not None and history.band.noise < history.allowance:
+        return f"the tolerance; the noise band, basis {history.basis}, is narrower"
+    return f"basis {history.basis}"
 
 
 def plot(histories: Sequence[History], path: Path) -> Path:
@@ -176,6 +183,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="JSON reports (--gpuperf-json) whose runs to add",
     )
     parser.add_argument("--out", type=Path, help="write a PNG or SVG plot here")
+    parser.add_argument(
+        "--false-alarm-rate",
+        type=float,
+        default=FALSE_ALARM_RATE,
+        help=f"the one-sided level of the band (default {FALSE_ALARM_RATE}: one test alone; "
+        "a run's budget sets its own, printed in its report)",
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help=f"--gpuperf-tolerance of the runs to match (default {DEFAULT_TOLERANCE})",
+    )
     options = parser.parse_args(argv)
     path: Path = options.baseline
     store = BaselineStore(path.parent)
@@ -192,7 +212,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     reports = [json.loads(p.read_text()) for p in options.reports]
     histories = [
-        entry_history(entry, reports, ref=store.lookup(path.stem, *entry.key)) for entry in chosen
+        entry_history(
+            entry,
+            reports,
+            options.tolerance,
+            ref=store.lookup(path.stem, *entry.key),
+            false_alarm_rate=options.false_alarm_rate,
+        )
+        for entry in chosen
     ]
     if options.out:
         print(plot(histories, options.out))

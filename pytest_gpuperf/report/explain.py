@@ -215,6 +215,16 @@ def _baseline_details(m: Measurement, check: BaselineCheck) -> list[tuple[str, s
     ]
 
 
+def _band_level(confidence: float) -> str:
+    """'99%', '99.99%': a one-sided level as few digits as say it (a suite's budget sets
+    levels such as 1 - 0.01 / 100)."""
+    for digits in range(5):
+        text = f"{confidence:.{digits}%}"
+        if abs(float(text[:-1]) / 100 - confidence) < 1e-9:
+            return text
+    return f"{confidence:.4%}"
+
+
 def band_text(band: NoiseBand) -> str:
     """How the stored-baseline band was reached: its basis and every number in it (the same
     words in failures and in `python -m pytest_gpuperf.history`)."""
@@ -223,7 +233,8 @@ def band_text(band: NoiseBand) -> str:
     if band.df > 0:
         quantile = f"t({band.df:.0f} df) {band.quantile:.2f}"
     bound = (
-        f"basis {band.basis}: a one-sided {1 - band.false_alarm_rate:.0%} prediction bound for "
+        f"basis {band.basis}: a one-sided {_band_level(1 - band.false_alarm_rate)} prediction "
+        "bound for "
         f"one new run, {quantile} x sigma {band.sigma:.2%} x {band.centre_factor:.3f} for a "
         f"centre that is the median of {saves}"
     )

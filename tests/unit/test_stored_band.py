@@ -356,3 +356,30 @@ def test_the_pool_learns_how_spread_grows_for_short_kernels(relative, jitter_s):
         pooled = FilePool(entries).for_entry(own.key, "cold", own.time_s)
         ratios.append(pooled.spread / (Z95 * math.hypot(relative, jitter_s / own.time_s)))
     assert 0.8 < float(np.median(ratios)) < 1.25
+
+
+def test_the_history_cli_takes_the_runs_level_and_tolerance(tmp_path, capsys):
+    store, key = _files(tmp_path)[-1]
+    e = store.load(key).get("t.py::test_2", "k", "cold")
+    assert e is not None
+    ref = store.lookup(key, *e.key)
+    gate = check_baseline(
+        measurement(e.efficiency, e.time_s), ref, tolerance=0.0, false_alarm_rate=1e-4
+    )
+    assert (
+        history.main(
+            [
+                str(store.path_for(key)),
+                "--test",
+                "test_2",
+                "--tolerance",
+                "0",
+                "--false-alarm-rate",
+                "0.0001",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert f"(allowance {gate.allowance:.2%}, basis" in out
+    assert "a one-sided 99.99% prediction bound" in out
