@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
-from pytest_gpuperf.gate.noise import history_allowance, prior_allowance
-from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, MIN_HISTORY
+from pytest_gpuperf.gate.noise import stored_band
+from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE
+from pytest_gpuperf.report.explain import band_text
+from pytest_gpuperf.results import BaselineRef, NoiseBand
 
 
 @dataclass(frozen=True)
@@ -42,17 +44,24 @@ class History:
     allowance: float  # the drop the gate allows below `expected`
     basis: str
     points: tuple[Point, ...]
+    band: NoiseBand | None = None
 
 
 def entry_history(
-    entry: BaselineEntry, reports: Sequence[dict] = (), tolerance: float = DEFAULT_TOLERANCE
+    entry: BaselineEntry,
+    reports: Sequence[dict] = (),
+    tolerance: float = DEFAULT_TOLERANCE,
+    *,
+    ref: BaselineRef | None = None,
+    false_alarm_rate: float = FALSE_ALARM_RATE,
 ) -> History:
-    """The history of one entry: its saves, plus the runs of it found in `reports`."""
-    if entry.spread_basis == "history" and len(entry.saves) >= MIN_HISTORY:
-        noise = history_allowance(entry.run_spread, len(entry.saves), 0.0)
-    else:
-        low, high = entry.efficiency_ci
-        noise = prior_allowance(0.0, (high - low) / 2 / entry.efficiency, entry.run_spread)
+    """The history of one entry: its saves, plus the runs of it found in `reports`, and the
+    band the gate allows around it. `ref` is the entry as the gate sees it (BaselineStore.lookup:
+    with the spread its file lends it); without it the entry stands alone. The band is the
+    gate's own (gate/noise.py, `stored_band`) for a run whose own interval is narrower than the
+    spread, as a run that sampled to its target is."""
+    ref = ref or entry.to_ref("")
+    band = stored_band(ref, 0.0, false_alarm_rate=false_alarm_rate)
     points = [
         Point(s.when, s.efficiency, *s.efficiency_ci, kind="save", label=s.commit[:12])
         for s in entry.saves
@@ -73,9 +82,10 @@ def entry_history(
         entry.name,
         entry.cache,
         entry.efficiency,
-        max(tolerance, noise),
-        entry.spread_basis,
+        max(tolerance, band.noise),
+        band.basis,
         tuple(points),
+        band,
     )
 
 
@@ -83,15 +93,24 @@ def text(history: History) -> str:
     lines = [
         f"{history.test_id} [{history.name}, {history.cache}]: expected "
         f"{history.expected:.2%}, fails below {history.expected * (1 - history.allowance):.2%} "
-        f"(allowance {history.allowance:.2%}, spread from the {history.basis})",
-        f"{'when':<22} {'kind':<5} {'efficiency':>10} {'95% CI':>19}  commit",
+        f"(allowance {history.allowance:.2%}, {_decided(history)})",
     ]
+    if history.band is not None:
+        lines.append(f"  noise {history.band.noise:.2%}: {band_text(history.band)}")
+    lines.append(f"{'when':<22} {'kind':<5} {'efficiency':>10} {'95% CI':>19}  commit")
     for p in history.points:
         lines.append(
             f"{p.when:<22} {p.kind:<5} {p.efficiency:>10.2%} "
             f"{p.low:>9.2%}-{p.high:<9.2%}  {p.label}"
         )
     return "\n".join(lines)
+
+
+def _decided(history: History) -> str:
+    """What set the allowance: the noise band's basis, or the tolerance where it was larger."""
+    if history.band is not None and history.band.noise < history.allowance:
+        return f"the tolerance; the noise band, basis {history.basis}, is narrower"
+    return f"basis {history.basis}"
 
 
 def plot(histories: Sequence[History], path: Path) -> Path:
@@ -164,6 +183,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="JSON reports (--gpuperf-json) whose runs to add",
     )
     parser.add_argument("--out", type=Path, help="write a PNG or SVG plot here")
+    parser.add_argument(
+        "--false-alarm-rate",
+        type=float,
+        default=FALSE_ALARM_RATE,
+        help=f"the one-sided level of the band (default {FALSE_ALARM_RATE}: one test alone; "
+        "a run's budget sets its own, printed in its report)",
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help=f"--gpuperf-tolerance of the runs to match (default {DEFAULT_TOLERANCE})",
+    )
     options = parser.parse_args(argv)
     path: Path = options.baseline
     store = BaselineStore(path.parent)
@@ -179,7 +211,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no entry in {path} matches", file=sys.stderr)
         return 1
     reports = [json.loads(p.read_text()) for p in options.reports]
-    histories = [entry_history(entry, reports) for entry in chosen]
+    histories = [
+        entry_history(
+            entry,
+            reports,
+            options.tolerance,
+            ref=store.lookup(path.stem, *entry.key),
+            false_alarm_rate=options.false_alarm_rate,
+        )
+        for entry in chosen
+    ]
     if options.out:
         print(plot(histories, options.out))
     else:

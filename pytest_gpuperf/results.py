@@ -220,6 +220,16 @@ class BaselineRef:
     spread_basis: str = "prior"
     fingerprint: str = ""
     prior_spread: float = 0.0  # the backend's prior for this entry (0: unknown)
+    # The spread of the saves' log efficiencies (a sample standard deviation, 0 below 2 saves)
+    # and the backend that measured them (it sets how much the backend's prior is worth).
+    history_sd: float = 0.0
+    backend: str = ""
+    # The file's pooled spread at this entry's kernel time: the other entries of the same file
+    # and cache mode whose histories hold >= 2 saves (baseline/pool.py); a +-95% range, its
+    # degrees of freedom and how many entries it pools (0: nothing to pool).
+    pooled_spread: float = 0.0
+    pooled_df: float = 0.0
+    pooled_entries: int = 0
 
 
 @dataclass(frozen=True)
@@ -233,6 +243,41 @@ class FloorCheck:
     straddles: bool = False
     origin: str = "min_bw"  # where the floor came from: "min_bw", "min_bw(name=...)", "floor="
     hot_floor: bool = False  # a hot-mode floor against the HBM peak: warned about
+
+
+@dataclass(frozen=True)
+class NoiseBand:
+    """How much drop noise alone explains against a stored baseline, and why (gate/noise.py).
+
+    The run-to-run spread `sigma` (a standard deviation of log efficiency) is a posterior: a
+    prior (`prior_source` "backend": the backend's figure for a first save, or "file": the
+    spread pooled over the file's other entries) worth `prior_df` degrees of freedom, combined
+    with the entry's own `saves` (`history_df` = saves - 1 degrees of freedom). `noise` is a
+    one-sided prediction bound for one new run at `false_alarm_rate`:
+    `quantile` (Student's t with `df` degrees of freedom) x max(sigma, this run's own
+    uncertainty) x `centre_factor` (the uncertainty of the centre, a median of `saves`).
+    `basis` names what decided: "prior" (the backend's figure alone), "history" (the entry's
+    saves with the backend's figure as prior), "pooled" (the file's pooled spread as prior).
+    `df` and `prior_df` are 0 where the prior is known exactly (the simulated device's own
+    setting): the quantile is then the normal one.
+    """
+
+    basis: str
+    noise: float
+    sigma: float
+    df: float
+    quantile: float
+    centre_factor: float
+    saves: int
+    false_alarm_rate: float
+    prior_source: str  # "backend" | "file" | "entry" (its run_spread as written stands in)
+    prior_sigma: float
+    prior_df: float
+    history_sigma: float = 0.0
+    history_df: int = 0
+    pooled_entries: int = 0
+    measured_sigma: float = 0.0  # this run's own uncertainty, when it exceeds sigma
+    pool_refused_p: float = 0.0  # > 0: the file's pool was refused, the saves scatter more (p)
 
 
 @dataclass(frozen=True)
@@ -261,6 +306,7 @@ class BaselineCheck:
     first_outcome: str = ""
     confirmation: BaselineCheck | None = None
     unconfirmed: str = ""
+    band: NoiseBand | None = None  # how `noise` was reached (None without a baseline)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from pytest_gpuperf.results import BaselineRef
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.baseline.pool import Pooled
 
 SOURCES = ("measured", "reported")
 SPREAD_BASES = ("prior", "history")
@@ -116,9 +120,15 @@ class BaselineEntry:
             text += f"; median of {len(self.saves)} saves of this code"
         return text
 
-    def to_ref(self, path: str | os.PathLike[str], device_key: str = "") -> BaselineRef:
-        """The view the gate works with."""
+    def to_ref(
+        self, path: str | os.PathLike[str], device_key: str = "", pooled: Pooled | None = None
+    ) -> BaselineRef:
+        """The view the gate works with; `pooled` is what the rest of its file lends it
+        (baseline/pool.py)."""
+        from pytest_gpuperf.baseline.pool import Pooled, log_spread
+
         latest = self.latest
+        pooled = pooled or Pooled()
         return BaselineRef(
             efficiency=self.efficiency,
             efficiency_ci=self.efficiency_ci,
@@ -134,6 +144,11 @@ class BaselineEntry:
             spread_basis=self.spread_basis,
             fingerprint=latest.fingerprint if latest else "",
             prior_spread=self.prior_spread,
+            history_sd=log_spread(self)[0],
+            backend=latest.backend if latest else "",
+            pooled_spread=pooled.spread,
+            pooled_df=pooled.df,
+            pooled_entries=pooled.entries,
         )
 
 

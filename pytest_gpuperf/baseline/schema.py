@@ -121,9 +121,9 @@ def render(device_key: str, entries: Iterable[BaselineEntry]) -> str:
         f'# pytest-gpuperf baselines for device "{device_key}" (schema {SCHEMA_VERSION}, '
         "docs/baselines.md).\n"
         "# Written by `pytest --gpuperf --gpuperf-save`; hand edits are validated on load.\n"
-        "# efficiency and run_spread are what the gate compares with; each [[entry.save]] is\n"
-        "# one save of the same code, newest last. Saving rewrites the file: comments other\n"
-        "# than this header are not kept.\n\n"
+        "# The gate compares with efficiency; its band pools run_spread's saves with the\n"
+        "# file's other entries. Each [[entry.save]] is one save of the same code, newest\n"
+        "# last. Saving rewrites the file: comments other than this header are not kept.\n\n"
     )
     return header + _NUMBER_ARRAY.sub(_one_line_array, tomli_w.dumps(document))
 

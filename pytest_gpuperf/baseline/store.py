@@ -26,6 +26,7 @@ from typing import Generic, TypeVar
 import filelock
 
 from pytest_gpuperf.baseline.model import BaselineEntry
+from pytest_gpuperf.baseline.pool import FilePool
 from pytest_gpuperf.baseline.schema import (
     SCHEMA_VERSION,
     Invalid,
@@ -76,6 +77,7 @@ class BaselineStore:
         self.directory = Path(directory)
         self.lock_timeout_s = lock_timeout_s
         self._cache: StatCache[BaselineFile] = StatCache()
+        self._pools: dict[Path, tuple[BaselineFile, FilePool]] = {}
 
     def path_for(self, device_key: str) -> Path:
         if not _DEVICE_KEY.match(device_key):
@@ -146,8 +148,21 @@ class BaselineStore:
         )
 
     def lookup(self, device_key: str, test_id: str, name: str, cache: str) -> BaselineRef | None:
-        entry = self.load(device_key).get(test_id, name, cache)
-        return entry.to_ref(self.path_for(device_key), device_key) if entry else None
+        """The entry as the gate sees it, with the spread the rest of its file lends it."""
+        loaded = self.load(device_key)
+        entry = loaded.get(test_id, name, cache)
+        if entry is None:
+            return None
+        pooled = self.pool(loaded).for_entry(entry.key, entry.cache, entry.time_s)
+        return entry.to_ref(self.path_for(device_key), device_key, pooled)
+
+    def pool(self, loaded: BaselineFile) -> FilePool:
+        """The file's poolable histories, summarised once per loaded version of the file."""
+        cached = self._pools.get(loaded.path)
+        if cached is None or cached[0] is not loaded:
+            cached = (loaded, FilePool(loaded.entries.values()))
+            self._pools[loaded.path] = cached
+        return cached[1]
 
     def devices_with(self, test_id: str, name: str, cache: str) -> list[str]:
         """Device keys that hold a baseline for this measurement, so a test without one on

@@ -1,20 +1,48 @@
-"""How large a change noise alone explains: the allowances of the stored-baseline gate.
+"""How large a change noise alone explains: the band of the stored-baseline gate.
 
-Two cases. A baseline saved once carries only a prior spread (policy.prior_run_spread), and
-both runs sit somewhere in it: `prior_allowance`. A baseline with a history of saves of the
-same code has a spread measured from those saves; the next run is one more draw from the same
-distribution, so the allowance is a one-sided prediction interval (`history_allowance`), with
-Student's t for a spread estimated from few saves.
+One rule for every entry, from a first save to a full history (`stored_band`). The run-to-run
+spread of an entry is estimated as a posterior, the conjugate update of a normal variance:
+
+    sigma^2 = (prior_df * prior_sigma^2 + SS) / (prior_df + saves - 1),   df = prior_df + saves - 1
+
+where SS is the sum of squared deviations of the saves' log efficiencies and the prior is the
+file's pooled spread at this kernel time (baseline/pool.py) when it holds at least as many
+degrees of freedom as the backend's figure for a first save (policy.prior_run_spread) is
+worth (policy.PRIOR_DF, 8; the simulated device's figure is its own setting, known exactly),
+else that figure; an entry whose own saves scatter significantly more than its pool (a
+one-sided F test at POOL_CONFLICT_P) keeps the backend's figure instead. The next run is one
+more draw around the centre, the median of the saves, so the band is a one-sided prediction
+bound for one new run:
+
+    noise = t(1 - false_alarm_rate; df) * max(sigma, this run's own sigma) * sqrt(1 + c(saves))
+
+with c(n) the variance of a median of n draws in units of sigma^2 (1/n for n <= 2, where the
+median is the mean; pi / 2n beyond, at most 1/2).
+
+Why more saves never loosen the band unless they scatter more than assumed: each save adds a
+degree of freedom (t falls), shrinks c (the centre is surer), and changes sigma^2 only through
+SS; a save raises sigma^2 only when its squared distance from the mean of the earlier saves,
+times k / (k + 1), exceeds the sigma^2 assumed before it. tests/unit/test_stored_band.py checks
+this over thousands of random histories.
 """
 
 from __future__ import annotations
 
 import math
 
+from scipy.stats import f as f_dist
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
-from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE, RUN_SPREAD_CONFIDENCE
+from pytest_gpuperf.gate.policy import (
+    FALSE_ALARM_RATE,
+    POOL_CONFLICT_P,
+    RUN_SPREAD_CONFIDENCE,
+    prior_df_for,
+)
+from pytest_gpuperf.results import BaselineRef, NoiseBand
+
+PRIOR, HISTORY, POOLED = "prior", "history", "pooled"
 
 
 def _z(confidence: float) -> float:
@@ -29,14 +57,10 @@ def prior_allowance(
     confidence: float = 0.95,
     false_alarm_rate: float = FALSE_ALARM_RATE,
 ) -> float:
-    """The relative drop noise alone explains against a baseline saved once.
-
-    z(1 - false_alarm_rate) * sqrt(2 * (run_spread / z95)^2 + (ci_now / zc)^2 + (ci_base / zc)^2):
-    the baseline run and this run each sit somewhere in the run-to-run spread (hence twice
-    its variance; the spread is a +-range at ~95%), and each median carries its own interval.
-    The within-run terms are partly inside the run-to-run spread already: counting them again
-    errs towards fewer false alarms.
-    """
+    """The relative drop noise alone explains between two single runs whose run-to-run
+    spread is known: z(1 - false_alarm_rate) * sqrt(2 * (run_spread / z95)^2 + (ci_now / zc)^2
+    + (ci_base / zc)^2). The calibration study of bench/gate_quality.py uses it (one baseline
+    run against one run); the gate's own band is `stored_band`."""
     z_ci, z_run = _z(confidence), _z(RUN_SPREAD_CONFIDENCE)
     sigma = math.sqrt(
         2.0 * (run_spread / z_run) ** 2
@@ -46,24 +70,96 @@ def prior_allowance(
     return float(norm.ppf(1.0 - false_alarm_rate)) * sigma
 
 
-def history_allowance(
-    run_spread: float,
-    saves: int,
+def centre_factor(saves: int) -> float:
+    """sqrt(1 + var(centre) / sigma^2) for a centre that is the median of `saves` runs.
+
+    1/n for one or two saves (their median is their mean); pi / 2n beyond (the large-sample
+    variance of a median), capped at 1/2: the exact value for three normal draws is 0.449, so
+    the cap errs towards fewer false alarms and keeps the factor falling with every save."""
+    n = max(saves, 1)
+    share = 1.0 / n if n <= 2 else min(0.5, math.pi / (2.0 * n))
+    return math.sqrt(1.0 + share)
+
+
+def backend_prior_spread(ref: BaselineRef) -> float:
+    """The backend's +-95% figure for this entry: as written in the file while the entry is on
+    its prior (a hand edit of run_spread counts), else the prior it was first saved with."""
+    if ref.spread_basis != "history" or ref.prior_spread <= 0:
+        return ref.run_spread
+    return ref.prior_spread
+
+
+def stored_band(
+    ref: BaselineRef,
     measured_rel_ci: float,
     *,
     confidence: float = 0.95,
     false_alarm_rate: float = FALSE_ALARM_RATE,
-) -> float:
-    """The relative drop noise alone explains against the centre of `saves` saves whose
-    spread (+-95%) was learned from them.
+    prior_df: float | None = None,
+) -> NoiseBand:
+    """The drop noise alone explains against `ref` at `false_alarm_rate` (one-sided), and how
+    it was reached (module docstring). `measured_rel_ci` is this run's own interval half-width
+    at `confidence`; 0 for the band a history of saves implies on its own. `prior_df` is what
+    the backend's figure is worth (None: policy.prior_df_for the entry's backend; infinite:
+    known exactly, the band then uses the normal quantile and NoiseBand.df is 0)."""
+    if not 0.0 < false_alarm_rate < 0.5:
+        raise ValueError(f"the false-alarm rate is a fraction in (0, 0.5), not {false_alarm_rate}")
+    if prior_df is None:
+        prior_df = prior_df_for(ref.backend)
+    z_run = _z(RUN_SPREAD_CONFIDENCE)
+    saves = max(ref.saves, 1)
+    history_df = saves - 1 if ref.source == "measured" else 0
+    refused_p = pool_conflict(ref, history_df)
+    if ref.pooled_entries > 0 and ref.pooled_df >= prior_df and not refused_p:
+        source, prior_sigma, prior_weight = "file", ref.pooled_spread / z_run, ref.pooled_df
+    else:
+        # a history entry without the prior it was first saved with (an older or hand-written
+        # file): its run_spread as written stands in for the backend's figure
+        source = "entry" if ref.spread_basis == "history" and ref.prior_spread <= 0 else "backend"
+        prior_sigma, prior_weight = backend_prior_spread(ref) / z_run, prior_df
+    squares = ref.history_sd**2 * history_df
+    df = prior_weight + history_df
+    if math.isinf(df):  # a spread known exactly: the saves cannot add to it
+        sigma, quantile = prior_sigma, float(norm.ppf(1.0 - false_alarm_rate))
+    else:
+        sigma = math.sqrt((prior_weight * prior_sigma**2 + squares) / df)
+        quantile = float(student_t.ppf(1.0 - false_alarm_rate, df))
+    measured_sigma = measured_rel_ci / _z(confidence) if measured_rel_ci > 0 else 0.0
+    factor = centre_factor(saves)
+    if source == "file":
+        basis = POOLED
+    else:
+        basis = HISTORY if history_df > 0 and math.isfinite(prior_weight) else PRIOR
+    return NoiseBand(
+        basis=basis,
+        noise=quantile * max(sigma, measured_sigma) * factor,
+        sigma=sigma,
+        df=df if math.isfinite(df) else 0.0,
+        quantile=quantile,
+        centre_factor=factor,
+        saves=saves,
+        false_alarm_rate=false_alarm_rate,
+        prior_source=source,
+        prior_sigma=prior_sigma,
+        prior_df=prior_weight if math.isfinite(prior_weight) else 0.0,
+        history_sigma=ref.history_sd,
+        history_df=history_df,
+        pooled_entries=ref.pooled_entries if source == "file" else 0,
+        measured_sigma=measured_sigma if measured_sigma > sigma else 0.0,
+        pool_refused_p=refused_p,
+    )
 
-    t(1 - false_alarm_rate; saves - 1) * sigma * sqrt(1 + pi / (2 * saves)): a prediction
-    interval for one more run around the MEDIAN of the saves (whose variance is about
-    pi / 2 times the mean's); sigma is the learned spread's, but never less than this run's
-    own interval says its median is uncertain by.
-    """
-    if saves < 2:
-        raise ValueError(f"a learned spread needs at least 2 saves, not {saves}")
-    sigma = max(run_spread / _z(RUN_SPREAD_CONFIDENCE), measured_rel_ci / _z(confidence))
-    quantile = float(student_t.ppf(1.0 - false_alarm_rate, saves - 1))
-    return quantile * sigma * math.sqrt(1.0 + math.pi / (2.0 * saves))
+
+def pool_conflict(ref: BaselineRef, history_df: int) -> float:
+    """The p-value of the entry's saves scattering MORE than the file's pool says (one-sided F
+    test of their variance against the pooled one) when it is below POOL_CONFLICT_P, else 0.
+
+    A kernel noisier than its neighbours must not be judged by their spread; its own saves
+    are the evidence. An entry whose saves scatter no more than the pool never trips it."""
+    if ref.pooled_entries == 0 or history_df < 1 or ref.pooled_spread <= 0:
+        return 0.0
+    ratio = (ref.history_sd * _z(RUN_SPREAD_CONFIDENCE) / ref.pooled_spread) ** 2
+    if ratio <= 1.0:
+        return 0.0
+    p_value = float(f_dist.sf(ratio, history_df, ref.pooled_df))
+    return p_value if p_value < POOL_CONFLICT_P else 0.0

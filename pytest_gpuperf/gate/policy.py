@@ -28,10 +28,31 @@ DEFAULT_RUN_SPREAD = {"hip": 0.07, "cuda": 0.02, "sim": 0.07}
 # a real GPU in cold or rotate mode therefore adds this much, as a standard deviation.
 LAUNCH_JITTER_S = 0.2e-6
 
-# Saves kept per baseline entry, and how many of the same code it takes before the spread
-# is learned from them instead of taken from the prior.
+# Saves kept per baseline entry, and how many of the same code it takes before the file's
+# `run_spread` is written from them instead of from the prior (the gate itself combines every
+# save with the prior: gate/noise.py).
 HISTORY_LENGTH = 5
 MIN_HISTORY = 3
+# What the backend's figure for a first save (prior_run_spread) is worth, in degrees of
+# freedom, when the gate combines it with an entry's saves: a guess as good as a history of 9
+# saves. It is a guess (2% for CUDA against 0.16-0.9% measured between processes on the
+# project's H100), so saves soon outweigh it, yet a first save is judged with Student's t at
+# 8 degrees of freedom (2.90 at 99%, against the normal 2.33 were the figure exact). The
+# file's pooled spread replaces it once the pool holds at least as many degrees of freedom,
+# so that switching to the file never widens the band of entries that scatter as the figure
+# says (docs/baselines.md, "How the gate's band is made").
+PRIOR_DF = 8.0
+
+# An entry whose saves scatter more than its file's pool at this significance (a one-sided F
+# test) is judged without the pool: a kernel noisier than its neighbours is not theirs to judge.
+POOL_CONFLICT_P = 0.01
+
+
+def prior_df_for(backend: str) -> float:
+    """What the backend's figure is worth (PRIOR_DF); the simulated device's spread is its own
+    setting, known exactly, so no history can improve on it (infinite)."""
+    return math.inf if backend == "sim" else PRIOR_DF
+
 
 # The smallest relative drop the stored-baseline gate reports (a floor under the noise
 # allowance): drops below it are trivia. 1%: twice the widest A/A spread seen between

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_gpuperf.gate.noise import history_allowance, prior_allowance
-from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE, MIN_HISTORY
+from pytest_gpuperf.gate.noise import stored_band
+from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE
 from pytest_gpuperf.results import (
     IMPROVED,
     NO_BASELINE,
@@ -30,13 +30,17 @@ def check_baseline(
     device_key: str = "",
     confidence: float = 0.95,
     false_alarm_rate: float = FALSE_ALARM_RATE,
+    prior_df: float | None = None,
 ) -> BaselineCheck:
     """Compare with the stored baseline.
 
     delta = efficiency / baseline - 1, allowance = max(tolerance, noise): REGRESSED below
-    -allowance, IMPROVED above +allowance, else WITHIN_NOISE. The noise comes from the spread
-    the baseline learned from its history of saves when it has MIN_HISTORY of them, else from
-    the prior a first save recorded (gate/noise.py). Without a baseline the outcome is
+    -allowance, IMPROVED above +allowance, else WITHIN_NOISE. The noise is a one-sided
+    prediction bound at `false_alarm_rate` for one new run, from the entry's saves combined
+    with a prior: the file's pooled spread, or the backend's figure worth `prior_df` degrees of
+    freedom (None: the backend's default, policy.prior_df_for); gate/noise.py, `stored_band`;
+    the check keeps it as `band`, with its basis. `confidence` is the level of the
+    measurement's own interval. Without a baseline the outcome is
     NO_BASELINE (OTHER_DEVICE when `elsewhere` names devices that have one). `gating` False
     keeps the result for the reader only (an A/B comparison gates instead).
     """
@@ -53,36 +57,14 @@ def check_baseline(
         outcome = OTHER_DEVICE if elsewhere else NO_BASELINE
         return BaselineCheck(outcome=outcome, elsewhere=elsewhere, **common)
     delta = measurement.efficiency / baseline.efficiency - 1.0
-    if baseline.spread_basis == "history" and baseline.saves >= MIN_HISTORY:
-        # Two bounds, each at half the false-alarm rate: the one learned from the saves, and
-        # the prior's. A short history of a noisy device (t with 2 degrees of freedom) can be
-        # wider than the prior; a history of a quiet one is far narrower. The smaller bound
-        # holds the false-alarm rate (Bonferroni), whichever it is.
-        noise = history_allowance(
-            baseline.run_spread,
-            baseline.saves,
-            measurement.relative_ci,
-            confidence=confidence,
-            false_alarm_rate=false_alarm_rate / 2,
-        )
-        if baseline.prior_spread > 0:
-            prior = prior_allowance(
-                measurement.relative_ci,
-                0.0,
-                baseline.prior_spread,
-                confidence=confidence,
-                false_alarm_rate=false_alarm_rate / 2,
-            )
-            noise = min(noise, prior)
-    else:
-        base_low, base_high = baseline.efficiency_ci
-        noise = prior_allowance(
-            measurement.relative_ci,
-            (base_high - base_low) / 2.0 / baseline.efficiency,
-            baseline.run_spread,
-            confidence=confidence,
-            false_alarm_rate=false_alarm_rate,
-        )
+    band = stored_band(
+        baseline,
+        measurement.relative_ci,
+        confidence=confidence,
+        false_alarm_rate=false_alarm_rate,
+        prior_df=prior_df,
+    )
+    noise = band.noise
     allowance = max(tolerance, noise)
     if delta < -allowance:
         outcome = REGRESSED
@@ -96,5 +78,6 @@ def check_baseline(
         delta=delta,
         allowance=allowance,
         noise=noise,
+        band=band,
         **common,
     )

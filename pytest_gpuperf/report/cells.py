@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pytest_gpuperf.report.text import ab_cell, format_gbps, format_time, verdict_label
-from pytest_gpuperf.results import FAIL, OTHER_DEVICE, Row
+from pytest_gpuperf.results import FAIL, OTHER_DEVICE, BaselineCheck, Row
 
 # Every column a row can have, in display order; renderers drop the empty ones.
 COLUMNS = (
@@ -52,11 +52,23 @@ def cells(row: Row) -> dict[str, str]:
         "floor": f"{v.floor.floor:.0%}" if v.floor is not None else "—",
         "base": base,
         "delta": f"{baseline.delta:+.1%}" if baseline.delta is not None else "—",
-        "allow": f"±{baseline.allowance:.1%}" if baseline.allowance is not None else "—",
+        "allow": _allowance(baseline),
         "A/B": ab_cell(v.comparison),
         "verdict": verdict_label(v) + _outcome(row),
         "occ": f"{occupancy:.0%}" if occupancy is not None else "—",
     }
+
+
+def _allowance(check: BaselineCheck) -> str:
+    """'±1.1% pooled': the band and what decided it (the tolerance, or the noise band's basis:
+    prior, history, pooled; docs/baselines.md)."""
+    if check.allowance is None:
+        return "—"
+    band = check.band
+    if band is None:
+        return f"±{check.allowance:.1%}"
+    decided = band.basis if band.noise >= check.tolerance else "tolerance"
+    return f"±{check.allowance:.1%} {decided}"
 
 
 def _outcome(row: Row) -> str:

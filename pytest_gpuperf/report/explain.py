@@ -33,6 +33,7 @@ from pytest_gpuperf.results import (
     ComparisonCheck,
     FloorCheck,
     Measurement,
+    NoiseBand,
     Verdict,
 )
 
@@ -346,21 +347,11 @@ def _floor_details(m: Measurement, floor: FloorCheck) -> list[tuple[str, str]]:
 def _baseline_details(m: Measurement, check: BaselineCheck) -> list[tuple[str, str]]:
     ref = check.baseline
     assert ref is not None and check.allowance is not None and check.noise is not None
-    base_low, base_high = ref.efficiency_ci
-    if ref.spread_basis == "history":
-        spread = f"run-to-run +-{ref.run_spread:.2%} learned from {ref.saves} saves"
-        noise = (
-            f"noise {pct(check.noise)} (a one-sided {_level(1 - _rate(check))} prediction "
-            f"interval from those {ref.saves} saves, this run's CI +-{m.relative_ci:.2%})"
-        )
-    else:
-        spread = f"run-to-run +-{ref.run_spread:.1%} (the prior of a first save)"
-        noise = (
-            f"noise {pct(check.noise)} (run-to-run +-{ref.run_spread:.1%} of both runs, CI "
-            f"+-{m.relative_ci:.2%} now and "
-            f"+-{(base_high - base_low) / 2 / ref.efficiency:.2%} then, at a "
-            f"{_level(_rate(check))} false-alarm rate)"
-        )
+    saves = "1 save" if ref.saves == 1 else f"{ref.saves} saves"
+    spread = f"{saves}, run-to-run +-{ref.run_spread:.2%} in the file"
+    noise = f"noise {pct(check.noise)}"
+    if check.band is not None:
+        noise += f" ({band_text(check.band)})"
     rows = [
         (
             "baseline",
@@ -390,9 +381,60 @@ def _baseline_details(m: Measurement, check: BaselineCheck) -> list[tuple[str, s
     return rows
 
 
-def _rate(check: BaselineCheck) -> float:
-    """The one-sided level the allowance was set at (reports before version 3: 1%)."""
-    return check.false_alarm_rate or 0.01
+def _band_level(confidence: float) -> str:
+    """'99%', '99.99%': a one-sided level as few digits as say it (a suite's budget sets
+    levels such as 1 - 0.01 / 100)."""
+    for digits in range(5):
+        text = f"{confidence:.{digits}%}"
+        if abs(float(text[:-1]) / 100 - confidence) < 1e-9:
+            return text
+    return f"{confidence:.4%}"
+
+
+def band_text(band: NoiseBand) -> str:
+    """How the stored-baseline band was reached: its basis and every number in it (the same
+    words in failures and in `python -m pytest_gpuperf.history`)."""
+    saves = "1 save" if band.saves == 1 else f"{band.saves} saves"
+    quantile = f"z {band.quantile:.2f}"
+    if band.df > 0:
+        quantile = f"t({band.df:.0f} df) {band.quantile:.2f}"
+    bound = (
+        f"basis {band.basis}: a one-sided {_band_level(1 - band.false_alarm_rate)} prediction "
+        "bound for "
+        f"one new run, {quantile} x sigma {band.sigma:.2%} x {band.centre_factor:.3f} for a "
+        f"centre that is the median of {saves}"
+    )
+    if band.prior_source == "file":
+        prior = (
+            f"the spread pooled from {band.pooled_entries} other "
+            f"{'entry' if band.pooled_entries == 1 else 'entries'} of this file of similar "
+            f"kernel time (sigma {band.prior_sigma:.2%}, {band.prior_df:.0f} df)"
+        )
+    else:
+        if band.prior_source == "entry":
+            whose = "the entry's run_spread as written"
+        elif band.prior_df > 0:
+            whose = "the backend's prior for a first save"
+        else:
+            whose = "the simulated device's spread setting"
+        worth = f"worth {band.prior_df:.0f} df" if band.prior_df > 0 else "known exactly"
+        prior = f"{whose} (sigma {band.prior_sigma:.2%}, {worth})"
+    if band.history_df > 0 and band.prior_df > 0:
+        sources = (
+            f"{prior} and this entry's {saves} (sigma {band.history_sigma:.2%}, "
+            f"{band.history_df} df)"
+        )
+    else:
+        sources = prior
+    text = f"{bound}; sigma from {sources}"
+    if band.pool_refused_p > 0:
+        text += (
+            f"; the file's pooled spread is not used: this entry's saves scatter more than it "
+            f"(F test, p = {band.pool_refused_p:.3f})"
+        )
+    if band.measured_sigma > 0:
+        text += f"; this run's own sigma {band.measured_sigma:.2%} is larger and taken instead"
+    return text
 
 
 def _comparison_details(c: ComparisonCheck) -> list[tuple[str, str]]:

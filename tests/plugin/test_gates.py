@@ -128,7 +128,7 @@ def test_regression_against_a_stored_baseline_fails_with_the_update_command(gp):
             "confirmed by a second round: -*%",
             # what decided first: the default tolerance is 1%; the noise of +-2% is larger
             "*allowance:*+-*% = the larger of the tolerance 1.00% and the noise*",
-            "*baseline:*expected 90.00% of peak = 4,770 GB/s*run-to-run +-2.0%*cache=cold)",
+            "*baseline:*expected 90.00% of peak = 4,770 GB/s*run-to-run +-2.00%*cache=cold)",
             "*provenance:*written by hand*mi300x-sim.toml]",
             "*measured:*",
             "*device:*mi300x*; cache=cold",

@@ -16,6 +16,7 @@ from pytest_gpuperf.results import (
     FloorCheck,
     GpuIdentity,
     Measurement,
+    NoiseBand,
     Note,
     Row,
     SaveAction,
@@ -74,7 +75,10 @@ def test_every_field_of_a_row_round_trips_through_json():
             BaselineCheck,
             baseline=ref,
             info=filled(BaselineRef, path="other"),
-            confirmation=filled(BaselineCheck, baseline=ref, info=None, confirmation=None),
+            confirmation=filled(
+                BaselineCheck, baseline=ref, info=None, confirmation=None, band=filled(NoiseBand)
+            ),
+            band=filled(NoiseBand),
         ),
         floor=filled(FloorCheck),
         comparison=filled(ComparisonCheck, confirmation=filled(ComparisonCheck, confirmation=None)),
