@@ -151,6 +151,11 @@ EXIT_NOW = pytest.StashKey[int]()
 STOPPED = pytest.StashKey[bool]()  # Ctrl-C stopped the tests (pytest's INTERRUPTED)
 
 
+def _stopped(config: pytest.Config) -> bool:
+    """Whether Ctrl-C stopped the tests (`Stash.get` is typed loosely on pytest 8.0)."""
+    return STOPPED in config.stash and config.stash[STOPPED]
+
+
 # -- options, ini keys, markers -----------------------------------------------------------------
 
 
@@ -602,7 +607,7 @@ def _meta(config: pytest.Config, state: _State) -> ReportMeta:
         suite_target=state.settings.suite_alarm,
         suite_checks=state.suite_checks,
         problems=tuple(state.problems),
-        interrupted=state.interrupted or bool(config.stash.get(STOPPED, False)),
+        interrupted=state.interrupted or _stopped(config),
         gpus=state.gpu_records(),
         probe=to_plain(state.probe) if state.probe is not None else None,
         wall_s=time.monotonic() - state.began_s,
@@ -883,7 +888,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         writer.write_line(missing_base, yellow=True)
     for problem in state.problems:
         writer.write_line(f"gpuperf: ERROR: {problem}", red=True)
-    during_tests = config.stash.get(STOPPED, False)
+    during_tests = _stopped(config)
     if state.interrupted or during_tests:
         line = report.interrupted_line(rows, smoke, during_tests=during_tests)
         writer.write_line(f"gpuperf: {line}", red=True)
