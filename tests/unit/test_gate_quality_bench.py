@@ -111,11 +111,22 @@ def test_permille_follows_the_calibrated_slope_within_its_bounds():
     assert gq.permille_for(0.0001, 0.01) == 1
 
 
+def test_the_calibration_line_keeps_the_step_the_first_extra_loads_cost():
+    # the H100 pilot's long kernel: 12 per mille cost +1.63%, 50 per mille +4.17%
+    intercept, slope = gq.calibration_line([(50, 1.0417), (12, 1.0163)])
+    assert intercept == pytest.approx(0.0083, abs=1e-4)
+    assert slope == pytest.approx(0.000668, abs=1e-5)
+    assert gq.permille_for(0.01, slope, intercept) == 3  # a line through 0 said 12
+    assert gq.permille_for(0.03, slope, intercept) == 32
+    assert gq.permille_for(0.005, slope, intercept) == 1  # below the step: the nearest there is
+    assert gq.calibration_line([(50, 1.05)]) == (0.0, pytest.approx(0.001))
+
+
 def test_a_plan_gives_only_slower_heads_extra_bytes_and_sizes_the_extra_buffer():
     calibration = {
         "long": {"slope_per_permille": 0.0006},
         "mid": {"slope_per_permille": 0.0005},
-        "short": {"slope_per_permille": 0.0003},
+        "short": {"slope_per_permille": 0.0003, "intercept": 0.003},
     }
     plan = gq.plan_from({"long": 1000, "mid": 400, "short": 100}, calibration)
     assert plan.permille == {
@@ -125,10 +136,10 @@ def test_a_plan_gives_only_slower_heads_extra_bytes_and_sizes_the_extra_buffer()
         "long_slow3": 50,
         "mid_slow1": 20,
         "mid_slow2": 40,
-        "short_slow1": 33,
-        "short_slow2": 67,
+        "short_slow1": 23,  # (1% - the 0.3% step) / 0.03% per permille
+        "short_slow2": 57,
     }
-    assert plan.extra_floats == max(gq.extra_floats(1000, 50), gq.extra_floats(100, 67))
+    assert plan.extra_floats == max(gq.extra_floats(1000, 50), gq.extra_floats(100, 57))
     assert gq.extra_floats(32 << 20, 10) == 3 * (32 << 20) // 100
     assert gq.plan_from_json(gq.plan_json(plan)) == plan
     old = {"long_elements": 1000, "short_elements": 100, "permille": {"long_same": 0}}
