@@ -39,6 +39,11 @@ SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpu
 # An A/B pair samples until its state is decided or the budget is spent: on the H100 the ratio
 # of two 8 us cold kernels varies by ~5% from pair to pair, so +-0.5% takes ~20000 pairs.
 PAIR_MAX_SAMPLES = 20000
+# A pair that is still undecided may sample for 4 budgets (both kernels share them); a decided
+# one stops at once, so only the undecided pay. On the H100 (2026-11-25) with 2 budgets, 15-18%
+# of identical 7.7 us cold kernels ended INCONCLUSIVE after 4000-6600 pairs: their interval,
+# +-0.3-0.5%, was as wide as the 0.5% threshold; twice the pairs narrow it by about 1.4.
+PAIR_BUDGETS = 4
 
 
 @dataclass(frozen=True)
@@ -525,11 +530,11 @@ class GpuBench:
             self.backend,
             head,
             base,
-            # Both kernels share the budget; a pair's ratio is noisier than one kernel's
-            # time, so short kernels may take many more samples.
+            # A pair's ratio is noisier than one kernel's time, so short kernels may take
+            # many more samples (PAIR_BUDGETS).
             settings=replace(
                 settings,
-                budget_s=2 * settings.budget_s,
+                budget_s=PAIR_BUDGETS * settings.budget_s,
                 max_samples=max(settings.max_samples, PAIR_MAX_SAMPLES),
                 confidence=confidence,
             ),

@@ -111,22 +111,23 @@ def test_permille_follows_the_calibrated_slope_within_its_bounds():
     assert gq.permille_for(0.0001, 0.01) == 1
 
 
-def test_the_calibration_line_keeps_the_step_the_first_extra_loads_cost():
-    # the H100 pilot's long kernel: 12 per mille cost +1.63%, 50 per mille +4.17%
-    intercept, slope = gq.calibration_line([(50, 1.0417), (12, 1.0163)])
-    assert intercept == pytest.approx(0.0083, abs=1e-4)
-    assert slope == pytest.approx(0.000668, abs=1e-5)
-    assert gq.permille_for(0.01, slope, intercept) == 3  # a line through 0 said 12
-    assert gq.permille_for(0.03, slope, intercept) == 32
-    assert gq.permille_for(0.005, slope, intercept) == 1  # below the step: the nearest there is
-    assert gq.calibration_line([(50, 1.05)]) == (0.0, pytest.approx(0.001))
+def test_the_plan_interpolates_between_the_probes_where_small_slowdowns_cost_more():
+    # the H100's 7.8 us kernel (2026-11-25): 1, 21, 26, 100 per mille more bytes
+    probes = [(100, 1.0476), (21, 1.0183), (1, 1.0026), (26, 1.0202)]
+    assert gq.permille_for(0.01, 0.00048, probes) == 10  # the slope of 100 alone said 21
+    assert gq.permille_for(0.02, None, probes) == 25
+    assert gq.permille_for(0.06, None, probes) == 133  # past the last probe: its segment
+    assert gq.permille_for(0.001, None, probes) == 1
+    # noise: a larger probe that reads less never bends the curve back
+    assert gq.interpolate_permille(0.01, [(10, 1.012), (20, 1.011)]) == pytest.approx(8.33, 0.01)
+    assert gq.interpolate_permille(0.05, [(10, 1.01), (20, 1.01)]) == gq.MAX_PERMILLE
 
 
 def test_a_plan_gives_only_slower_heads_extra_bytes_and_sizes_the_extra_buffer():
     calibration = {
         "long": {"slope_per_permille": 0.0006},
         "mid": {"slope_per_permille": 0.0005},
-        "short": {"slope_per_permille": 0.0003, "intercept": 0.003},
+        "short": {"slope_per_permille": 0.0003, "probes": [[10, 1.007], [100, 1.034]]},
     }
     plan = gq.plan_from({"long": 1000, "mid": 400, "short": 100}, calibration)
     assert plan.permille == {
@@ -136,10 +137,10 @@ def test_a_plan_gives_only_slower_heads_extra_bytes_and_sizes_the_extra_buffer()
         "long_slow3": 50,
         "mid_slow1": 20,
         "mid_slow2": 40,
-        "short_slow1": 23,  # (1% - the 0.3% step) / 0.03% per permille
-        "short_slow2": 57,
+        "short_slow1": 20,  # between the probes: 10 + 0.3% / (2.7% / 90)
+        "short_slow2": 53,
     }
-    assert plan.extra_floats == max(gq.extra_floats(1000, 50), gq.extra_floats(100, 57))
+    assert plan.extra_floats == max(gq.extra_floats(1000, 50), gq.extra_floats(100, 53))
     assert gq.extra_floats(32 << 20, 10) == 3 * (32 << 20) // 100
     assert gq.plan_from_json(gq.plan_json(plan)) == plan
     old = {"long_elements": 1000, "short_elements": 100, "permille": {"long_same": 0}}
