@@ -2,10 +2,10 @@
 
 The scripts measure the plugin itself: `fidelity.py` (how close each timing method gets to
 the truth, and how repeatable it is), `sweep.py` (bandwidth against size) and `gate_quality.py`
-(false alarms and missed regressions of the gate, through pytest itself). They run children
-as separate processes, because run-to-run noise only shows up between processes, and print
-plain-text and Markdown tables. Nothing here decides anything the gate decides: scripts call
-the gate's own functions (pytest_gpuperf.gate).
+(false alarms and missed regressions of the gate, through pytest itself; its parts in gq/).
+They run children as separate processes, because run-to-run noise only shows up between
+processes, and print plain-text and Markdown tables. Nothing here decides anything the gate
+decides: scripts call the gate's own functions (pytest_gpuperf.gate).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +125,9 @@ def _cell(value: Any) -> str:
             return "-"
         return f"{value:.4g}"
     return str(value)
+
+
+def finite_median(values: Iterable[float | None]) -> float:
+    """The median of the finite values (NaN when there are none)."""
+    kept = [v for v in values if v is not None and math.isfinite(v)]
+    return statistics.median(kept) if kept else math.nan
