@@ -27,12 +27,13 @@ from pytest_gpuperf.gate.ab import pair_code_spread
 from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
 from pytest_gpuperf.gate.suite import interval_confidence
 from pytest_gpuperf.measure import MeasureSettings, measure_callable, measure_kernel, measure_pair
+from pytest_gpuperf.parsing import parse_cache, parse_floor
 from pytest_gpuperf.results import NO_BASE_CALLABLE, ClockReport, Measurement, PairedComparison
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel, KernelResources
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
 from pytest_gpuperf.session import BenchSession
 from pytest_gpuperf.session_device import OpenDevice
-from pytest_gpuperf.settings import TestSettings, parse_cache, parse_floor
+from pytest_gpuperf.settings import TestSettings
 from pytest_gpuperf.static.session import expect_isa_spec  # gpuperf-static
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
