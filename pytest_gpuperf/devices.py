@@ -68,272 +68,147 @@ class DeviceMatch:
 
 _DESIGN = "pytest-gpuperf device table"
 
+# One row per device, in the order matching tries them. The vendor sets the warp size.
+# key, vendor, arch, compute units, L2 MiB, LLC MiB, peak B/s, memory GiB, clock MHz,
+# memory clock MHz, memory bus bits
+_Row = tuple[str, str, str, int, int, int, float, int, float, float | None, int | None]
+_ROWS: tuple[_Row, ...] = (
+    ("mi300x", AMD, "gfx942", 304, 8 * 4, 256, 5.3e12, 192, 2100.0, 1300.0, 8192),
+    ("mi325x", AMD, "gfx942", 304, 8 * 4, 256, 6.0e12, 256, 2100.0, None, None),
+    ("mi300a", AMD, "gfx942", 228, 6 * 4, 256, 5.3e12, 128, 2100.0, None, None),
+    ("mi250x", AMD, "gfx90a", 110, 8, 0, 1.6e12, 64, 1700.0, 1600.0, 4096),
+    ("mi250", AMD, "gfx90a", 104, 8, 0, 1.6e12, 64, 1700.0, 1600.0, 4096),
+    ("mi210", AMD, "gfx90a", 104, 8, 0, 1.6e12, 64, 1700.0, 1600.0, 4096),
+    ("mi100", AMD, "gfx908", 120, 8, 0, 1.2288e12, 32, 1502.0, 1200.0, 4096),
+    ("h100-sxm", NVIDIA, "sm_90", 132, 50, 0, 3.35e12, 80, 1980.0, 2619.0, 5120),
+    ("h100-pcie", NVIDIA, "sm_90", 114, 50, 0, 2.0e12, 80, 1755.0, None, None),
+    ("h100-nvl", NVIDIA, "sm_90", 132, 50, 0, 3.9e12, 94, 1785.0, None, None),
+    ("h200", NVIDIA, "sm_90", 132, 50, 0, 4.8e12, 141, 1980.0, None, None),
+    ("a100-sxm-80gb", NVIDIA, "sm_80", 108, 40, 0, 2.039e12, 80, 1410.0, 1593.0, 5120),
+    ("a100-sxm-40gb", NVIDIA, "sm_80", 108, 40, 0, 1.555e12, 40, 1410.0, 1215.0, 5120),
+    ("a100-pcie-80gb", NVIDIA, "sm_80", 108, 40, 0, 1.935e12, 80, 1410.0, None, None),
+    ("a100-pcie-40gb", NVIDIA, "sm_80", 108, 40, 0, 1.555e12, 40, 1410.0, 1215.0, 5120),
+)
+
+# key: (name, name tokens, source)
+_IDENTITY: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "mi300x": (
+        "AMD Instinct MI300X",
+        ("MI300X",),
+        f"{_DESIGN}; AMD Instinct MI300X data sheet; 'Making memory bound kernels go "
+        "brr on a MI300X' (5.3 TB/s figure of merit, 4 MB L2 per XCD, 256 MB Infinity "
+        "Cache) and the AMD Triton Performance Optimization Guide",
+    ),
+    "mi325x": (
+        "AMD Instinct MI325X",
+        ("MI325X", "MI325"),
+        f"{_DESIGN}; AMD Instinct MI325X data sheet (256 GB HBM3E, 6 TB/s)",
+    ),
+    "mi300a": (
+        "AMD Instinct MI300A",
+        ("MI300A",),
+        "AMD Instinct MI300A data sheet (228 CUs on 6 XCDs, 128 GB unified HBM3, "
+        "5.3 TB/s, 256 MB Infinity Cache); L2 = 6 x 4 MB as on MI300X",
+    ),
+    "mi250x": (
+        "AMD Instinct MI250X (one GCD)",
+        ("MI250X",),
+        f"{_DESIGN} (per GCD); AMD Instinct MI250X data sheet: 220 CUs, 128 GB "
+        "HBM2e, 3.2 TB/s for both GCDs; each GCD is one HIP device",
+    ),
+    "mi250": (
+        "AMD Instinct MI250 (one GCD)",
+        ("MI250",),
+        "AMD Instinct MI250 data sheet: 2 x 104 CUs, 128 GB HBM2e, 3.2 TB/s for both "
+        "GCDs; each GCD is one HIP device",
+    ),
+    "mi210": (
+        "AMD Instinct MI210",
+        ("MI210",),
+        "AMD Instinct MI210 data sheet: 104 CUs, 64 GB HBM2e (4096-bit), 1.6 TB/s",
+    ),
+    "mi100": (
+        "AMD Instinct MI100",
+        ("MI100",),
+        "AMD Instinct MI100 data sheet: 120 CUs, 32 GB HBM2 (4096-bit), 1.23 TB/s",
+    ),
+    "h100-sxm": (
+        "NVIDIA H100 SXM 80GB",
+        ("H100", "H100 SXM", "H100 80GB HBM3"),
+        f"{_DESIGN}; NVIDIA H100 data sheet (SXM5: 132 SMs, 80 GB HBM3, 3.35 TB/s, "
+        "50 MB L2); the project's H100 reported 3.352 TB/s (2619 MHz x 5120 bits)",
+    ),
+    "h100-pcie": (
+        "NVIDIA H100 PCIe 80GB",
+        ("H100", "H100 PCIe"),
+        "NVIDIA H100 data sheet (PCIe: 114 SMs, 80 GB HBM2e, 2.0 TB/s, 50 MB L2)",
+    ),
+    "h100-nvl": (
+        "NVIDIA H100 NVL",
+        ("H100", "H100 NVL"),
+        "NVIDIA H100 NVL data sheet (132 SMs, 94 GB HBM3, 3.9 TB/s)",
+    ),
+    "h200": (
+        "NVIDIA H200",
+        ("H200",),
+        f"{_DESIGN} (50 MB L2; PyTorch reports 60); NVIDIA H200 data sheet "
+        "(141 GB HBM3e, 4.8 TB/s)",
+    ),
+    "a100-sxm-80gb": (
+        "NVIDIA A100 SXM4 80GB",
+        ("A100", "A100-SXM4-80GB", "A100 SXM4 80GB"),
+        "NVIDIA A100 data sheet (SXM4 80GB: 108 SMs, 2,039 GB/s, 40 MB L2)",
+    ),
+    "a100-sxm-40gb": (
+        "NVIDIA A100 SXM4 40GB",
+        ("A100", "A100-SXM4-40GB", "A100 SXM4 40GB"),
+        "NVIDIA A100 data sheet (SXM4 40GB: 108 SMs, 1,555 GB/s, 40 MB L2)",
+    ),
+    "a100-pcie-80gb": (
+        "NVIDIA A100 PCIe 80GB",
+        ("A100", "A100 80GB PCIe", "A100-PCIE-80GB", "A100 PCIe 80GB"),
+        "NVIDIA A100 data sheet (PCIe 80GB: 108 SMs, HBM2e, 1,935 GB/s, 40 MB L2)",
+    ),
+    "a100-pcie-40gb": (
+        "NVIDIA A100 PCIe 40GB",
+        ("A100", "A100-PCIE-40GB", "A100 PCIe 40GB"),
+        "NVIDIA A100 data sheet (PCIe 40GB: 108 SMs, 1,555 GB/s, 40 MB L2)",
+    ),
+}
+
+_WARP_SIZE = {AMD: 64, NVIDIA: 32}
+
 KNOWN_DEVICES: dict[str, DeviceSpec] = {
-    spec.key: spec
-    for spec in (
-        DeviceSpec(
-            key="mi300x",
-            name="AMD Instinct MI300X",
-            vendor=AMD,
-            arch="gfx942",
-            compute_units=304,
-            l2_bytes=8 * 4 * MiB,
-            llc_bytes=256 * MiB,
-            peak_bps=5.3e12,
-            memory_bytes=192 * GiB,
-            warp_size=64,
-            source=(
-                f"{_DESIGN}; AMD Instinct MI300X data sheet; 'Making memory bound kernels go "
-                "brr on a MI300X' (5.3 TB/s figure of merit, 4 MB L2 per XCD, 256 MB Infinity "
-                "Cache) and the AMD Triton Performance Optimization Guide"
-            ),
-            name_tokens=("MI300X",),
-            clock_mhz=2100.0,
-            memory_clock_mhz=1300.0,
-            memory_bus_bits=8192,
-        ),
-        DeviceSpec(
-            key="mi325x",
-            name="AMD Instinct MI325X",
-            vendor=AMD,
-            arch="gfx942",
-            compute_units=304,
-            l2_bytes=8 * 4 * MiB,
-            llc_bytes=256 * MiB,
-            peak_bps=6.0e12,
-            memory_bytes=256 * GiB,
-            warp_size=64,
-            source=f"{_DESIGN}; AMD Instinct MI325X data sheet (256 GB HBM3E, 6 TB/s)",
-            name_tokens=("MI325X", "MI325"),
-            clock_mhz=2100.0,
-        ),
-        DeviceSpec(
-            key="mi300a",
-            name="AMD Instinct MI300A",
-            vendor=AMD,
-            arch="gfx942",
-            compute_units=228,
-            l2_bytes=6 * 4 * MiB,
-            llc_bytes=256 * MiB,
-            peak_bps=5.3e12,
-            memory_bytes=128 * GiB,
-            warp_size=64,
-            source=(
-                "AMD Instinct MI300A data sheet (228 CUs on 6 XCDs, 128 GB unified HBM3, "
-                "5.3 TB/s, 256 MB Infinity Cache); L2 = 6 x 4 MB as on MI300X"
-            ),
-            name_tokens=("MI300A",),
-            clock_mhz=2100.0,
-        ),
-        DeviceSpec(
-            key="mi250x",
-            name="AMD Instinct MI250X (one GCD)",
-            vendor=AMD,
-            arch="gfx90a",
-            compute_units=110,
-            l2_bytes=8 * MiB,
-            llc_bytes=0,
-            peak_bps=1.6e12,
-            memory_bytes=64 * GiB,
-            warp_size=64,
-            source=(
-                f"{_DESIGN} (per GCD); AMD Instinct MI250X data sheet: 220 CUs, 128 GB "
-                "HBM2e, 3.2 TB/s for both GCDs; each GCD is one HIP device"
-            ),
-            name_tokens=("MI250X",),
-            clock_mhz=1700.0,
-            memory_clock_mhz=1600.0,
-            memory_bus_bits=4096,
-        ),
-        DeviceSpec(
-            key="mi250",
-            name="AMD Instinct MI250 (one GCD)",
-            vendor=AMD,
-            arch="gfx90a",
-            compute_units=104,
-            l2_bytes=8 * MiB,
-            llc_bytes=0,
-            peak_bps=1.6e12,
-            memory_bytes=64 * GiB,
-            warp_size=64,
-            source=(
-                "AMD Instinct MI250 data sheet: 2 x 104 CUs, 128 GB HBM2e, 3.2 TB/s for both "
-                "GCDs; each GCD is one HIP device"
-            ),
-            name_tokens=("MI250",),
-            clock_mhz=1700.0,
-            memory_clock_mhz=1600.0,
-            memory_bus_bits=4096,
-        ),
-        DeviceSpec(
-            key="mi210",
-            name="AMD Instinct MI210",
-            vendor=AMD,
-            arch="gfx90a",
-            compute_units=104,
-            l2_bytes=8 * MiB,
-            llc_bytes=0,
-            peak_bps=1.6e12,
-            memory_bytes=64 * GiB,
-            warp_size=64,
-            source="AMD Instinct MI210 data sheet: 104 CUs, 64 GB HBM2e (4096-bit), 1.6 TB/s",
-            name_tokens=("MI210",),
-            clock_mhz=1700.0,
-            memory_clock_mhz=1600.0,
-            memory_bus_bits=4096,
-        ),
-        DeviceSpec(
-            key="mi100",
-            name="AMD Instinct MI100",
-            vendor=AMD,
-            arch="gfx908",
-            compute_units=120,
-            l2_bytes=8 * MiB,
-            llc_bytes=0,
-            peak_bps=1.2288e12,
-            memory_bytes=32 * GiB,
-            warp_size=64,
-            source="AMD Instinct MI100 data sheet: 120 CUs, 32 GB HBM2 (4096-bit), 1.23 TB/s",
-            name_tokens=("MI100",),
-            clock_mhz=1502.0,
-            memory_clock_mhz=1200.0,
-            memory_bus_bits=4096,
-        ),
-        DeviceSpec(
-            key="h100-sxm",
-            name="NVIDIA H100 SXM 80GB",
-            vendor=NVIDIA,
-            arch="sm_90",
-            compute_units=132,
-            l2_bytes=50 * MiB,
-            llc_bytes=0,
-            peak_bps=3.35e12,
-            memory_bytes=80 * GiB,
-            warp_size=32,
-            source=(
-                f"{_DESIGN}; NVIDIA H100 data sheet (SXM5: 132 SMs, 80 GB HBM3, 3.35 TB/s, "
-                "50 MB L2); the project's H100 reported 3.352 TB/s (2619 MHz x 5120 bits)"
-            ),
-            name_tokens=("H100", "H100 SXM", "H100 80GB HBM3"),
-            clock_mhz=1980.0,
-            memory_clock_mhz=2619.0,
-            memory_bus_bits=5120,
-        ),
-        DeviceSpec(
-            key="h100-pcie",
-            name="NVIDIA H100 PCIe 80GB",
-            vendor=NVIDIA,
-            arch="sm_90",
-            compute_units=114,
-            l2_bytes=50 * MiB,
-            llc_bytes=0,
-            peak_bps=2.0e12,
-            memory_bytes=80 * GiB,
-            warp_size=32,
-            source="NVIDIA H100 data sheet (PCIe: 114 SMs, 80 GB HBM2e, 2.0 TB/s, 50 MB L2)",
-            name_tokens=("H100", "H100 PCIe"),
-            clock_mhz=1755.0,
-        ),
-        DeviceSpec(
-            key="h100-nvl",
-            name="NVIDIA H100 NVL",
-            vendor=NVIDIA,
-            arch="sm_90",
-            compute_units=132,
-            l2_bytes=50 * MiB,
-            llc_bytes=0,
-            peak_bps=3.9e12,
-            memory_bytes=94 * GiB,
-            warp_size=32,
-            source="NVIDIA H100 NVL data sheet (132 SMs, 94 GB HBM3, 3.9 TB/s)",
-            name_tokens=("H100", "H100 NVL"),
-            clock_mhz=1785.0,
-        ),
-        DeviceSpec(
-            key="h200",
-            name="NVIDIA H200",
-            vendor=NVIDIA,
-            arch="sm_90",
-            compute_units=132,
-            l2_bytes=50 * MiB,
-            llc_bytes=0,
-            peak_bps=4.8e12,
-            memory_bytes=141 * GiB,
-            warp_size=32,
-            source=(
-                f"{_DESIGN} (50 MB L2; PyTorch reports 60); NVIDIA H200 data sheet "
-                "(141 GB HBM3e, 4.8 TB/s)"
-            ),
-            name_tokens=("H200",),
-            clock_mhz=1980.0,
-        ),
-        DeviceSpec(
-            key="a100-sxm-80gb",
-            name="NVIDIA A100 SXM4 80GB",
-            vendor=NVIDIA,
-            arch="sm_80",
-            compute_units=108,
-            l2_bytes=40 * MiB,
-            llc_bytes=0,
-            peak_bps=2.039e12,
-            memory_bytes=80 * GiB,
-            warp_size=32,
-            source="NVIDIA A100 data sheet (SXM4 80GB: 108 SMs, 2,039 GB/s, 40 MB L2)",
-            name_tokens=("A100", "A100-SXM4-80GB", "A100 SXM4 80GB"),
-            clock_mhz=1410.0,
-            memory_clock_mhz=1593.0,
-            memory_bus_bits=5120,
-        ),
-        DeviceSpec(
-            key="a100-sxm-40gb",
-            name="NVIDIA A100 SXM4 40GB",
-            vendor=NVIDIA,
-            arch="sm_80",
-            compute_units=108,
-            l2_bytes=40 * MiB,
-            llc_bytes=0,
-            peak_bps=1.555e12,
-            memory_bytes=40 * GiB,
-            warp_size=32,
-            source="NVIDIA A100 data sheet (SXM4 40GB: 108 SMs, 1,555 GB/s, 40 MB L2)",
-            name_tokens=("A100", "A100-SXM4-40GB", "A100 SXM4 40GB"),
-            clock_mhz=1410.0,
-            memory_clock_mhz=1215.0,
-            memory_bus_bits=5120,
-        ),
-        DeviceSpec(
-            key="a100-pcie-80gb",
-            name="NVIDIA A100 PCIe 80GB",
-            vendor=NVIDIA,
-            arch="sm_80",
-            compute_units=108,
-            l2_bytes=40 * MiB,
-            llc_bytes=0,
-            peak_bps=1.935e12,
-            memory_bytes=80 * GiB,
-            warp_size=32,
-            source="NVIDIA A100 data sheet (PCIe 80GB: 108 SMs, HBM2e, 1,935 GB/s, 40 MB L2)",
-            name_tokens=("A100", "A100 80GB PCIe", "A100-PCIE-80GB", "A100 PCIe 80GB"),
-            clock_mhz=1410.0,
-        ),
-        DeviceSpec(
-            key="a100-pcie-40gb",
-            name="NVIDIA A100 PCIe 40GB",
-            vendor=NVIDIA,
-            arch="sm_80",
-            compute_units=108,
-            l2_bytes=40 * MiB,
-            llc_bytes=0,
-            peak_bps=1.555e12,
-            memory_bytes=40 * GiB,
-            warp_size=32,
-            source="NVIDIA A100 data sheet (PCIe 40GB: 108 SMs, 1,555 GB/s, 40 MB L2)",
-            name_tokens=("A100", "A100-PCIE-40GB", "A100 PCIe 40GB"),
-            clock_mhz=1410.0,
-            memory_clock_mhz=1215.0,
-            memory_bus_bits=5120,
-        ),
+    key: DeviceSpec(
+        key=key,
+        name=_IDENTITY[key][0],
+        vendor=vendor,
+        arch=arch,
+        compute_units=compute_units,
+        l2_bytes=l2_mib * MiB,
+        llc_bytes=llc_mib * MiB,
+        peak_bps=peak_bps,
+        memory_bytes=memory_gib * GiB,
+        warp_size=_WARP_SIZE[vendor],
+        source=_IDENTITY[key][2],
+        name_tokens=_IDENTITY[key][1],
+        clock_mhz=clock_mhz,
+        memory_clock_mhz=memory_clock_mhz,
+        memory_bus_bits=memory_bus_bits,
     )
+    for (
+        key,
+        vendor,
+        arch,
+        compute_units,
+        l2_mib,
+        llc_mib,
+        peak_bps,
+        memory_gib,
+        clock_mhz,
+        memory_clock_mhz,
+        memory_bus_bits,
+    ) in _ROWS
 }
 
 # A device's reported memory is its nominal capacity less what the driver reserves; this

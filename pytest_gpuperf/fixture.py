@@ -5,7 +5,9 @@ configuration and the bytes the kernel must move. Under --gpuperf the call measu
 lock held, see gpu_lock.py) and returns the time, its interval, GB/s and efficiency; without
 it the kernel is launched once, so the test's own output checks still run as a correctness
 smoke test. The verdict comes later, after the test body has passed (plugin.py), so a kernel
-with wrong outputs never passes on time alone. No pytest import here.
+with wrong outputs never passes on time alone. The result type lives in bench_result.py and
+the checks of what a test declares (bytes moved, kernel file) in declared.py. No pytest
+import here.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from pytest_gpuperf.bench_result import BenchResult
 from pytest_gpuperf.buffers import poisoned_buffer, shape_dims
+from pytest_gpuperf.declared import declared_bytes, resolve_kernel_path
 from pytest_gpuperf.devices import DeviceSpec
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.gate.ab import decided as ab_decided
@@ -27,12 +31,12 @@ from pytest_gpuperf.gate.ab import pair_code_spread
 from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
 from pytest_gpuperf.gate.suite import interval_confidence
 from pytest_gpuperf.measure import MeasureSettings, measure_callable, measure_kernel, measure_pair
-from pytest_gpuperf.results import NO_BASE_CALLABLE, ClockReport, Measurement, PairedComparison
-from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel, KernelResources
-from pytest_gpuperf.runtime.compile import KERNELS_DIR
+from pytest_gpuperf.parsing import parse_cache, parse_floor
+from pytest_gpuperf.results import NO_BASE_CALLABLE, PairedComparison
+from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel
 from pytest_gpuperf.session import BenchSession
 from pytest_gpuperf.session_device import OpenDevice
-from pytest_gpuperf.settings import TestSettings, parse_cache, parse_floor
+from pytest_gpuperf.settings import TestSettings
 from pytest_gpuperf.static.session import expect_isa_spec  # gpuperf-static
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
@@ -57,81 +61,6 @@ class _Recipe:
     kernel: Kernel | None = None
     base: Kernel | None = None
     fn: Callable[[], Any] | None = None
-
-
-@dataclass(frozen=True)
-class BenchResult:
-    """What one `gpu_bench(...)` call produced.
-
-    Measured (under --gpuperf): `measurement` holds the median time, its interval, the samples,
-    clocks and the device; the properties below read from it. In smoke mode only the launch
-    facts are known and the timing properties are None; `note` says why.
-    """
-
-    name: str
-    kernel: str
-    bytes_moved: int
-    cache: str
-    measurement: Measurement | None = None
-    resources: KernelResources | None = None
-    note: str = ""
-    comparison: PairedComparison | None = None  # head vs base under --gpuperf-compare
-
-    @property
-    def measured(self) -> bool:
-        return self.measurement is not None
-
-    @property
-    def time_s(self) -> float | None:
-        return self.measurement.time_s if self.measurement else None
-
-    @property
-    def time_ci_s(self) -> tuple[float, float] | None:
-        return self.measurement.time_ci_s if self.measurement else None
-
-    @property
-    def bandwidth_bps(self) -> float | None:
-        return self.measurement.bandwidth_bps if self.measurement else None
-
-    @property
-    def gbps(self) -> float | None:
-        return self.measurement.bandwidth_bps / 1e9 if self.measurement else None
-
-    @property
-    def efficiency(self) -> float | None:
-        return self.measurement.efficiency if self.measurement else None
-
-    @property
-    def efficiency_ci(self) -> tuple[float, float] | None:
-        return self.measurement.efficiency_ci if self.measurement else None
-
-    @property
-    def samples(self) -> int:
-        return len(self.measurement.samples_s) if self.measurement else 0
-
-    @property
-    def samples_s(self) -> tuple[float, ...]:
-        return self.measurement.samples_s if self.measurement else ()
-
-    @property
-    def clocks(self) -> ClockReport | None:
-        return self.measurement.clocks if self.measurement else None
-
-    @property
-    def simulated(self) -> bool:
-        return bool(self.measurement and self.measurement.simulated)
-
-    def __str__(self) -> str:
-        m = self.measurement
-        if m is None:
-            return f"{self.name}: {self.note}"
-        low_s, high_s = m.time_ci_s
-        text = (
-            f"{self.name}: {m.time_s * 1e6:.2f} us [{low_s * 1e6:.2f}, {high_s * 1e6:.2f}], "
-            f"{m.bandwidth_bps / 1e9:.1f} GB/s, {m.efficiency:.1%} of {m.peak_bps / 1e12:.2f} "
-            f"TB/s ({m.cache}, {len(m.samples_s)} samples, {m.device_key})"
-        )
-        return text + (" SIMULATED" if m.simulated else "")
 
 
 class GpuBench:
@@ -643,71 +572,4 @@ def _check_setup(setup: Any, label: str) -> None:
         raise ConfigError(f"{label}: setup= must be a callable (it runs before each launch)")
 
 
-def declared_bytes(label: str, total: Any, reads: Any, writes: Any) -> int:
-    """The bytes a kernel must move: `total`, or the sizes of what it reads and writes."""
-    if total is not None and (reads is not None or writes is not None):
-        raise ConfigError(f"{label}: give bytes= or reads=/writes=, not both")
-    if total is None and reads is None and writes is None:
-        raise ConfigError(
-            f"{label}: declare the bytes the kernel must move: bytes=N, or reads=(...) and "
-            "writes=(...) with the arrays (or byte counts) it reads once and writes once"
-        )
-    if total is not None:
-        return _byte_count(total, label, "bytes=")
-    items = [*_as_items(reads), *_as_items(writes)]
-    count = sum(_byte_count(item, label, "reads=/writes=") for item in items)
-    if count <= 0:
-        raise ConfigError(f"{label}: reads=/writes= declare no bytes; the kernel must move some")
-    return count
-
-
-def _as_items(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    return [value]
-
-
-def _byte_count(item: Any, label: str, where: str) -> int:
-    """A byte count: an integer (NumPy's too, or a 0-d integral array such as sizes.sum()),
-    or an object with `nbytes` (arrays, device buffers). A float, even a whole one, is
-    refused: `np.float64(n)` has nbytes 8, and taking that would be silently wrong."""
-    if isinstance(item, (bool, np.bool_)):
-        raise ConfigError(f"{label}: {where} got {item!r}, not a byte count")
-    if isinstance(item, np.ndarray) and item.ndim == 0:
-        item = item[()]  # a NumPy scalar from a reduction
-    if isinstance(item, (int, np.integer)):
-        if item <= 0:
-            raise ConfigError(f"{label}: {where} byte counts must be positive, got {item}")
-        return int(item)
-    if isinstance(item, (float, np.floating)):
-        whole = float(item).is_integer()
-        hint = f" (use int({item!r}) if it is a count)" if whole else ""
-        raise ConfigError(
-            f"{label}: {where} got the float {item!r}; a byte count is a whole number{hint}"
-        )
-    nbytes = getattr(item, "nbytes", None)  # NumPy arrays, DeviceBuffers, torch/CuPy arrays
-    if isinstance(nbytes, (int, np.integer)):
-        return int(nbytes)
-    raise ConfigError(
-        f"{label}: {where} takes arrays, device buffers or byte counts, got {type(item).__name__}"
-    )
-
-
-def resolve_kernel_path(path: str | Path, *, test_dir: Path | None, rootdir: Path) -> Path:
-    """The .hip file a test names: next to the test file, under the rootdir, or shipped with
-    the plugin (where a leading 'kernels/' is optional)."""
-    relative = Path(path)
-    if relative.is_absolute():
-        candidates = [relative]
-    else:
-        candidates = [base / relative for base in (test_dir, rootdir) if base is not None]
-        candidates.append(KERNELS_DIR / relative)
-        if relative.parts and relative.parts[0] == "kernels" and len(relative.parts) > 1:
-            candidates.append(KERNELS_DIR.joinpath(*relative.parts[1:]))
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate.resolve()
-    tried = ", ".join(str(c) for c in dict.fromkeys(candidates))
-    raise ConfigError(f"kernel source {str(path)!r} not found; looked for: {tried}")
+__all__ = ["BenchResult", "GpuBench"]

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 from pytest_gpuperf.devices import DeviceMatch, match_device
 from pytest_gpuperf.errors import Attempt, DeviceUnavailable, GpuPerfError
 from pytest_gpuperf.gpu_lock import GpuLock
+from pytest_gpuperf.options import DEFAULT_SIM_DEVICE
 from pytest_gpuperf.runtime import backend_class, open_backend
 from pytest_gpuperf.runtime.info import DeviceInfo
-from pytest_gpuperf.settings import DEFAULT_SIM_DEVICE, Settings, gpu_index_for
+from pytest_gpuperf.settings import Settings, gpu_index_for
 
 if TYPE_CHECKING:
     from pytest_gpuperf.gpu_probe import ProbeReport

@@ -1,15 +1,14 @@
 """The plugin's settings: built once from the command line and the ini file, then frozen.
 
-Every option is declared once here (`OPTIONS`), with its help text, default and ini key, so
-that registering it (plugin.py), parsing it and its error messages cannot drift apart. The
-per-test settings (`TestSettings`) add what the `min_bw` and `gpuperf` markers say. Errors
-are `ConfigError`s naming the option, ini key or test; plugin.py turns them into
+`build_settings` turns the options (declared once in options.py, each value parsed by
+parsing.py) into the session's frozen `Settings`; `settings_for_test` adds what a test's
+`min_bw` and `gpuperf` markers say, giving its frozen `TestSettings`. Errors are
+`ConfigError`s naming the option, ini key or test; plugin.py turns them into
 `pytest.UsageError`. No pytest import here.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -19,334 +18,45 @@ from typing import Any
 
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.policy import (
-    DEFAULT_CODE_SPREAD,
     DEFAULT_COMPARE_LOADS,
     DEFAULT_COMPARE_THRESHOLD,
     DEFAULT_TOLERANCE,
     HISTORY_LENGTH,
 )
 from pytest_gpuperf.gate.suite import DEFAULT_SUITE_ALARM
-from pytest_gpuperf.results import CACHE_MODES
-
-BACKEND_NAMES = ("hip", "cuda", "sim")
-DEFAULT_BACKENDS = ("hip", "cuda")
-DEFAULT_SIM_DEVICE = "mi300x"
-REQUIRE_CHOICES = ("gpu", "hip", "cuda", "static")
-DEFAULT_BUDGET_S = 1.0
-DEFAULT_COMPILE_TIMEOUT_S = 300.0
-DEFAULT_CACHE = "cold"
-DEFAULT_BASELINE_DIR = "baselines"
-# A GPU this far (a fraction) below the median of its peers' probe bandwidth is degraded:
-# healthy H200s of one machine measured within 0.995-1.007 of each other, and the probe's own
-# interval is a few tenths of a percent (docs/benchmarks.md, "GPU probe").
-DEFAULT_GPU_MARGIN = 0.03
-MAX_SIM_GPUS = 64
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
-
-
-@dataclass(frozen=True)
-class OptionSpec:
-    """One command-line option and its ini equivalent (None: deliberately command-line only)."""
-
-    flag: str  # "--gpuperf-tolerance"
-    dest: str  # "gpuperf_tolerance"
-    help: str
-    ini: str | None
-    is_flag: bool = False
-    metavar: str | None = None
-
-
-OPTIONS: tuple[OptionSpec, ...] = (
-    OptionSpec(
-        "--gpuperf",
-        "gpuperf",
-        "measure every gpu_bench call and gate it on its min_bw floor and its baseline. "
-        "Default: off (each kernel is launched once as a correctness smoke test).",
-        ini="gpuperf",
-        is_flag=True,
-    ),
-    OptionSpec(
-        "--no-gpuperf",
-        "no_gpuperf",
-        "undo a gpuperf = true in the ini file for this run: smoke mode (each gpu_bench call "
-        "launches once, nothing is timed or gated).",
-        ini=None,
-        is_flag=True,
-    ),
-    OptionSpec(
-        "--gpuperf-save",
-        "gpuperf_save",
-        "record the measurements as baselines in <baseline-dir>/<device>.toml "
-        "(<device>-sim.toml on the simulated device), appended to each entry's history of "
-        "saves, after their floor check passed; implies --gpuperf. "
-        "Default: off. Command line only: saving baselines must be a deliberate act.",
-        ini=None,
-        is_flag=True,
-    ),
-    OptionSpec(
-        "--gpuperf-backend",
-        "gpuperf_backend",
-        "backends to try, comma-separated, in order of preference: hip, cuda, sim (the "
-        "simulated device, loudly labelled SIMULATED). 'hip,cuda,sim' falls back to the "
-        "simulated device when no GPU is found. Default: 'hip,cuda'.",
-        ini="gpuperf_backend",
-        metavar="LIST",
-    ),
-    OptionSpec(
-        "--gpuperf-require",
-        "gpuperf_require",
-        "what a measuring run must find: gpu (a real GPU on any backend), hip or cuda. When "
-        "it is not found the session fails with the reasons instead of skipping to green, and "
-        "the simulated device is never used. Use it on GPU runners. Under --gpuperf-static "
-        "any value (static names only this) requires the clang instead: without one the "
-        "tests fail rather than skip. Default: not required.",
-        ini="gpuperf_require",
-        metavar="KIND",
-    ),
-    OptionSpec(
-        "--gpuperf-device",
-        "gpuperf_device",
-        "device key to measure against instead of the detected one (e.g. mi300x, h100-sxm): "
-        "its datasheet peak bandwidth and caches, and its baseline file. For the sim backend "
-        "it selects the simulated model. Default: detected (sim: mi300x).",
-        ini="gpuperf_device",
-        metavar="KEY",
-    ),
-    OptionSpec(
-        "--gpuperf-gpu",
-        "gpuperf_gpu",
-        "device index to measure on. Default: 0, or under pytest-xdist worker k's GPU "
-        "k mod the number of GPUs.",
-        ini="gpuperf_gpu",
-        metavar="INDEX",
-    ),
-    OptionSpec(
-        "--gpuperf-gpu-margin",
-        "gpuperf_gpu_margin",
-        "when pytest-xdist workers measure on several GPUs of one model, a short streaming "
-        "probe at the start compares them; a GPU whose bandwidth is more than this fraction "
-        "below the median of its peers is named degraded (with its clocks and throttle "
-        "reasons) and its verdicts are marked. 0 turns the probe off. "
-        f"Default: {DEFAULT_GPU_MARGIN} ({DEFAULT_GPU_MARGIN:.0%}).",
-        ini="gpuperf_gpu_margin",
-        metavar="FRACTION",
-    ),
-    OptionSpec(
-        "--gpuperf-refuse-degraded",
-        "gpuperf_refuse_degraded",
-        "do not measure on a GPU the probe found degraded: its workers measure on the healthy "
-        "GPUs instead (the run fails when none is left). Default: off (measured, and marked).",
-        ini="gpuperf_refuse_degraded",
-        is_flag=True,
-    ),
-    OptionSpec(
-        "--gpuperf-sim-gpus",
-        "gpuperf_sim_gpus",
-        "how many GPUs the simulated device has: N equal GPUs, or a comma-separated list of "
-        "their speeds relative to a healthy GPU (1,1,0.95: the third is 5% slow), so the "
-        "multi-GPU path (workers spread over GPUs, the degraded-GPU probe) runs without a "
-        "GPU. Default: 1.",
-        ini="gpuperf_sim_gpus",
-        metavar="SPEEDS",
-    ),
-    OptionSpec(
-        "--gpuperf-baseline-dir",
-        "gpuperf_baseline_dir",
-        "directory of the per-device baseline files. Default: 'baselines' under the rootdir.",
-        ini="gpuperf_baseline_dir",
-        metavar="DIR",
-    ),
-    OptionSpec(
-        "--gpuperf-tolerance",
-        "gpuperf_tolerance",
-        "the smallest relative drop of efficiency below the stored baseline that fails a "
-        "test: a test fails when the drop exceeds the larger of this and the noise allowance "
-        "(the measurement's own interval and the baseline's run-to-run spread, learned from its "
-        "history of saves). 0 leaves the noise allowance alone. "
-        f"Default: {DEFAULT_TOLERANCE} ({DEFAULT_TOLERANCE:.0%}, docs/measurement.md).",
-        ini="gpuperf_tolerance",
-        metavar="FRACTION",
-    ),
-    OptionSpec(
-        "--gpuperf-strict",
-        "gpuperf_strict",
-        "fail a measured test that has no baseline for this device, and under "
-        "--gpuperf-compare one whose comparison stays inconclusive or could not reach the "
-        "base revision. Default: off (reported, not failed).",
-        ini="gpuperf_strict",
-        is_flag=True,
-    ),
-    OptionSpec(
-        "--gpuperf-compare",
-        "gpuperf_compare",
-        "A/B in one run: also build every measured kernel from git revision REF's version of "
-        "its source (e.g. origin/main on a pull request) and measure head and base "
-        "interleaved on the same buffers; a slowdown beyond the threshold fails the test. "
-        "Stored baselines are then shown, not gated. Default: off.",
-        ini="gpuperf_compare",
-        metavar="REF",
-    ),
-    OptionSpec(
-        "--gpuperf-compare-threshold",
-        "gpuperf_compare_threshold",
-        "the smallest A/B difference (head time / base time - 1) that counts as a "
-        "regression or an improvement; very short kernels get a wider one (docs/measurement.md). "
-        f"Default: {DEFAULT_COMPARE_THRESHOLD} ({DEFAULT_COMPARE_THRESHOLD:.1%}).",
-        ini="gpuperf_compare_threshold",
-        metavar="FRACTION",
-    ),
-    OptionSpec(
-        "--gpuperf-compare-code-spread",
-        "gpuperf_compare_code_spread",
-        "how much two different code objects of equal speed may differ for a whole run, as a "
-        "+-95% range per code object: an A/B of changed code is judged at the larger of the "
-        "threshold and what this explains (docs/measurement.md, 'Code-object drift'). Set it "
-        "from the A/A' rows of bench/gate_quality.py on your GPU. Default: per backend "
-        f"({', '.join(f'{k} {v:g}' for k, v in DEFAULT_CODE_SPREAD.items())}).",
-        ini="gpuperf_compare_code_spread",
-        metavar="FRACTION",
-    ),
-    OptionSpec(
-        "--gpuperf-compare-loads",
-        "gpuperf_compare_loads",
-        "how many times an A/B comparison loads each side (the same code object as separate "
-        "modules; the pairs are spread over the loads) to measure the drift between loads in "
-        "the run; below 3 it cannot be estimated and --gpuperf-compare-code-spread is assumed "
-        f"instead (docs/measurement.md). Default: {DEFAULT_COMPARE_LOADS}.",
-        ini="gpuperf_compare_loads",
-        metavar="N",
-    ),
-    OptionSpec(
-        "--gpuperf-compare-force",
-        "gpuperf_compare_force",
-        "time head and base even when they compiled to byte-identical code objects (an A/A "
-        "control), or, on the simulated device, to different code with the same model. "
-        "Default: off (reported as unchanged, or modelled, and not timed).",
-        ini=None,
-        is_flag=True,
-    ),
-    OptionSpec(
-        "--gpuperf-suite-alarm",
-        "gpuperf_suite_alarm",
-        "how often a whole run of unchanged kernels may go red: the false-alarm budget of the "
-        "run, shared by the tests that measure; an A/B regression fails only when a second "
-        "round, on freshly loaded code and fresh buffers, confirms it (docs/measurement.md, "
-        "'False alarms of a whole run'). "
-        f"Default: {DEFAULT_SUITE_ALARM} ({DEFAULT_SUITE_ALARM:.0%} of runs).",
-        ini="gpuperf_suite_alarm",
-        metavar="FRACTION",
-    ),
-    OptionSpec(
-        "--gpuperf-compare-missing-ok",
-        "gpuperf_compare_missing_ok",
-        "run on when git cannot resolve --gpuperf-compare's REF (a pipeline that runs the same "
-        "command on branches without a base): every comparison then says 'no base' and the "
-        "summary names this option. Default: off (an unresolvable REF stops the run at start, "
-        "exit 4, quoting git).",
-        ini="gpuperf_compare_missing_ok",
-        is_flag=True,
-    ),
-    OptionSpec(
-        "--gpuperf-prune",
-        "gpuperf_prune",
-        "remove the baseline entries no test of this run produced (a renamed or removed test, "
-        "kernel or measurement), from the files of the devices measured; only files whose "
-        "tests were collected are looked at. Default: off (they are listed, not removed).",
-        ini=None,
-        is_flag=True,
-    ),
-    OptionSpec(
-        "--gpuperf-history",
-        "gpuperf_history",
-        "saves of the same code kept per baseline entry by --gpuperf-save; the run-to-run "
-        "spread is learned from them once there are 3. "
-        f"Default: {HISTORY_LENGTH}.",
-        ini="gpuperf_history",
-        metavar="N",
-    ),
-    OptionSpec(
-        "--gpuperf-budget",
-        "gpuperf_budget",
-        "wall-clock seconds of sampling per measurement (sampling stops earlier once the "
-        "median's 95% interval is within +-0.5%). Default: 1.0.",
-        ini="gpuperf_budget",
-        metavar="SECONDS",
-    ),
-    OptionSpec(
-        "--gpuperf-kernel-timeout",
-        "gpuperf_kernel_timeout",
-        "seconds a wait for the GPU may take before the kernel running is declared hung: the "
-        "test fails naming it, the GPU lock is released, the remaining GPU tests fail with "
-        "the reason and the reports are still written. Default: 60 + 10 x the budget.",
-        ini="gpuperf_kernel_timeout",
-        metavar="SECONDS",
-    ),
-    OptionSpec(
-        "--gpuperf-compile-timeout",
-        "gpuperf_compile_timeout",
-        "seconds a kernel compile may take (the compiler runs in a child process, stopped "
-        "after this); a failed compile is remembered for the session. Default: 300.",
-        ini="gpuperf_compile_timeout",
-        metavar="SECONDS",
-    ),
-    OptionSpec(
-        "--gpuperf-cache",
-        "gpuperf_cache",
-        "default cache mode: cold (clean read-eviction before every timed launch), hot "
-        "(same buffers back to back) or rotate (rotating buffer copies). Default: cold.",
-        ini="gpuperf_cache",
-        metavar="MODE",
-    ),
-    OptionSpec(
-        "--gpuperf-json",
-        "gpuperf_json",
-        "write every measurement and verdict to PATH as JSON (versioned schema, "
-        "docs/json-schema.md). Default: not written.",
-        ini="gpuperf_json",
-        metavar="PATH",
-    ),
-    OptionSpec(
-        "--gpuperf-benchmark-json",
-        "gpuperf_benchmark_json",
-        "write the results to PATH in pytest-benchmark's JSON layout, for "
-        "`pytest-benchmark compare`. Default: not written.",
-        ini="gpuperf_benchmark_json",
-        metavar="PATH",
-    ),
-    # -- gpuperf-static: the static gate (pytest_gpuperf/static_plugin.py) -------------
-    OptionSpec(
-        "--gpuperf-static",
-        "gpuperf_static",
-        "the static gate: compile every kernel a test loads offline with clang for these AMD "
-        "GPU architectures (comma-separated, e.g. gfx942 or gfx942,gfx90a), read its "
-        "registers, LDS, scratch, spills and the occupancy of the test's launch shape, and "
-        "fail on an occupancy drop, new spills or scratch, or VGPR/LDS growth beyond the "
-        "margin against baselines/static/<arch>.toml (or, with --gpuperf-compare, against "
-        "REF's version of the kernel). The SIMULATED device runs the tests' data flow; nothing "
-        "is timed. --gpuperf-save records the facts. Default: off.",
-        ini="gpuperf_static",
-        metavar="ARCH[,ARCH]",
-    ),
-    OptionSpec(
-        "--gpuperf-clang",
-        "gpuperf_clang",
-        "the clang the static gate compiles with (a path or a command name). Default: the "
-        "first of clang-19, clang-22 .. clang-17, clang and /opt/rocm/llvm/bin/clang on PATH "
-        "that compiles HIP for the architecture.",
-        ini="gpuperf_clang",
-        metavar="PATH",
-    ),
-    # -- end gpuperf-static ------------------------------------------------------------------
-    OptionSpec(
-        "--gpuperf-markdown",
-        "gpuperf_markdown",
-        "write a Markdown summary to PATH, and append it to $GITHUB_STEP_SUMMARY when that "
-        "is set. Default: not written.",
-        ini="gpuperf_markdown",
-        metavar="PATH",
-    ),
+from pytest_gpuperf.options import (
+    DEFAULT_BACKENDS,
+    DEFAULT_BASELINE_DIR,
+    DEFAULT_BUDGET_S,
+    DEFAULT_CACHE,
+    DEFAULT_COMPILE_TIMEOUT_S,
+    DEFAULT_GPU_MARGIN,
+    GPUPERF_HELP,
+    MIN_BW_HELP,
+    OPTIONS,
+)
+from pytest_gpuperf.parsing import (
+    parse_backends,
+    parse_bool,
+    parse_budget,
+    parse_cache,
+    parse_clang,
+    parse_code_spread,
+    parse_device_key,
+    parse_floor,
+    parse_gpu_index,
+    parse_gpu_margin,
+    parse_history,
+    parse_loads,
+    parse_number,
+    parse_ref,
+    parse_require,
+    parse_sim_gpus,
+    parse_static_archs,
+    parse_suite_alarm,
+    parse_threshold,
+    parse_tolerance,
+    seconds_parser,
 )
 
 
@@ -469,7 +179,7 @@ class TestSettings:
         return next(rule for rule in matching if rule.specificity == best)
 
 
-# -- parsing the options --------------------------------------------------------------------
+# -- the session's settings, from the command line and the ini file ---------------------
 
 
 def build_settings(
@@ -556,9 +266,11 @@ def build_settings(
         history_length=get("gpuperf_history", parse_history, HISTORY_LENGTH),
         prune=get("gpuperf_prune", parse_bool, False),
         budget_s=get("gpuperf_budget", parse_budget, DEFAULT_BUDGET_S),
-        kernel_timeout_s=get("gpuperf_kernel_timeout", _seconds("the kernel timeout"), None),
+        kernel_timeout_s=get("gpuperf_kernel_timeout", seconds_parser("the kernel timeout"), None),
         compile_timeout_s=get(
-            "gpuperf_compile_timeout", _seconds("the compile timeout"), DEFAULT_COMPILE_TIMEOUT_S
+            "gpuperf_compile_timeout",
+            seconds_parser("the compile timeout"),
+            DEFAULT_COMPILE_TIMEOUT_S,
         ),
         cache=get("gpuperf_cache", parse_cache, DEFAULT_CACHE),
         json_path=path("gpuperf_json"),
@@ -569,237 +281,10 @@ def build_settings(
     )
 
 
-def parse_bool(raw: Any, where: str) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigError(f"{where}: expected true or false, got {raw!r}")
-
-
-def parse_backends(raw: Any, where: str) -> tuple[str, ...]:
-    names = [part.strip().lower() for part in str(raw).split(",") if part.strip()]
-    if not names:
-        raise ConfigError(f"{where}: name at least one backend ({', '.join(BACKEND_NAMES)})")
-    expanded: list[str] = []
-    for name in names:
-        if name == "auto":
-            expanded += DEFAULT_BACKENDS
-        elif name in BACKEND_NAMES:
-            expanded.append(name)
-        else:
-            raise ConfigError(
-                f"{where}: unknown backend {name!r}; choose from {', '.join(BACKEND_NAMES)} "
-                "(comma-separated, in order of preference, e.g. 'hip,cuda,sim')"
-            )
-    return tuple(dict.fromkeys(expanded))
-
-
-def parse_require(raw: Any, where: str) -> str:
-    kind = str(raw).strip().lower()
-    if kind not in REQUIRE_CHOICES:
-        raise ConfigError(
-            f"{where}: expected one of {', '.join(REQUIRE_CHOICES)} (gpu: any real GPU; "
-            "static: the static gate's clang), "
-            f"got {raw!r}"
-        )
-    return kind
-
-
-def parse_ref(raw: Any, where: str) -> str:
-    text = str(raw).strip()
-    if not text or text.startswith("-") or any(c.isspace() for c in text):
-        raise ConfigError(
-            f"{where}: expected a git revision (e.g. origin/main, HEAD~1, a commit id), got {raw!r}"
-        )
-    return text
-
-
-# -- gpuperf-static ---------------------------------------------------------------------------
-_ARCH_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?::[A-Za-z0-9_]+[+-])*$")
-
-
-def parse_static_archs(raw: Any, where: str) -> tuple[str, ...]:
-    """'gfx942' or 'gfx942,gfx90a' (target ids with features, gfx942:xnack-, allowed).
-    Whether clang knows them is checked when the session starts."""
-    names = [part.strip() for part in str(raw).split(",") if part.strip()]
-    if not names:
-        raise ConfigError(f"{where}: name at least one AMD GPU architecture, e.g. gfx942")
-    for name in names:
-        if not _ARCH_NAME.match(name):
-            raise ConfigError(
-                f"{where}: {name!r} is not an architecture name; give clang's processor names, "
-                "comma-separated (e.g. gfx942 for MI300X, gfx90a for MI250X)"
-            )
-    return tuple(dict.fromkeys(names))
-
-
-def parse_clang(raw: Any, where: str) -> str:
-    text = os.path.expanduser(str(raw).strip())
-    if not text:
-        raise ConfigError(f"{where}: expected a clang path or command name, got an empty value")
-    return text
-
-
-# -- end gpuperf-static -------------------------------------------------------------------------
-
-
-def parse_device_key(raw: Any, where: str) -> str:
-    from pytest_gpuperf.devices import KNOWN_DEVICES
-
-    key = str(raw).strip().lower()
-    if key not in KNOWN_DEVICES:
-        raise ConfigError(
-            f"{where}: unknown device key {raw!r}; known keys: {', '.join(KNOWN_DEVICES)}"
-        )
-    return key
-
-
-def parse_gpu_index(raw: Any, where: str) -> int:
-    text = str(raw).strip()
-    if not (text.isascii() and text.isdigit()):
-        raise ConfigError(f"{where}: expected a device index (0, 1, ...), got {raw!r}")
-    return int(text)
-
-
-def parse_gpu_margin(raw: Any, where: str) -> float:
-    return _fraction(raw, where, "the degraded-GPU margin", low_inclusive=True)
-
-
-def parse_sim_gpus(raw: Any, where: str) -> tuple[float, ...]:
-    """'4' (four equal GPUs) or '1,1,0.95' (relative speeds, one per GPU)."""
-    text = str(raw).strip()
-    hint = (
-        f"expected a number of simulated GPUs (1 to {MAX_SIM_GPUS}) or their relative speeds, "
-        f"comma-separated (e.g. 1,1,0.95), got {raw!r}"
-    )
-    if text.isascii() and text.isdigit():
-        if not 1 <= int(text) <= MAX_SIM_GPUS:
-            raise ConfigError(f"{where}: {hint}")
-        return (1.0,) * int(text)
-    parts = [part.strip() for part in text.split(",")]
-    if len(parts) < 2 or len(parts) > MAX_SIM_GPUS:
-        raise ConfigError(f"{where}: {hint}")
-    speeds = []
-    for part in parts:
-        try:
-            speed = float(part)
-        except ValueError:
-            raise ConfigError(f"{where}: {hint}") from None
-        if not (math.isfinite(speed) and 0 < speed <= 10):
-            raise ConfigError(f"{where}: speed {part!r} must be in (0, 10] (1 is healthy); {hint}")
-        speeds.append(speed)
-    return tuple(speeds)
-
-
-def parse_history(raw: Any, where: str) -> int:
-    text = str(raw).strip()
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 100:
-        raise ConfigError(f"{where}: expected a number of saves from 1 to 100, got {raw!r}")
-    return int(text)
-
-
-def _fraction(raw: Any, where: str, what: str, *, low_inclusive: bool = False) -> float:
-    value = _number(raw, where, what)
-    low_ok = value >= 0 if low_inclusive else value > 0
-    if not (low_ok and value < 1):
-        bracket = "[" if low_inclusive else "("
-        raise ConfigError(f"{where}: {what} must be a fraction in {bracket}0, 1), got {raw!r}")
-    return value
-
-
-def _number(raw: Any, where: str, what: str) -> float:
-    if isinstance(raw, bool):
-        raise ConfigError(f"{where}: {what} must be a number, got {raw!r}")
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: {what} must be a number, got {raw!r}") from None
-    if not math.isfinite(value):
-        raise ConfigError(f"{where}: {what} must be a finite number, got {raw!r}")
-    return value
-
-
-def parse_tolerance(raw: Any, where: str) -> float:
-    return _fraction(
-        raw, where, "the tolerance (e.g. 0.01 for 1%; 0 for the noise alone)", low_inclusive=True
-    )
-
-
-def parse_threshold(raw: Any, where: str) -> float:
-    return _fraction(raw, where, "the compare threshold (e.g. 0.005 for 0.5%)", low_inclusive=True)
-
-
-def parse_loads(raw: Any, where: str) -> int:
-    text = str(raw).strip()
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 64:
-        raise ConfigError(f"{where}: expected a number of module loads from 1 to 64, got {raw!r}")
-    return int(text)
-
-
-def parse_code_spread(raw: Any, where: str) -> float:
-    return _fraction(
-        raw, where, "the code-object spread (e.g. 0.015 for +-1.5%)", low_inclusive=True
-    )
-
-
-def parse_suite_alarm(raw: Any, where: str) -> float:
-    return _fraction(raw, where, "the run's false-alarm budget (e.g. 0.01 for 1% of runs)")
-
-
-def _seconds(what: str) -> Callable[[Any, str], float]:
-    def parse(raw: Any, where: str) -> float:
-        value = _number(raw, where, f"{what} in seconds")
-        if value <= 0:
-            raise ConfigError(f"{where}: {what} must be a positive number of seconds, got {raw!r}")
-        return value
-
-    return parse
-
-
-def parse_budget(raw: Any, where: str) -> float:
-    value = _number(raw, where, "the budget in seconds")
-    if value <= 0:
-        raise ConfigError(f"{where}: the budget must be a positive number of seconds, got {raw!r}")
-    return value
-
-
-def parse_cache(raw: Any, where: str) -> str:
-    mode = str(raw).strip().lower() if isinstance(raw, str) else raw
-    if mode not in CACHE_MODES:
-        raise ConfigError(f"{where}: {cache_mode_problem(raw)}")
-    return str(mode)
-
-
-def cache_mode_problem(raw: Any) -> str:
-    """The one sentence every unknown cache mode gets, wherever it was given."""
-    return (
-        f"unknown cache mode {raw!r}; valid modes: cold (clean read-eviction before every "
-        "timed launch), hot (same buffers back to back), rotate (rotating buffer copies)"
-    )
-
-
-# -- the markers ----------------------------------------------------------------------------
+# -- a test's settings, from its markers ---------------------------------------------------
 
 MARKER_KEYWORDS = ("tolerance", "cache", "budget_s", "peak_gbps", "strict")
 FLOOR_KEYWORDS = ("name", "device", "cache")
-
-MIN_BW_HELP = (
-    "min_bw(fraction, name=None, device=None, cache=None): fail a measurement whose bandwidth "
-    "efficiency (declared bytes / median kernel time / the device's peak bandwidth) is below "
-    "the fraction, 0 < x <= 1 (e.g. min_bw(0.8)). name=, device= and cache= limit it to one "
-    "measurement name, device key or cache mode; several min_bw marks may be stacked and the "
-    "most specific applies. Applies under --gpuperf."
-)
-GPUPERF_HELP = (
-    "gpuperf(tolerance=, cache=, budget_s=, peak_gbps=, strict=): per-test measurement "
-    "settings: baseline tolerance (fraction), default cache mode (cold|hot|rotate), sampling "
-    "budget in seconds, peak bandwidth override in GB/s, and whether a missing baseline fails. "
-    "Marks on the module, class and test merge by keyword, the closest winning."
-)
 
 
 @dataclass(frozen=True)
@@ -862,22 +347,6 @@ def _floor(test_id: str, marker: MarkerArgs) -> FloorRule:
     return FloorRule(value=value, origin=origin, **rule)
 
 
-def parse_floor(raw: Any, where: str) -> float:
-    """A floor: an efficiency fraction in (0, 1]."""
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-        raise ConfigError(
-            f"{where}: the floor must be a number, the fraction of the device's peak "
-            "bandwidth the kernel must reach (0 < x <= 1), e.g. min_bw(0.8)"
-        )
-    value = float(raw)
-    if not (math.isfinite(value) and 0 < value <= 1):
-        hint = f" (a percentage? did you mean {value / 100:g}?)" if 2 <= value <= 100 else ""
-        raise ConfigError(
-            f"{where}: the floor is a fraction of the peak bandwidth and must be in (0, 1]{hint}"
-        )
-    return value
-
-
 def _gpuperf_keywords(test_id: str, marker: MarkerArgs) -> dict[str, Any]:
     where = f"{test_id}: @pytest.mark.gpuperf"
     if marker.args:
@@ -905,7 +374,7 @@ def _apply_gpuperf(result: TestSettings, test_id: str, kwargs: Mapping[str, Any]
     if "budget_s" in kwargs:
         changes["budget_s"] = parse_budget(kwargs["budget_s"], f"{where}(budget_s=...)")
     if "peak_gbps" in kwargs:
-        gbps = _number(kwargs["peak_gbps"], f"{where}(peak_gbps=...)", "peak_gbps")
+        gbps = parse_number(kwargs["peak_gbps"], f"{where}(peak_gbps=...)", "peak_gbps")
         if gbps <= 0:
             raise ConfigError(f"{where}(peak_gbps=...): must be positive GB/s, got {gbps!r}")
         changes["peak_bps"] = gbps * 1e9
@@ -978,11 +447,13 @@ def describe(settings: Settings) -> str:
     return ", ".join(parts)
 
 
+# OPTIONS and the markers' help texts are re-exported for plugin.py, which registers them.
 __all__ = [
+    "GPUPERF_HELP",
+    "MIN_BW_HELP",
     "OPTIONS",
     "FloorRule",
     "MarkerArgs",
-    "OptionSpec",
     "Settings",
     "TestSettings",
     "build_settings",

@@ -8,10 +8,8 @@ docs/baselines.md documents the layout.
 
 from __future__ import annotations
 
-import math
 import re
-import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from pytest_gpuperf.baseline.model import (
@@ -20,12 +18,15 @@ from pytest_gpuperf.baseline.model import (
     BaselineEntry,
     SaveRecord,
 )
+from pytest_gpuperf.baseline.toml_check import (
+    Checker,
+    Invalid,
+    at_entry,
+    file_entries,
+    first_at,
+    tomllib,
+)
 from pytest_gpuperf.results import CACHE_MODES
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)
@@ -33,59 +34,19 @@ READABLE_SCHEMAS = (1, 2)
 # hot runs may legitimately stream from L2 / Infinity Cache at several times the HBM peak.
 MAX_EFFICIENCY = {"cold": 1.5, "rotate": 1.5, "hot": 100.0}
 
-TOMLDecodeError = tomllib.TOMLDecodeError
-_ENTRY_HEADER = re.compile(r"^\s*\[\[\s*entry\s*\]\]")
-_SAVE_HEADER = re.compile(r"^\s*\[\[\s*entry\s*\.\s*save\s*\]\]")
-_PROVENANCE_HEADER = re.compile(r"^\s*\[\s*entry\s*\.\s*provenance\s*\]")
-_ANY_HEADER = re.compile(r"^\s*\[")
-
-
-class Invalid(Exception):
-    """A schema problem, with a function that finds its line in the text."""
-
-    def __init__(
-        self,
-        message: str,
-        locate: Callable[[Lines], int | None],
-        also: Callable[[Lines], str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.locate = locate
-        self.also = also
-
-    def located(self, text: str) -> tuple[str, int | None]:
-        """The message completed with what only the text can say, and its line."""
-        lines = Lines(text)
-        message = f"{self.message}; {self.also(lines)}" if self.also else self.message
-        return message, self.locate(lines)
-
 
 def parse(text: str, device_key: str) -> tuple[int, dict[tuple[str, str, str], BaselineEntry]]:
     """(the file's schema version, its entries by key); raises TOMLDecodeError or Invalid."""
-    document = tomllib.loads(text)
-    top = _Checker(document, "the file", lambda lines: lines.top_key)
-    schema = top.required("schema", int)
-    if schema not in READABLE_SCHEMAS:
-        newer = (
-            " (written by a newer pytest-gpuperf: upgrade it)" if schema > SCHEMA_VERSION else ""
-        )
-        raise Invalid(
-            f"schema = {schema} is not supported; this pytest-gpuperf reads schemas "
-            f"{', '.join(map(str, READABLE_SCHEMAS))}{newer}",
-            lambda lines: lines.top_key("schema"),
-        )
-    device = top.required("device", str)
-    if device != device_key:
-        raise Invalid(
+    schema, tables = file_entries(
+        tomllib.loads(text),
+        "device",
+        device_key,
+        schema_problem=_schema_problem,
+        owner_problem=lambda device: (
             f'device = "{device}" but the file is for device "{device_key}" (its name); '
-            "baselines of one device must not be copied to another's file",
-            lambda lines: lines.top_key("device"),
-        )
-    tables = document.get("entry", [])
-    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-        raise Invalid("'entry' must be an array of tables ([[entry]])", _at_top("entry"))
-    top.reject_unknown({"schema", "device", "entry"})
+            "baselines of one device must not be copied to another's file"
+        ),
+    )
     read = _entry_v1 if schema == 1 else _entry_v2
     entries: dict[tuple[str, str, str], BaselineEntry] = {}
     first_seen: dict[tuple[str, str, str], int] = {}
@@ -97,12 +58,22 @@ def parse(text: str, device_key: str) -> tuple[int, dict[tuple[str, str, str], B
                 f"duplicate entry for test {entry.test_id!r} measurement {entry.name!r} "
                 f"cache {entry.cache!r} (entry #{index + 1} repeats entry #{first + 1}); "
                 "delete one of them",
-                _at_entry(index, "id"),
-                also=_first_at(first),
+                at_entry(index, "id"),
+                also=first_at(first),
             )
         entries[entry.key] = entry
         first_seen[entry.key] = index
     return schema, entries
+
+
+def _schema_problem(schema: int) -> str | None:
+    if schema in READABLE_SCHEMAS:
+        return None
+    newer = " (written by a newer pytest-gpuperf: upgrade it)" if schema > SCHEMA_VERSION else ""
+    return (
+        f"schema = {schema} is not supported; this pytest-gpuperf reads schemas "
+        f"{', '.join(map(str, READABLE_SCHEMAS))}{newer}"
+    )
 
 
 def render(device_key: str, entries: Iterable[BaselineEntry]) -> str:
@@ -262,7 +233,7 @@ def _entry_v2(table: dict[str, Any], index: int) -> BaselineEntry:
 
 
 def _save_from_table(table: dict[str, Any], index: int, number: int, cache: str) -> SaveRecord:
-    check = _Checker(
+    check = Checker(
         table,
         f"entry #{index + 1} save #{number + 1}",
         lambda lines: lambda key: lines.save_key(index, number, key),
@@ -326,8 +297,8 @@ def _entry_v1(table: dict[str, Any], index: int) -> BaselineEntry:
     provenance = table.get("provenance", {})
     label = check.label
     if not isinstance(provenance, dict):
-        raise Invalid(f"{label}: provenance must be a table", _at_entry(index, "provenance"))
-    facts = _Checker(
+        raise Invalid(f"{label}: provenance must be a table", at_entry(index, "provenance"))
+    facts = Checker(
         provenance,
         f"{label} provenance",
         lambda lines: lambda key: lines.provenance_key(index, key),
@@ -360,14 +331,14 @@ def _entry_v1(table: dict[str, Any], index: int) -> BaselineEntry:
 # -- shared checks -------------------------------------------------------------------------
 
 
-def _entry_checker(table: dict[str, Any], index: int) -> _Checker:
+def _entry_checker(table: dict[str, Any], index: int) -> Checker:
     label = f"entry #{index + 1}"
     if isinstance(table.get("id"), str) and isinstance(table.get("name"), str):
         label += f" (test {table['id']!r}, measurement {table['name']!r})"
-    return _Checker(table, label, lambda lines: lambda key: lines.entry_key(index, key))
+    return Checker(table, label, lambda lines: lambda key: lines.entry_key(index, key))
 
 
-def _common_fields(check: _Checker) -> dict[str, Any]:
+def _common_fields(check: Checker) -> dict[str, Any]:
     test_id = check.required("id", str, nonempty=True)
     name = check.required("name", str, nonempty=True)
     cache = check.required("cache", str)
@@ -398,204 +369,3 @@ def _common_fields(check: _Checker) -> dict[str, Any]:
         "grid": check.dim3("grid"),
         "block": check.dim3("block"),
     }
-
-
-class _Checker:
-    """Type and range checks on one table, raising Invalid located at the offending key."""
-
-    def __init__(
-        self,
-        table: dict[str, Any],
-        label: str,
-        locator: Callable[[Lines], Callable[[str], int | None]],
-    ) -> None:
-        self.table = table
-        self.label = label
-        self.locator = locator
-
-    def invalid(self, key: str, problem: str) -> Invalid:
-        present = key in self.table
-        message = f"{self.label}: '{key}' {problem}"
-        return Invalid(message, lambda lines: self.locator(lines)(key if present else ""))
-
-    def required(self, key: str, kind: type, *, nonempty: bool = False) -> Any:
-        if key not in self.table:
-            raise self.invalid(key, f"is missing (required, {_kind_name(kind)})")
-        return self._typed(key, kind, nonempty)
-
-    def optional(self, key: str, kind: type, default: Any) -> Any:
-        return self._typed(key, kind, False) if key in self.table else default
-
-    def _typed(self, key: str, kind: type, nonempty: bool) -> Any:
-        value = self.table[key]
-        if not _is(value, kind):
-            raise self.invalid(key, f"must be {_kind_name(kind)}, got {value!r}")
-        if nonempty and not value.strip():
-            raise self.invalid(key, "must not be empty")
-        return value
-
-    def number(
-        self,
-        key: str,
-        *,
-        low: float,
-        high: float | None = None,
-        low_inclusive: bool = False,
-        why: str = "",
-    ) -> float:
-        value = float(self.required(key, float))
-        self._range(key, value, low, high, low_inclusive, why)
-        return value
-
-    def interval(self, key: str, *, high: float) -> tuple[float, float]:
-        value = self.required(key, list)
-        if len(value) != 2 or not all(_is(v, float) for v in value):
-            raise self.invalid(key, f"must be a list of 2 numbers, got {value!r}")
-        for item in value:
-            self._range(key, float(item), 0.0, high, False, "")
-        low_value, high_value = float(value[0]), float(value[1])
-        if low_value > high_value:
-            raise self.invalid(key, f"must be [low, high] with low <= high, got {value}")
-        return (low_value, high_value)
-
-    def dim3(self, key: str) -> tuple[int, int, int] | None:
-        value = self.optional(key, list, None)
-        if value is None:
-            return None
-        if len(value) != 3 or not all(_is(v, int) and v > 0 for v in value):
-            raise self.invalid(key, f"must be [x, y, z] of positive integers, got {value!r}")
-        return (value[0], value[1], value[2])
-
-    def _range(
-        self,
-        key: str,
-        value: float,
-        low: float,
-        high: float | None,
-        low_inclusive: bool,
-        why: str,
-    ) -> None:
-        too_low = value < low if low_inclusive else value <= low
-        if not math.isfinite(value) or too_low or (high is not None and value > high):
-            bracket = "[" if low_inclusive else "("
-            bound = f"{bracket}{low:g}, {high:g}]" if high is not None else f"> {low:g}"
-            when = f" {why}" if why else ""
-            raise self.invalid(key, f"must be in {bound}{when}, got {value!r}")
-
-    def reject_unknown(self, known: set[str]) -> None:
-        for key in self.table:
-            if key not in known:
-                raise self.invalid(
-                    key, f"is not a known key (known: {', '.join(sorted(known))}); a typo?"
-                )
-
-
-def _is(value: Any, kind: type) -> bool:
-    if isinstance(value, bool):
-        return kind is bool
-    if kind is float:
-        return isinstance(value, (int, float))
-    return isinstance(value, kind)
-
-
-def _kind_name(kind: type) -> str:
-    return {
-        str: "a string",
-        int: "an integer",
-        float: "a number",
-        bool: "true or false",
-        list: "a list",
-    }[kind]
-
-
-def _at_top(key: str) -> Callable[[Lines], int | None]:
-    return lambda lines: lines.top_key(key)
-
-
-def _first_at(index: int) -> Callable[[Lines], str]:
-    return lambda lines: f"the first is at line {lines.entry_key(index, 'id')}"
-
-
-def _at_entry(index: int, key: str) -> Callable[[Lines], int | None]:
-    return lambda lines: lines.entry_key(index, key)
-
-
-class Lines:
-    """Finds the source line of a key so schema errors can name it.
-
-    Works for the layout `render` writes and for hand edits in the same style (`[[entry]]`
-    headers, `[[entry.save]]` and `[entry.provenance]` sub-tables, `key = value` lines); when a
-    key cannot be found the enclosing header's line is used.
-    """
-
-    def __init__(self, text: str) -> None:
-        self.lines = text.splitlines()
-        self.entry_starts = [i for i, line in enumerate(self.lines) if _ENTRY_HEADER.match(line)]
-
-    def top_key(self, key: str) -> int | None:
-        end = next(
-            (i for i, line in enumerate(self.lines) if _ANY_HEADER.match(line)), len(self.lines)
-        )
-        if not key:
-            return 1
-        found = self._key_in(key, 0, end)
-        if found is not None:
-            return found
-        header = re.compile(rf"^\s*\[+\s*{re.escape(key)}\s*[\].]")
-        return next((i + 1 for i, line in enumerate(self.lines) if header.match(line)), None)
-
-    def entry_key(self, index: int, key: str) -> int | None:
-        span = self._entry_span(index)
-        if span is None:
-            return None
-        start, end = span
-        body_end = next((i for i in range(start + 1, end) if _ANY_HEADER.match(self.lines[i])), end)
-        found = self._key_in(key, start + 1, body_end) if key else None
-        return found if found is not None else start + 1
-
-    def provenance_key(self, index: int, key: str) -> int | None:
-        return self._sub_key(index, _PROVENANCE_HEADER, 0, key, "provenance")
-
-    def save_key(self, index: int, number: int, key: str) -> int | None:
-        return self._sub_key(index, _SAVE_HEADER, number, key, "save")
-
-    def _sub_key(
-        self, index: int, header: re.Pattern[str], number: int, key: str, name: str
-    ) -> int | None:
-        span = self._entry_span(index)
-        if span is None:
-            return None
-        start, end = span
-        headers = [i for i in range(start + 1, end) if header.match(self.lines[i])]
-        if number >= len(headers):
-            return self.entry_key(index, name)
-        first = headers[number]
-        stop = next((i for i in range(first + 1, end) if _ANY_HEADER.match(self.lines[i])), end)
-        found = self._key_in(key, first + 1, stop) if key else None
-        return found if found is not None else first + 1
-
-    def _entry_span(self, index: int) -> tuple[int, int] | None:
-        if index >= len(self.entry_starts):
-            return None
-        start = self.entry_starts[index]
-        later = self.entry_starts[index + 1 :]
-        return start, (later[0] if later else len(self.lines))
-
-    def _key_in(self, key: str, start: int, end: int) -> int | None:
-        pattern = re.compile(
-            rf"""^\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*="""
-        )
-        for i in range(start, end):
-            if pattern.match(self.lines[i]):
-                return i + 1
-        return None
-
-
-def toml_error_line(error: Exception) -> tuple[str, int | None]:
-    """(message without its position, line) of a TOMLDecodeError."""
-    position = re.compile(r"\(at line (\d+), column \d+\)")
-    line = getattr(error, "lineno", None)
-    if line is None:
-        match = position.search(str(error))
-        line = int(match.group(1)) if match else None
-    return position.sub("", str(error)).strip(), line

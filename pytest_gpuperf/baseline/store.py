@@ -27,14 +27,8 @@ import filelock
 
 from pytest_gpuperf.baseline.model import BaselineEntry
 from pytest_gpuperf.baseline.pool import FilePool
-from pytest_gpuperf.baseline.schema import (
-    SCHEMA_VERSION,
-    Invalid,
-    TOMLDecodeError,
-    parse,
-    render,
-    toml_error_line,
-)
+from pytest_gpuperf.baseline.schema import SCHEMA_VERSION, parse, render
+from pytest_gpuperf.baseline.toml_check import Invalid, TOMLDecodeError, toml_error_line
 from pytest_gpuperf.errors import (
     BaselineError,
     ConfigError,

@@ -19,18 +19,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 # The timing store's file-safety and schema helpers, shared so both stores behave alike.
-from pytest_gpuperf.baseline.schema import (
-    Invalid,
-    Lines,
-    _Checker,
-    tomllib,
-)
 from pytest_gpuperf.baseline.store import (
     LOCK_TIMEOUT_S,
     StatCache,
@@ -38,6 +32,14 @@ from pytest_gpuperf.baseline.store import (
     read_checked,
     require_tomli_w,
     write_locked,
+)
+from pytest_gpuperf.baseline.toml_check import (
+    Checker,
+    Invalid,
+    Lines,
+    at_entry,
+    file_entries,
+    tomllib,
 )
 from pytest_gpuperf.errors import BaselineError, ConfigError
 from pytest_gpuperf.static.errors import StaticFactsError
@@ -173,28 +175,27 @@ def _entry_table(entry: StaticEntry) -> dict[str, Any]:
     return table
 
 
+def _schema_problem(schema: int) -> str | None:
+    if schema == STATIC_SCHEMA:
+        return None
+    return (
+        f"schema = {schema} is not supported; this pytest-gpuperf reads static facts of "
+        f"schema {STATIC_SCHEMA}" + (" (upgrade it)" if schema > STATIC_SCHEMA else "")
+    )
+
+
 def parse(text: str, arch: str) -> dict[Key, StaticEntry]:
     """The entries of a file's text; raises TOMLDecodeError, Invalid or StaticFactsError."""
-    document = tomllib.loads(text)
-    top = _Checker(document, "the file", lambda lines: lines.top_key)
-    schema = top.required("schema", int)
-    if schema != STATIC_SCHEMA:
-        raise Invalid(
-            f"schema = {schema} is not supported; this pytest-gpuperf reads static facts of "
-            f"schema {STATIC_SCHEMA}" + (" (upgrade it)" if schema > STATIC_SCHEMA else ""),
-            lambda lines: lines.top_key("schema"),
-        )
-    named = top.required("arch", str)
-    if named != arch:
-        raise Invalid(
+    _, tables = file_entries(
+        tomllib.loads(text),
+        "arch",
+        arch,
+        schema_problem=_schema_problem,
+        owner_problem=lambda named: (
             f'arch = "{named}" but the file is for "{arch}" (its name); facts of one '
-            "architecture must not be copied to another's file",
-            lambda lines: lines.top_key("arch"),
-        )
-    tables = document.get("entry", [])
-    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-        raise Invalid("'entry' must be an array of tables ([[entry]])", _at_top("entry"))
-    top.reject_unknown({"schema", "arch", "entry"})
+            "architecture must not be copied to another's file"
+        ),
+    )
     entries: dict[Key, StaticEntry] = {}
     for index, table in enumerate(tables):
         entry = _entry(table, index, arch)
@@ -202,7 +203,7 @@ def parse(text: str, arch: str) -> dict[Key, StaticEntry]:
             raise Invalid(
                 f"duplicate entry for test {entry.test_id!r} kernel entry {entry.name!r} "
                 f"(entry #{index + 1}); delete one of them",
-                _at_entry(index, "id"),
+                at_entry(index, "id"),
             )
         entries[entry.key] = entry
     return entries
@@ -212,7 +213,7 @@ def _entry(table: dict[str, Any], index: int, arch: str) -> StaticEntry:
     label = f"entry #{index + 1}"
     if isinstance(table.get("id"), str) and isinstance(table.get("name"), str):
         label += f" (test {table['id']!r}, kernel entry {table['name']!r})"
-    check = _Checker(table, label, lambda lines: lambda key: lines.entry_key(index, key))
+    check = Checker(table, label, lambda lines: lambda key: lines.entry_key(index, key))
     check.reject_unknown(_ENTRY_KEYS | _FACT_KEYS)
     test_id = check.required("id", str, nonempty=True)
     name = check.required("name", str, nonempty=True)
@@ -242,14 +243,6 @@ def _entry(table: dict[str, Any], index: int, arch: str) -> StaticEntry:
         when=check.optional("when", str, ""),
         commit=check.optional("commit", str, ""),
     )
-
-
-def _at_top(key: str) -> Callable[[Lines], int | None]:
-    return lambda lines: lines.top_key(key)
-
-
-def _at_entry(index: int, key: str) -> Callable[[Lines], int | None]:
-    return lambda lines: lines.entry_key(index, key)
 
 
 def _read(path: Path, arch: str) -> StaticFile:

@@ -1,0 +1,86 @@
+"""What a test declares to `gpu_bench`, checked: the bytes a kernel must move, the file it names.
+
+`declared_bytes` turns `bytes=` or `reads=`/`writes=` into one byte count and refuses what
+would be silently wrong (a float, a bool, nothing at all); `resolve_kernel_path` finds the .hip
+file next to the test, under the rootdir or among the shipped kernels. No pytest import here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.runtime.compile import KERNELS_DIR
+
+
+def declared_bytes(label: str, total: Any, reads: Any, writes: Any) -> int:
+    """The bytes a kernel must move: `total`, or the sizes of what it reads and writes."""
+    if total is not None and (reads is not None or writes is not None):
+        raise ConfigError(f"{label}: give bytes= or reads=/writes=, not both")
+    if total is None and reads is None and writes is None:
+        raise ConfigError(
+            f"{label}: declare the bytes the kernel must move: bytes=N, or reads=(...) and "
+            "writes=(...) with the arrays (or byte counts) it reads once and writes once"
+        )
+    if total is not None:
+        return _byte_count(total, label, "bytes=")
+    items = [*_as_items(reads), *_as_items(writes)]
+    count = sum(_byte_count(item, label, "reads=/writes=") for item in items)
+    if count <= 0:
+        raise ConfigError(f"{label}: reads=/writes= declare no bytes; the kernel must move some")
+    return count
+
+
+def _as_items(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def _byte_count(item: Any, label: str, where: str) -> int:
+    """A byte count: an integer (NumPy's too, or a 0-d integral array such as sizes.sum()),
+    or an object with `nbytes` (arrays, device buffers). A float, even a whole one, is
+    refused: `np.float64(n)` has nbytes 8, and taking that would be silently wrong."""
+    if isinstance(item, (bool, np.bool_)):
+        raise ConfigError(f"{label}: {where} got {item!r}, not a byte count")
+    if isinstance(item, np.ndarray) and item.ndim == 0:
+        item = item[()]  # a NumPy scalar from a reduction
+    if isinstance(item, (int, np.integer)):
+        if item <= 0:
+            raise ConfigError(f"{label}: {where} byte counts must be positive, got {item}")
+        return int(item)
+    if isinstance(item, (float, np.floating)):
+        whole = float(item).is_integer()
+        hint = f" (use int({item!r}) if it is a count)" if whole else ""
+        raise ConfigError(
+            f"{label}: {where} got the float {item!r}; a byte count is a whole number{hint}"
+        )
+    nbytes = getattr(item, "nbytes", None)  # NumPy arrays, DeviceBuffers, torch/CuPy arrays
+    if isinstance(nbytes, (int, np.integer)):
+        return int(nbytes)
+    raise ConfigError(
+        f"{label}: {where} takes arrays, device buffers or byte counts, got {type(item).__name__}"
+    )
+
+
+def resolve_kernel_path(path: str | Path, *, test_dir: Path | None, rootdir: Path) -> Path:
+    """The .hip file a test names: next to the test file, under the rootdir, or shipped with
+    the plugin (where a leading 'kernels/' is optional)."""
+    relative = Path(path)
+    if relative.is_absolute():
+        candidates = [relative]
+    else:
+        candidates = [base / relative for base in (test_dir, rootdir) if base is not None]
+        candidates.append(KERNELS_DIR / relative)
+        if relative.parts and relative.parts[0] == "kernels" and len(relative.parts) > 1:
+            candidates.append(KERNELS_DIR.joinpath(*relative.parts[1:]))
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    tried = ", ".join(str(c) for c in dict.fromkeys(candidates))
+    raise ConfigError(f"kernel source {str(path)!r} not found; looked for: {tried}")
