@@ -9,8 +9,8 @@ from pathlib import Path
 
 from pytest_gpuperf import gpu_probe
 from pytest_gpuperf.gpu_probe import GpuProbe, compare
-from pytest_gpuperf.runtime import sim
 from pytest_gpuperf.settings import DEFAULT_GPU_MARGIN
+from pytest_gpuperf.sim import device as sim
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "gpu_probe_rates.py"
 
