@@ -31,6 +31,7 @@ from pytest_gpuperf.runtime.base import (
     DeviceBuffer,
     DeviceInfo,
     Kernel,
+    LaunchCall,
     Module,
     SpeedModel,
 )
@@ -442,19 +443,10 @@ class SimBackend(Backend):
         return SimKernel(name, fingerprint(module.binary, name), found.get(name), path, load)
 
     # -- execution --------------------------------------------------------------------------
-    def launch(
-        self,
-        kernel: Kernel,
-        grid: int | Sequence[int],
-        block: int | Sequence[int],
-        args: Sequence[Any],
-        *,
-        shared_bytes: int = 0,
-        stream: Any = None,
-    ) -> None:
-        _, grid3, block3, _ = self._check_launch(kernel, grid, block, args)
-        self._check_config(kernel.name, grid3, block3, shared_bytes)
-        queue = self._stream(stream)
+    def _launch(self, call: LaunchCall) -> None:
+        kernel, args = call.kernel, call.args
+        self._check_config(kernel.name, call.grid, call.block, call.shared_bytes)
+        queue = self._stream(call.stream)
         handle: SimKernel = kernel.handle
         if handle.internal and kernel.name == "gpuperf_spin" and len(args) == 1:
             # A busy-wait on the wall clock: its length is its argument, free of drift.
@@ -470,7 +462,7 @@ class SimBackend(Backend):
                 f"kernel {kernel.name!r} failed on the simulated device: an illegal memory "
                 "access (simulated sticky fault); the device is unusable after it"
             )
-        shape = kernel_models.LaunchShape(grid3, block3, int(shared_bytes))
+        shape = kernel_models.LaunchShape(call.grid, call.block, call.shared_bytes)
         accesses = self._executor.launch(kernel, args, shape)
         self._run(
             handle.fingerprint,
