@@ -19,7 +19,7 @@ from typing import Any
 
 from pytest_gpuperf import gpu_probe
 from pytest_gpuperf.options import DEFAULT_GPU_MARGIN
-from pytest_gpuperf.runtime import sim
+from pytest_gpuperf.sim import device as sim
 
 
 def probe(seed: int, speeds: tuple[float, ...], device: str, margin: float) -> Any:

@@ -298,7 +298,7 @@ def _share_sim_seed(config: pytest.Config, state: _State) -> None:
     settings = state.settings
     if "sim" not in settings.allowed_backends or len(settings.sim_gpu_speeds) < 2:
         return
-    from pytest_gpuperf.runtime.sim_model import SEED_ENV, resolve_seed
+    from pytest_gpuperf.sim.model import SEED_ENV, resolve_seed
 
     if os.environ.get(SEED_ENV):
         return

@@ -19,20 +19,29 @@ name alone: a kernel called `copy` in your file is yours, not the plugin's. A ke
 without a model leaves its outputs as they were, and the simulated device warns once with a
 `SimulationWarning`. docs/simulated-device.md has the whole story.
 
-This module imports neither pytest nor a GPU runtime.
+This module imports neither pytest nor a GPU runtime; the registry behind it is
+sim/kernel_models.py, with the rest of the simulated device.
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
-import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
-from pytest_gpuperf.errors import ConfigError
+# The names imported `as` themselves stay importable from here, outside __all__, as before:
+# the types of a model's functions, and the checks the simulated device makes with them.
+from pytest_gpuperf.sim.kernel_models import Compute as Compute
+from pytest_gpuperf.sim.kernel_models import (
+    KernelModel,
+    LaunchShape,
+    SimulationWarning,
+    lookup,
+    model,
+    models,
+    register,
+    scoped,
+    unregister,
+)
+from pytest_gpuperf.sim.kernel_models import TrafficBytes as TrafficBytes
+from pytest_gpuperf.sim.kernel_models import check_traffic as check_traffic
+from pytest_gpuperf.sim.kernel_models import missing_model_message as missing_model_message
 
 __all__ = [
     "KernelModel",
@@ -45,229 +54,3 @@ __all__ = [
     "scoped",
     "unregister",
 ]
-
-
-class SimulationWarning(UserWarning):
-    """Something the simulated device could not simulate (a kernel without a model)."""
-
-
-@dataclass(frozen=True)
-class LaunchShape:
-    """How a kernel was launched: what a model needs to know which elements the grid covers."""
-
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    shared_bytes: int = 0
-
-    @property
-    def threads_x(self) -> int:
-        """Threads along x (gridDim.x * blockDim.x): the range of the usual
-        `blockIdx.x * blockDim.x + threadIdx.x` index."""
-        return self.grid[0] * self.block[0]
-
-    @property
-    def threads(self) -> int:
-        """All threads of the launch."""
-        return math.prod(self.grid) * math.prod(self.block)
-
-
-# compute(args, launch): args in signature order, pointers as flat NumPy views of the device
-# buffers typed by the signature (float* -> float32), scalars as Python numbers.
-Compute = Callable[[list[Any], LaunchShape], None]
-TrafficBytes = Callable[[list[Any]], int]
-
-
-@dataclass(frozen=True, eq=False)
-class KernelModel:
-    """What the simulated device knows about one kernel of one source file.
-
-    compute: writes the kernel's outputs in place (None: outputs are not computed).
-    traffic_bytes: the bytes a launch really moves, read + written, from its arguments
-      (None: every buffer argument once, whole).
-    efficiency: the fraction of peak bandwidth it streams at (None: the source directive,
-      else the default 0.80).
-    reads_outputs: the kernel reads what it writes (x *= s, out += ...): such launches are
-      always recomputed, never skipped because nothing changed.
-    """
-
-    source: Path
-    kernel: str
-    compute: Compute | None = None
-    traffic_bytes: TrafficBytes | None = None
-    efficiency: float | None = None
-    reads_outputs: bool = False
-
-    @property
-    def key(self) -> tuple[Path, str]:
-        return (self.source, self.kernel)
-
-    def describe(self) -> str:
-        what = getattr(self.compute, "__qualname__", None) or "no outputs computed"
-        return f"{self.kernel} in {self.source} ({what})"
-
-
-_MODELS: dict[tuple[Path, str], KernelModel] = {}
-
-
-def _caller_directory(depth: int) -> Path:
-    """The directory of the module `depth` frames up (a conftest.py), else the working one."""
-    frame = sys._getframe(depth + 1)
-    filename = frame.f_globals.get("__file__")
-    return Path(filename).resolve().parent if filename else Path.cwd()
-
-
-def _resolve(source: str | Path, relative_to: str | Path | None, depth: int) -> Path:
-    path = Path(source)
-    if not path.is_absolute():
-        base = Path(relative_to) if relative_to is not None else _caller_directory(depth + 1)
-        path = base / path
-    path = path.resolve()
-    if not path.is_file():
-        raise ConfigError(
-            f"simulated kernel model: source file {str(source)!r} not found (looked for {path}); "
-            "a relative path is resolved against the directory of the module that registers "
-            "the model (or relative_to=); pass an absolute path otherwise"
-        )
-    return path
-
-
-def register(
-    source: str | Path,
-    kernel: str,
-    compute: Compute | None = None,
-    *,
-    traffic_bytes: TrafficBytes | None = None,
-    efficiency: float | None = None,
-    reads_outputs: bool = False,
-    relative_to: str | Path | None = None,
-) -> KernelModel:
-    """Register (or replace) the model of `kernel` in `source`; returns it.
-
-    `source` is the kernel's .hip file: absolute, or relative to `relative_to`, by default
-    the directory of the module calling register() (your conftest.py). Registering again for
-    the same file and kernel replaces the model (a conftest imported twice is harmless).
-    """
-    if not kernel or not isinstance(kernel, str):
-        raise ConfigError(f"simulated kernel model: kernel must be a kernel name, got {kernel!r}")
-    if compute is not None and not callable(compute):
-        raise ConfigError(f"simulated kernel model for {kernel!r}: compute must be callable")
-    if traffic_bytes is not None and not callable(traffic_bytes):
-        raise ConfigError(
-            f"simulated kernel model for {kernel!r}: traffic_bytes must be a function of the "
-            "arguments, e.g. traffic_bytes=lambda args: args[0].nbytes + args[1].nbytes"
-        )
-    if efficiency is not None and not 0 < float(efficiency) <= 1:
-        raise ConfigError(
-            f"simulated kernel model for {kernel!r}: efficiency={efficiency!r} must be a "
-            "fraction of peak bandwidth in (0, 1]"
-        )
-    entry = KernelModel(
-        source=_resolve(source, relative_to, 1),
-        kernel=kernel,
-        compute=compute,
-        traffic_bytes=traffic_bytes,
-        efficiency=None if efficiency is None else float(efficiency),
-        reads_outputs=bool(reads_outputs),
-    )
-    _MODELS[entry.key] = entry
-    return entry
-
-
-def model(
-    source: str | Path,
-    kernel: str,
-    *,
-    traffic_bytes: TrafficBytes | None = None,
-    efficiency: float | None = None,
-    reads_outputs: bool = False,
-    relative_to: str | Path | None = None,
-) -> Callable[[Compute], Compute]:
-    """Decorator form of `register`: the decorated function `(args, launch) -> None` is the
-    model's compute; it is returned unchanged."""
-    base = Path(relative_to) if relative_to is not None else _caller_directory(1)
-
-    def decorate(compute: Compute) -> Compute:
-        register(
-            source,
-            kernel,
-            compute,
-            traffic_bytes=traffic_bytes,
-            efficiency=efficiency,
-            reads_outputs=reads_outputs,
-            relative_to=base,
-        )
-        return compute
-
-    return decorate
-
-
-def unregister(source: str | Path, kernel: str, *, relative_to: str | Path | None = None) -> bool:
-    """Remove the model of `kernel` in `source` (resolved as `register` does); False when
-    there was none."""
-    path = Path(source)
-    if not path.is_absolute():
-        base = Path(relative_to) if relative_to is not None else _caller_directory(1)
-        path = base / path
-    return _MODELS.pop((path.resolve(), kernel), None) is not None
-
-
-def lookup(source: str | Path, kernel: str, *, resolved: bool = False) -> KernelModel | None:
-    """The model registered for `kernel` in the file `source` (made absolute), or None.
-
-    `resolved=True` says `source` is already an absolute, resolved Path: the simulated
-    device looks models up at every launch and skips the file system."""
-    path = source if resolved and isinstance(source, Path) else Path(source).resolve()
-    return _MODELS.get((path, kernel))
-
-
-def models() -> tuple[KernelModel, ...]:
-    """Every registered model, in registration order."""
-    return tuple(_MODELS.values())
-
-
-@contextlib.contextmanager
-def scoped() -> Iterator[None]:
-    """Models registered, replaced or removed inside the block are undone on exit (tests)."""
-    saved = dict(_MODELS)
-    try:
-        yield
-    finally:
-        _MODELS.clear()
-        _MODELS.update(saved)
-
-
-def missing_model_message(name: str, source: Path | None, traffic_declared: bool) -> str:
-    """The warning for a kernel launched without a model that computes its outputs."""
-    where = str(source) if source is not None else "a source string (no file)"
-    timing = (
-        "its time comes from the bytes its model declares"
-        if traffic_declared
-        else "its time assumes it reads or writes every buffer argument once, whole"
-    )
-    if source is None:
-        how = "compile it from a file and register a model for that file"
-    else:
-        how = (
-            f"register a model in a conftest.py: `@simulate.model({str(source)!r}, {name!r})` "
-            "on a function (args, launch) that writes the outputs with NumPy "
-            "(from pytest_gpuperf import simulate)"
-        )
-    return (
-        f"simulated device: kernel {name!r} of {where} has no model that computes its outputs, "
-        f"so they are NOT computed (they keep what the buffers held) and {timing}; {how}. "
-        'See "Models of your kernels" in pytest-gpuperf\'s docs/simulated-device.md.'
-    )
-
-
-def check_traffic(value: Any, entry: KernelModel) -> int:
-    """A traffic_bytes result as a byte count; ConfigError naming the model otherwise."""
-    try:
-        count = int(value)
-    except (TypeError, ValueError):
-        count = -1
-    if isinstance(value, bool) or count < 0 or count != value:
-        raise ConfigError(
-            f"simulated kernel model {entry.describe()}: traffic_bytes returned {value!r}, "
-            "not a byte count >= 0"
-        )
-    return count

@@ -13,6 +13,7 @@ little-endian ELF64 file; a full ELF library would be a dependency for 30 lines.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -149,6 +150,24 @@ def read_code_object(blob: bytes, arch: str | None = None) -> AmdCodeObject:
         kernel = _kernel(entry)
         kernels[kernel.name] = kernel
     return AmdCodeObject(target=target, kernels=kernels)
+
+
+@functools.lru_cache(maxsize=64)
+def _loaded_code_object(binary: bytes) -> AmdCodeObject | None:
+    if not is_code_object(binary):
+        return None
+    try:
+        return read_code_object(binary)
+    except CodeObjectError:
+        return None
+
+
+def loaded_kernel(binary: bytes, name: str) -> AmdKernelMetadata | None:
+    """The metadata of kernel `name` in a binary a backend loaded, or None where the binary
+    is not a readable AMD code object (a CUBIN from a HIP runtime over CUDA, say): the
+    backend then asks the runtime instead. Each binary is read once."""
+    code_object = _loaded_code_object(binary)
+    return code_object.kernels.get(name) if code_object else None
 
 
 def _kernel(entry: dict[str, Any]) -> AmdKernelMetadata:

@@ -128,6 +128,34 @@ def as_dim3(value: int | Sequence[int], what: str) -> Dim3:
     return (padded[0], padded[1], padded[2])
 
 
+@dataclass(frozen=True, eq=False)
+class LaunchCall:
+    """One launch as `Backend.launch` checked and normalised it, handed to the backend's
+    `_launch`: the kernel, the arguments as given and as the signature converts them, the
+    grid and block as 3 dims, the dynamic shared bytes and the stream."""
+
+    kernel: Kernel
+    args: Sequence[Any]
+    values: list
+    grid: Dim3
+    block: Dim3
+    shared_bytes: int
+    stream: Any
+
+    @property
+    def threads(self) -> int:
+        """Threads per block."""
+        return self.block[0] * self.block[1] * self.block[2]
+
+    def refused(self, shared_memory: str, reason: str) -> LaunchError:
+        """The error for a launch the driver did not take (`shared_memory`: the vendor's
+        word for it, "shared" or "LDS")."""
+        return LaunchError(
+            f"kernel {self.kernel.name!r} (grid {self.grid}, block {self.block}, "
+            f"{self.shared_bytes} B dynamic {shared_memory}) did not launch: {reason}"
+        )
+
+
 @dataclass(frozen=True)
 class SpeedModel:
     """What a simulated kernel's time comes from: the efficiency it streams at, a slowdown
@@ -362,10 +390,12 @@ class Backend(abc.ABC):
         grid: int | Sequence[int],
         block: int | Sequence[int],
         args: Sequence[Any],
-    ) -> tuple[list, tuple[int, int, int], tuple[int, int, int], int]:
+        shared_bytes: int = 0,
+        stream: Any = None,
+    ) -> LaunchCall:
         """Everything refused before a launch reaches the driver: a kernel or buffer of
         another backend, arguments that do not fit the signature, a block larger than the
-        kernel allows. Returns (argument values, grid, block, threads per block)."""
+        kernel allows."""
         self._check_open()
         if kernel.backend is not self:
             raise LaunchError(f"kernel {kernel.name!r} was loaded by another backend")
@@ -377,14 +407,14 @@ class Backend(abc.ABC):
                     "backend; allocate it on this device"
                 )
         grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
-        threads = block3[0] * block3[1] * block3[2]
+        call = LaunchCall(kernel, args, values, grid3, block3, int(shared_bytes), stream)
         limit = kernel.resources.max_threads_per_block
-        if limit and threads > limit:
+        if limit and call.threads > limit:
             raise LaunchError(
-                f"kernel {kernel.name!r}: a block of {threads} threads exceeds the {limit} this "
-                f"kernel allows ({kernel.resources.summary()}); use smaller blocks"
+                f"kernel {kernel.name!r}: a block of {call.threads} threads exceeds the {limit} "
+                f"this kernel allows ({kernel.resources.summary()}); use smaller blocks"
             )
-        return values, grid3, block3, threads
+        return call
 
     def _note_launch_shape(self, kernel: Kernel, threads: int, shared_bytes: int) -> None:
         """Work out the occupancy of a launch shape when the kernel first launches with it,
@@ -401,7 +431,6 @@ class Backend(abc.ABC):
         """Raise if the backend was closed."""
 
     # -- execution --------------------------------------------------------------------
-    @abc.abstractmethod
     def launch(
         self,
         kernel: Kernel,
@@ -413,6 +442,11 @@ class Backend(abc.ABC):
         stream: Any = None,
     ) -> None:
         """Launch asynchronously; arguments are checked against the signature first."""
+        self._launch(self._check_launch(kernel, grid, block, args, shared_bytes, stream))
+
+    @abc.abstractmethod
+    def _launch(self, call: LaunchCall) -> None:
+        """Submit a launch that `_check_launch` accepted (the backend's one launch verb)."""
 
     @abc.abstractmethod
     def create_event(self) -> Any: ...

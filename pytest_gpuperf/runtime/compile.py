@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,6 +133,24 @@ def local_headers(
             found[include] = path.read_text()
             pending.append(found[include])
     return tuple(sorted(found.items()))
+
+
+def source_request(
+    compiler: str,
+    source: str | Path,
+    name: str | None,
+    arch: str,
+    options: Sequence[str] = (),
+    defines: Mapping[str, str | int] | None = None,
+) -> CompileRequest:
+    """What a driver backend (cuda, hip) asks `compiler` for to build `source` (a file or the
+    text; see read_source) for `arch`: the defines as -D flags after the options, and in
+    memory the portability headers and the local headers the source includes."""
+    text, source_name, directory = read_source(source, name)
+    flags = (*options, *(f"-D{key}={value}" for key, value in (defines or {}).items()))
+    shipped = portability_headers()
+    local = local_headers(text, directory, {n for n, _ in shipped})
+    return CompileRequest(compiler, text, source_name, arch, tuple(flags), (*shipped, *local))
 
 
 def cache_dir() -> Path:

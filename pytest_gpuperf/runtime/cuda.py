@@ -32,15 +32,10 @@ from pytest_gpuperf.runtime.base import (
     DeviceInfo,
     Kernel,
     KernelResources,
+    LaunchCall,
     Module,
 )
-from pytest_gpuperf.runtime.compile import (
-    CompileRequest,
-    compile_source,
-    local_headers,
-    portability_headers,
-    read_source,
-)
+from pytest_gpuperf.runtime.compile import compile_source, source_request
 from pytest_gpuperf.runtime.signature import parse_signatures
 
 # Errors after which the context is unusable: every later call fails the same way.
@@ -314,13 +309,7 @@ class CudaBackend(Backend):
     ) -> Module:
         """Compile with NVRTC in a child process (cached on disk) and load the CUBIN."""
         self._check_open()
-        text, source_name, directory = read_source(source, name)
-        flags = (*options, *(f"-D{key}={value}" for key, value in (defines or {}).items()))
-        shipped = portability_headers()
-        local = local_headers(text, directory, {n for n, _ in shipped})
-        request = CompileRequest(
-            "nvrtc", text, source_name, self._info.arch, tuple(flags), (*shipped, *local)
-        )
+        request = source_request("nvrtc", source, name, self._info.arch, options, defines)
         result = compile_source(request, timeout_s=self.compile_timeout_s)
         err, handle = self._d.cuModuleLoadData(result.binary)
         if err != self._d.CUresult.CUDA_SUCCESS:
@@ -329,14 +318,14 @@ class CudaBackend(Backend):
                 f"{_error_text(err)} (driver {self._info.driver_version}, "
                 f"{result.compiler_version})",
                 log=result.log,
-                source_path=source_name,
+                source_path=request.source_name,
             )
         self._modules.append(handle)
         return Module(
             backend=self,
             handle=handle,
-            source_name=source_name,
-            signatures=parse_signatures(text),
+            source_name=request.source_name,
+            signatures=parse_signatures(request.source),
             binary=result.binary,
             log=result.log,
             from_cache=result.from_cache,
@@ -427,34 +416,22 @@ class CudaBackend(Backend):
         return min(limits, key=lambda name: limits[name])
 
     # -- execution ----------------------------------------------------------------------
-    def launch(
-        self,
-        kernel: Kernel,
-        grid: int | Sequence[int],
-        block: int | Sequence[int],
-        args: Sequence[Any],
-        *,
-        shared_bytes: int = 0,
-        stream: Any = None,
-    ) -> None:
-        values, grid3, block3, threads = self._check_launch(kernel, grid, block, args)
+    def _launch(self, call: LaunchCall) -> None:
+        values = call.values
         pointers = (ctypes.c_void_p * max(len(values), 1))(*(ctypes.addressof(v) for v in values))
-        self.last_kernel = kernel.name
+        self.last_kernel = call.kernel.name
         err, *_ = self._d.cuLaunchKernel(
-            kernel.handle,
-            *grid3,
-            *block3,
-            int(shared_bytes),
-            _stream(stream),
+            call.kernel.handle,
+            *call.grid,
+            *call.block,
+            call.shared_bytes,
+            _stream(call.stream),
             ctypes.addressof(pointers) if values else 0,
             0,
         )
         if err != self._d.CUresult.CUDA_SUCCESS:
-            raise LaunchError(
-                f"kernel {kernel.name!r} (grid {grid3}, block {block3}, {shared_bytes} B "
-                f"dynamic shared) did not launch: {_error_text(err)}"
-            )
-        self._note_launch_shape(kernel, threads, shared_bytes)
+            raise call.refused("shared", _error_text(err))
+        self._note_launch_shape(call.kernel, call.threads, call.shared_bytes)
 
     def create_event(self) -> Any:
         self._check_open()

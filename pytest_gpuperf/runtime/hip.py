@@ -15,7 +15,6 @@ import ctypes
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -39,15 +38,10 @@ from pytest_gpuperf.runtime.base import (
     DeviceInfo,
     Kernel,
     KernelResources,
+    LaunchCall,
     Module,
 )
-from pytest_gpuperf.runtime.compile import (
-    CompileRequest,
-    compile_source,
-    local_headers,
-    portability_headers,
-    read_source,
-)
+from pytest_gpuperf.runtime.compile import compile_source, source_request
 from pytest_gpuperf.runtime.hip_compiler import RocmUnavailable, load_hip_python
 from pytest_gpuperf.runtime.signature import pack_arguments, parse_signatures
 
@@ -372,13 +366,7 @@ class HipBackend(Backend):
         """Compile with hiprtc in a child process (cached on disk) and load the code object."""
         hip = self._hip
         self._check_open()
-        text, source_name, directory = read_source(source, name)
-        flags = (*options, *(f"-D{key}={value}" for key, value in (defines or {}).items()))
-        shipped = portability_headers()
-        local = local_headers(text, directory, {n for n, _ in shipped})
-        request = CompileRequest(
-            "hiprtc", text, source_name, self._info.arch, tuple(flags), (*shipped, *local)
-        )
+        request = source_request("hiprtc", source, name, self._info.arch, options, defines)
         result = compile_source(request, timeout_s=self.compile_timeout_s)
         err, handle = hip.hipModuleLoadData(result.binary)
         if err != hip.hipError_t.hipSuccess:
@@ -387,14 +375,14 @@ class HipBackend(Backend):
                 f"{self._info.arch}: {_name(err)} (runtime {self._info.runtime_version}, "
                 f"{result.compiler_version})",
                 log=result.log,
-                source_path=source_name,
+                source_path=request.source_name,
             )
         self._modules.append(handle)
         return Module(
             backend=self,
             handle=handle,
-            source_name=source_name,
-            signatures=parse_signatures(text),
+            source_name=request.source_name,
+            signatures=parse_signatures(request.source),
             binary=result.binary,
             log=result.log,
             from_cache=result.from_cache,
@@ -429,7 +417,7 @@ class HipBackend(Backend):
 
     def _kernel_resources(self, kernel: Kernel) -> KernelResources:
         """From the code object's metadata on AMD; hipFuncGetAttribute where it is not one."""
-        metadata = _kernel_metadata(kernel.module.binary, kernel.name)
+        metadata = amd_codeobject.loaded_kernel(kernel.module.binary, kernel.name)
         if metadata is not None:
             return occupancy.kernel_resources(metadata, self._info.arch)
         return self._function_attributes(kernel)
@@ -457,7 +445,7 @@ class HipBackend(Backend):
     ) -> KernelResources:
         """`kernel.resources` with the theoretical occupancy of `block_threads`-thread
         workgroups and `shared_bytes` of dynamic LDS (AMD code objects only)."""
-        metadata = _kernel_metadata(kernel.module.binary, kernel.name)
+        metadata = amd_codeobject.loaded_kernel(kernel.module.binary, kernel.name)
         if metadata is None:
             return replace(kernel.resources, block_threads=int(block_threads))
         return occupancy.kernel_resources(
@@ -465,20 +453,10 @@ class HipBackend(Backend):
         )
 
     # -- execution ----------------------------------------------------------------------
-    def launch(
-        self,
-        kernel: Kernel,
-        grid: int | Sequence[int],
-        block: int | Sequence[int],
-        args: Sequence[Any],
-        *,
-        shared_bytes: int = 0,
-        stream: Any = None,
-    ) -> None:
+    def _launch(self, call: LaunchCall) -> None:
         hip = self._hip
-        values, grid3, block3, threads = self._check_launch(kernel, grid, block, args)
         # The arguments travel as one buffer laid out like the C ABI, through `extra`.
-        blob = pack_arguments(values)
+        blob = pack_arguments(call.values)
         buffer = ctypes.create_string_buffer(blob, max(len(blob), 1))
         size = ctypes.c_size_t(len(blob))
         extra = (ctypes.c_void_p * 5)(
@@ -488,16 +466,13 @@ class HipBackend(Backend):
             ctypes.addressof(size),
             HIP_LAUNCH_PARAM_END,
         )
-        self.last_kernel = kernel.name
+        self.last_kernel = call.kernel.name
         (err,) = hip.hipModuleLaunchKernel(
-            kernel.handle, *grid3, *block3, int(shared_bytes), stream, None, extra
+            call.kernel.handle, *call.grid, *call.block, call.shared_bytes, call.stream, None, extra
         )
         if err != hip.hipError_t.hipSuccess:
-            raise LaunchError(
-                f"kernel {kernel.name!r} (grid {grid3}, block {block3}, {shared_bytes} B "
-                f"dynamic LDS) did not launch: {_name(err)}"
-            )
-        self._note_launch_shape(kernel, threads, shared_bytes)
+            raise call.refused("LDS", _name(err))
+        self._note_launch_shape(call.kernel, call.threads, call.shared_bytes)
 
     def create_event(self) -> Any:
         hip = self._hip
@@ -607,18 +582,3 @@ def _hip_version(value: int) -> str:
     if value >= 10_000_000:
         return f"{value // 10_000_000}.{value // 100_000 % 100}.{value % 100_000}"
     return str(value)
-
-
-@lru_cache(maxsize=64)
-def _code_object(binary: bytes) -> amd_codeobject.AmdCodeObject | None:
-    if not amd_codeobject.is_code_object(binary):
-        return None
-    try:
-        return amd_codeobject.read_code_object(binary)
-    except amd_codeobject.CodeObjectError:
-        return None
-
-
-def _kernel_metadata(binary: bytes, name: str) -> amd_codeobject.AmdKernelMetadata | None:
-    code_object = _code_object(binary)
-    return code_object.kernels.get(name) if code_object else None

@@ -213,7 +213,7 @@ def test_simulated_gpus_share_the_runs_drift_and_differ_by_their_speed():
     import math
 
     from pytest_gpuperf.errors import ConfigError
-    from pytest_gpuperf.runtime import sim
+    from pytest_gpuperf.sim import device as sim
 
     speeds = (1.0, 0.95)
     first, second = (sim.open(i, seed=9, gpu_speeds=speeds) for i in range(2))

@@ -1,7 +1,7 @@
 """The measurement engine on the simulated device: cache-mode sizing, queue keeping,
 stopping, outputs, calibration, clocks and leaks.
 
-The simulated device (runtime/sim.py) has a virtual host clock (every API call costs host
+The simulated device (sim/) has a virtual host clock (every API call costs host
 time), one in-order device queue, an LRU cache over whole buffers and real data movement, so
 with its noise switched off (run_spread=0, jitter=0) a kernel's time is known exactly:
 (launch overhead + missed bytes / (peak x efficiency) + hit bytes / (... x cache speed-up)).

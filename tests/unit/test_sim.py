@@ -1,4 +1,4 @@
-"""The simulated device (runtime/sim.py): memory, launches and the timing model.
+"""The simulated device (sim/): memory, launches and the timing model.
 
 Its noise is tested in test_sim_noise.py, models of users' kernels in test_sim_models.py,
 and what it does instead of compiling in test_sim_source.py.
@@ -23,9 +23,9 @@ from pytest_gpuperf.errors import (
     OutOfDeviceMemory,
 )
 from pytest_gpuperf.runtime import open_backend
-from pytest_gpuperf.runtime import sim as sim_module
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
-from pytest_gpuperf.runtime.sim import SimBackend
+from pytest_gpuperf.sim import device as sim_module
+from pytest_gpuperf.sim.device import SimBackend
 
 MiB = 2**20
 # A user's kernels (not the plugin's): the default efficiency, and a directive.

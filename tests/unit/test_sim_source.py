@@ -1,4 +1,4 @@
-"""What the simulated device does instead of compiling (runtime/sim_source.py): structure
+"""What the simulated device does instead of compiling (sim/source.py): structure
 checks with file:line, the gpuperf-sim directive, and the kernel fingerprint."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_gpuperf.errors import CompileError, KernelNotFound
-from pytest_gpuperf.runtime import sim as sim_module
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
-from pytest_gpuperf.runtime.sim_source import check_source, normalise
+from pytest_gpuperf.sim import device as sim_module
+from pytest_gpuperf.sim.source import check_source, normalise
 
 SOURCE = """#include "gpuperf.h"
 

@@ -1,20 +1,7 @@
-"""The simulated device: a documented, seeded model of a GPU, for tests and demos without one.
+"""The simulated device's entry point: `open()`, which the backend registry calls for "sim".
 
-`open()` is the entry point every backend module exposes (runtime/__init__.py). The device is
-built from four small modules:
-
-- sim_model.py: the parameters (`SimSettings`), the noise (device-wide, buffer placement and
-  code-object parts of the run drift, plus per-launch jitter), the caches and the time of a
-  launch;
-- sim_backend.py: `SimBackend`, the Backend interface (memory, compile, launch, events);
-- sim_exec.py: what a launch computes (registered models, the plugin's catalog) and which
-  bytes it touches;
-- sim_source.py: `check_source` (what a compiler would fail on first), the gpuperf-sim
-  directives, and the code object a kernel's fingerprint hashes.
-
-Models of users' kernels are registered through `pytest_gpuperf.simulate`.
-docs/simulated-device.md explains every parameter and formula. Everything it reports says
-"simulated".
+Also the names tests import (the model's constants and classes), gathered from the modules of
+this package (see its __init__). docs/simulated-device.md explains every option.
 """
 
 from __future__ import annotations
@@ -24,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from pytest_gpuperf.devices import DeviceSpec, get_device
 from pytest_gpuperf.errors import Attempt, DeviceUnavailable
-from pytest_gpuperf.runtime.sim_backend import (
+from pytest_gpuperf.sim.backend import (
     ALIGNMENT,
     BASE_ADDRESS,
     SimBackend,
@@ -32,8 +19,8 @@ from pytest_gpuperf.runtime.sim_backend import (
     SimStream,
     host_available_bytes,
 )
-from pytest_gpuperf.runtime.sim_exec import FLUSH_ELEMENT_BYTES, SimKernel
-from pytest_gpuperf.runtime.sim_model import (
+from pytest_gpuperf.sim.execute import FLUSH_ELEMENT_BYTES, SimKernel
+from pytest_gpuperf.sim.model import (
     DEFAULT_COMMON_FRACTION,
     DEFAULT_EFFICIENCY,
     DEFAULT_GPU_SPREAD,
@@ -49,7 +36,7 @@ from pytest_gpuperf.runtime.sim_model import (
     SimSettings,
     resolve_seed,
 )
-from pytest_gpuperf.runtime.sim_source import check_source
+from pytest_gpuperf.sim.source import check_source
 
 
 def open(  # the name every backend module exposes (runtime/__init__.py)

@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from pytest_gpuperf import simulate
 from pytest_gpuperf.errors import GpuPerfError, LaunchError
 from pytest_gpuperf.runtime.base import DeviceBuffer, Kernel
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
 from pytest_gpuperf.runtime.signature import KernelParam
-from pytest_gpuperf.runtime.sim_model import Access
+from pytest_gpuperf.sim import kernel_models
+from pytest_gpuperf.sim.model import Access
 
 FLUSH_ELEMENT_BYTES = 16  # gpuperf_flush and gpuperf_copy_ref move uint4 elements
 INTERNAL_SOURCE = "gpuperf_internal.hip"
@@ -82,11 +82,11 @@ class SimKernel:
         """What owns the code part of the run drift: this load of this code object."""
         return f"{self.fingerprint}@load{self.load}"
 
-    def model(self) -> simulate.KernelModel | None:
+    def model(self) -> kernel_models.KernelModel | None:
         """The registered model, looked up at every launch (a conftest may register late)."""
         if self.source is None:
             return None
-        return simulate.lookup(self.source, self.name, resolved=True)
+        return kernel_models.lookup(self.source, self.name, resolved=True)
 
 
 @dataclass(eq=False)
@@ -141,7 +141,7 @@ class Executor:
 
     # -- a launch ---------------------------------------------------------------------------
     def launch(
-        self, kernel: Kernel, args: Sequence[Any], shape: simulate.LaunchShape
+        self, kernel: Kernel, args: Sequence[Any], shape: kernel_models.LaunchShape
     ) -> list[Access]:
         handle: SimKernel = kernel.handle
         if handle.internal and kernel.name in ("gpuperf_flush", "gpuperf_copy_ref"):
@@ -163,7 +163,7 @@ class Executor:
             self._unmodelled(handle, model, kernel, args)
         buffers = [(p, v) for p, v in zip(params, args, strict=True) if isinstance(v, DeviceBuffer)]
         if model is not None and model.traffic_bytes is not None:
-            total = simulate.check_traffic(self._call_traffic(model, get_views()), model)
+            total = kernel_models.check_traffic(self._call_traffic(model, get_views()), model)
             return self._spread(total, [b for _, b in buffers])
         return [self._access(b, b.nbytes) for _, b in buffers]
 
@@ -173,7 +173,10 @@ class Executor:
         return as_view(self.allocations[value.ptr].memory, param)
 
     def _compute_for(
-        self, handle: SimKernel, model: simulate.KernelModel | None, shape: simulate.LaunchShape
+        self,
+        handle: SimKernel,
+        model: kernel_models.KernelModel | None,
+        shape: kernel_models.LaunchShape,
     ) -> tuple[Any, Callable[[list[Any]], None]] | None:
         """(identity for the memo, function of the views) that computes the outputs."""
         if model is not None:
@@ -198,8 +201,8 @@ class Executor:
         self,
         kernel: Kernel,
         args: Sequence[Any],
-        shape: simulate.LaunchShape,
-        model: simulate.KernelModel | None,
+        shape: kernel_models.LaunchShape,
+        model: kernel_models.KernelModel | None,
         compute: tuple[Any, Callable[[list[Any]], None]],
         get_views: Callable[[], list[Any]],
     ) -> None:
@@ -238,7 +241,7 @@ class Executor:
     def _call_compute(
         self,
         kernel: Kernel,
-        model: simulate.KernelModel | None,
+        model: kernel_models.KernelModel | None,
         run: Callable[[list[Any]], None],
         views: list[Any],
     ) -> None:
@@ -261,7 +264,7 @@ class Executor:
                 "in the kernel's parameter order)"
             ) from failure
 
-    def _call_traffic(self, model: simulate.KernelModel, views: list[Any]) -> Any:
+    def _call_traffic(self, model: kernel_models.KernelModel, views: list[Any]) -> Any:
         assert model.traffic_bytes is not None
         try:
             return model.traffic_bytes(views)
@@ -276,7 +279,7 @@ class Executor:
     def _unmodelled(
         self,
         handle: SimKernel,
-        model: simulate.KernelModel | None,
+        model: kernel_models.KernelModel | None,
         kernel: Kernel,
         args: Sequence[Any],
     ) -> None:
@@ -291,8 +294,8 @@ class Executor:
             self._warned.add(key)
             traffic = model is not None and model.traffic_bytes is not None
             warnings.warn(
-                simulate.missing_model_message(handle.name, handle.source, traffic),
-                simulate.SimulationWarning,
+                kernel_models.missing_model_message(handle.name, handle.source, traffic),
+                kernel_models.SimulationWarning,
                 stacklevel=4,
             )
 

@@ -1,8 +1,8 @@
 """The simulated device's model: its parameters, the noise, the caches and a kernel's time.
 
 docs/simulated-device.md explains every parameter and formula; the numbers here cite their
-public sources. Nothing here touches buffers or kernels' semantics (sim_exec.py does) or the
-Backend interface (sim_backend.py does).
+public sources. Nothing here touches buffers or kernels' semantics (execute.py does) or the
+Backend interface (backend.py does).
 """
 
 from __future__ import annotations

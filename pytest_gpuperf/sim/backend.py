@@ -1,7 +1,7 @@
 """The simulated device behind the Backend interface: memory, compile, launch, streams, events.
 
 Data really moves (buffers are host arrays behind fake device addresses; what kernels compute
-comes from sim_exec.py), while time is modelled (sim_model.py): a virtual host clock (every
+comes from execute.py), while time is modelled (model.py): a virtual host clock (every
 API call costs host time) and an in-order device queue on which each launch takes
 
     (launch_overhead_s + miss_bytes / (peak_bps * efficiency)
@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from pytest_gpuperf import simulate
 from pytest_gpuperf.devices import AMD
 from pytest_gpuperf.errors import GpuPerfError, LaunchError, OutOfDeviceMemory
 from pytest_gpuperf.results import ClockReport
@@ -32,11 +31,13 @@ from pytest_gpuperf.runtime.base import (
     DeviceBuffer,
     DeviceInfo,
     Kernel,
+    LaunchCall,
     Module,
     SpeedModel,
 )
-from pytest_gpuperf.runtime.sim_exec import Allocation, Executor, SimKernel
-from pytest_gpuperf.runtime.sim_model import (
+from pytest_gpuperf.sim import kernel_models
+from pytest_gpuperf.sim.execute import Allocation, Executor, SimKernel
+from pytest_gpuperf.sim.model import (
     DEFAULT_EFFICIENCY,
     HOST_EVENT_S,
     HOST_LINK_BPS,
@@ -52,7 +53,7 @@ from pytest_gpuperf.runtime.sim_model import (
     SimSettings,
     transfer_s,
 )
-from pytest_gpuperf.runtime.sim_source import (
+from pytest_gpuperf.sim.source import (
     check_source,
     code_object,
     directives,
@@ -442,19 +443,10 @@ class SimBackend(Backend):
         return SimKernel(name, fingerprint(module.binary, name), found.get(name), path, load)
 
     # -- execution --------------------------------------------------------------------------
-    def launch(
-        self,
-        kernel: Kernel,
-        grid: int | Sequence[int],
-        block: int | Sequence[int],
-        args: Sequence[Any],
-        *,
-        shared_bytes: int = 0,
-        stream: Any = None,
-    ) -> None:
-        _, grid3, block3, _ = self._check_launch(kernel, grid, block, args)
-        self._check_config(kernel.name, grid3, block3, shared_bytes)
-        queue = self._stream(stream)
+    def _launch(self, call: LaunchCall) -> None:
+        kernel, args = call.kernel, call.args
+        self._check_config(kernel.name, call.grid, call.block, call.shared_bytes)
+        queue = self._stream(call.stream)
         handle: SimKernel = kernel.handle
         if handle.internal and kernel.name == "gpuperf_spin" and len(args) == 1:
             # A busy-wait on the wall clock: its length is its argument, free of drift.
@@ -470,7 +462,7 @@ class SimBackend(Backend):
                 f"kernel {kernel.name!r} failed on the simulated device: an illegal memory "
                 "access (simulated sticky fault); the device is unusable after it"
             )
-        shape = simulate.LaunchShape(grid3, block3, int(shared_bytes))
+        shape = kernel_models.LaunchShape(call.grid, call.block, call.shared_bytes)
         accesses = self._executor.launch(kernel, args, shape)
         self._run(
             handle.fingerprint,
