@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_gpuperf.runtime.info import KernelResources
+from pytest_gpuperf.student_t import t_interval
 
 CACHE_MODES = ("cold", "hot", "rotate")
 
@@ -151,8 +152,6 @@ class PairedComparison:
     def ratio_ci_at(self, confidence: float) -> tuple[float, float]:
         """The interval at another `confidence` (a suite-wide false-alarm budget sets a
         per-test level): the same estimate and error, another t quantile."""
-        from pytest_gpuperf.stats import t_interval
-
         low, high = t_interval(self.log_ratio, self.log_ratio_se, self.df, confidence)
         return math.exp(low), math.exp(high)
 

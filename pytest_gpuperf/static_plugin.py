@@ -1,5 +1,6 @@
 """The static gate's pytest layer (--gpuperf-static=ARCH): plugin.py registers a `StaticPlugin`
-only when the option is on (pytest's junitxml model), and this file only wires pytest:
+only when the option is on (pytest's junitxml model), and this file only wires pytest; what
+it shares with the timing gate (the run's state, the stash keys) is plugin_state.py's:
 
 - session start: find clang for each arch (an arch clang does not know is a usage error),
   validate baselines/static/<arch>.toml;
@@ -28,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf.errors import BaselineError, GpuPerfError
+from pytest_gpuperf.plugin_state import BENCH, FAILED_SUBTESTS, FIXTURE, JUDGEMENT, PluginState
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.plugin import _State
     from pytest_gpuperf.report import ReportMeta
     from pytest_gpuperf.static.gate import StaticTestResult
     from pytest_gpuperf.static.session import LaunchLog, StaticSession
@@ -43,7 +44,7 @@ LOADED_SAVES = pytest.StashKey[tuple[int, str]]()
 class StaticPlugin:
     """The hooks of the static gate, and what the controller collects for the reports."""
 
-    def __init__(self, state: _State) -> None:
+    def __init__(self, state: PluginState) -> None:
         self.state = state
         self.settings = state.settings
         self.results: dict[str, StaticTestResult] = {}  # by test id: the last report wins
@@ -154,8 +155,6 @@ class StaticPlugin:
     # -- each test ---------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        from pytest_gpuperf.plugin import FIXTURE
-
         if self._missing is None or FIXTURE not in getattr(item, "fixturenames", ()):
             return
         reason = f"gpuperf: the static gate cannot run: {self._missing}"
@@ -166,9 +165,7 @@ class StaticPlugin:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         """After the test body passed, build and judge every kernel it loaded (outermost
-        wrapper: after plugin.py's timing gate, whose saves a GPU run's facts follow)."""
-        from pytest_gpuperf.plugin import BENCH, FAILED_SUBTESTS
-
+        wrapper: after plugin_verdict.py's timing gate, whose saves a GPU run's facts follow)."""
         if RESULT in item.stash:  # a rerun starts afresh
             del item.stash[RESULT]
         bench = item.stash.get(BENCH, None)
@@ -201,7 +198,6 @@ class StaticPlugin:
         reads it), at the launch shape it was measured with, for baselines/static/<arch>.toml.
         Nothing is timed or launched for this; a CUBIN or the simulated device has no AMD
         code object and stages nothing."""
-        from pytest_gpuperf.plugin import JUDGEMENT
         from pytest_gpuperf.static.session import LaunchLog
 
         judgement = item.stash.get(JUDGEMENT, None)
@@ -234,7 +230,7 @@ class StaticPlugin:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         """Add the static result to the test's report payload (outermost wrapper: after
-        plugin.py has set it), as plain data for xdist."""
+        plugin_verdict.py has set it), as plain data for xdist."""
         report = yield
         outcome = item.stash.get(RESULT, None)
         loaded = item.stash.get(LOADED_SAVES, None)
@@ -267,7 +263,8 @@ class StaticPlugin:
     # -- the end -----------------------------------------------------------------------------
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Write the staged facts (each process its own, one locked merge per arch file)
-        before plugin.py (trylast) hands the problems to the controller and the exit code."""
+        before plugin_report.py (trylast) hands the problems to the controller and the exit
+        code."""
         if self._static is None:
             return
         try:
@@ -283,7 +280,7 @@ class StaticPlugin:
 
     def _find_orphans(self) -> None:
         """List (or with --gpuperf-prune remove) the stored static entries no test of this
-        run produced, as plugin.py does for the measured baselines."""
+        run produced, as plugin_report.py does for the measured baselines."""
         if not (self.settings.static and self.results):
             return
         from pytest_gpuperf.orphans import find_static_orphans, prune_static
@@ -370,7 +367,8 @@ class StaticPlugin:
             terminalreporter.write_line(f"gpuperf: {line}")
 
     def markdown(self, meta: ReportMeta | None = None) -> str:
-        """The Markdown summary of a static run (plugin.py writes it to --gpuperf-markdown)."""
+        """The Markdown summary of a static run (plugin_report.py writes it to
+        --gpuperf-markdown)."""
         from pytest_gpuperf.static.report import markdown_section
 
         return markdown_section(

@@ -23,6 +23,7 @@ import numpy.typing as npt
 from scipy import stats as sps
 
 from pytest_gpuperf.results import DRIFT_ASSUMED, DRIFT_MEASURED, DRIFT_NONE
+from pytest_gpuperf.student_t import t_interval
 
 # Iglewicz & Hoaglin's cut-off for the modified z-score: |x - median| / MAD > 3.5.
 OUTLIER_THRESHOLD = 3.5
@@ -412,16 +413,6 @@ def between_sd_of(drift: float) -> float:
     """The inverse of per_side_drift: a per-side +-95% drift as the per-load sigma of the
     log ratio."""
     return drift * math.sqrt(2.0) / Z_95
-
-
-def t_interval(
-    estimate: float, se: float, df: float, confidence: float = 0.95
-) -> tuple[float, float]:
-    """estimate +- t(df) se, two-sided at `confidence`."""
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), not {confidence}")
-    half = float(sps.t.ppf(0.5 + confidence / 2.0, max(df, 1.0))) * se
-    return estimate - half, estimate + half
 
 
 def _array(samples: Samples) -> np.ndarray:

@@ -9,15 +9,13 @@ enough (gate/saving.py decides both). A reported entry holds a published figure 
 
 from __future__ import annotations
 
+import math
 import os
+import statistics
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
 
 from pytest_gpuperf.results import BaselineRef
-
-if TYPE_CHECKING:
-    from pytest_gpuperf.baseline.pool import Pooled
 
 SOURCES = ("measured", "reported")
 SPREAD_BASES = ("prior", "history")
@@ -125,8 +123,6 @@ class BaselineEntry:
     ) -> BaselineRef:
         """The view the gate works with; `pooled` is what the rest of its file lends it
         (baseline/pool.py)."""
-        from pytest_gpuperf.baseline.pool import Pooled, log_spread
-
         latest = self.latest
         pooled = pooled or Pooled()
         return BaselineRef(
@@ -150,6 +146,25 @@ class BaselineEntry:
             pooled_df=pooled.df,
             pooled_entries=pooled.entries,
         )
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """The file's pooled spread at one kernel time: a +-95% range in log efficiency, its
+    degrees of freedom, and how many entries it pools (baseline/pool.py pools it; an entry
+    turns it into its `BaselineRef`, so it lives beside the entry)."""
+
+    spread: float = 0.0
+    df: float = 0.0
+    entries: int = 0
+
+
+def log_spread(entry: BaselineEntry) -> tuple[float, int]:
+    """(sample standard deviation of the saves' log efficiencies, its degrees of freedom)."""
+    if entry.source != "measured" or len(entry.saves) < 2:
+        return 0.0, 0
+    logs = [math.log(s.efficiency) for s in entry.saves]
+    return statistics.stdev(logs), len(logs) - 1
 
 
 def utc_now() -> str:

@@ -30,11 +30,9 @@ only summarises the file; what the gate makes of it is gate/noise.py's.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-from pytest_gpuperf.baseline.model import BaselineEntry
+from pytest_gpuperf.baseline.model import BaselineEntry, Pooled, log_spread
 
 # An entry pools the histories of the entries whose kernel time is within this factor of its
 # own. 4: wide enough that the project's perf suite (kernels of 4.5, 8, 22-37 and 129-145 us)
@@ -43,24 +41,6 @@ from pytest_gpuperf.baseline.model import BaselineEntry
 POOL_TIME_FACTOR = 4.0
 Z_95 = 1.959963984540054
 Key = tuple[str, str, str]
-
-
-@dataclass(frozen=True)
-class Pooled:
-    """The file's pooled spread at one kernel time: a +-95% range in log efficiency, its
-    degrees of freedom, and how many entries it pools."""
-
-    spread: float = 0.0
-    df: float = 0.0
-    entries: int = 0
-
-
-def log_spread(entry: BaselineEntry) -> tuple[float, int]:
-    """(sample standard deviation of the saves' log efficiencies, its degrees of freedom)."""
-    if entry.source != "measured" or len(entry.saves) < 2:
-        return 0.0, 0
-    logs = [math.log(s.efficiency) for s in entry.saves]
-    return statistics.stdev(logs), len(logs) - 1
 
 
 class _Mode:

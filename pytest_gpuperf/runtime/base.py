@@ -26,34 +26,9 @@ from pytest_gpuperf.errors import (
     LaunchError,
 )
 from pytest_gpuperf.runtime.compile import DEFAULT_TIMEOUT_S as DEFAULT_COMPILE_TIMEOUT_S
+from pytest_gpuperf.runtime.device_buffer import DeviceBuffer
 from pytest_gpuperf.runtime.info import DeviceInfo, KernelResources
 from pytest_gpuperf.runtime.signature import KernelParam, check_arguments
-
-
-@dataclass(eq=False)
-class DeviceBuffer:
-    """Device memory owned by a backend; `ptr` is the device address as an integer."""
-
-    backend: Backend = field(repr=False)
-    ptr: int
-    nbytes: int
-    freed: bool = False
-
-    def upload(self, array: np.ndarray) -> None:
-        self.backend.upload(self, array)
-
-    def download(
-        self, dtype: Any = np.uint8, shape: Sequence[int] | int | None = None
-    ) -> np.ndarray:
-        """Copy the buffer back to the host as a new array of `dtype` and `shape`."""
-        dtype = np.dtype(dtype)
-        count = self.nbytes // dtype.itemsize
-        out = np.empty(count, dtype=dtype)
-        self.backend.download(out, self)
-        return out.reshape(shape) if shape is not None else out
-
-    def free(self) -> None:
-        self.backend.free(self)
 
 
 @dataclass(eq=False)

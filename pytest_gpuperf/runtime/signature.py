@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from pytest_gpuperf.errors import ArgumentError
+from pytest_gpuperf.runtime.device_buffer import DeviceBuffer
 
 # C scalar types a kernel parameter may have, with the NumPy dtype we pass them as.
 SCALAR_DTYPES: dict[str, np.dtype] = {
@@ -132,8 +133,6 @@ def check_arguments(kernel_name: str, params: Sequence[KernelParam], args: Seque
     Device buffers become `ctypes.c_void_p` of their address; numbers become the ctypes
     scalar of the declared C type. Raises `ArgumentError` (nothing has been launched).
     """
-    from pytest_gpuperf.runtime.base import DeviceBuffer  # local: base imports this module
-
     if len(args) != len(params):
         listing = ", ".join(f"{p.ctype} {p.name}" for p in params) or "no parameters"
         raise ArgumentError(

@@ -162,7 +162,7 @@ def _floor_device(config: pytest.Config) -> tuple[str | None, float]:
     else (smoke mode, --collect-only, the xdist controller, no GPU) none: floors are only
     read when measuring, and each xdist worker collects, and decides, for itself."""
     from pytest_gpuperf.devices import get_device
-    from pytest_gpuperf.plugin import STATE
+    from pytest_gpuperf.plugin_state import STATE
 
     state = config.stash.get(STATE, None)
     settings = state.session.settings if state is not None else None

@@ -1,0 +1,147 @@
+"""The run before its first test: the checks that stop a broken run at once (baseline files,
+the comparison ref, the report paths), the degraded-GPU probe an xdist controller hands its
+workers, which tests were collected and measure, their settings from their markers, and the
+header line naming the device.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from pytest_gpuperf import settings as options
+from pytest_gpuperf.errors import BaselineError, ConfigError, DeviceUnavailable, GpuPerfError
+from pytest_gpuperf.plugin_state import (
+    FIXTURE,
+    MARKER_PROBLEM,
+    SIM_SEED_SHARED,
+    TEST_SETTINGS,
+    PluginState,
+    is_xdist_controller,
+    is_xdist_worker,
+    state_of,
+)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A broken baseline file (or directory), or a report that could not be written, stops
+    the run before any test, naming it: found after the tests, it would cost the summary."""
+    state = state_of(session.config)
+    if state.settings.measure:
+        try:
+            state.session.check_baseline_files()
+        except BaselineError as broken:
+            raise pytest.UsageError(f"pytest-gpuperf: {broken}") from None
+    if state.settings.measure or state.settings.static:
+        try:
+            state.session.check_compare_ref()
+        except GpuPerfError as unresolved:
+            raise pytest.UsageError(f"pytest-gpuperf: {unresolved}") from None
+    if not is_xdist_worker(session.config):
+        from pytest_gpuperf.report.files import unwritable
+
+        problem = unwritable(state.settings)
+        if problem:
+            raise pytest.UsageError(f"pytest-gpuperf: {problem}")
+    if is_xdist_controller(session.config):
+        _share_sim_seed(session.config, state)
+        _probe_gpus(session.config, state)
+
+
+def _share_sim_seed(config: pytest.Config, state: PluginState) -> None:
+    """Several simulated GPUs are one simulated machine: the probe and every worker draw from
+    one seed (workers inherit the controller's environment), else each process would model
+    its own machine. Restored when the session ends (in-process runs share os.environ)."""
+    settings = state.settings
+    if "sim" not in settings.allowed_backends or len(settings.sim_gpu_speeds) < 2:
+        return
+    from pytest_gpuperf.sim.model import SEED_ENV, resolve_seed
+
+    if os.environ.get(SEED_ENV):
+        return
+    config.stash[SIM_SEED_SHARED] = (SEED_ENV, os.environ.get(SEED_ENV))
+    os.environ[SEED_ENV] = str(resolve_seed(None))
+
+
+def _probe_gpus(config: pytest.Config, state: PluginState) -> None:
+    """The degraded-GPU probe, once per run in the pytest-xdist controller before any worker
+    starts (this hook runs before xdist's, which starts them): every worker then gets its
+    findings (pytest_configure_node), so a refused GPU gets no worker and results are marked."""
+    workers = config.getoption("numprocesses", None)
+    if not isinstance(workers, int) or workers < 2:
+        return
+    from pytest_gpuperf.session_device import probe_for_workers
+
+    try:
+        state.probe = probe_for_workers(state.settings, workers)
+    except GpuPerfError as problem:
+        raise pytest.UsageError(f"pytest-gpuperf: degraded-GPU probe: {problem}") from None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: hand the controller's probe findings to each worker."""
+    state = state_of(node.config)
+    if state.probe is not None:
+        from pytest_gpuperf.plain import to_plain
+
+        node.workerinput["gpuperf_probe"] = to_plain(state.probe)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Deselected tests exist: their baseline entries are not orphans."""
+    if items:
+        state_of(items[0].config).collected.update(item.nodeid for item in items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    state = state_of(session.config)
+    state.collected.update(item.nodeid for item in session.items)
+    state.count_checks(
+        sum(1 for item in session.items if FIXTURE in getattr(item, "fixturenames", ()))
+    )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marker arguments are read at collection, last, so marks other hooks add (a conftest
+    turning its own marks into min_bw) count. A bad marker fails its own test when it runs,
+    naming it; it does not abort a session in which that test is deselected."""
+    settings = state_of(config).settings
+    for item in items:
+        try:
+            item.stash[TEST_SETTINGS] = item_settings(settings, item)
+        except ConfigError as problem:
+            item.stash[MARKER_PROBLEM] = f"pytest-gpuperf: {problem}"
+
+
+def item_settings(settings: options.Settings, item: pytest.Item) -> options.TestSettings:
+    def marks(name: str) -> list[options.MarkerArgs]:
+        return [
+            options.MarkerArgs(tuple(mark.args), dict(mark.kwargs))
+            for mark in item.iter_markers(name)
+        ]
+
+    return options.settings_for_test(
+        settings, item.nodeid, min_bw=marks("min_bw"), gpuperf=marks("gpuperf")
+    )
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    """Open the device as soon as some collected test needs it, so the header says which
+    device runs the tests, and says SIMULATED when it is."""
+    if config.option.collectonly or is_xdist_controller(config):
+        return []
+    if not any(FIXTURE in getattr(item, "fixturenames", ()) for item in items):
+        return []
+    state = state_of(config)
+    try:
+        return state.session.device().describe()
+    except DeviceUnavailable as unavailable:
+        if state.settings.require:  # with or without --gpuperf: a missing GPU fails
+            return [f"gpuperf: {unavailable}; tests using {FIXTURE} will FAIL"]
+        return [f"gpuperf: {unavailable}; tests using {FIXTURE} will be skipped"]
+    except GpuPerfError as problem:
+        return [f"gpuperf: the device could not be set up: {problem}"]
