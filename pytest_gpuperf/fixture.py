@@ -4,7 +4,7 @@ A test compiles a kernel, puts its inputs on the device, and calls the bench wit
 configuration and the bytes the kernel must move. Under --gpuperf the call measures (one GPU
 lock held, see gpu_lock.py) and returns the time, its interval, GB/s and efficiency; without
 it the kernel is launched once, so the test's own output checks still run as a correctness
-smoke test. The verdict comes later, after the test body has passed (plugin.py), so a kernel
+smoke test. The verdict comes later, after the test body has passed (plugin_verdict.py), so a kernel
 with wrong outputs never passes on time alone. The result type lives in bench_result.py and
 the checks of what a test declares (bytes moved, kernel file) in declared.py. No pytest
 import here.

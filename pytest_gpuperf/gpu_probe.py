@@ -11,7 +11,7 @@ bandwidth is the geometric mean over the groups of pairs of each group's median 
 one buffer landed in memory then decides little. A GPU more than `margin` below the median
 of the others is degraded.
 
-Nothing here imports pytest; plugin.py decides when to probe and what to do with the result.
+Nothing here imports pytest; plugin_collect.py decides when to probe and what to do with the result.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One pytest process's gpuperf state: the device (opened once, lazily), compiled modules, the
 base revision's tree for A/B, the baseline store and the saves waiting to be written.
 
-plugin.py holds a `BenchSession` and calls it from hooks; deciding is the gate's job
+The pytest layer (plugin_state.py) holds a `BenchSession` and calls it from hooks; deciding is the gate's job
 (gate/judge.py), opening a device session_device.py's, git facts provenance.py's. Nothing here
 imports pytest, and importing this module loads neither NumPy nor a backend.
 """
@@ -75,7 +75,7 @@ class BenchSession:
         self._rebase: dict[
             str, dict[tuple[str, str, str], Callable[[BaselineEntry | None], BaselineEntry]]
         ] = {}
-        # The tests of the run that measure (known at collection; plugin.py sets it): they
+        # The tests of the run that measure (known at collection; plugin_collect.py sets it): they
         # share the run's false-alarm budget.
         self.suite_checks = 1
 
