@@ -1,8 +1,9 @@
 """One pytest process's gpuperf state: the device (opened once, lazily), compiled modules, the
 base revision's tree for A/B, the baseline store and the saves waiting to be written.
 
-The pytest layer (plugin_state.py) holds a `BenchSession` and calls it from hooks; deciding is the gate's job
-(gate/judge.py), opening a device session_device.py's, git facts provenance.py's. Nothing here
+The pytest layer (plugin_state.py) holds a `BenchSession` and calls it from hooks; deciding
+is the gate's job (gate/judge.py), opening a device session_device.py's, git facts
+provenance.py's. Nothing here
 imports pytest, and importing this module loads neither NumPy nor a backend.
 """
 
