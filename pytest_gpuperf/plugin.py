@@ -32,10 +32,12 @@ from pytest_gpuperf.plugin_state import (
 )
 
 # The documented name: -W error::pytest_gpuperf.plugin.GpuPerfWarning
-from pytest_gpuperf.plugin_verdict import GpuPerfWarning as GpuPerfWarning
+from pytest_gpuperf.plugin_state import GpuPerfWarning as GpuPerfWarning
 
 # Registered with this module, in this order, wherever it is loaded from (the entry point,
 # -p, a conftest): a hook in a module pytest does not load as a plugin is never called.
+# Nothing above may import them: pytest rewrites the asserts of a plugin module on its first
+# import, and one imported earlier makes every run print a PytestAssertRewriteWarning.
 pytest_plugins = (
     "pytest_gpuperf.plugin_collect",
     "pytest_gpuperf.plugin_verdict",

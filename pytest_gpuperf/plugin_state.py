@@ -152,3 +152,11 @@ def is_xdist_worker(config: pytest.Config) -> bool:
 
 def is_xdist_controller(config: pytest.Config) -> bool:
     return bool(getattr(config.option, "numprocesses", None)) and not is_xdist_worker(config)
+
+
+class GpuPerfWarning(pytest.PytestWarning):
+    """A marginal result (passed on the median while its interval straddles the floor), or a
+    floor that cannot mean what it says (a hot-mode floor against the HBM peak).
+
+    Turn these into failures with `-W error::pytest_gpuperf.plugin.GpuPerfWarning`.
+    """

@@ -23,6 +23,7 @@ from pytest_gpuperf.plugin_state import (
     MAIN_WORKER,
     MARKER_PROBLEM,
     TEST_SETTINGS,
+    GpuPerfWarning,
     is_xdist_worker,
     state_of,
 )
@@ -30,14 +31,6 @@ from pytest_gpuperf.plugin_state import (
 if TYPE_CHECKING:
     from pytest_gpuperf.fixture import GpuBench
     from pytest_gpuperf.session import Judgement
-
-
-class GpuPerfWarning(pytest.PytestWarning):
-    """A marginal result (passed on the median while its interval straddles the floor), or a
-    floor that cannot mean what it says (a hot-mode floor against the HBM peak).
-
-    Turn these into failures with `-W error::pytest_gpuperf.plugin.GpuPerfWarning`.
-    """
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

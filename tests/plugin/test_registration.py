@@ -51,3 +51,30 @@ def test_plugin_is_registered_once(autoload):
     done = run_pytest("--fixtures", "tests/plugin/test_registration.py", autoload=autoload)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("gpu_bench -- ") == 1
+
+
+@pytest.mark.parametrize("autoload", [True, False], ids=["entry-point", "dash-p"])
+def test_loading_the_plugin_warns_nothing(tmp_path, autoload):
+    # The plugin registers its hook modules as plugins; one imported before pytest registers
+    # it cannot be assertion-rewritten, and every run of a user without the package installed
+    # (`-p pytest_gpuperf.plugin`) printed a PytestAssertRewriteWarning.
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("PYTEST_ADDOPTS", None)
+    if autoload:
+        env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+    else:
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    load = () if autoload else ("-p", "pytest_gpuperf.plugin")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *load, "test_nothing.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "1 passed" in output and "gpuperf" in output, output
+    assert "Warning" not in output, output
