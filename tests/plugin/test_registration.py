@@ -19,13 +19,18 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_pytest(*args: str, autoload: bool) -> subprocess.CompletedProcess[str]:
+def pytest_env(*, autoload: bool) -> dict[str, str]:
+    """This tree on the path, with or without pytest's entry-point autoload."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("PYTEST_ADDOPTS", None)
     if autoload:
         env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
     else:
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    return env
+
+
+def run_pytest(*args: str, autoload: bool) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             sys.executable,
@@ -38,7 +43,7 @@ def run_pytest(*args: str, autoload: bool) -> subprocess.CompletedProcess[str]:
             *args,
         ],
         cwd=REPO,
-        env=env,
+        env=pytest_env(autoload=autoload),
         capture_output=True,
         text=True,
         timeout=120,
@@ -62,17 +67,11 @@ def test_loading_the_plugin_warns_nothing(tmp_path, autoload):
     if autoload and not _installed():
         pytest.skip("pytest-gpuperf is not installed here: no entry point to load it")
     (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("PYTEST_ADDOPTS", None)
-    if autoload:
-        env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
-    else:
-        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     load = () if autoload else ("-p", "pytest_gpuperf.plugin")
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *load, "test_nothing.py"],
         cwd=tmp_path,
-        env=env,
+        env=pytest_env(autoload=autoload),
         capture_output=True,
         text=True,
         timeout=120,
