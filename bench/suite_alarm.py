@@ -184,11 +184,11 @@ def sim_round(job: Mapping[str, Any], seed: int, confidence: float) -> Any:
         args = (backend.alloc(4 * n), backend.alloc(4 * n), backend.alloc(4 * n), n)
         from pytest_gpuperf.gate.ab import decided, pair_code_spread
 
-        spread = pair_code_spread(
+        spread = pair_code_spread(  # the gate's rule: none once the loads measure the drift
             backend.info.backend,
             backend.kernel_fingerprint(head),
             backend.kernel_fingerprint(base),
-            job["code_spread"],
+            loads=DEFAULT_PAIR_LOADS,
         )
         settings = MeasureSettings(
             cache="cold", budget_s=2.0, max_samples=20000, confidence=confidence
@@ -197,13 +197,13 @@ def sim_round(job: Mapping[str, Any], seed: int, confidence: float) -> Any:
             backend, head, base, grid=n // BLOCK, block=BLOCK, args=args, bytes_moved=12 * n,
             device=device.spec, settings=settings,
             stop_when=decided(DEFAULT_COMPARE_THRESHOLD, spread), seed=seed,
+            loads=DEFAULT_PAIR_LOADS,
         )  # fmt: skip
     return check_comparison(
         paired,
         ref="base",
         threshold=DEFAULT_COMPARE_THRESHOLD,
         ref_commit="",
-        code_spread=job["code_spread"],
     )
 
 
@@ -249,7 +249,6 @@ def sim_rates(options: argparse.Namespace, budget: SuiteBudget) -> list[dict[str
                 {
                     "point": point,
                     "code_share": share,
-                    "code_spread": None,  # the gate's: the drift measured over the loads
                     "base": str(base),
                     "head": str(head),
                     "salt": salt,
