@@ -409,12 +409,6 @@ def per_side_drift(between_sd: float) -> float:
     return Z_95 * between_sd / math.sqrt(2.0)
 
 
-def between_sd_of(drift: float) -> float:
-    """The inverse of per_side_drift: a per-side +-95% drift as the per-load sigma of the
-    log ratio."""
-    return drift * math.sqrt(2.0) / Z_95
-
-
 def _array(samples: Samples) -> np.ndarray:
     values = np.asarray(samples, dtype=float).ravel()
     if values.size == 0:
