@@ -172,3 +172,25 @@ def _safe_extract(tar: tarfile.TarFile, destination: Path) -> None:
         if not (root / member.name).resolve().is_relative_to(root):
             raise tarfile.TarError(f"unsafe path in archive: {member.name}")
     tar.extractall(destination)
+
+
+def accept_trailers(start: Path, base_commit: str) -> list[tuple[str, str]]:
+    """(commit, value) of every `Gpuperf-Accept:` trailer in the commits a comparison with
+    `base_commit` covers (`base_commit..HEAD`: what head adds), newest first; [] outside a
+    repository. The trailer's meaning is gate/accept.py's."""
+    toplevel = run_git(start, "rev-parse", "--show-toplevel")
+    if not toplevel or not base_commit:
+        return []
+    log = run_git(
+        Path(toplevel),
+        "log",
+        "--format=%H%x1f%(trailers:key=Gpuperf-Accept,valueonly,separator=%x1e)%x1d",
+        f"{base_commit}..HEAD",
+    )
+    found = []
+    for record in (log or "").split("\x1d"):
+        commit, _, values = record.strip().partition("\x1f")
+        for value in values.split("\x1e"):
+            if commit and value.strip():
+                found.append((commit, value.strip()))
+    return found

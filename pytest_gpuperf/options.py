@@ -43,6 +43,7 @@ class OptionSpec:
     ini: str | None
     is_flag: bool = False
     metavar: str | None = None
+    repeatable: bool = False  # given several times (the ini key: one value a line)
 
 
 OPTIONS: tuple[OptionSpec, ...] = (
@@ -159,9 +160,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-strict",
         "gpuperf_strict",
-        "fail a measured test that has no baseline for this device, and under "
-        "--gpuperf-compare one whose comparison stays inconclusive or could not reach the "
-        "base revision. Default: off (reported, not failed).",
+        "fail what a run could not judge by measuring: a measured test with no baseline for "
+        "this device (while stored baselines gate), a verdict the simulated device only "
+        "modelled (changed code, unchanged model: xfailed otherwise), under "
+        "--gpuperf-compare a comparison that stays inconclusive or could not reach the base "
+        "revision, and under --gpuperf-static a kernel without stored facts or base version. "
+        "Default: off (reported, not failed).",
         ini="gpuperf_strict",
         is_flag=True,
     ),
@@ -224,6 +228,19 @@ OPTIONS: tuple[OptionSpec, ...] = (
         f"Default: {DEFAULT_SUITE_ALARM} ({DEFAULT_SUITE_ALARM:.0%} of runs).",
         ini="gpuperf_suite_alarm",
         metavar="FRACTION",
+    ),
+    OptionSpec(
+        "--gpuperf-accept",
+        "gpuperf_accept",
+        "accept an intended slowdown: a confirmed regression (A/B or stored) of the tests "
+        "whose id matches the glob PATTERN passes as 'accepted' and every report lists it "
+        "with the reason (the words after the pattern, e.g. --gpuperf-accept='test_rms.py::* "
+        "fused epilogue'). Repeatable; the ini key takes one a line. A Gpuperf-Accept: "
+        "PATTERN <reason> trailer in a commit between --gpuperf-compare's REF and HEAD does "
+        "the same. A floor is never accepted. Default: none.",
+        ini="gpuperf_accept",
+        metavar="PATTERN",
+        repeatable=True,
     ),
     OptionSpec(
         "--gpuperf-compare-missing-ok",
@@ -346,6 +363,7 @@ MIN_BW_HELP = (
 GPUPERF_HELP = (
     "gpuperf(tolerance=, cache=, budget_s=, peak_gbps=, strict=): per-test measurement "
     "settings: baseline tolerance (fraction), default cache mode (cold|hot|rotate), sampling "
-    "budget in seconds, peak bandwidth override in GB/s, and whether a missing baseline fails. "
+    "budget in seconds, peak bandwidth override in GB/s, and strict (--gpuperf-strict for this "
+    "test). "
     "Marks on the module, class and test merge by keyword, the closest winning."
 )

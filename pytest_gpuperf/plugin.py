@@ -53,12 +53,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             group.addoption(
                 spec.flag, action="store_true", default=None, dest=spec.dest, help=argparse_help
             )
+        elif spec.repeatable:
+            group.addoption(
+                spec.flag,
+                action="append",
+                dest=spec.dest,
+                metavar=spec.metavar,
+                default=None,
+                help=argparse_help,
+            )
         else:
             group.addoption(
                 spec.flag, dest=spec.dest, metavar=spec.metavar, default=None, help=argparse_help
             )
         if spec.ini:
-            ini_type: Literal["bool", "string"] = "bool" if spec.is_flag else "string"
+            ini_type: Literal["bool", "string", "linelist"] = (
+                "bool" if spec.is_flag else "linelist" if spec.repeatable else "string"
+            )
             parser.addini(
                 spec.ini,
                 help=f"ini equivalent of {spec.flag}: {spec.help}",

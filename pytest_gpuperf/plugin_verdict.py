@@ -101,8 +101,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         pytest.fail(f"gpuperf: {problem}", pytrace=False)
     if judgement is None:
         return result
-    from pytest_gpuperf.report import failure_text, junit_properties
-    from pytest_gpuperf.results import FAIL, MARGINAL
+    from pytest_gpuperf.report import failure_text, junit_properties, not_measured_reason
+    from pytest_gpuperf.results import FAIL, MARGINAL, MODELLED
 
     verdicts = judgement.verdicts
     verbose = item.config.get_verbosity() > 0  # -v: every check, not only what decided
@@ -119,9 +119,16 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
                     "measurements"
                 )
             )
-    failures = [failure_text(m, v, verbose=verbose) for m, v in verdicts if v.status == FAIL]
+    failures = [
+        failure_text(m, v, verbose=verbose, test_id=item.nodeid)
+        for m, v in verdicts
+        if v.status == FAIL
+    ]
     if failures:
         pytest.fail("\n\n".join(failures), pytrace=False)
+    modelled = [(m, v) for m, v in verdicts if v.status == MODELLED]
+    if modelled:  # only a measured verdict is green: xfailed, with the reason on its line
+        pytest.xfail(not_measured_reason(modelled))
     return result
 
 

@@ -162,6 +162,13 @@ class PairedComparison:
 # budget, decided on the median); UNJUDGED: the test body failed, so its numbers were neither
 # gated nor saved.
 PASS, FAIL, MARGINAL, UNJUDGED = "pass", "fail", "marginal", "unjudged"
+# MODELLED: nothing measured decided it (the simulated device timed changed code from an
+# unchanged model): never a pass; pytest xfails the test, --gpuperf-strict fails it.
+# ACCEPTED: a confirmed regression that --gpuperf-accept or a Gpuperf-Accept commit trailer
+# names: the test passes, and every report lists it with its reason.
+MODELLED, ACCEPTED = "modelled", "accepted"
+# The checks an accepted slowdown may excuse: a regression, never a floor or a strict rule.
+ACCEPTABLE_CHECKS = ("regression", "ab")
 # Stored-baseline outcomes.
 NO_BASELINE, OTHER_DEVICE, WITHIN_NOISE, REGRESSED, IMPROVED = (
     "no-baseline",
@@ -306,6 +313,9 @@ class BaselineCheck:
     confirmation: BaselineCheck | None = None
     unconfirmed: str = ""
     band: NoiseBand | None = None  # how `noise` was reached (None without a baseline)
+    # The simulated device, and the entry was saved from other code (its fingerprint
+    # differs) whose model is unchanged: the time restates the model, not the edit.
+    modelled: bool = False
 
 
 @dataclass(frozen=True)
@@ -393,6 +403,22 @@ class Note:
 
 
 @dataclass(frozen=True)
+class Acceptance:
+    """An intended slowdown, accepted explicitly: the glob of test ids it names, why, and
+    where it was written (`source`: "--gpuperf-accept", "gpuperf_accept (ini)" or
+    "Gpuperf-Accept trailer"; `commit` the commit that carries the trailer)."""
+
+    pattern: str
+    reason: str
+    source: str
+    commit: str = ""
+
+    def origin(self) -> str:
+        """'Gpuperf-Accept in 1a2b3c4d5e6f' or '--gpuperf-accept'."""
+        return f"Gpuperf-Accept in {self.commit[:12]}" if self.commit else self.source
+
+
+@dataclass(frozen=True)
 class Verdict:
     """What the gate decided for one measurement: the test-level status and every check.
 
@@ -400,18 +426,42 @@ class Verdict:
     this measurement's baseline, quoted wherever a message asks for one.
     """
 
-    status: str  # PASS | FAIL | MARGINAL | UNJUDGED
+    status: str  # PASS | FAIL | MARGINAL | UNJUDGED | MODELLED | ACCEPTED
     baseline: BaselineCheck
     floor: FloorCheck | None = None
     comparison: ComparisonCheck | None = None
     save: SaveAction | None = None
     notes: tuple[Note, ...] = ()
     update_command: str = ""
+    # the accept rule that names this test (status ACCEPTED when it excused a regression;
+    # on any other status it was not needed: the test did not regress)
+    acceptance: Acceptance | None = None
+
+    @property
+    def unmeasured(self) -> tuple[str, ...]:
+        """The gating checks whose result restates the simulator's model rather than a
+        measurement of the code: "ab" (a modelled A/B), "stored" (a modelled stored check)."""
+        found = []
+        if self.comparison is not None and self.comparison.state == AB_MODELLED:
+            found.append("ab")
+        if self.baseline.modelled and self.baseline.gating and self.save is None:
+            found.append("stored")
+        return tuple(found)
 
     @property
     def failed_checks(self) -> tuple[str, ...]:
         """Which checks failed the test: "floor", "regression", "ab", "strict-baseline",
-        "strict-ab"."""
+        "strict-ab", "strict-modelled"."""
+        return self.causes if self.status == FAIL else ()
+
+    @property
+    def accepted_checks(self) -> tuple[str, ...]:
+        """The regressions an accepted slowdown excused ("regression", "ab")."""
+        return self.causes if self.status == ACCEPTED else ()
+
+    @property
+    def causes(self) -> tuple[str, ...]:
+        """Every check that says fail, whatever the status made of them."""
         causes = []
         if self.floor is not None and self.floor.status == FAIL:
             causes.append("floor")
@@ -436,7 +486,10 @@ class Verdict:
                 or (comparison.state == AB_NO_BASE and comparison.no_base_why == NO_BASE_REF)
             ):
                 causes.append("strict-ab")
-        return tuple(causes) if self.status == FAIL else ()
+        strict = (self.comparison is not None and self.comparison.strict) or self.baseline.strict
+        if self.unmeasured and strict:
+            causes.append("strict-modelled")
+        return tuple(causes)
 
 
 @dataclass(frozen=True)

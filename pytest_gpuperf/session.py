@@ -71,6 +71,7 @@ class BenchSession:
         self._store: BaselineStore | None = None
         self._git: GitFacts | None = None
         self._base_tree: BaseTree | None = None
+        self._accept: tuple[tuple[Acceptance, ...], tuple[str, ...]] | None = None
         self._pending: dict[str, dict[tuple[str, str, str], BaselineEntry]] = {}
         # the same saves, to be re-planned on each entry as it is on disk when written
         self._rebase: dict[
@@ -174,6 +175,22 @@ class BenchSession:
             ref = self.settings.compare_ref or "HEAD"
             self._base_tree = materialise(ref, self.rootdir, cache_dir() / "trees")
         return self._base_tree
+
+    def accept_rules(self) -> tuple[tuple[Acceptance, ...], tuple[str, ...]]:
+        """(the run's accept rules, warnings about refused trailers): --gpuperf-accept's and,
+        under --gpuperf-compare, the Gpuperf-Accept trailers of the commits base..HEAD
+        (gate/accept.py). Read once per process."""
+        if self._accept is None:
+            from pytest_gpuperf.base_tree import accept_trailers
+            from pytest_gpuperf.gate.accept import trailer_rules
+
+            rules, warnings = self.settings.accept, ()
+            if self.settings.compare_ref and (self.settings.measure or self.settings.static):
+                commit = self.base_tree().commit
+                found, warnings = trailer_rules(accept_trailers(self.rootdir, commit))
+                rules = rules + found
+            self._accept = (rules, warnings)
+        return self._accept
 
     def check_compare_ref(self) -> None:
         """Resolve --gpuperf-compare's REF once, at the start: `RefUnresolved` when git cannot
@@ -282,6 +299,7 @@ class BenchSession:
             driver_version=info.driver_version if info else "",
             unjudged=unjudged,
             suite=self.suite,
+            accept=self.accept_rules()[0],
         )
         priors = {
             position: prior_run_spread(

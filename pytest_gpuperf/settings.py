@@ -14,9 +14,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.gate.accept import INI_SOURCE, OPTION_SOURCE, option_rules
 from pytest_gpuperf.gate.policy import (
     DEFAULT_COMPARE_LOADS,
     DEFAULT_COMPARE_THRESHOLD,
@@ -59,10 +60,35 @@ from pytest_gpuperf.parsing import (
     seconds_parser,
 )
 
+if TYPE_CHECKING:
+    from pytest_gpuperf.results import Acceptance
+
+# Options that act only while a run measures. Given on the command line to a run that does
+# not, they would be ignored without a word, so the run stops instead (exit 4) and says what
+# to add; their ini values are defaults for measuring runs and never stop a smoke run.
+# --gpuperf-compare and --gpuperf-save name a measurement themselves: they imply --gpuperf.
+MEASURING_ONLY = (
+    "gpuperf_tolerance",
+    "gpuperf_compare_threshold",
+    "gpuperf_compare_code_spread",
+    "gpuperf_compare_loads",
+    "gpuperf_compare_force",
+    "gpuperf_suite_alarm",
+    "gpuperf_history",
+    "gpuperf_budget",
+    "gpuperf_accept",
+    # the static gate acts on these too
+    "gpuperf_strict",
+    "gpuperf_compare_missing_ok",
+    "gpuperf_prune",
+)
+STATIC_ACTS_ON = ("gpuperf_strict", "gpuperf_compare_missing_ok", "gpuperf_prune")
+
 
 @dataclass(frozen=True)
 class Settings:
-    """The session's settings; `measure` is true for --gpuperf and for --gpuperf-save."""
+    """The session's settings; `measure` is true for --gpuperf, and for --gpuperf-save and
+    --gpuperf-compare given on the command line (they imply it)."""
 
     measure: bool = False
     save: bool = False
@@ -92,6 +118,7 @@ class Settings:
     json_path: Path | None = None
     benchmark_json_path: Path | None = None
     markdown_path: Path | None = None
+    accept: tuple[Acceptance, ...] = ()  # --gpuperf-accept / gpuperf_accept (gate/accept.py)
     static_archs: tuple[str, ...] = ()  # gpuperf-static: --gpuperf-static (empty: off)
     clang: str | None = None  # gpuperf-static: --gpuperf-clang
 
@@ -200,8 +227,11 @@ def build_settings(
             values[spec.dest] = (given, spec.flag, invocation_dir)
             continue
         from_ini = ini.get(spec.ini) if spec.ini else None
-        if from_ini is not None and from_ini != "":
+        if from_ini is not None and from_ini != "" and from_ini != []:
             values[spec.dest] = (from_ini, f"{spec.ini} (ini)", rootdir)
+
+    def on_command_line(dest: str) -> bool:
+        return dest in values and values[dest][1].startswith("--")
 
     def get(dest: str, parse: Callable[[Any, str], Any], default: Any) -> Any:
         if dest not in values:
@@ -219,10 +249,12 @@ def build_settings(
         return (base / Path(os.path.expanduser(text))).resolve()
 
     save = get("gpuperf_save", parse_bool, False)
-    measure = bool(get("gpuperf", parse_bool, False) or save)
+    compares = on_command_line("gpuperf_compare")
+    measure = bool(get("gpuperf", parse_bool, False) or save or compares)
     if get("no_gpuperf", parse_bool, False):
-        if save:
-            raise ConfigError("--no-gpuperf and --gpuperf-save contradict each other")
+        if save or compares:
+            implied = "--gpuperf-save" if save else "--gpuperf-compare"
+            raise ConfigError(f"--no-gpuperf and {implied} contradict each other")
         measure = False
     baseline_dir = path("gpuperf_baseline_dir") or (rootdir / DEFAULT_BASELINE_DIR)
     # -- gpuperf-static: the static gate times nothing, so it turns measuring off
@@ -241,6 +273,24 @@ def build_settings(
             "--gpuperf-require=static requires the static gate: add --gpuperf-static=ARCH"
         )
     # -- end gpuperf-static
+    if not measure:
+        idle = [
+            values[dest][1]
+            for dest in MEASURING_ONLY
+            if on_command_line(dest) and not (static_archs and dest in STATIC_ACTS_ON)
+        ]
+        if idle:
+            why = "the static gate times nothing" if static_archs else "this run does not measure"
+            raise ConfigError(
+                f"{', '.join(idle)} only act{'s' if len(idle) == 1 else ''} while measuring, "
+                f"and {why}: add --gpuperf (or --gpuperf-save / --gpuperf-compare=REF, which "
+                "imply it), or leave the option out"
+            )
+    accept: tuple[Acceptance, ...] = ()
+    if "gpuperf_accept" in values:
+        raw, where, _ = values["gpuperf_accept"]
+        source = OPTION_SOURCE if where.startswith("--") else INI_SOURCE
+        accept = option_rules(raw if isinstance(raw, list | tuple) else [raw], source)
     return Settings(
         measure=measure,
         save=save,
@@ -276,6 +326,7 @@ def build_settings(
         json_path=path("gpuperf_json"),
         benchmark_json_path=path("gpuperf_benchmark_json"),
         markdown_path=path("gpuperf_markdown"),
+        accept=accept,
         static_archs=static_archs,  # gpuperf-static
         clang=get("gpuperf_clang", parse_clang, None),  # gpuperf-static
     )

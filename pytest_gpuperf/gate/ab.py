@@ -14,8 +14,8 @@ threshold t:
 
 MODELLED is the state of different code objects that a device computing its times from a
 model (the simulated one) times from the same model: it cannot see the edit, so the pair is
-not timed and the state neither fails nor reads as a pass (--gpuperf-compare-force times it
-anyway: the simulator's code-object drift control).
+not timed and the state is never a pass: the test is xfailed, and failed under strict
+(--gpuperf-compare-force times it anyway: the simulator's code-object drift control).
 
 t is --gpuperf-compare-threshold, widened for very short kernels and, when head and base are
 different code objects measured on too few loads to estimate their drift, to what the
@@ -193,8 +193,10 @@ def modelled(
     efficiency: float,
     basis: str,
     threshold: float,
+    strict: bool = False,
 ) -> ComparisonCheck:
-    """Different code objects with one model: the device's times cannot tell them apart."""
+    """Different code objects with one model: the device's times cannot tell them apart
+    (never a pass: gate/decide.py makes it MODELLED, or FAIL under `strict`)."""
     return ComparisonCheck(
         state=AB_MODELLED,
         ref=ref,
@@ -204,4 +206,5 @@ def modelled(
         base_fingerprint=base_fingerprint,
         modelled_efficiency=efficiency,
         modelled_by=basis,
+        strict=strict,
     )

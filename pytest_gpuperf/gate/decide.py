@@ -5,16 +5,29 @@ gates), when a baseline is required (strict) and missing, when the A/B compariso
 REGRESSED, or under strict when the A/B comparison stays INCONCLUSIVE or could not reach the
 base revision at all. Saving re-records the baseline, so while saving a baseline regression or
 a missing baseline does not fail; a missed floor still does and is not saved.
+
+Only a measured verdict is green: where the gating check restates the simulated device's model
+instead of timing the code (a `modelled` A/B, or a stored entry saved from other code), the
+status is MODELLED, which the pytest layer shows as xfailed, and FAIL under strict.
+
+A failure whose every cause is a regression (stored or A/B) becomes ACCEPTED when an accept
+rule names the test (--gpuperf-accept, a Gpuperf-Accept commit trailer): intended, passed and
+listed with its reason. A floor or a strict rule is never accepted.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pytest_gpuperf.results import (
+    ACCEPTABLE_CHECKS,
+    ACCEPTED,
     AB_INCONCLUSIVE,
     AB_NO_BASE,
     AB_REGRESSED,
     FAIL,
     MARGINAL,
+    MODELLED,
     NO_BASE_REF,
     NO_BASELINE,
     OTHER_DEVICE,
@@ -24,6 +37,7 @@ from pytest_gpuperf.results import (
     BaselineCheck,
     ComparisonCheck,
     FloorCheck,
+    Acceptance,
     Note,
     SaveAction,
     Verdict,
@@ -39,25 +53,33 @@ def decide(
     unjudged: bool = False,
     notes: tuple[Note, ...] = (),
     update_command: str = "",
+    acceptance: Acceptance | None = None,
 ) -> Verdict:
-    """The verdict of one measurement from its checks (see the module docstring)."""
-    if unjudged:
-        status = UNJUDGED
-    elif _fails(baseline, floor, comparison, saving=save is not None):
-        status = FAIL
-    elif floor is not None and floor.status == MARGINAL:
-        status = MARGINAL
-    else:
-        status = PASS
-    return Verdict(
-        status=status,
+    """The verdict of one measurement from its checks (see the module docstring);
+    `acceptance` is the accept rule naming this test, if any."""
+    draft = Verdict(
+        status=PASS,
         baseline=baseline,
         floor=floor,
         comparison=comparison,
         save=save,
         notes=notes,
         update_command=update_command,
+        acceptance=acceptance,
     )
+    if unjudged:
+        status = UNJUDGED
+    elif _fails(baseline, floor, comparison, saving=save is not None):
+        causes = draft.causes
+        excused = bool(causes) and all(cause in ACCEPTABLE_CHECKS for cause in causes)
+        status = ACCEPTED if acceptance is not None and excused else FAIL
+    elif draft.unmeasured:
+        status = FAIL if "strict-modelled" in draft.causes else MODELLED
+    elif floor is not None and floor.status == MARGINAL:
+        status = MARGINAL
+    else:
+        status = PASS
+    return replace(draft, status=status)
 
 
 def _fails(

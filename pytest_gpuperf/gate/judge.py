@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
 from pytest_gpuperf.baseline.model import utc_now
 from pytest_gpuperf.gate.ab import check_comparison, modelled, no_base, unchanged
+from pytest_gpuperf.gate.accept import rule_for
 from pytest_gpuperf.gate.confirm import (
     baseline_wants_confirmation,
     comparison_wants_confirmation,
@@ -33,6 +34,7 @@ from pytest_gpuperf.gate.saving import SaveContext, plan_save
 from pytest_gpuperf.gate.stored import check_baseline
 from pytest_gpuperf.gate.suite import SuiteBudget, interval_confidence
 from pytest_gpuperf.results import (
+    Acceptance,
     BaselineCheck,
     BaselineRef,
     ComparisonCheck,
@@ -92,6 +94,7 @@ class JudgeContext:
     prior_spread: float = 0.07
     unjudged: bool = False
     suite: SuiteBudget = field(default_factory=SuiteBudget)  # the run's false-alarm budget
+    accept: tuple[Acceptance, ...] = ()  # intended slowdowns (gate/accept.py)
 
 
 @dataclass(frozen=True)
@@ -259,6 +262,7 @@ def _judge_one(
         save=save,
         unjudged=context.unjudged,
         update_command=context.update_command,
+        acceptance=rule_for(context.accept, test_id),
     )
     return Judged(m, verdict, own_key if entry is not None else "", entry, rebase)
 
@@ -299,6 +303,7 @@ def _comparison(ab: AbResult | None, context: JudgeContext) -> ComparisonCheck |
             efficiency=ab.modelled_efficiency,
             basis=ab.modelled_by,
             threshold=context.compare_threshold,
+            strict=context.strict,
         )
     if ab.unchanged_fingerprint:
         return unchanged(

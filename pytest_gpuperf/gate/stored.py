@@ -42,7 +42,8 @@ def check_baseline(
     the check keeps it as `band`, with its basis. `confidence` is the level of the
     measurement's own interval. Without a baseline the outcome is
     NO_BASELINE (OTHER_DEVICE when `elsewhere` names devices that have one). `gating` False
-    keeps the result for the reader only (an A/B comparison gates instead).
+    keeps the result for the reader only (an A/B comparison gates instead). On the simulated
+    device, a result within the noise for code other than the entry's is `modelled`.
     """
     if not 0.0 <= tolerance < 1.0:
         raise ValueError(f"tolerance is a fraction in [0, 1), not {tolerance}")
@@ -79,5 +80,17 @@ def check_baseline(
         allowance=allowance,
         noise=noise,
         band=band,
+        modelled=outcome == WITHIN_NOISE and _modelled(measurement, baseline),
         **common,
+    )
+
+
+def _modelled(measurement: Measurement, baseline: BaselineRef) -> bool:
+    """The simulated device timed other code than the entry was saved from: its time comes
+    from the kernel's model, which an edit of the body leaves alone, so "within the noise"
+    says nothing about the edit (a changed model moves the time and still decides)."""
+    return (
+        measurement.simulated
+        and bool(measurement.fingerprint and baseline.fingerprint)
+        and measurement.fingerprint != baseline.fingerprint
     )

@@ -21,6 +21,7 @@ _HOMES = {
     "benchmark_stats": "benchmark_json",
     "to_pytest_benchmark_json": "benchmark_json",
     "failure_text": "explain",
+    "not_measured_reason": "explain",
     "interrupted_line": "faults",
     "no_model_text": "faults",
     "os_fault_line": "faults",
@@ -45,7 +46,7 @@ _HOMES = {
 
 if TYPE_CHECKING:
     from pytest_gpuperf.report.benchmark_json import benchmark_stats, to_pytest_benchmark_json
-    from pytest_gpuperf.report.explain import failure_text, one_line
+    from pytest_gpuperf.report.explain import failure_text, not_measured_reason, one_line
     from pytest_gpuperf.report.faults import (
         interrupted_line,
         no_model_text,

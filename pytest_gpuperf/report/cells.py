@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pytest_gpuperf.report.text import ab_cell, format_gbps, format_time, verdict_label
-from pytest_gpuperf.results import FAIL, OTHER_DEVICE, BaselineCheck, Row
+from pytest_gpuperf.results import FAIL, MODELLED, OTHER_DEVICE, BaselineCheck, Row
 
 # Every column a row can have, in display order; renderers drop the empty ones.
 COLUMNS = (
@@ -74,6 +74,6 @@ def _allowance(check: BaselineCheck) -> str:
 def _outcome(row: Row) -> str:
     """Where pytest failed the test for another reason than the gate (its body or a subtest
     failed), say so: reports follow pytest's final word on the test."""
-    if row.test_outcome in ("", "passed") or row.verdict.status == FAIL:
-        return ""
+    if row.test_outcome in ("", "passed") or row.verdict.status in (FAIL, MODELLED):
+        return ""  # a modelled row's test is xfailed by the gate itself
     return f" (test {row.test_outcome})"

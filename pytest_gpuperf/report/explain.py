@@ -21,6 +21,7 @@ from pytest_gpuperf.report.text import (
     signed_pct,
 )
 from pytest_gpuperf.results import (
+    ACCEPTABLE_CHECKS,
     AB_MODELLED,
     AB_REGRESSED,
     DRIFT_MEASURED,
@@ -50,7 +51,9 @@ def one_line(measurement: Measurement, verdict: Verdict) -> str:
     return f"{label_of(measurement)}: " + "; ".join(parts)
 
 
-def failure_text(measurement: Measurement, verdict: Verdict, *, verbose: bool = False) -> str:
+def failure_text(
+    measurement: Measurement, verdict: Verdict, *, verbose: bool = False, test_id: str = ""
+) -> str:
     """The message of a FAIL or MARGINAL verdict, led by what decided it.
 
     The first line names each check that failed (or is marginal) with the numbers that
@@ -69,13 +72,28 @@ def failure_text(measurement: Measurement, verdict: Verdict, *, verbose: bool = 
     rows.append(("device", f"{_device(m)}; cache={m.cache}"))
     if m.gpu is not None:
         rows.append(("gpu", _gpu(m)))
-    rows += _actions(verdict)
+    rows += _actions(verdict, test_id)
     rest = _context(m, verdict, deciding)
     if verbose:
         rows += [row for _, group in rest for row in group]
     elif rest:
         rows.append(("more", f"pytest -v adds {', '.join(what for what, _ in rest)}"))
     return f"{label_of(m)}: {headline}\n" + _block(rows)
+
+
+def not_measured_reason(modelled: list[tuple[Measurement, Verdict]]) -> str:
+    """The one line an xfailed (MODELLED) test shows: what was not measured, and why."""
+    parts = []
+    for m, verdict in modelled:
+        what = " and ".join(
+            {"ab": "A/B", "stored": "stored check"}[check] for check in verdict.unmeasured
+        )
+        parts.append(f"{m.name} ({what} modelled)")
+    return (
+        f"gpuperf: not measured: {', '.join(parts)}: the simulated device times changed code "
+        "from its unchanged model, so the edit's speed is unknown (not a pass; "
+        "--gpuperf-strict fails it)"
+    )
 
 
 # The checks a message can lead with, in the order they are told.
@@ -89,9 +107,10 @@ def _deciding(verdict: Verdict) -> list[str]:
     floor = verdict.floor
     if floor is not None and ("floor" in failed or floor.status == MARGINAL):
         deciding.append(FLOOR_CHECK)
-    if any(c in failed for c in ("regression", "strict-baseline")):
+    unmeasured = verdict.unmeasured if "strict-modelled" in failed else ()
+    if any(c in failed for c in ("regression", "strict-baseline")) or "stored" in unmeasured:
         deciding.append(BASELINE_CHECK)
-    if any(c in failed for c in ("ab", "strict-ab")):
+    if any(c in failed for c in ("ab", "strict-ab")) or "ab" in unmeasured:
         deciding.append(AB_CHECK)
     return deciding
 
@@ -121,6 +140,8 @@ def _baseline_decisive(m: Measurement, verdict: Verdict) -> list[tuple[str, str]
 def _ab_decisive(m: Measurement, verdict: Verdict) -> list[tuple[str, str]]:
     c = verdict.comparison
     assert c is not None
+    if c.state == AB_MODELLED:  # strict: not timed
+        return [("code", f"head {c.head_fingerprint[:19]}, base {c.base_fingerprint[:19]}")]
     if c.ratio is None or c.ratio_ci is None:  # strict: no base, or nothing reached
         return [("A/B", _comparison_headline(c))]
     confirmation = [("confirmation", _comparison_confirmation(c))] if c.first_state else []
@@ -138,15 +159,38 @@ _DECISIVE = {
 }
 
 
-def _actions(verdict: Verdict) -> list[tuple[str, str]]:
+def _actions(verdict: Verdict, test_id: str = "") -> list[tuple[str, str]]:
     if verdict.status != FAIL:
         return []
     command = verdict.update_command or "pytest --gpuperf --gpuperf-save"
-    if "regression" in verdict.failed_checks:
-        return [("update", f"{command}   (if this slowdown is intended: re-records the baseline)")]
-    if "strict-baseline" in verdict.failed_checks:
-        return [("record", command)]
-    return []
+    failed = verdict.failed_checks
+    actions = []
+    if "regression" in failed:
+        actions.append(
+            ("update", f"{command}   (if this slowdown is intended: re-records the baseline)")
+        )
+    if "strict-baseline" in failed:
+        actions.append(("record", command))
+    if "strict-modelled" in failed:
+        actions.append(
+            (
+                "why",
+                "--gpuperf-strict fails what was not measured: the simulated device cannot "
+                "time an edit of a kernel's body; run on a GPU, or gate the edit with "
+                "--gpuperf-static=ARCH (docs/static-gate.md)",
+            )
+        )
+    if failed and all(cause in ACCEPTABLE_CHECKS for cause in failed):
+        pattern = test_id or "TEST_ID"
+        actions.append(
+            (
+                "accept",
+                f"if this slowdown is intended: a commit trailer 'Gpuperf-Accept: {pattern} "
+                f"<why>' (under --gpuperf-compare), or --gpuperf-accept='{pattern} <why>' "
+                "(docs/ci.md, 'Accepting an intended slowdown')",
+            )
+        )
+    return actions
 
 
 def _context(
@@ -203,15 +247,21 @@ def _headlines(m: Measurement, verdict: Verdict, *, everything: bool) -> list[st
         if text:
             lines.append(text)
     comparison = verdict.comparison
+    failed = verdict.failed_checks
     if comparison is not None and (
-        everything or comparison.state == AB_REGRESSED or "strict-ab" in verdict.failed_checks
+        everything
+        or comparison.state == AB_REGRESSED
+        or "strict-ab" in failed
+        or ("strict-modelled" in failed and comparison.state == AB_MODELLED)
     ):
         lines.append(_comparison_headline(comparison))
     return lines or ["ok"]
 
 
 def _baseline_failed(verdict: Verdict) -> bool:
-    return any(c in verdict.failed_checks for c in ("regression", "strict-baseline"))
+    failed = verdict.failed_checks
+    modelled = "strict-modelled" in failed and "stored" in verdict.unmeasured
+    return modelled or any(c in failed for c in ("regression", "strict-baseline"))
 
 
 def _floor_headline(floor: FloorCheck) -> str:
@@ -252,6 +302,11 @@ def _baseline_headline(check: BaselineCheck) -> str:
         )
     if check.outcome == IMPROVED:
         return f"improved: {versus}, beyond the allowance of +{pct(check.allowance)}){shown}"
+    if check.outcome == WITHIN_NOISE and check.modelled:
+        return (
+            f"stored modelled: other code than the baseline was saved from, one model on the "
+            f"simulated device: {versus}) restates the model, not measured{shown}"
+        )
     if check.outcome == WITHIN_NOISE:
         return f"within noise of the baseline: {versus}, allowance +-{pct(check.allowance)}){shown}"
     return ""

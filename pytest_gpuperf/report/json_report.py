@@ -15,8 +15,17 @@ from pytest_gpuperf.gate.suite import SuiteBudget
 from pytest_gpuperf.plain import to_plain
 from pytest_gpuperf.report.devices import devices
 from pytest_gpuperf.report.suite import suite_json
-from pytest_gpuperf.report.text import ReportMeta, is_modelled, summary_line
-from pytest_gpuperf.results import FAIL, MARGINAL, PASS, UNJUDGED, Measurement, Row
+from pytest_gpuperf.report.text import ReportMeta, summary_line
+from pytest_gpuperf.results import (
+    ACCEPTED,
+    FAIL,
+    MARGINAL,
+    MODELLED,
+    PASS,
+    UNJUDGED,
+    Measurement,
+    Row,
+)
 
 REPORT_SCHEMA = "pytest-gpuperf-report"
 # 2: verdicts carry their checks (floor, baseline, A/B comparison, save) as objects; rows
@@ -41,7 +50,6 @@ def to_json(
     (static/report.py's static_json) under --gpuperf-static."""
     meta = meta or ReportMeta()
     statuses = [row.verdict.status for row in rows]
-    modelled = sum(1 for row in rows if is_modelled(row))
     return {
         "schema": REPORT_SCHEMA,
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -71,13 +79,25 @@ def to_json(
         "summary": {
             "total": len(rows),
             "tests": len({row.test_id for row in rows}),
-            "passed": statuses.count(PASS) - modelled,
-            "modelled": modelled,
+            "passed": statuses.count(PASS),
+            "modelled": statuses.count(MODELLED),
+            "accepted": statuses.count(ACCEPTED),
             "failed": statuses.count(FAIL),
             "marginal": statuses.count(MARGINAL),
             "unjudged": statuses.count(UNJUDGED),
             "line": summary_line(rows),
         },
+        "accepted": [
+            {
+                "test_id": row.test_id,
+                "name": row.measurement.name,
+                "checks": list(row.verdict.accepted_checks),
+                **to_plain(row.verdict.acceptance),
+            }
+            for row in rows
+            if row.verdict.status == ACCEPTED and row.verdict.acceptance is not None
+        ],
+        "accept_warnings": list(meta.accept_warnings),
         "suite": suite_json(rows, _budget(meta)),
         "static": dict(static) if static is not None else None,
         "results": [

@@ -52,6 +52,13 @@ def junit_properties(
                 ("ab_base_efficiency", _number(comparison.base_efficiency or 0.0)),
                 ("ab_head_efficiency", _number(comparison.head_efficiency or 0.0)),
             ]
+    rule = verdict.acceptance
+    if rule is not None:
+        properties += [
+            ("accept_pattern", rule.pattern),
+            ("accept_reason", rule.reason),
+            ("accept_source", rule.origin()),
+        ]
     if m.clocks is not None:
         properties.append(("throttled", str(m.clocks.throttled).lower()))
     return [(f"{prefix}_{key}", value) for key, value in properties]

@@ -63,7 +63,7 @@ def markdown(
             out += ["", f"#### {title}", ""]
             for row in listed:
                 out.append(f"- `{md_escape(row.test_id)}` ({md_escape(row.measurement.name)}):")
-                text = failure_text(row.measurement, row.verdict)
+                text = failure_text(row.measurement, row.verdict, test_id=row.test_id)
                 out += ["  ```", *(f"  {line}" for line in text.splitlines()), "  ```"]
     return "\n".join(out) + "\n"
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_gpuperf import __version__
 from pytest_gpuperf.results import (
+    ACCEPTED,
     AB_IMPROVED,
     AB_INCONCLUSIVE,
     AB_MODELLED,
@@ -22,6 +23,7 @@ from pytest_gpuperf.results import (
     FAIL,
     IMPROVED,
     MARGINAL,
+    MODELLED,
     NO_BASE_CALLABLE,
     NO_BASE_COMPILE,
     NO_BASE_FILE,
@@ -73,6 +75,8 @@ class ReportMeta:
     # The degraded-GPU probe (gpu_probe.ProbeReport as plain data), when it ran.
     probe: dict[str, Any] | None = None
     wall_s: float | None = None  # the session's wall time, beside the GPU-lock time
+    # accept rules that named no test, trailers refused for want of a reason (gate/accept.py)
+    accept_warnings: tuple[str, ...] = ()
 
 
 # -- units ------------------------------------------------------------------------------------
@@ -115,6 +119,7 @@ CAUSE_WORDS = {
     "ab": "A/B",
     "strict-baseline": "no baseline",
     "strict-ab": "A/B undecided",
+    "strict-modelled": "not measured",
 }
 
 
@@ -126,13 +131,15 @@ def verdict_label(verdict: Verdict) -> str:
         return "not judged"
     if verdict.status == MARGINAL:
         return "marginal"
+    if verdict.status == ACCEPTED:
+        return "accepted"
+    if verdict.status == MODELLED:
+        return "modelled"  # not a pass: nothing about the edit was measured
     if verdict.save is not None and verdict.save.saved:
         return "saved"
     if verdict.save is not None and verdict.save.why_not in ("write", "interrupted"):
         return "NOT saved"
     comparison = verdict.comparison
-    if comparison is not None and comparison.state == AB_MODELLED:
-        return "modelled"  # not a pass: nothing about the edit was measured
     if comparison is not None and comparison.state == AB_IMPROVED:
         return "pass (faster)"
     if comparison is None and verdict.baseline.outcome == IMPROVED:
@@ -198,9 +205,17 @@ def modelled_text(comparison: ComparisonCheck) -> str:
 
 
 def is_modelled(row: Row) -> bool:
-    """A passing row whose A/B comparison only restates the simulator's model."""
-    comparison = row.verdict.comparison
-    return row.verdict.status == PASS and comparison is not None and comparison.state == AB_MODELLED
+    """A row whose gating check only restates the simulator's model (never a pass)."""
+    return row.verdict.status == MODELLED
+
+
+def acceptance_text(verdict: Verdict) -> str:
+    """'accepted: "fused epilogue" (Gpuperf-Accept in 1a2b3c4d5e6f, pattern test_x.py::*)'."""
+    rule = verdict.acceptance
+    if rule is None:
+        return ""
+    reason = f'"{rule.reason}"' if rule.reason else "no reason given"
+    return f"{reason} ({rule.origin()}, pattern {rule.pattern})"
 
 
 def summary_line(rows: Sequence[Row]) -> str:
@@ -212,11 +227,12 @@ def summary_line(rows: Sequence[Row]) -> str:
     tests = len({row.test_id for row in rows})
     statuses = [row.verdict.status for row in rows]
     parts = []
-    modelled = sum(1 for row in rows if is_modelled(row))
-    if statuses.count(PASS) - modelled:
-        parts.append(f"{statuses.count(PASS) - modelled} ok")
-    if modelled:
-        parts.append(f"{modelled} modelled (the change was not measured)")
+    if statuses.count(PASS):
+        parts.append(f"{statuses.count(PASS)} ok")
+    if statuses.count(MODELLED):
+        parts.append(f"{statuses.count(MODELLED)} modelled (the change was not measured)")
+    if statuses.count(ACCEPTED):
+        parts.append(f"{statuses.count(ACCEPTED)} accepted (an intended slowdown)")
     failed = [row.verdict for row in rows if row.verdict.status == FAIL]
     if failed:
         kinds = ["+".join(CAUSE_WORDS[c] for c in v.failed_checks) or "other" for v in failed]
@@ -270,7 +286,7 @@ def run_notes(
     def add(text: str, label: str) -> None:
         found.setdefault(text, []).append(label)
 
-    missing, improved = [], []
+    missing, improved, resave = [], [], []
     for row, label in zip(rows, labels, strict=True):
         for text in row_notes(row):
             add(text, label)
@@ -278,18 +294,29 @@ def run_notes(
         baseline = verdict.baseline
         if (
             baseline.outcome in (NO_BASELINE, OTHER_DEVICE)
+            and baseline.gating  # while an A/B gates, strict does not ask for a baseline
             and verdict.status not in (FAIL, UNJUDGED)
             and verdict.save is None
         ):
             missing.append(row)
         if verdict.comparison is None and baseline.outcome == IMPROVED and verdict.save is None:
             improved.append(row)
+        if verdict.status == ACCEPTED and "regression" in verdict.accepted_checks:
+            resave.append(row)
     if improved:
         files = list(dict.fromkeys(row.test_id for row in improved))
         command = update_command(*files) if update_command else "pytest --gpuperf --gpuperf-save"
         found[
             f"{len(improved)} measurement{'s are' if len(improved) != 1 else ' is'} faster than "
             f"the stored baseline beyond the noise: re-record with: {command}"
+        ] = []
+    if resave:
+        files = list(dict.fromkeys(row.test_id for row in resave))
+        command = update_command(*files) if update_command else "pytest --gpuperf --gpuperf-save"
+        found[
+            f"{len(resave)} accepted stored regression{'s' if len(resave) != 1 else ''}: the "
+            "stored baseline still holds the old speed and will fail the next run without the "
+            f"accept rule; re-save it once the change is merged: {command}"
         ] = []
     if missing:
         devices = ", ".join(sorted({_own_key(row) for row in missing}))
@@ -339,6 +366,22 @@ def row_notes(row: Row) -> list[str]:
             "simulated numbers are not judged against a real device's baselines "
             f"({baseline.info.device_key}.toml); its entries are shown for information"
         )
+    if v.status == ACCEPTED:
+        notes.append(f"accepted slowdown: {acceptance_text(v)}")
+    elif v.acceptance is not None and v.status != UNJUDGED:
+        notes.append(
+            f"accepted slowdown not needed: an accept rule names it ({acceptance_text(v)}), "
+            "but it did not regress"
+        )
+    if baseline.modelled and "stored" in v.unmeasured:
+        notes.append(
+            "stored modelled: the code differs from the code the baseline was saved from, but "
+            "the simulated device times it from the same model (efficiency and bytes, not the "
+            "code), so 'within the noise' says nothing about the edit: this is not a pass "
+            "(xfailed; --gpuperf-strict fails it). "
+            "Gate code changes with --gpuperf-compare on a GPU or --gpuperf-static=ARCH; once "
+            "reviewed, re-save the baseline (--gpuperf-save)"
+        )
     if baseline.outcome != NO_BASELINE and not baseline.gating and baseline.baseline:
         notes.append("stored baselines are shown, not gated, while comparing with a revision")
     comparison = v.comparison
@@ -362,7 +405,8 @@ def row_notes(row: Row) -> list[str]:
             notes.append(
                 "A/B modelled: head and base are different code, but the simulated device "
                 "times both from the same model (efficiency and bytes, not the code), so the "
-                "edit's speed is unknown: this is not a pass. Gate code changes without a GPU "
+                "edit's speed is unknown: this is not a pass (xfailed; --gpuperf-strict fails "
+                "it). Gate code changes without a GPU "
                 "with --gpuperf-static=ARCH (what the compiler made of the edit: "
                 "docs/static-gate.md), or run on a GPU; a changed gpuperf-sim directive lets "
                 "the simulated device compare"

@@ -165,7 +165,10 @@ class GpuPerfPytester:
             *self.plugin_args,
             *UNRELATED_PLUGINS,
             f"--gpuperf-backend={backend}",
-            f"--gpuperf-budget={BUDGET}",
+            # as an ini value: a default for measuring runs, so a smoke run may carry it too
+            # (on the command line, an option that cannot act stops a run that does not measure)
+            "-o",
+            f"gpuperf_budget={BUDGET}",
             *args,
         ]
 

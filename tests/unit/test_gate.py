@@ -303,7 +303,7 @@ def test_regression_message_tells_the_whole_story():
     lines = text.splitlines()
     # what decided comes first: the allowance and what it is made of, then the baseline
     assert [line.split(":")[0].strip() for line in lines[1:]] == [
-        "allowance", "baseline", "provenance", "measured", "device", "update",
+        "allowance", "baseline", "provenance", "measured", "device", "update", "accept",
     ]  # fmt: skip
 
 

@@ -1,0 +1,89 @@
+"""Accepting an intended slowdown: which tests an accept rule names, and the rules a run has.
+
+A rule is `PATTERN [reason]`: a glob of test ids (fnmatch, as `-k` users write them:
+`test_rmsnorm.py::*`, `*::test_copy[large]`) and why the slowdown is intended. Rules come from
+--gpuperf-accept (repeatable; the ini key `gpuperf_accept` holds one a line) and from
+`Gpuperf-Accept: PATTERN <reason>` trailers of the commits a --gpuperf-compare run compares
+(base..head), so the reason travels with the change that needs it and a reviewer sees it in
+the diff. A trailer must give its reason; an option may leave it out.
+
+A confirmed regression of a test that a rule names is ACCEPTED (gate/decide.py): it passes,
+and every report lists it with the rule's reason and origin. A rule that names no test of
+the run is a warning (a typo would otherwise excuse nothing, silently).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Sequence
+
+from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.results import Acceptance
+
+TRAILER = "Gpuperf-Accept"
+OPTION_SOURCE = "--gpuperf-accept"
+INI_SOURCE = "gpuperf_accept (ini)"
+TRAILER_SOURCE = f"{TRAILER} trailer"
+
+
+def parse_rule(text: str, source: str, *, commit: str = "") -> Acceptance:
+    """One rule from 'PATTERN [reason]' (`ConfigError` naming `source` when empty)."""
+    words = text.strip().split(maxsplit=1)
+    if not words:
+        raise ConfigError(f"{source}: expected 'PATTERN [reason]' (a glob of test ids), got ''")
+    reason = words[1].strip() if len(words) > 1 else ""
+    return Acceptance(pattern=words[0], reason=reason, source=source, commit=commit)
+
+
+def option_rules(values: Iterable[str], source: str) -> tuple[Acceptance, ...]:
+    """The rules of --gpuperf-accept (each value one rule) or of the ini key (one a line)."""
+    rules = []
+    for value in values:
+        for line in str(value).splitlines():
+            if line.strip():
+                rules.append(parse_rule(line, source))
+    return tuple(rules)
+
+
+def trailer_rules(
+    trailers: Sequence[tuple[str, str]],
+) -> tuple[tuple[Acceptance, ...], tuple[str, ...]]:
+    """(the rules, warnings) from (commit, trailer value) pairs; a trailer with no reason is
+    refused with a warning: an accepted slowdown must say why."""
+    rules, warnings = [], []
+    for commit, value in trailers:
+        if not value.strip():
+            continue
+        rule = parse_rule(value, TRAILER_SOURCE, commit=commit)
+        if not rule.reason:
+            warnings.append(
+                f"{TRAILER}: {rule.pattern} in commit {commit[:12]} gives no reason: not "
+                f"accepted (write '{TRAILER}: {rule.pattern} <why the slowdown is intended>')"
+            )
+            continue
+        rules.append(rule)
+    return tuple(rules), tuple(warnings)
+
+
+def names(rule: Acceptance, test_id: str) -> bool:
+    """Whether `rule` names the test `test_id` (case-sensitive glob, as pytest ids are)."""
+    return fnmatch.fnmatchcase(test_id, rule.pattern)
+
+
+def rule_for(rules: Sequence[Acceptance], test_id: str) -> Acceptance | None:
+    """The first rule that names `test_id` (None: none does)."""
+    return next((rule for rule in rules if names(rule, test_id)), None)
+
+
+def unmatched(rules: Sequence[Acceptance], test_ids: Iterable[str]) -> list[Acceptance]:
+    """The rules that name none of `test_ids` (the run's collected tests)."""
+    ids = list(test_ids)
+    return [rule for rule in rules if not any(names(rule, test_id) for test_id in ids)]
+
+
+def unmatched_line(rule: Acceptance) -> str:
+    """The warning for a rule that names no test of the run."""
+    return (
+        f"accept rule '{rule.pattern}' ({rule.origin()}) names no test of this run: nothing "
+        "was accepted by it (a test id glob, e.g. 'test_rmsnorm.py::*')"
+    )
