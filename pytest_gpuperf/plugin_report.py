@@ -277,12 +277,28 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         writer.write_line(f"gpuperf: {line}")
     if missing_base:
         writer.write_line(missing_base, yellow=True)
+    for line in _accept_warnings(state):
+        writer.write_line(f"gpuperf: WARNING: {line}", yellow=True)
     for problem in state.problems:
         writer.write_line(f"gpuperf: ERROR: {problem}", red=True)
     during_tests = ctrl_c_stopped(config)
     if state.interrupted or during_tests:
         line = report.interrupted_line(rows, smoke, during_tests=during_tests)
         writer.write_line(f"gpuperf: {line}", red=True)
+
+
+def _accept_warnings(state: PluginState) -> tuple[str, ...]:
+    """Accept rules that name no test of the run (a typo excuses nothing, silently otherwise)
+    and Gpuperf-Accept trailers refused for want of a reason."""
+    if not state.settings.measure:
+        return ()
+    from pytest_gpuperf.gate.accept import unmatched, unmatched_line
+
+    try:
+        rules, refused = state.session.accept_rules()
+    except GpuPerfError as problem:
+        return (f"accept rules not read: {problem}",)
+    return (*refused, *(unmatched_line(r) for r in unmatched(rules, sorted(state.collected))))
 
 
 def _missing_base_line(state: PluginState) -> str:
@@ -328,5 +344,6 @@ def _meta(config: pytest.Config, state: PluginState) -> ReportMeta:
         gpus=state.gpu_records(),
         probe=to_plain(state.probe) if state.probe is not None else None,
         wall_s=time.monotonic() - state.began_s,
+        accept_warnings=_accept_warnings(state),
     )
     return state.meta

@@ -52,6 +52,9 @@ def markdown(
     if notes:
         out += ["", "#### Notes", ""]
         out += [f"- {md_escape(note.text)}" for note in notes]
+    if meta is not None and meta.accept_warnings:
+        out += ["", "#### Warnings", ""]
+        out += [f"- {md_escape(line)}" for line in meta.accept_warnings]
     if meta is not None and (meta.problems or meta.interrupted):
         out += ["", "#### Errors", ""]
         if meta.interrupted:

@@ -7,15 +7,35 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_gpuperf.gate.suite import SuiteBudget, interval_confidence
-from pytest_gpuperf.results import AB_NO_BASE, AB_REGRESSED, AB_UNCHANGED, REGRESSED, Row
+from pytest_gpuperf.results import (
+    AB_MODELLED,
+    AB_NO_BASE,
+    AB_REGRESSED,
+    AB_UNCHANGED,
+    ACCEPTED,
+    REGRESSED,
+    Row,
+)
 
 
 def suite_counts(rows: Sequence[Row]) -> dict[str, int]:
     """Checks judged (timed A/B comparisons, gating stored-baseline comparisons) and what
-    the confirming rounds of their regressions said."""
-    counts = {"ab": 0, "stored": 0, "confirmations": 0, "confirmed": 0, "unconfirmed": 0}
+    the confirming rounds of their regressions said ("accepted": confirmed, and excused by
+    an accept rule). A modelled comparison was not timed: it is not a check judged."""
+    counts = {
+        "ab": 0,
+        "stored": 0,
+        "confirmations": 0,
+        "confirmed": 0,
+        "unconfirmed": 0,
+        "accepted": 0,
+    }
     for row in rows:
         comparison, baseline = row.verdict.comparison, row.verdict.baseline
+        if row.verdict.status == ACCEPTED:
+            counts["accepted"] += 1
+        if comparison is not None and comparison.state == AB_MODELLED:
+            continue
         if comparison is not None and comparison.state not in (AB_NO_BASE, AB_UNCHANGED):
             counts["ab"] += 1
             first = comparison.first_state
@@ -73,7 +93,16 @@ def suite_lines(rows: Sequence[Row], budget: SuiteBudget) -> list[str]:
         n = counts["confirmations"]
         lines.append(
             f"confirmation: {n} regression{'s' if n != 1 else ''} measured again: "
-            f"{counts['confirmed']} confirmed (failed), {counts['unconfirmed']} not confirmed "
-            "(passed, reported)"
+            f"{counts['confirmed']} confirmed ({_confirmed_fate(counts)}), "
+            f"{counts['unconfirmed']} not confirmed (passed, reported)"
         )
     return lines
+
+
+def _confirmed_fate(counts: dict[str, int]) -> str:
+    """'failed', or '1 failed, 2 accepted' when accept rules excused some."""
+    accepted = counts["accepted"]
+    if not accepted:
+        return "failed"
+    failed = counts["confirmed"] - accepted
+    return f"{failed} failed, {accepted} accepted" if failed > 0 else "accepted"

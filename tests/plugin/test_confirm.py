@@ -65,6 +65,7 @@ def test_a_stored_regression_is_measured_again_and_both_rounds_are_reported(gp):
         "confirmations": 1,
         "confirmed": 1,
         "unconfirmed": 0,
+        "accepted": 0,
     }
 
 
