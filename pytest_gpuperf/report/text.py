@@ -368,6 +368,11 @@ def row_notes(row: Row) -> list[str]:
         )
     if v.status == ACCEPTED:
         notes.append(f"accepted slowdown: {acceptance_text(v)}")
+    elif v.acceptance is not None and v.status == FAIL:
+        notes.append(
+            f"not accepted: an accept rule names it ({acceptance_text(v)}), but only a "
+            "regression is accepted, never a floor or a --gpuperf-strict rule"
+        )
     elif v.acceptance is not None and v.status != UNJUDGED:
         notes.append(
             f"accepted slowdown not needed: an accept rule names it ({acceptance_text(v)}), "
