@@ -114,3 +114,85 @@ def test_a_kernel_with_no_model_fails_first_with_no_model(gp):
         )
         assert "setup=" not in output and "in place" not in output  # not blamed first
         assert "During handling" not in output
+
+
+def test_xfailed_with_the_reason_on_its_line_and_failed_under_strict(repo):
+    repo.test_file(TWO)
+    (repo.path / "vadd.hip").write_text(EIGHT_READS)
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "-rx")
+    result.assert_outcomes(xfailed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "XFAIL test_perf.py::test_add - gpuperf: not measured: vector_add (A/B modelled): "
+            "the simulated device times changed code from its unchanged model, so the edit's "
+            "speed is unknown (not a pass; --gpuperf-strict fails it)",
+        ]
+    )
+    strict = repo.run(
+        "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-strict", "--gpuperf-json=report.json"
+    )
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    strict.assert_outcomes(failed=2)
+    strict.stdout.fnmatch_lines(
+        [
+            "vector_add: A/B modelled: other code than HEAD (*), one model on the simulated "
+            "device (efficiency 71.85% from the model registered for it): the speed comes from "
+            "the model, not measured",
+            "  code:   head sha256:*, base sha256:*",
+            "  why:    --gpuperf-strict fails what was not measured: *",
+            "    vector_add * speed from model  FAIL not measured",
+            "2 measurements in 2 tests: 2 failed (not measured)",
+        ]
+    )
+    assert {r["verdict"]["status"] for r in report(repo)["results"]} == {"fail"}
+
+
+def test_a_stored_check_of_changed_code_is_modelled_and_of_the_same_code_a_pass(gp):
+    gp.test_file(PLAIN)
+    gp.run("--gpuperf", "--gpuperf-save").assert_outcomes(passed=1)
+    same = gp.run("--gpuperf", "--gpuperf-strict")  # the code the entry was saved from
+    same.assert_outcomes(passed=1)
+    same.stdout.fnmatch_lines(["    vector_add * pass"])
+    (gp.path / "vadd.hip").write_text(EIGHT_READS)
+    result = gp.run("--gpuperf", "--gpuperf-json=report.json", "-rx")
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(xfailed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "    vector_add * modelled",
+            "note: stored modelled: the code differs from the code the baseline was saved from, "
+            "but the simulated device times it from the same model (efficiency and bytes, not "
+            "the code), so 'within the noise' says nothing about the edit: this is not a pass "
+            "(xfailed; --gpuperf-strict fails it)*",
+            "1 measurement in 1 test: 1 modelled (the change was not measured)",
+            "XFAIL test_perf.py::test_add - gpuperf: not measured: vector_add (stored check "
+            "modelled)*",
+        ]
+    )
+    document = report(gp)
+    verdict = document["results"][0]["verdict"]
+    assert verdict["status"] == "modelled" and verdict["baseline"]["modelled"] is True
+    assert document["summary"]["modelled"] == 1 and document["summary"]["passed"] == 0
+    strict = gp.run("--gpuperf", "--gpuperf-strict")
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    strict.stdout.fnmatch_lines(
+        [
+            "vector_add: stored modelled: other code than the baseline was saved from, one "
+            "model on the simulated device: * restates the model, not measured",
+            "  why: * --gpuperf-strict fails what was not measured*",
+        ]
+    )
+    # re-saving the reviewed edit records it: the next run gates the new code again
+    gp.run("--gpuperf", "--gpuperf-save").assert_outcomes(passed=1)
+    gp.run("--gpuperf", "--gpuperf-strict").assert_outcomes(passed=1)
+
+
+def test_a_changed_model_on_the_stored_path_is_still_judged(gp):
+    """A gpuperf-sim directive changes the model: the time moves, and the check decides."""
+    gp.test_file(PLAIN)
+    gp.run("--gpuperf", "--gpuperf-save").assert_outcomes(passed=1)
+    text = EIGHT_READS.replace("GPUPERF_KERNEL", "// gpuperf-sim: efficiency=0.3\nGPUPERF_KERNEL")
+    (gp.path / "vadd.hip").write_text(text)
+    result = gp.run("--gpuperf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["    vector_add * FAIL regression"])
