@@ -87,9 +87,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "gpuperf_require",
         "what a measuring run must find: gpu (a real GPU on any backend), hip or cuda. When "
         "it is not found the session fails with the reasons instead of skipping to green, and "
-        "the simulated device is never used. Use it on GPU runners. Under --gpuperf-static "
-        "any value (static names only this) requires the clang instead: without one the "
-        "tests fail rather than skip. Default: not required.",
+        "the simulated device is never used. Use it on GPU runners. (--gpuperf-static "
+        "always requires its clang: without one the run stops, exit 4; 'static' is accepted "
+        "there and changes nothing.) Default: not required.",
         ini="gpuperf_require",
         metavar="KIND",
     ),
@@ -329,7 +329,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "fail on an occupancy drop, new spills or scratch, or VGPR/LDS growth beyond the "
         "margin against baselines/static/<arch>.toml (or, with --gpuperf-compare, against "
         "REF's version of the kernel). The SIMULATED device runs the tests' data flow; nothing "
-        "is timed. --gpuperf-save records the facts. Default: off.",
+        "is timed. --gpuperf-save records the facts. Needs only a clang (Debian: clang-19), "
+        "no ROCm; without a usable clang the run stops (exit 4) naming what was tried. "
+        "Default: off.",
         ini="gpuperf_static",
         metavar="ARCH[,ARCH]",
     ),

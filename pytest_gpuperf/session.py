@@ -22,6 +22,7 @@ from pytest_gpuperf.provenance import GitFacts, git_facts
 from pytest_gpuperf.results import (
     NO_BASE_COMPILE,
     NO_BASE_KERNEL,
+    Acceptance,
     Measurement,
     Verdict,
 )
@@ -184,7 +185,8 @@ class BenchSession:
             from pytest_gpuperf.base_tree import accept_trailers
             from pytest_gpuperf.gate.accept import trailer_rules
 
-            rules, warnings = self.settings.accept, ()
+            rules = self.settings.accept
+            warnings: tuple[str, ...] = ()
             if self.settings.compare_ref and (self.settings.measure or self.settings.static):
                 commit = self.base_tree().commit
                 found, warnings = trailer_rules(accept_trailers(self.rootdir, commit))

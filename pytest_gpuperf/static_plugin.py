@@ -2,10 +2,10 @@
 only when the option is on (pytest's junitxml model), and this file only wires pytest; what
 it shares with the timing gate (the run's state, the stash keys) is plugin_state.py's:
 
-- session start: find clang for each arch (an arch clang does not know is a usage error),
-  validate baselines/static/<arch>.toml;
-- each test using gpu_bench: skipped, saying what was tried, when no clang can compile for
-  the arch (failed instead under --gpuperf-require); after its body passed, every kernel it
+- session start: find clang for each arch (an arch clang does not know, or no clang that
+  compiles for it, is a usage error: the gate was asked for and cannot act, so the run stops
+  with exit 4 saying what was tried and what to install), validate baselines/static/<arch>.toml;
+- each test using gpu_bench: after its body passed, every kernel it
   loaded is built and judged (static/session.py, static/gate.py) and a broken rule, a
   missing instruction or a build error fails it with the rendered message;
 - the result travels in the test report (`report.gpuperf["static"]`, plain data), so the
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf.errors import BaselineError, GpuPerfError
-from pytest_gpuperf.plugin_state import BENCH, FAILED_SUBTESTS, FIXTURE, JUDGEMENT, PluginState
+from pytest_gpuperf.plugin_state import BENCH, FAILED_SUBTESTS, JUDGEMENT, PluginState
 
 if TYPE_CHECKING:
     from pytest_gpuperf.report import ReportMeta
@@ -51,7 +51,6 @@ class StaticPlugin:
         self.loaded_saves: dict[str, tuple[int, str]] = {}  # a GPU save's staged entries
         self._static: StaticSession | None = None
         self._log: LaunchLog | None = None
-        self._missing: GpuPerfError | None = None
         self.orphan_lines: list[str] = []  # the controller's, for the summary
         self.orphans: list[dict[str, str]] = []  # the same, for the JSON report
 
@@ -99,9 +98,7 @@ class StaticPlugin:
         return " ".join([*parts, *(shlex.quote(target) for target in targets)])
 
     def toolchain_labels(self) -> dict[str, str]:
-        """'clang 19.1.7 (/usr/bin/clang-19), gpuperf HIP header' per arch ({} without clang)."""
-        if self._missing is not None:
-            return {}
+        """'clang 19.1.7 (/usr/bin/clang-19), gpuperf HIP header' per arch."""
         return {
             arch: f"{clang.label} ({clang.path}), gpuperf HIP header"
             for arch, clang in self.static.toolchains().items()
@@ -114,12 +111,16 @@ class StaticPlugin:
 
         if not self.settings.static:
             return
+        archs = ",".join(self.settings.static_archs)
         try:
             self.static.toolchains()
         except UnknownArch as unknown:
             raise pytest.UsageError(f"pytest-gpuperf: --gpuperf-static: {unknown}") from None
         except StaticUnavailable as missing:
-            self._missing = missing
+            # asked for and unable to act: the run stops, loudly (a skip would read as green)
+            raise pytest.UsageError(
+                f"pytest-gpuperf: --gpuperf-static={archs}: the static gate cannot run: {missing}"
+            ) from None
         try:
             self.static.check_files()
         except BaselineError as broken:
@@ -129,12 +130,6 @@ class StaticPlugin:
         if not self.settings.static:
             return []
         archs = ", ".join(self.settings.static_archs)
-        if self._missing is not None:
-            fate = "FAIL (--gpuperf-require)" if self.settings.require else "be skipped"
-            return [
-                f"gpuperf: static gate for {archs}: {self._missing}",
-                f"gpuperf: tests using gpu_bench will {fate}",
-            ]
         compilers = sorted({clang.label for clang in self.static.toolchains().values()})
         lines = [
             f"gpuperf: static gate for {archs} with {', '.join(compilers)}; the SIMULATED device "
@@ -153,15 +148,6 @@ class StaticPlugin:
         return lines
 
     # -- each test ---------------------------------------------------------------------------
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        if self._missing is None or FIXTURE not in getattr(item, "fixturenames", ()):
-            return
-        reason = f"gpuperf: the static gate cannot run: {self._missing}"
-        if self.settings.require:
-            pytest.fail(f"{reason} (--gpuperf-require)", pytrace=False)
-        pytest.skip(reason)
-
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         """After the test body passed, build and judge every kernel it loaded (outermost

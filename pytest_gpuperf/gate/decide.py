@@ -20,11 +20,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pytest_gpuperf.results import (
-    ACCEPTABLE_CHECKS,
-    ACCEPTED,
     AB_INCONCLUSIVE,
     AB_NO_BASE,
     AB_REGRESSED,
+    ACCEPTABLE_CHECKS,
+    ACCEPTED,
     FAIL,
     MARGINAL,
     MODELLED,
@@ -34,10 +34,10 @@ from pytest_gpuperf.results import (
     PASS,
     REGRESSED,
     UNJUDGED,
+    Acceptance,
     BaselineCheck,
     ComparisonCheck,
     FloorCheck,
-    Acceptance,
     Note,
     SaveAction,
     Verdict,

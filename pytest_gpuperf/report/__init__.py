@@ -100,6 +100,7 @@ __all__ = [
     "junit_properties",
     "markdown",
     "no_model_text",
+    "not_measured_reason",
     "one_line",
     "os_fault_line",
     "rows_from_json",

@@ -21,9 +21,9 @@ from pytest_gpuperf.report.text import (
     signed_pct,
 )
 from pytest_gpuperf.results import (
-    ACCEPTABLE_CHECKS,
     AB_MODELLED,
     AB_REGRESSED,
+    ACCEPTABLE_CHECKS,
     DRIFT_MEASURED,
     FAIL,
     IMPROVED,

@@ -12,7 +12,6 @@ from typing import Any
 
 from pytest_gpuperf import __version__
 from pytest_gpuperf.results import (
-    ACCEPTED,
     AB_IMPROVED,
     AB_INCONCLUSIVE,
     AB_MODELLED,
@@ -20,6 +19,7 @@ from pytest_gpuperf.results import (
     AB_PASS,
     AB_REGRESSED,
     AB_UNCHANGED,
+    ACCEPTED,
     FAIL,
     IMPROVED,
     MARGINAL,

@@ -8,14 +8,18 @@ reads from one compilation - the text (ISA checks, LLVM's per-kernel comments) a
 object whose NT_AMDGPU_METADATA note and symbols match it - and needs no ld.lld.
 
 Two ways to provide the HIP device API (`hip_runtime`):
-- "gpuperf" (default): -nogpulib and the plugin's own device-only `hip/hip_runtime.h`
-  (static/include), with `__HIPCC_RTC__` defined as hiprtc defines it. Needs only clang.
+- "gpuperf" (default): -nogpulib -nogpuinc and the plugin's own device-only
+  `hip/hip_runtime.h` (static/include), with `__HIPCC_RTC__` defined as hiprtc defines it.
+  Needs only clang (Debian: clang-19), no ROCm package: -nogpuinc keeps clang from looking
+  for a HIP installation (without one it stops: "cannot find HIP runtime"), and the header
+  includes clang's own HIP wrapper, which -nogpuinc would otherwise leave out.
   ROCm's header would leave the launch coordinates as unlinked device-library calls
   under -nogpulib (checked with ROCm 5.2: every kernel then calls __ockl_get_local_id & co.,
   and its registers are the calling convention's), so it is not used in this mode.
 - "rocm": ROCm's headers and device libraries, found by clang as hipcc would (pass
   `--rocm-path=...` in options to choose one). Faithful for math functions too, but needs a
-  ROCm installation with device libraries for the arch.
+  ROCm installation with device libraries for the arch (Debian: libamdhip64-dev and
+  rocm-device-libs, ROCM_PACKAGES; the messages name them).
 
 Compilation runs in a subprocess with a time limit; results are cached on disk (under the
 kernel cache's `static/` folder) keyed by everything that can change them.
@@ -48,6 +52,9 @@ HIP_RUNTIMES = ("gpuperf", "rocm")
 DEFAULT_TIMEOUT_S = 300.0
 _CACHE_VERSION = "static-build-v1"
 _ARCH_MARKERS = ("invalid target id", "unsupported cuda gpu architecture", "unknown target cpu")
+# What hip_runtime="rocm" needs besides clang, as Debian and Ubuntu package it: the HIP headers
+# (and runtime) and the device libraries (ocml, ockl bitcode).
+ROCM_PACKAGES = "apt-get install libamdhip64-dev rocm-device-libs"
 
 
 @dataclass(frozen=True)
@@ -135,7 +142,7 @@ def _flags(hip_runtime: str, options: Sequence[str], defines: Mapping[str, str |
     user = [o for o in options if not o.startswith(("--offload-arch", "-offload-arch"))]
     flags = []
     if hip_runtime == "gpuperf":
-        flags += ["-nogpulib", "-D__HIPCC_RTC__", f"-I{SHIM_DIR}"]
+        flags += ["-nogpulib", "-nogpuinc", "-D__HIPCC_RTC__", f"-I{SHIM_DIR}"]
         if not any(o.startswith("-mcode-object-version") for o in user):
             flags.append("-mcode-object-version=5")  # the shim reads v5 implicit arguments
     return [*flags, *user, *(f"-D{key}={value}" for key, value in defines.items())]
@@ -192,14 +199,17 @@ def _run(
     if hip_runtime == "rocm" and "cannot find rocm device library" in lowered:
         raise StaticUnavailable(
             f"{compiler.label} found no ROCm device libraries for {arch} (hip_runtime='rocm'): "
-            "pass --rocm-path=<ROCm folder> (or --rocm-device-lib-path) among the options, "
-            "install ROCm, or use hip_runtime='gpuperf', which needs no ROCm"
+            f"install them (Debian/Ubuntu: {ROCM_PACKAGES}), pass --rocm-path=<ROCm folder> "
+            "(or --rocm-device-lib-path) among the options, or use hip_runtime='gpuperf', "
+            "which needs only clang"
         )
-    if hip_runtime == "rocm" and "'hip/hip_runtime.h' file not found" in lowered:
+    if hip_runtime == "rocm" and (
+        "'hip/hip_runtime.h' file not found" in lowered or "cannot find hip runtime" in lowered
+    ):
         raise StaticUnavailable(
-            f"{compiler.label} found no ROCm HIP headers (hip_runtime='rocm'): pass "
-            "--rocm-path=<ROCm folder> among the options, install ROCm, or use "
-            "hip_runtime='gpuperf', which needs no ROCm"
+            f"{compiler.label} found no ROCm HIP headers (hip_runtime='rocm'): install them "
+            f"(Debian/Ubuntu: {ROCM_PACKAGES}), pass --rocm-path=<ROCm folder> among the "
+            "options, or use hip_runtime='gpuperf', which needs only clang"
         )
     file, line = error_location(log)
     step = "assemble the code of" if compiled.suffix == ".s" else "compile"

@@ -293,7 +293,11 @@ def test_launch_bounds_and_dynamic_lds_shape_the_occupancy(clang):
 
 
 def test_rocm_mode_without_device_libraries_says_how(clang, tmp_path):
-    with pytest.raises(StaticUnavailable, match="hip_runtime='gpuperf', which needs no ROCm"):
+    with pytest.raises(
+        StaticUnavailable,
+        match=r"\(Debian/Ubuntu: apt-get install libamdhip64-dev rocm-device-libs\).*"
+        "hip_runtime='gpuperf', which needs only clang",
+    ):
         compile_static(VECTOR_ADD, clang=clang, hip_runtime="rocm",
                        options=[f"--rocm-path={tmp_path}"])  # fmt: skip
 

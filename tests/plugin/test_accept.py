@@ -155,13 +155,11 @@ def test_a_pattern_that_names_no_test_is_a_warning(two):
 
 def test_an_accepted_test_that_did_not_regress_says_so(repo):
     repo.test_file(TWO)
-    result = repo.run(
-        "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-accept=*::test_add why not"
-    )
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-accept=*::test_add why not")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         [
-            "note: accepted slowdown not needed: an accept rule names it (\"why not\" "
+            'note: accepted slowdown not needed: an accept rule names it ("why not" '
             "(--gpuperf-accept, pattern *::test_add)), but it did not regress "
             "(test_perf.py::test_add)",
             "2 measurements in 2 tests: 2 ok",
@@ -198,9 +196,7 @@ def test_only_the_commits_between_base_and_head_count(two):
 def test_a_floor_is_never_accepted(two):
     commit_slower(two, "slower vadd")
     two.test_file(TWO.replace("def test_add(", "@pytest.mark.min_bw(0.9)\ndef test_add("))
-    result = two.run(
-        "--gpuperf", "--gpuperf-compare=HEAD~1", f"--gpuperf-accept=* {REASON}"
-    )
+    result = two.run("--gpuperf", "--gpuperf-compare=HEAD~1", f"--gpuperf-accept=* {REASON}")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [

@@ -414,32 +414,55 @@ def test_saving_keeps_other_entries_and_timing_baselines_never_see_the_file(sgp)
 # -- what a user meets ------------------------------------------------------------------------
 
 
-def test_missing_clang_skips_saying_what_was_tried_and_fails_under_require(gp, monkeypatch):
+def test_missing_clang_stops_the_run_saying_what_was_tried(gp, monkeypatch):
+    """Asked for and unable to act: exit 4 with one clear line, never a skip to green, and
+    no report file left behind."""
     sgp = gp  # needs no clang: it hides every one
     sgp.test_file(ADD_TEST)
     empty = sgp.path / "no-tools"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    result = sgp.run(STATIC, "-rs")
-    result.assert_outcomes(skipped=1)
-    out = result.stdout.str()
-    assert "gpuperf: tests using gpu_bench will be skipped" in out
-    assert "no clang on PATH cannot compile HIP for gfx942" in out
-    assert "clang-19: not found" in out and "apt-get install clang-19" in out
-    assert "--gpuperf-clang=PATH" in out
-    required = sgp.run(STATIC, "--gpuperf-require=static")
-    required.assert_outcomes(errors=1)
-    assert "(--gpuperf-require)" in required.stdout.str()
-    assert "tests using gpu_bench will FAIL (--gpuperf-require)" in required.stdout.str()
+    for extra in ([], ["--gpuperf-require=static"]):
+        result = sgp.run(STATIC, "--gpuperf-json=report.json", *extra)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        err = result.stderr.str()
+        assert "pytest-gpuperf: --gpuperf-static=gfx942: the static gate cannot run: " in err
+        assert "no clang on PATH cannot compile HIP for gfx942" in err
+        assert "clang-19: not found" in err and "apt-get install clang-19" in err
+        assert "--gpuperf-clang=PATH" in err and "Traceback" not in err
+        assert not (sgp.path / "report.json").exists()
 
 
 def test_a_clang_given_that_does_not_exist_is_named(gp):
     sgp = gp  # needs no clang
     sgp.test_file(ADD_TEST)
-    result = sgp.run(STATIC, "--gpuperf-clang=/nowhere/clang-99", "-rs")
-    result.assert_outcomes(skipped=1)
+    result = sgp.run(STATIC, "--gpuperf-clang=/nowhere/clang-99")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "the clang given (/nowhere/clang-99) cannot compile HIP for gfx942" in (
-        result.stdout.str()
+        result.stderr.str()
+    )
+
+
+def test_the_gate_runs_with_a_clang_that_has_no_rocm(sgp, clang19):
+    """clang-19 with an empty sysroot sees no ROCm (tests/compile/test_static_without_rocm.py
+    shows it refuses HIP without -nogpuinc): the gate still builds, judges and saves."""
+    empty = sgp.path / "empty-sysroot"
+    empty.mkdir()
+    script = sgp.path / "clang-19-without-rocm"
+    unset = "unset ROCM_PATH HIP_PATH HIP_DEVICE_LIB_PATH"
+    script.write_text(f'#!/bin/sh\n{unset}\nexec {clang19} --sysroot={empty} "$@"\n')
+    script.chmod(0o755)
+    sgp.test_file(ADD_TEST)
+    saved = sgp.run(STATIC, f"--gpuperf-clang={script}", "--gpuperf-save")
+    saved.assert_outcomes(passed=1)
+    again = sgp.run(STATIC, f"--gpuperf-clang={script}", "--gpuperf-strict")
+    again.assert_outcomes(passed=1)
+    again.stdout.fnmatch_lines(
+        [
+            f"gfx942: compiled with clang 19.* ({script}), gpuperf HIP header; compared with "
+            "baselines/static/gfx942.toml",
+            "vector_add  vadd.hip * code unchanged",
+        ]
     )
 
 

@@ -63,9 +63,7 @@ PROMISES = {
         "test_sim_honesty::test_xfailed_with_the_reason_on_its_line_and_failed_under_strict"
     ),
     # a REF git cannot serve (--gpuperf-compare-missing-ok)
-    "could not reach the base": (
-        "test_compare::test_missing_ok_runs_on_with_no_base_and_says_so"
-    ),
+    "could not reach the base": ("test_compare::test_missing_ok_runs_on_with_no_base_and_says_so"),
     # the static gate: a kernel without stored facts or base version
     "--gpuperf-strict fails a kernel without stored facts or base version": (
         "test_static_gate::test_compare_lists_a_kernel_file_the_base_revision_does_not_have"

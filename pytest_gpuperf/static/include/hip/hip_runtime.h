@@ -1,8 +1,15 @@
 // hip/hip_runtime.h for pytest-gpuperf's static gate: device code only, no ROCm needed.
 //
 // The static gate compiles kernels with a stock clang (`clang -x hip --offload-arch=gfx942
-// --cuda-device-only -nogpulib`) on machines that have no ROCm. Without ROCm there is no HIP
-// runtime header; and ROCm's own header, when it is installed, reads the launch coordinates
+// --cuda-device-only -nogpulib -nogpuinc`) on machines that have no ROCm. Without ROCm there
+// is no HIP runtime header, and clang refuses HIP input ("cannot find HIP runtime") unless
+// told -nogpuinc, which also drops the wrapper header clang would otherwise -include
+// (__clang_hip_runtime_wrapper.h: __device__, __global__, __shared__, the math functions).
+// That wrapper ships with clang itself (its resource directory), not with ROCm, and needs
+// nothing of ROCm under __HIPCC_RTC__ (hiprtc's mode, which the gate defines): this header
+// includes it first, so a -nogpuinc build sees exactly what a default one would.
+//
+// ROCm's own header, when it is installed, reads the launch coordinates
 // through device-library functions (__ockl_get_local_id, __ockl_get_group_id, ...) that
 // -nogpulib leaves unlinked: every kernel would then carry real calls, and its registers would
 // be those of the calling convention, not of the kernel. This header maps the HIP device API
@@ -19,6 +26,11 @@
 
 #if !defined(__HIP__) || !defined(__AMDGCN__)
 #error "pytest-gpuperf's static hip_runtime.h is for AMDGPU device compilation only"
+#endif
+
+// clang's own HIP wrapper, which -nogpuinc leaves out (clang includes it itself otherwise).
+#ifndef __CLANG_HIP_RUNTIME_WRAPPER_H__
+#include <__clang_hip_runtime_wrapper.h>
 #endif
 
 #define GPUPERF_STATIC_HIP_SHIM 1
