@@ -227,3 +227,27 @@ def test_the_stored_path_honours_the_option_and_asks_for_a_re_save(gp):
             "test_perf.py::test_add",
         ]
     )
+
+
+def test_under_xdist_the_controller_reports_what_the_workers_accepted(two):
+    sha = commit_slower(two, f"slower vadd\n\nGpuperf-Accept: *::test_add {REASON}\n")
+    result = two.run_subprocess(
+        "--gpuperf",
+        "--gpuperf-compare=HEAD~1",
+        "--gpuperf-accept=*::test_gone typo",
+        "-n",
+        "2",
+        "--gpuperf-json=report.json",
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f'note: accepted slowdown: "{REASON}" (Gpuperf-Accept in {sha[:12]}, pattern '
+            "*::test_add) (test_perf.py::test_add)",
+            "gpuperf: WARNING: accept rule '*::test_gone' (--gpuperf-accept) names no test of "
+            "this run*",
+        ]
+    )
+    document = report(two)
+    assert [a["test_id"] for a in document["accepted"]] == ["test_perf.py::test_add"]
+    assert document["accepted"][0]["commit"] == sha
