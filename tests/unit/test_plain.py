@@ -9,6 +9,7 @@ import numpy as np
 
 from pytest_gpuperf.plain import from_plain, to_plain
 from pytest_gpuperf.results import (
+    Acceptance,
     BaselineCheck,
     BaselineRef,
     ClockReport,
@@ -84,6 +85,7 @@ def test_every_field_of_a_row_round_trips_through_json():
         comparison=filled(ComparisonCheck, confirmation=filled(ComparisonCheck, confirmation=None)),
         save=filled(SaveAction),
         notes=(Note("kind", ("x", "y")),),
+        acceptance=filled(Acceptance),
     )
     row = Row("tests/x.py::test_y[a|b]", measurement, verdict, test_outcome="passed")
     wire = json.loads(json.dumps(to_plain(row)))  # what xdist and the JSON report carry
