@@ -232,12 +232,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-accept",
         "gpuperf_accept",
-        "accept an intended slowdown: a confirmed regression (A/B or stored) of the tests "
-        "whose id matches the glob PATTERN passes as 'accepted' and every report lists it "
-        "with the reason (the words after the pattern, e.g. --gpuperf-accept='test_rms.py::* "
-        "fused epilogue'). Repeatable; the ini key takes one a line. A Gpuperf-Accept: "
-        "PATTERN <reason> trailer in a commit between --gpuperf-compare's REF and HEAD does "
-        "the same. A floor is never accepted. Default: none.",
+        "accept an intended slowdown: a confirmed regression of the tests whose id matches "
+        "the glob passes as 'accepted', listed with the reason (the words after it: "
+        "'test_rms.py::* fused epilogue'). Repeatable. A 'Gpuperf-Accept: PATTERN <reason>' "
+        "commit trailer in REF..HEAD of --gpuperf-compare does the same (docs/ci.md). "
+        "Default: none.",
         ini="gpuperf_accept",
         metavar="PATTERN",
         repeatable=True,

@@ -373,7 +373,7 @@ def row_notes(row: Row) -> list[str]:
             f"not accepted: an accept rule names it ({acceptance_text(v)}), but only a "
             "regression is accepted, never a floor or a --gpuperf-strict rule"
         )
-    elif v.acceptance is not None and v.status != UNJUDGED:
+    elif v.acceptance is not None and v.status not in (UNJUDGED, MODELLED):
         notes.append(
             f"accepted slowdown not needed: an accept rule names it ({acceptance_text(v)}), "
             "but it did not regress"
@@ -411,10 +411,10 @@ def row_notes(row: Row) -> list[str]:
                 "A/B modelled: head and base are different code, but the simulated device "
                 "times both from the same model (efficiency and bytes, not the code), so the "
                 "edit's speed is unknown: this is not a pass (xfailed; --gpuperf-strict fails "
-                "it). Gate code changes without a GPU "
-                "with --gpuperf-static=ARCH (what the compiler made of the edit: "
-                "docs/static-gate.md), or run on a GPU; a changed gpuperf-sim directive lets "
-                "the simulated device compare"
+                "it). Gate code changes without a GPU with --gpuperf-static=ARCH (what the "
+                "compiler made of the edit; it needs only clang, e.g. apt-get install "
+                "clang-19: docs/static-gate.md), or run on a GPU; a changed gpuperf-sim "
+                "directive lets the simulated device compare"
             )
         elif comparison.state == AB_INCONCLUSIVE:
             notes.append(
