@@ -242,6 +242,18 @@ OPTIONS: tuple[OptionSpec, ...] = (
         repeatable=True,
     ),
     OptionSpec(
+        "--gpuperf-shard",
+        "gpuperf_shard",
+        "run shard K of N (e.g. 2/3) of the tests, one shard per CI runner: the measuring "
+        "tests are dealt out by the cost their baselines record (time x samples of the last "
+        "save; by count where none is recorded), the others round-robin; every shard judges "
+        "its tests at the whole suite's false-alarm budget, and `python -m "
+        "pytest_gpuperf.merge` makes one report of the shards' JSON (docs/ci.md). "
+        "Default: off (every test runs here).",
+        ini=None,
+        metavar="K/N",
+    ),
+    OptionSpec(
         "--gpuperf-compare-missing-ok",
         "gpuperf_compare_missing_ok",
         "run on when git cannot resolve --gpuperf-compare's REF (a pipeline that runs the same "

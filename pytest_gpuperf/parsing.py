@@ -147,6 +147,16 @@ def parse_sim_gpus(raw: Any, where: str) -> tuple[float, ...]:
     return tuple(speeds)
 
 
+def parse_shard(raw: Any, where: str) -> tuple[int, int]:
+    """'2/3' -> (2, 3): shard K of N, 1 <= K <= N."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(raw))
+    if match is None or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise ConfigError(
+            f"{where}: expected K/N with 1 <= K <= N (shard K of N, e.g. 2/3), got {raw!r}"
+        )
+    return int(match.group(1)), int(match.group(2))
+
+
 def parse_history(raw: Any, where: str) -> int:
     text = str(raw).strip()
     if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 100:

@@ -109,12 +109,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Marker arguments are read at collection, last, so marks other hooks add (a conftest
     turning its own marks into min_bw) count. A bad marker fails its own test when it runs,
     naming it; it does not abort a session in which that test is deselected."""
-    settings = state_of(config).settings
+    state = state_of(config)
+    settings = state.settings
     for item in items:
         try:
             item.stash[TEST_SETTINGS] = item_settings(settings, item)
         except ConfigError as problem:
             item.stash[MARKER_PROBLEM] = f"pytest-gpuperf: {problem}"
+    if settings.shard is not None:
+        _select_shard(config, state, items)
+
+
+def _select_shard(config: pytest.Config, state: PluginState, items: list[pytest.Item]) -> None:
+    """--gpuperf-shard=K/N: keep this runner's part of what every other selection left (-k,
+    -m, a conftest), and count the whole suite's measuring tests for the false-alarm budget."""
+    from pytest_gpuperf.shard import plan_shard
+
+    index, count = state.settings.shard or (1, 1)
+    device_key, costs = state.session.recorded_costs()
+    tests = [(item.nodeid, FIXTURE in getattr(item, "fixturenames", ())) for item in items]
+    plan = plan_shard(index, count, tests, costs, device_key=device_key)
+    keep = set(plan.selected)
+    deselected = [item for item in items if item.nodeid not in keep]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if item.nodeid in keep]
+    state.shard = plan
+    state.count_checks(plan.suite_tests)
 
 
 def item_settings(settings: options.Settings, item: pytest.Item) -> options.TestSettings:
@@ -134,14 +155,15 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     device runs the tests, and says SIMULATED when it is."""
     if config.option.collectonly or is_xdist_controller(config):
         return []
-    if not any(FIXTURE in getattr(item, "fixturenames", ()) for item in items):
-        return []
     state = state_of(config)
+    shard = [f"gpuperf: {state.shard.describe()}"] if state.shard is not None else []
+    if not any(FIXTURE in getattr(item, "fixturenames", ()) for item in items):
+        return shard
     try:
-        return state.session.device().describe()
+        return shard + state.session.device().describe()
     except DeviceUnavailable as unavailable:
         if state.settings.require:  # with or without --gpuperf: a missing GPU fails
-            return [f"gpuperf: {unavailable}; tests using {FIXTURE} will FAIL"]
-        return [f"gpuperf: {unavailable}; tests using {FIXTURE} will be skipped"]
+            return [*shard, f"gpuperf: {unavailable}; tests using {FIXTURE} will FAIL"]
+        return [*shard, f"gpuperf: {unavailable}; tests using {FIXTURE} will be skipped"]
     except GpuPerfError as problem:
-        return [f"gpuperf: the device could not be set up: {problem}"]
+        return [*shard, f"gpuperf: the device could not be set up: {problem}"]

@@ -40,6 +40,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state = state_of(config)
     stopped = session.exitstatus == pytest.ExitCode.INTERRUPTED
     config.stash[STOPPED] = stopped
+    state.tests_failed, state.exitstatus = session.testsfailed, int(session.exitstatus)
     try:
         try:
             if state._session is not None:
@@ -62,6 +63,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             output["gpuperf_unsaved"] = dict(state.unsaved)
             output["gpuperf_collected"] = sorted(state.collected)
             output["gpuperf_interrupted"] = state.interrupted
+            output["gpuperf_shard"] = state.shard.to_json() if state.shard is not None else None
             return
         _mark_unsaved(state)
         try:
@@ -116,6 +118,11 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     state.collected.update(output.get("gpuperf_collected", ()))
     state.interrupted = state.interrupted or bool(output.get("gpuperf_interrupted"))
     state.note_gpu(output.get("gpuperf_gpu"), output.get("gpuperf_worker") or MAIN_WORKER)
+    if output.get("gpuperf_shard") and state.shard is None:  # every worker plans the same
+        from pytest_gpuperf.shard import plan_from_json
+
+        state.shard = plan_from_json(output["gpuperf_shard"])
+        state.count_checks(state.shard.suite_tests)
 
 
 def _orphans(state: PluginState) -> None:
@@ -260,6 +267,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             f"gpuperf: smoke mode: {smoke} gpu_bench call(s) launched once and checked, "
             "nothing timed (--gpuperf measures and gates)"
         )
+    if state.shard is not None:
+        writer.write_line(f"gpuperf: {state.shard.describe()}")
     if rows:
         from pytest_gpuperf.gate.suite import SuiteBudget
         from pytest_gpuperf.report.suite import suite_lines
@@ -345,5 +354,18 @@ def _meta(config: pytest.Config, state: PluginState) -> ReportMeta:
         probe=to_plain(state.probe) if state.probe is not None else None,
         wall_s=time.monotonic() - state.began_s,
         accept_warnings=_accept_warnings(state),
+        shard=_shard_json(state),
     )
     return state.meta
+
+
+def _shard_json(state: PluginState) -> dict[str, Any] | None:
+    """The report's "shard" object: the plan, and how pytest ended this shard's tests (the
+    merge fails a shard whose tests failed, whatever its measurements said)."""
+    if state.shard is None:
+        return None
+    return {
+        **state.shard.to_json(),
+        "tests_failed": state.tests_failed,
+        "exitstatus": state.exitstatus,
+    }

@@ -48,6 +48,11 @@ class PluginState:
     # learns it from the workers' reports.
     suite_checks: int = 0
     probe: Any = None  # gpu_probe.ProbeReport: the controller's, handed to every worker
+    # --gpuperf-shard: this runner's part (shard.ShardPlan, made at collection; an xdist
+    # controller gets its workers' as plain data), and how pytest ended its tests
+    shard: Any = None
+    tests_failed: int = 0
+    exitstatus: int = 0
     # Each GPU used, by (backend, index, bus id): identity, workers, GPU-lock account per worker
     gpus: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
     began_s: float = field(default_factory=time.monotonic)

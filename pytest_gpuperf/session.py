@@ -248,6 +248,20 @@ class BenchSession:
         if self.settings.save:
             store.check_writable()
 
+    def recorded_costs(self) -> tuple[str | None, dict[str, float]]:
+        """(the baseline file's device key, each test's recorded cost: shard.recorded_costs)
+        for --gpuperf-shard; (None, {}) when no device opens, and the shards then balance by
+        test count."""
+        from pytest_gpuperf.gate.judge import SIMULATED_SUFFIX
+        from pytest_gpuperf.shard import recorded_costs
+
+        try:
+            device = self.device()
+        except GpuPerfError:
+            return None, {}
+        key = device.match.spec.key + (SIMULATED_SUFFIX if device.simulated else "")
+        return key, recorded_costs(list(self.baselines().load(key).entries.values()))
+
     def git(self) -> GitFacts:
         if self._git is None:
             self._git = git_facts(self.rootdir, ignore=[self.settings.baseline_dir])

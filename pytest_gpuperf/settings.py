@@ -52,6 +52,7 @@ from pytest_gpuperf.parsing import (
     parse_number,
     parse_ref,
     parse_require,
+    parse_shard,
     parse_sim_gpus,
     parse_static_archs,
     parse_suite_alarm,
@@ -109,6 +110,7 @@ class Settings:
     compare_force: bool = False
     suite_alarm: float = DEFAULT_SUITE_ALARM
     compare_missing_ok: bool = False  # an unresolvable REF: no base, instead of a usage error
+    shard: tuple[int, int] | None = None  # (K, N): --gpuperf-shard=K/N
     history_length: int = HISTORY_LENGTH
     prune: bool = False
     budget_s: float = DEFAULT_BUDGET_S
@@ -313,6 +315,7 @@ def build_settings(
         compare_force=get("gpuperf_compare_force", parse_bool, False),
         suite_alarm=get("gpuperf_suite_alarm", parse_suite_alarm, DEFAULT_SUITE_ALARM),
         compare_missing_ok=get("gpuperf_compare_missing_ok", parse_bool, False),
+        shard=get("gpuperf_shard", parse_shard, None),
         history_length=get("gpuperf_history", parse_history, HISTORY_LENGTH),
         prune=get("gpuperf_prune", parse_bool, False),
         budget_s=get("gpuperf_budget", parse_budget, DEFAULT_BUDGET_S),
@@ -486,6 +489,8 @@ def describe(settings: Settings) -> str:
         )
     if settings.suite_alarm != DEFAULT_SUITE_ALARM:
         parts.append(f"suite false alarms {settings.suite_alarm:.1%}")
+    if settings.shard:
+        parts.append(f"shard {settings.shard[0]}/{settings.shard[1]}")
     if settings.require:
         parts.append(f"requires {settings.require}")
     if settings.device_key:

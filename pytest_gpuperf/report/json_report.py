@@ -99,6 +99,8 @@ def to_json(
         ],
         "accept_warnings": list(meta.accept_warnings),
         "suite": suite_json(rows, _budget(meta)),
+        "shard": meta.shard,
+        "merge": meta.merge,
         "static": dict(static) if static is not None else None,
         "results": [
             {

@@ -1,8 +1,12 @@
-"""JUnit XML properties (pytest's `record_property`) for each measurement."""
+"""JUnit XML: properties (pytest's `record_property`) for each measurement, and a whole
+document for reports made outside pytest (the shards' merge)."""
 
 from __future__ import annotations
 
-from pytest_gpuperf.results import Measurement, Verdict
+from collections.abc import Sequence
+from xml.etree import ElementTree
+
+from pytest_gpuperf.results import FAIL, Measurement, Row, Verdict
 
 
 def junit_properties(
@@ -66,3 +70,46 @@ def junit_properties(
 
 def _number(value: float) -> str:
     return f"{value:.6g}"
+
+
+def junit_xml(
+    rows: Sequence[Row], *, suite_name: str = "pytest-gpuperf", failures: Sequence[str] = ()
+) -> str:
+    """A JUnit XML document of `rows` (the merge's, whose tests ran in several pytest
+    processes): one testcase per measurement with its properties, a failing one carrying its
+    failure message, and one more testcase, "run", failing with `failures` (a missing or
+    disagreeing shard) when there are any, so a CI test view shows why the run is red."""
+    from pytest_gpuperf.report.explain import failure_text, one_line
+
+    suite = ElementTree.Element("testsuite", name=suite_name)
+    failed = 0
+    for row in rows:
+        test_file, _, test_name = row.test_id.partition("::")
+        case = ElementTree.SubElement(
+            suite,
+            "testcase",
+            classname=test_file.removesuffix(".py").replace("/", "."),
+            name=f"{test_name or test_file} [{row.measurement.name}, {row.measurement.cache}]",
+            time=_number(row.measurement.time_s * len(row.measurement.samples_s)),
+        )
+        properties = ElementTree.SubElement(case, "properties")
+        for name, value in junit_properties(row.measurement, row.verdict):
+            ElementTree.SubElement(properties, "property", name=name, value=value)
+        if row.verdict.status == FAIL:
+            failed += 1
+            failure = ElementTree.SubElement(
+                case, "failure", message=one_line(row.measurement, row.verdict)
+            )
+            failure.text = failure_text(row.measurement, row.verdict)
+    if failures:
+        failed += 1
+        case = ElementTree.SubElement(suite, "testcase", classname=suite_name, name="run")
+        failure = ElementTree.SubElement(case, "failure", message=failures[0])
+        failure.text = "\n".join(failures)
+    suite.set("tests", str(len(rows) + bool(failures)))
+    suite.set("failures", str(failed))
+    suite.set("errors", "0")
+    root = ElementTree.Element("testsuites")
+    root.append(suite)
+    ElementTree.indent(root)
+    return ElementTree.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

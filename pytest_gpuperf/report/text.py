@@ -77,6 +77,10 @@ class ReportMeta:
     wall_s: float | None = None  # the session's wall time, beside the GPU-lock time
     # accept rules that named no test, trailers refused for want of a reason (gate/accept.py)
     accept_warnings: tuple[str, ...] = ()
+    # --gpuperf-shard: this runner's part of the suite (shard.ShardPlan.to_json, plus how
+    # pytest ended its tests); the merge's summary of all shards (report/shards.py)
+    shard: dict[str, Any] | None = None
+    merge: dict[str, Any] | None = None
 
 
 # -- units ------------------------------------------------------------------------------------
