@@ -6,9 +6,10 @@ times against a 2 µs one sampled 10 times), and the baseline file already recor
 each save holds its kernel time and how many samples were timed. A test's cost is the sum,
 over its entries in the device's baseline file, of time_s × samples of the last save (the
 median over the entry's saves when it has several); a test with none costs the median of
-those that have one (the count, when no test has one). The measuring tests are dealt out longest first, each to the shard with the least cost
-so far (LPT: deterministic, every runner computes the same plan from the same checkout and
-baseline file); the tests that do not measure are dealt round-robin so each still runs once.
+those that have one (the count, when no test has one). The measuring tests are dealt out
+longest first, each to the shard with the least cost so far (LPT: deterministic, every
+runner computes the same plan from the same checkout and baseline file); the tests that do
+not measure are dealt round-robin so each still runs once.
 
 Every shard counts the whole suite's measuring tests, so the run-wide false-alarm budget
 (gate/suite.py) is split over all of them, not over one shard's; the plan's digest lets the

@@ -16,7 +16,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "writing-perf-tests.md"
 def doc_rows() -> dict[str, str]:
     rows = {}
     for line in DOC.read_text().splitlines():
-        match = re.match(r"\| `(--[a-z-]+)(?:=[A-Z]+)?` \| (`[a-z_]+`|—) \|", line)
+        match = re.match(r"\| `(--[a-z-]+)(?:=[A-Z/]+)?` \| (`[a-z_]+`|—) \|", line)
         if match:
             rows[match.group(1)] = match.group(2).strip("`")
     return rows
