@@ -1,0 +1,107 @@
+"""--gpuperf-shard=K/N in a pytest run: which tests run, what the header, summary and JSON
+say, the whole suite's budget in every shard, pytest-xdist inside a shard, bad values."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+TESTS = """
+@pytest.mark.parametrize("size", range(6))
+def test_measures(gpu_bench, size):
+    add(gpu_bench)
+
+
+def test_plain_one():
+    pass
+
+
+def test_plain_two():
+    pass
+"""
+
+
+def _run_all(gp, *options):
+    reports = []
+    for k in (1, 2, 3):
+        result = gp.run(
+            "--gpuperf", f"--gpuperf-shard={k}/3", f"--gpuperf-json=s{k}.json", *options
+        )
+        reports.append((result, json.loads((gp.path / f"s{k}.json").read_text())))
+    return reports
+
+
+def test_three_shards_run_every_test_once_at_the_whole_suites_budget(gp):
+    gp.test_file(TESTS)
+    reports = _run_all(gp)
+    ran = []
+    for result, document in reports:
+        result.assert_outcomes(passed=len(document["shard"]["tests"]))
+        ran += document["shard"]["tests"]
+        assert document["suite"]["checks"] == 6  # the suite's, not the shard's 2
+        assert document["shard"]["suite_tests"] == 6 and document["shard"]["suite_other"] == 2
+        assert document["shard"]["basis"] == "count"  # no baselines: by test count
+        assert len(document["shard"]["measuring"]) == 2
+        assert {r["test_id"] for r in document["results"]} == set(document["shard"]["measuring"])
+        index = document["shard"]["index"]
+        result.stdout.fnmatch_lines(
+            [
+                f"gpuperf: measure and gate, *, shard {index}/3, *",
+                f"gpuperf: shard {index}/3: 2 of 6 measuring tests*(no recorded costs in "
+                "mi300x-sim.toml: balanced by test count)",
+                "*gpuperf — SIMULATED DEVICE*",
+                f"gpuperf: shard {index}/3: 2 of 6 measuring tests*",
+            ]
+        )
+    assert sorted(ran) == sorted(set(ran)) and len(ran) == 8
+
+
+def test_recorded_costs_steer_the_plan(gp):
+    gp.test_file(TESTS)
+    gp.run("--gpuperf-save").assert_outcomes(passed=8)  # every test gets a recorded cost
+    reports = _run_all(gp)
+    plans = [document["shard"] for _, document in reports]
+    assert all(plan["basis"] == "baseline" and plan["costed"] == 6 for plan in plans)
+    assert {plan["digest"] for plan in plans} == {plans[0]["digest"]}
+    reports[0][0].stdout.fnmatch_lines(
+        [
+            "gpuperf: shard 1/3: * of 6 measuring tests*, planned cost * ms of * ms (recorded "
+            "time × samples in mi300x-sim.toml)"
+        ]
+    )
+
+
+def test_a_shard_under_xdist_reports_its_plan_from_the_controller(gp):
+    gp.test_file(TESTS)
+    result = gp.run_subprocess(
+        "--gpuperf", "-n", "2", "--gpuperf-shard=2/3", "--gpuperf-json=x.json"
+    )
+    result.assert_outcomes(passed=3)
+    document = json.loads((gp.path / "x.json").read_text())
+    assert document["shard"]["index"] == 2 and document["shard"]["tests_failed"] == 0
+    assert document["suite"]["checks"] == 6
+    result.stdout.fnmatch_lines(["gpuperf: shard 2/3: 2 of 6 measuring tests (+1 not measuring)*"])
+
+
+@pytest.mark.parametrize("value", ["0/3", "4/3", "two/3", "3"])
+def test_a_bad_shard_is_a_usage_error_naming_the_option(gp, value):
+    gp.test_file(TESTS)
+    result = gp.run("--gpuperf", f"--gpuperf-shard={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: pytest-gpuperf: --gpuperf-shard: expected K/N with 1 <= K <= N *{value!r}"]
+    )
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_shard_whose_test_failed_fails_the_merge(gp, capsys):
+    from pytest_gpuperf.merge import main
+
+    gp.test_file(TESTS + "\n\ndef test_broken():\n    assert False\n")
+    for k in (1, 2):
+        gp.run("--gpuperf", f"--gpuperf-shard={k}/2", f"--gpuperf-json=s{k}.json")
+    code = main([str(gp.path / "s1.json"), str(gp.path / "s2.json")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "1 other test failed" in out and "FAILED" in out
