@@ -37,7 +37,8 @@ REPORT_SCHEMA = "pytest-gpuperf-report"
 # measurement's GPU (gpu) and the Unix interval of its GPU work (started_s, ended_s),
 # devices[] per GPU with workers, GPU-lock time and probe, the run's timing and probe; the
 # A/B statistic's fields and the base side's samples in pair order; the stored check's
-# band (its basis: prior, history or pooled).
+# band (its basis: prior, history or pooled); a shard's plan (shard) and the merge's verdict
+# (merge).
 REPORT_SCHEMA_VERSION = 3
 
 
