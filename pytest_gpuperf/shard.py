@@ -53,6 +53,8 @@ class ShardPlan:
     costed: int  # measuring tests of the suite with a recorded cost
     device_key: str | None
     digest: str
+    # A test that alone costs more than 1/N of the suite: no plan balances the shards then
+    dominant: str = ""
 
     @property
     def label(self) -> str:
@@ -81,9 +83,15 @@ class ShardPlan:
         other = f" (+{len(self.selected) - len(self.measuring)} not measuring)" * bool(
             len(self.selected) - len(self.measuring)
         )
+        dominant = (
+            f"; {self.dominant} alone costs more than a shard's share, so no plan can "
+            "balance the shards"
+            if self.dominant
+            else ""
+        )
         return (
             f"shard {self.label}: {len(self.measuring)} of {self.suite_tests} measuring tests"
-            f"{other}{cost} ({basis})"
+            f"{other}{cost} ({basis}{dominant})"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -101,6 +109,7 @@ class ShardPlan:
             "costed": self.costed,
             "device_key": self.device_key,
             "digest": self.digest,
+            "dominant": self.dominant,
         }
 
 
@@ -119,6 +128,7 @@ def plan_from_json(data: Mapping[str, Any]) -> ShardPlan:
         costed=int(data["costed"]),
         device_key=data.get("device_key"),
         digest=str(data["digest"]),
+        dominant=str(data.get("dominant", "")),
     )
 
 
@@ -171,6 +181,12 @@ def plan_shard(
     for n, test in enumerate(others):
         shard_of[test] = n % count + 1
     selected = tuple(test for test, _ in tests if shard_of[test] == index)
+    heaviest = max(measuring, key=lambda t: (cost[t], -position[t]), default="")
+    dominant = (
+        heaviest
+        if count > 1 and basis != BASIS_COUNT and cost[heaviest] > sum(loads) / count
+        else ""
+    )
     digest = hashlib.sha256(
         "\n".join(f"{shard_of[test]}\t{test}" for test, _ in tests).encode() + f"\n{count}".encode()
     ).hexdigest()[:16]
@@ -187,6 +203,7 @@ def plan_shard(
         costed=len(known),
         device_key=device_key,
         digest=digest,
+        dominant=dominant,
     )
 
 

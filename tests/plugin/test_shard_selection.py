@@ -67,7 +67,7 @@ def test_recorded_costs_steer_the_plan(gp):
     reports[0][0].stdout.fnmatch_lines(
         [
             "gpuperf: shard 1/3: * of 6 measuring tests*, planned cost * ms of * ms (recorded "
-            "time × samples in mi300x-sim.toml)"
+            "time × samples in mi300x-sim.toml*"
         ]
     )
 
@@ -105,3 +105,34 @@ def test_a_shard_whose_test_failed_fails_the_merge(gp, capsys):
     out = capsys.readouterr().out
     assert code == 1
     assert "1 other test failed" in out and "FAILED" in out
+
+
+@pytest.mark.parametrize(
+    ("second", "words"),
+    [
+        (("--gpuperf-suite-alarm=0.05",), "shards disagree on the suite false-alarm target"),
+        (
+            ("--deselect", "test_perf.py::test_measures[5]"),
+            "shards disagree on the suite size (measuring tests): 1/2: 6; 2/2: 5",
+        ),
+        (
+            ("--gpuperf-device=mi325x",),
+            "shards disagree on the device key: 1/2: mi300x-sim; 2/2: mi325x-sim",
+        ),
+    ],
+)
+def test_shards_of_different_runs_fail_the_merge(gp, capsys, second, words):
+    """Two runners that did not run the same thing: another budget, another selection
+    (another checkout's tests), another device model."""
+    from pytest_gpuperf.merge import main
+
+    gp.test_file(TESTS)
+    gp.run("--gpuperf", "--gpuperf-shard=1/2", "--gpuperf-json=s1.json")
+    gp.run("--gpuperf", "--gpuperf-shard=2/2", "--gpuperf-json=s2.json", *second)
+    code = main(
+        [str(gp.path / "s1.json"), str(gp.path / "s2.json"), "--markdown", str(gp.path / "m.md")]
+    )
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"gpuperf: FAILED: {words}" in out
+    assert words in (gp.path / "m.md").read_text()  # the summary's errors say it too

@@ -122,3 +122,11 @@ def test_more_shards_than_tests_leaves_some_empty():
 def test_the_plan_round_trips_through_json():
     plan = plan_shard(2, 3, [(f"t{i}", True) for i in range(5)], {"t0": 1.0}, device_key="x")
     assert plan_from_json(plan.to_json()) == plan
+
+
+def test_a_test_costlier_than_a_shards_share_is_named():
+    tests = [("big", True), ("a", True), ("b", True), ("c", True)]
+    plan = plan_shard(1, 2, tests, {"big": 10.0, "a": 1.0, "b": 1.0, "c": 1.0})
+    assert plan.dominant == "big" and plan.selected == ("big",)
+    assert "big alone costs more than a shard's share" in plan.describe()
+    assert not plan_shard(1, 2, tests, {"big": 2.0, "a": 1.0, "b": 1.0, "c": 1.0}).dominant
