@@ -95,24 +95,16 @@ def _merge_reports(options: argparse.Namespace, command: str) -> int:
     from pytest_gpuperf import report
     from pytest_gpuperf.report.junit import junit_xml
     from pytest_gpuperf.report.shards import merge_reports, read_shard
-    from pytest_gpuperf.report.suite import suite_lines
 
     merged = merge_reports([read_shard(path) for path in options.reports], command=command)
     rows, meta = list(merged.rows), merged.meta
     lines = merged.lines()
-    if rows:
-        from pytest_gpuperf.gate.suite import SuiteBudget
-
-        if meta.suite_target > 0:
-            budget = SuiteBudget(meta.suite_target, max(meta.suite_checks, 1))
-            lines = suite_lines(rows, budget) + lines
     written: list[str] = []
     if options.json:
         document = report.to_json(rows, meta)
         written.append(_write(options.json, lambda: report.write_json(options.json, document)))
     if options.markdown:
-        text = report.markdown(rows, meta)
-        text += "\n#### Shards\n\n" + "".join(f"- {line}\n" for line in lines)
+        text = merged.markdown(report.markdown(rows, meta))
         written.append(_write(options.markdown, lambda: _write_text(options.markdown, text)))
         summary = _write("$GITHUB_STEP_SUMMARY", lambda: report.append_github_step_summary(text))
         if summary:

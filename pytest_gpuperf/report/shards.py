@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.gate.suite import SuiteBudget
 from pytest_gpuperf.report.json_report import REPORT_SCHEMA, rows_from_json
+from pytest_gpuperf.report.suite import suite_lines
 from pytest_gpuperf.report.text import ReportMeta
 from pytest_gpuperf.results import FAIL, Row
 
@@ -94,10 +96,22 @@ class MergedReport:
     reasons: tuple[str, ...]  # why FAILED, one line each
     shards: tuple[ShardReport, ...]
 
+    def markdown(self, text: str) -> str:
+        """The Markdown summary of the merged rows (markdown_summary.markdown's `text`) with
+        the one verdict under its title and a section on the shards at the end."""
+        head, _, rest = text.partition("### pytest-gpuperf\n")
+        verdict = f"**{verdict_line(self)}**\n"
+        shards = "\n#### Shards\n\n" + "".join(f"- {line}\n" for line in self.lines()[:-1])
+        return f"{head}### pytest-gpuperf\n\n{verdict}{rest}{shards}"
+
     def lines(self) -> list[str]:
         """The shard lines and the verdict, for the terminal and the Markdown summary."""
-        merge = self.meta.merge or {}
-        lines = [shard_line(record) for record in merge.get("shards", ())]
+        merge, meta = self.meta.merge or {}, self.meta
+        lines = []
+        if self.rows and meta.suite_target > 0:
+            budget = SuiteBudget(meta.suite_target, max(meta.suite_checks, 1))
+            lines += suite_lines(self.rows, budget)
+        lines += [shard_line(record) for record in merge.get("shards", ())]
         spread = merge.get("cost_spread")
         if spread is not None:
             lines.append(
@@ -321,5 +335,5 @@ def verdict_line(merged: MergedReport) -> str:
         f"{len(merged.rows)} measurements): {merged.verdict.upper()}"
     )
     if merged.verdict == FAILED:
-        text += f" ({len(merged.reasons)} reason{'s' if len(merged.reasons) != 1 else ''} below)"
+        text += f" ({len(merged.reasons)} reason{'s' if len(merged.reasons) != 1 else ''})"
     return text
