@@ -63,35 +63,26 @@ class ShardPlan:
     def describe(self) -> str:
         """'shard 2/3: 6 of 17 measuring tests, planned cost 3.41 ms of 10.2 ms (recorded
         time × samples in mi300x-sim.toml)'."""
-        mine, total = self.planned_cost_s[self.index - 1], sum(self.planned_cost_s)
+        where = f" in {self.device_key}.toml" if self.device_key else ""
         if self.basis == BASIS_COUNT:
-            basis = (
-                "no recorded costs"
-                + (f" in {self.device_key}.toml" if self.device_key else "")
-                + ": balanced by test count"
-            )
-            cost = ""
+            cost, basis = "", f"no recorded costs{where}: balanced by test count"
         else:
-            where = f" in {self.device_key}.toml" if self.device_key else ""
-            unknown = self.suite_tests - self.costed
-            basis = f"recorded time × samples{where}" + (
-                f"; {unknown} test{'s' if unknown != 1 else ''} without one at the median"
-                if unknown
-                else ""
-            )
+            mine, total = self.planned_cost_s[self.index - 1], sum(self.planned_cost_s)
             cost = f", planned cost {_ms(mine)} of {_ms(total)}"
-        other = f" (+{len(self.selected) - len(self.measuring)} not measuring)" * bool(
-            len(self.selected) - len(self.measuring)
-        )
-        dominant = (
-            f"; {self.dominant} alone costs more than a shard's share, so no plan can "
-            "balance the shards"
-            if self.dominant
-            else ""
-        )
+            basis = f"recorded time × samples{where}"
+            unknown = self.suite_tests - self.costed
+            if unknown:
+                basis += f"; {unknown} test{'s' if unknown != 1 else ''} without one at the median"
+        if self.dominant:
+            basis += (
+                f"; {self.dominant} alone costs more than a shard's share, so no plan can "
+                "balance the shards"
+            )
+        others = len(self.selected) - len(self.measuring)
+        other = f" (+{others} not measuring)" if others else ""
         return (
             f"shard {self.label}: {len(self.measuring)} of {self.suite_tests} measuring tests"
-            f"{other}{cost} ({basis}{dominant})"
+            f"{other}{cost} ({basis})"
         )
 
     def to_json(self) -> dict[str, Any]:
