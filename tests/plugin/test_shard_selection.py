@@ -95,16 +95,38 @@ def test_a_bad_shard_is_a_usage_error_naming_the_option(gp, value):
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
-def test_a_shard_whose_test_failed_fails_the_merge(gp, capsys):
+SLOW = """
+
+@pytest.mark.min_bw(0.99)
+def test_below_its_floor(gpu_bench):
+    add(gpu_bench)
+
+
+def test_broken():
+    assert False
+"""
+
+
+def test_a_shard_whose_test_failed_fails_the_merge(gp, capsys, monkeypatch):
     from pytest_gpuperf.merge import main
 
-    gp.test_file(TESTS + "\n\ndef test_broken():\n    assert False\n")
+    gp.test_file(TESTS + SLOW)
     for k in (1, 2):
         gp.run("--gpuperf", f"--gpuperf-shard={k}/2", f"--gpuperf-json=s{k}.json")
-    code = main([str(gp.path / "s1.json"), str(gp.path / "s2.json")])
+    summary = gp.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    reports = [str(gp.path / "s1.json"), str(gp.path / "s2.json")]
+    code = main([*reports, "--junit", str(gp.path / "j.xml"), "--markdown", str(gp.path / "m.md")])
     out = capsys.readouterr().out
     assert code == 1
+    assert "1 test failed the gate: test_perf.py::test_below_its_floor" in out
     assert "1 other test failed" in out and "FAILED" in out
+    xml = (gp.path / "j.xml").read_text()
+    assert 'failures="2"' in xml  # the floor's failure and the run's
+    assert xml.count("<failure ") == 2
+    assert 'name="test_below_its_floor [vector_add, cold]"' in xml
+    assert summary.read_text() == (gp.path / "m.md").read_text()  # the job summary too
+    assert "#### Failures" in summary.read_text()
 
 
 @pytest.mark.parametrize(
