@@ -246,7 +246,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "gpuperf_shard",
         "run shard K of N (e.g. 2/3) of the tests, one shard per CI runner: the measuring "
         "tests are dealt out by the cost their baselines record (time x samples of the last "
-        "save; by count where none is recorded), the others round-robin; every shard judges "
+        "save, the median over an entry's saves; by count where none is recorded), the "
+        "others round-robin; every shard judges "
         "its tests at the whole suite's false-alarm budget, and `python -m "
         "pytest_gpuperf.merge` makes one report of the shards' JSON (docs/ci.md). "
         "Default: off (every test runs here).",
