@@ -155,13 +155,16 @@ class Device:
         code_spread: float | None = None,
         loads: int | None = None,
         confidence: float = 0.95,
+        buffer_sets: int | None = None,
     ) -> PairedComparison:
         """Two builds of one kernel measured interleaved on the same buffers (an A/B pair),
         each side loaded `loads` times (default gate.policy.DEFAULT_COMPARE_LOADS) so the
         interval at `confidence` carries the drift between loads; with `threshold`, sampling
         stops once the gate's A/B state is decided (with fewer than 3 loads, for different
         code, at the larger of `threshold` and what `code_spread`, default the backend's,
-        explains; gate.ab.check_comparison decides the same way)."""
+        explains; gate.ab.check_comparison decides the same way). Load j runs on buffer
+        set j % `buffer_sets` (None: one set per load: fresh copies of the buffers, so the
+        interval also carries where they landed; 1: the caller's buffers only)."""
         from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_LOADS
 
         loads = DEFAULT_COMPARE_LOADS if loads is None else loads
@@ -190,6 +193,7 @@ class Device:
             name=name,
             stop_when=stop_when,
             loads=loads,
+            buffer_sets=buffer_sets,
         )
 
     def close(self) -> None:

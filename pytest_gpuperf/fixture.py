@@ -479,6 +479,7 @@ class GpuBench:
             ),
             seed=seed,
             loads=self._session.settings.compare_loads,
+            buffer_sets=self._session.settings.compare_buffer_sets,
             **common,
         )
 

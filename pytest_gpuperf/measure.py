@@ -141,6 +141,7 @@ def measure_pair(
     stop_when: Callable[[tuple[float, float], float], bool] | None = None,
     seed: int = 0,
     loads: int = DEFAULT_PAIR_LOADS,
+    buffer_sets: int | None = None,
 ) -> PairedComparison:
     """Time two builds of one kernel (head and base) interleaved, for an A/B comparison.
 
@@ -150,14 +151,27 @@ def measure_pair(
     the two sides of every pair. Each side is loaded `loads` times (Backend.load_again: the
     same code object, separate modules) and successive slots take successive loads, so the
     comparison's interval carries the drift between loads as measured in this run
-    (stats.nested_trimmed_mean). The statistic is the trimmed mean of the pairs' log time
-    ratios, which resolves below the event timer's step (docs/measurement.md). Sampling stops
+    (stats.nested_trimmed_mean). Load j runs on buffer set j % `buffer_sets` (None: one set
+    per load; set 0 is the caller's buffers, the others fresh device copies of them), so
+    where the buffers landed varies between the loads as it would between two runs, and the
+    interval carries that too: a second round on fresh buffers is what it predicts
+    (docs/measurement.md, "Buffer sets"). A call with `setup` runs on the caller's buffers
+    only (the setup resets those), and the sets shrink to what half the device memory holds;
+    `PairedComparison.buffer_sets` says how many were used. The pair does not use
+    `settings.reallocation_rounds`: its buffer sets are those rounds. The statistic is the
+    trimmed mean of the pairs' log time ratios, which resolves below the event timer's step
+    (docs/measurement.md). Sampling stops
     once the head's median is within the target interval and `stop_when(ratio_ci,
     base_time_s)` says the comparison is decided (the gate's rule, at `settings.confidence`),
     or at the budget, which covers both kernels. The caller's buffers end with head's output.
     """
     if not isinstance(loads, int) or loads < 1:
         raise ConfigError(f"loads must be a whole number of module loads >= 1, got {loads!r}")
+    if buffer_sets is not None and (not isinstance(buffer_sets, int) or buffer_sets < 1):
+        raise ConfigError(
+            f"buffer_sets must be a whole number of buffer sets >= 1 (or None: one per load), "
+            f"got {buffer_sets!r}"
+        )
     _, args, buffers, label = _kernel_launch(backend, head, grid, block, args, shared_bytes)
     label = name or label
     _check_rotate(settings, buffers, label)
@@ -178,13 +192,19 @@ def measure_pair(
                     setup()
                 launch((load, *args))
         backend.synchronize()
-        copies = _copies_needed(settings, buffers, bytes_moved, session, label)
-        # Placement p runs load p % loads: slot s of a batch takes placement s, so the slots
-        # go round the loads, both sides of a slot on the same load number.
+        copies = _copies_needed(
+            replace(settings, reallocation_rounds=1), buffers, bytes_moved, session, label
+        )
+        wanted = loads if buffer_sets is None else buffer_sets
+        sets, sets_note = pair_buffer_sets(
+            wanted, loads, copies, buffers, setup is not None, session.backend.info.memory_bytes
+        )
+        buffer_sets_of_round = session.placements(args, buffers, copies, rounds=sets)
+        # Placement j runs load j on buffer set j % sets: slot s of a batch takes placement
+        # s % loads, so the slots go round the loads, both sides of a slot on the same load
+        # number and the same buffers.
         placements = [
-            [(load, *copy) for copy in copies_of_round]
-            for copies_of_round in session.placements(args, buffers, copies)
-            for load in range(loads)
+            [(load, *copy) for copy in buffer_sets_of_round[load % sets]] for load in range(loads)
         ]
         cursor = [0]  # shared: successive launches of either side take successive copies
         works = [
@@ -228,12 +248,47 @@ def measure_pair(
             drift=stats.per_side_drift(found.between_sd),
             drift_basis=found.basis,
             median_ratio=float(np.median(pairing.ratios)),
+            buffer_sets=sets,
+            buffer_sets_note=sets_note,
         )
     finally:
         session.close()
         for module in extra_loads:
             with contextlib.suppress(GpuPerfError):
                 backend.unload(module)
+
+
+def pair_buffer_sets(
+    wanted: int,
+    loads: int,
+    copies: int,
+    buffers: Sequence[DeviceBuffer],
+    has_setup: bool,
+    memory_bytes: int,
+) -> tuple[int, str]:
+    """How many buffer sets an A/B pair spreads its loads over, and why fewer than `wanted`
+    ("" when not fewer). At most one per load (the loads are the groups the interval's
+    between-group variance comes from: a set shared by no load tells it nothing); one when
+    the call has a setup (it resets the caller's buffers, not copies) or passes no buffer;
+    no more than half the device memory holds (each set holds `copies` copies of every
+    buffer, rotate mode's included)."""
+    sets = min(wanted, loads)
+    if sets <= 1:
+        return 1, ""
+    if not buffers:
+        return 1, "the launch passes no buffer"
+    if has_setup:
+        return 1, "setup= resets the caller's own buffers, so the pair runs on those only"
+    buffer_bytes = sum(b.nbytes for b in buffers)
+    budget_bytes = MAX_ROTATION_MEMORY_FRACTION * memory_bytes
+    fits = int((budget_bytes / buffer_bytes + 1) // copies) if buffer_bytes else sets
+    if fits < sets:
+        fits = max(1, fits)
+        return fits, (
+            f"{sets} sets of {copies * buffer_bytes / 2**30:.2f} GiB would pass half the "
+            f"device memory; {fits} used"
+        )
+    return sets, ""
 
 
 def _kernel_launch(

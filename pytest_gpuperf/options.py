@@ -210,6 +210,17 @@ OPTIONS: tuple[OptionSpec, ...] = (
         metavar="N",
     ),
     OptionSpec(
+        "--gpuperf-compare-buffer-sets",
+        "gpuperf_compare_buffer_sets",
+        "how many sets of buffers an A/B comparison spreads its module loads over (the test's "
+        "own buffers and fresh device copies of them; load j runs on set j mod N), so the "
+        "interval also carries where the buffers landed, which a second round on fresh "
+        "buffers draws anew; at most one per load; 1 runs every pair on the test's own "
+        "buffers (docs/measurement.md, 'Buffer sets'). Default: one per load.",
+        ini="gpuperf_compare_buffer_sets",
+        metavar="N",
+    ),
+    OptionSpec(
         "--gpuperf-compare-force",
         "gpuperf_compare_force",
         "time head and base even when they compiled to byte-identical code objects (an A/A "

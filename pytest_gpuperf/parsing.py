@@ -202,6 +202,16 @@ def parse_loads(raw: Any, where: str) -> int:
     return int(text)
 
 
+def parse_buffer_sets(raw: Any, where: str) -> int:
+    text = str(raw).strip()
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 64:
+        raise ConfigError(
+            f"{where}: expected a number of buffer sets from 1 to 64 (1: the test's own "
+            f"buffers only), got {raw!r}"
+        )
+    return int(text)
+
+
 def parse_code_spread(raw: Any, where: str) -> float:
     return _fraction(
         raw, where, "the code-object spread (e.g. 0.015 for +-1.5%)", low_inclusive=True

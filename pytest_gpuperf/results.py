@@ -127,7 +127,9 @@ class PairedComparison:
     log(head time / base time) (> 1: head is slower), `ratio_ci` its interval at
     `confidence`: log_ratio +- t(df) log_ratio_se, which carries the drift between loads
     as this run measured it (`drift`, +-95% per side's load; `drift_basis` "measured" with
-    3 or more loads, "none" below). `within_se` is what the pairs alone would say.
+    3 or more loads, "none" below). Load j ran on buffer set j % `buffer_sets`, so with a
+    set per load the drift includes where the buffers landed. `within_se` is what the pairs
+    alone would say.
     `median_ratio` is the median of the pair ratios, for reference. `head` and `base`
     summarise each side; their samples are in pair order.
     """
@@ -148,6 +150,10 @@ class PairedComparison:
     drift: float = 0.0
     drift_basis: str = ""
     median_ratio: float | None = None
+    # Load j ran on buffer set j % buffer_sets (set 0: the caller's buffers); fewer sets than
+    # asked for, and why, in `buffer_sets_note` (a setup=, device memory).
+    buffer_sets: int = 1
+    buffer_sets_note: str = ""
 
     def ratio_ci_at(self, confidence: float) -> tuple[float, float]:
         """The interval at another `confidence` (a suite-wide false-alarm budget sets a
@@ -363,6 +369,10 @@ class ComparisonCheck:
     drift: float = 0.0
     drift_basis: str = ""
     loads: int = 0
+    # Buffer sets the loads were spread over (load j on set j % buffer_sets): with one per
+    # load, `drift` and `ratio_ci` carry where the buffers landed as well (0: not timed).
+    buffer_sets: int = 0
+    buffer_sets_note: str = ""
     statistic: str = ""  # STATISTIC_TRIMMED_MEAN for a timed pair
     median_ratio: float | None = None
     # Both sides' samples, in pair order (head's are the measurement's samples_s), and the

@@ -128,12 +128,14 @@ class Session:
         return clone
 
     def placements(
-        self, args: tuple, buffers: list[DeviceBuffer], copies: int
+        self, args: tuple, buffers: list[DeviceBuffer], copies: int, rounds: int | None = None
     ) -> list[list[tuple]]:
         """Argument tuples per placement and copy; the caller's own buffers are copy 0 of
-        placement 0, every other copy is a fresh allocation initialised from them."""
+        placement 0, every other copy is a fresh allocation initialised from them.
+        `rounds` placements (None: the settings' reallocation_rounds)."""
         result = []
-        for round_index in range(self.settings.reallocation_rounds):
+        count = self.settings.reallocation_rounds if rounds is None else rounds
+        for round_index in range(count):
             sets = []
             for copy_index in range(copies):
                 if round_index == 0 and copy_index == 0:

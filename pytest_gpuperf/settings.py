@@ -40,6 +40,7 @@ from pytest_gpuperf.parsing import (
     parse_backends,
     parse_bool,
     parse_budget,
+    parse_buffer_sets,
     parse_cache,
     parse_clang,
     parse_code_spread,
@@ -107,6 +108,7 @@ class Settings:
     compare_threshold: float = DEFAULT_COMPARE_THRESHOLD
     compare_code_spread: float | None = None  # None: the backend's (policy.DEFAULT_CODE_SPREAD)
     compare_loads: int = DEFAULT_COMPARE_LOADS
+    compare_buffer_sets: int | None = None  # None: one per load (measure.pair_buffer_sets)
     compare_force: bool = False
     suite_alarm: float = DEFAULT_SUITE_ALARM
     compare_missing_ok: bool = False  # an unresolvable REF: no base, instead of a usage error
@@ -312,6 +314,7 @@ def build_settings(
         ),
         compare_code_spread=get("gpuperf_compare_code_spread", parse_code_spread, None),
         compare_loads=get("gpuperf_compare_loads", parse_loads, DEFAULT_COMPARE_LOADS),
+        compare_buffer_sets=get("gpuperf_compare_buffer_sets", parse_buffer_sets, None),
         compare_force=get("gpuperf_compare_force", parse_bool, False),
         suite_alarm=get("gpuperf_suite_alarm", parse_suite_alarm, DEFAULT_SUITE_ALARM),
         compare_missing_ok=get("gpuperf_compare_missing_ok", parse_bool, False),
@@ -483,6 +486,8 @@ def describe(settings: Settings) -> str:
         spread = f", code spread ±{code:.2%}" if code is not None else ""
         loads = settings.compare_loads
         loaded = f", {loads} loads per side" if loads != DEFAULT_COMPARE_LOADS else ""
+        if settings.compare_buffer_sets is not None:
+            loaded += f", {min(settings.compare_buffer_sets, loads)} buffer sets"
         parts.append(
             f"A/B against {settings.compare_ref} (threshold {settings.compare_threshold:.1%}"
             f"{spread}{loaded}{forced})"

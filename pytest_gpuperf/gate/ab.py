@@ -134,6 +134,8 @@ def check_comparison(
         drift=drift,
         drift_basis=drift_basis,
         loads=paired.loads,
+        buffer_sets=paired.buffer_sets,
+        buffer_sets_note=paired.buffer_sets_note,
         confidence=level,
         statistic=STATISTIC_TRIMMED_MEAN,
         median_ratio=paired.median_ratio,

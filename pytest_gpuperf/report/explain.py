@@ -533,13 +533,24 @@ def _comparison_drift(c: ComparisonCheck) -> list[tuple[str, str]]:
     """The drift between module loads, where the run measured it (DRIFT_MEASURED)."""
     if c.drift_basis != DRIFT_MEASURED:
         return []
-    return [
-        (
-            "A/B drift",
-            f"+-{pct(c.drift)} between module loads, measured over {c.loads} loads per side "
-            "and carried in the interval",
+    return [("A/B drift", f"+-{pct(c.drift)} {_drift_levels(c)}, carried in the interval")]
+
+
+def _drift_levels(c: ComparisonCheck) -> str:
+    """'between module loads and buffer sets, measured over 8 loads per side on 8 buffer
+    sets': what the measured drift covers (a second round draws both anew)."""
+    if c.buffer_sets > 1:
+        said = (
+            f"between module loads and buffer sets, measured over {c.loads} loads per side on "
+            f"{c.buffer_sets} buffer sets"
         )
-    ]
+    else:
+        said = f"between module loads, measured over {c.loads} loads per side"
+        if c.buffer_sets == 1:
+            said += " on the test's own buffers"
+    if c.buffer_sets_note:
+        said += f" ({c.buffer_sets_note})"
+    return said
 
 
 def _comparison_rule(c: ComparisonCheck) -> str:
@@ -587,8 +598,8 @@ def _threshold_origin(c: ComparisonCheck) -> str:
         said = f"{threshold} (--gpuperf-compare-threshold)"
     if c.drift_basis == DRIFT_MEASURED:
         said += (
-            f"; the drift between module loads, measured in this run at +-{pct(c.drift)} over "
-            f"{c.loads} loads per side, is carried in the interval"
+            f"; the drift {_drift_levels(c)} in this run at +-{pct(c.drift)}, is carried in "
+            "the interval"
         )
     return said
 

@@ -204,7 +204,7 @@ class SimBackend(Backend):
                 serial = self._allocations[value.ptr].serial
                 touched[serial] = touched.get(serial, 0) + value.nbytes
         handle: SimKernel = kernel.handle
-        return self._noise.parts(handle.code_key, touched)
+        return self._noise.parts(handle.code_key, touched, handle.fingerprint)
 
     def run_drift(self, kernel: Kernel, args: Sequence[Any] = ()) -> float:
         """This run's time factor for `kernel` on `args` (1.0 = nominal)."""
@@ -505,7 +505,7 @@ class SimBackend(Backend):
         touched: dict[int, int] = {}
         for access in accesses:
             touched[access.allocation] = touched.get(access.allocation, 0) + access.nbytes
-        parts = self._noise.parts(code_key or fingerprint_, touched)
+        parts = self._noise.parts(code_key or fingerprint_, touched, fingerprint_)
         factor = parts.total * self._noise.launch_jitter()
         factor *= settings.slowdown(fingerprint_, what)
         if self.throttled:

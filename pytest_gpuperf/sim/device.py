@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 
 from pytest_gpuperf.devices import DeviceSpec, get_device
-from pytest_gpuperf.errors import Attempt, DeviceUnavailable
+from pytest_gpuperf.errors import Attempt, ConfigError, DeviceUnavailable
 from pytest_gpuperf.sim.backend import (
     ALIGNMENT,
     BASE_ADDRESS,
@@ -58,6 +58,7 @@ def open(  # the name every backend module exposes (runtime/__init__.py)
     fault_kernels: Iterable[str] | None = None,
     gpu_speeds: Sequence[float] = (1.0,),
     gpu_spread: float = DEFAULT_GPU_SPREAD,
+    buffer_code_spread: float | None = None,
 ) -> SimBackend:
     """A simulated `device` (a key of devices.KNOWN_DEVICES, or a DeviceSpec).
 
@@ -69,8 +70,10 @@ def open(  # the name every backend module exposes (runtime/__init__.py)
     leave a sticky device fault (by kernel name; also $GPUPERF_SIM_HANG and $GPUPERF_SIM_FAULT,
     comma-separated): fault injection for testing a run's behaviour on a misbehaving GPU.
     `gpu_speeds` makes several GPUs of one model (--gpuperf-sim-gpus), each at its speed
-    relative to a healthy one; `device_index` picks one. docs/simulated-device.md explains
-    every option.
+    relative to a healthy one; `device_index` picks one. `buffer_code_spread` (None:
+    $GPUPERF_SIM_BUFFER_CODE_SPREAD, else 0) is how much one code object's time depends on
+    where its buffers landed, per buffer allocation, not shared with other code: what an A/B
+    pair's buffer sets measure. docs/simulated-device.md explains every option.
     """
     count = SimBackend.device_count(gpu_speeds=gpu_speeds)
     if not 0 <= int(device_index) < count:
@@ -97,11 +100,29 @@ def open(  # the name every backend module exposes (runtime/__init__.py)
         gpu_speed=float(gpu_speeds[int(device_index)]),
         gpu_count=count,
         gpu_spread=float(gpu_spread),
+        buffer_code_spread=_spread(buffer_code_spread, BUFFER_CODE_ENV),
     )
     return SimBackend(int(device_index), settings)
 
 
 HANG_ENV, FAULT_ENV = "GPUPERF_SIM_HANG", "GPUPERF_SIM_FAULT"
+BUFFER_CODE_ENV = "GPUPERF_SIM_BUFFER_CODE_SPREAD"
+
+
+def _spread(given: float | None, variable: str) -> float:
+    """The option given, else the environment's (for a pytest run on the simulated device),
+    else 0; out-of-range values are refused by SimSettings."""
+    if given is not None:
+        return float(given)
+    raw = os.environ.get(variable, "").strip()
+    if not raw:
+        return 0.0
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(
+            f"${variable} must be a fraction in [0, 1) (0.02: +-2% per buffer set), got {raw!r}"
+        ) from None
 
 
 def _names(given: Iterable[str] | None, variable: str) -> frozenset[str]:

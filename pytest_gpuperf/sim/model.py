@@ -83,6 +83,11 @@ class SimSettings:
     gpu_speed: float = 1.0
     gpu_count: int = 1
     gpu_spread: float = DEFAULT_GPU_SPREAD
+    # How one code object's time depends on where its buffers landed, as a +-95% range per
+    # (code object, buffer allocation): not shared with other code, so an A/B pair of two
+    # code objects on the same buffers does not cancel it, and a fresh set of buffers draws
+    # it anew. 0 (the default): a placement moves every code object alike.
+    buffer_code_spread: float = 0.0
 
     def __post_init__(self) -> None:
         if self.placement_fraction is None:
@@ -100,6 +105,7 @@ class SimSettings:
             "gpu_speed": math.isfinite(self.gpu_speed) and 0 < self.gpu_speed <= 10,
             "gpu_count": self.gpu_count >= 1,
             "gpu_spread": 0 <= self.gpu_spread < 1,
+            "buffer_code_spread": 0 <= self.buffer_code_spread < 1,
         }
         for option, valid in checks.items():
             if not valid:
@@ -169,14 +175,15 @@ class DriftParts:
     common: float
     placement: float
     code: float
+    buffer_code: float = 1.0  # this code object on these buffers (buffer_code_spread)
 
     @property
     def total(self) -> float:
-        return self.common * self.placement * self.code
+        return self.common * self.placement * self.code * self.buffer_code
 
 
 # Streams of random numbers, one per purpose, so no draw depends on what else ran.
-_COMMON, _CODE, _JITTER, _PLACEMENT, _GPU = 0, 1, 2, 3, 4
+_COMMON, _CODE, _JITTER, _PLACEMENT, _GPU, _BUFFER_CODE = 0, 1, 2, 3, 4, 5
 
 
 class Noise:
@@ -187,7 +194,10 @@ class Noise:
       p = sum(w_i p_i) / sqrt(sum(w_i^2)), p_i ~ N(0, f_p s^2) once per buffer allocation
           (where it landed in HBM), w_i the bytes the launch touches in buffer i;
       k ~ N(0, f_k s^2)   from (seed, code key): one draw per module load of a code object
-          (its fingerprint and load number), so loading the same bytes again draws anew.
+          (its fingerprint and load number), so loading the same bytes again draws anew;
+      q = sum(w_i q_i) / sqrt(sum(w_i^2)), q_i ~ N(0, (buffer_code_spread / 2)^2) once per
+          (code object, buffer allocation): how this code's accesses meet where buffer i
+          landed, the same for every load of the code, drawn anew for a fresh buffer.
     Jitter: exp(jitter * N(0, 1)) per launch.
     Several GPUs of one run (gpu_count > 1) share c and k (one machine, one code object) and
     each adds its own g ~ N(0, (gpu_spread / 2)^2) and its speed: GPU 0 draws c as a lone GPU.
@@ -218,6 +228,7 @@ class Noise:
         self._jitter_rng = self._rng(_JITTER)
         self._code_log: dict[str, float] = {}
         self._placement_log: dict[int, float] = {}
+        self._buffer_code_log: dict[tuple[str, int], float] = {}
 
     def _rng(self, stream: int, *key: int) -> np.random.Generator:
         return np.random.default_rng([self.settings.seed, stream, self.device_index, *key])
@@ -240,18 +251,43 @@ class Noise:
             self._placement_log[allocation] = self._sigmas[_PLACEMENT] * draw
         return self._placement_log[allocation]
 
+    def buffer_code_log(self, code: str, allocation: int) -> float:
+        """Code object `code` (its fingerprint: every load alike) on the `allocation`-th
+        allocation of this run."""
+        sigma = self.settings.buffer_code_spread / 2
+        if not sigma:
+            return 0.0
+        key = (code, allocation)
+        if key not in self._buffer_code_log:
+            digest = int.from_bytes(hashlib.sha256(code.encode()).digest()[:8], "big")
+            draw = float(self._rng(_BUFFER_CODE, digest, allocation).standard_normal())
+            self._buffer_code_log[key] = sigma * draw
+        return self._buffer_code_log[key]
+
     def forget(self, allocation: int) -> None:
         self._placement_log.pop(allocation, None)
+        for key in [k for k in self._buffer_code_log if k[1] == allocation]:
+            del self._buffer_code_log[key]
 
-    def parts(self, code_key: str, touched: Mapping[int, int]) -> DriftParts:
-        """The drift of the load `code_key` touching {allocation: bytes}."""
+    def parts(self, code_key: str, touched: Mapping[int, int], code: str = "") -> DriftParts:
+        """The drift of the load `code_key` of code object `code` (its fingerprint; ""
+        takes `code_key`) touching {allocation: bytes}."""
         weights = {a: float(b) for a, b in touched.items() if b > 0}
         norm = math.sqrt(sum(w * w for w in weights.values()))
         placement = (
             sum(w * self.placement_log(a) for a, w in weights.items()) / norm if norm else 0.0
         )
+        own = code or code_key
+        buffer_code = (
+            sum(w * self.buffer_code_log(own, a) for a, w in weights.items()) / norm
+            if norm
+            else 0.0
+        )
         return DriftParts(
-            math.exp(self.common_log), math.exp(placement), math.exp(self.code_log(code_key))
+            math.exp(self.common_log),
+            math.exp(placement),
+            math.exp(self.code_log(code_key)),
+            math.exp(buffer_code),
         )
 
     def launch_jitter(self) -> float:
