@@ -533,24 +533,29 @@ def _comparison_drift(c: ComparisonCheck) -> list[tuple[str, str]]:
     """The drift between module loads, where the run measured it (DRIFT_MEASURED)."""
     if c.drift_basis != DRIFT_MEASURED:
         return []
-    return [("A/B drift", f"+-{pct(c.drift)} {_drift_levels(c)}, carried in the interval")]
+    levels, over = _drift_levels(c)
+    return [
+        (
+            "A/B drift",
+            f"+-{pct(c.drift)} {levels}, measured {over} and carried in the interval",
+        )
+    ]
 
 
-def _drift_levels(c: ComparisonCheck) -> str:
-    """'between module loads and buffer sets, measured over 8 loads per side on 8 buffer
-    sets': what the measured drift covers (a second round draws both anew)."""
+def _drift_levels(c: ComparisonCheck) -> tuple[str, str]:
+    """('between module loads and buffer sets', 'over 8 loads per side on 8 buffer sets'):
+    what the measured drift covers (a confirming round draws both anew), and from what."""
+    over = f"over {c.loads} loads per side"
     if c.buffer_sets > 1:
-        said = (
-            f"between module loads and buffer sets, measured over {c.loads} loads per side on "
-            f"{c.buffer_sets} buffer sets"
+        levels, over = (
+            "between module loads and buffer sets",
+            f"{over} on {c.buffer_sets} buffer sets",
         )
     else:
-        said = f"between module loads, measured over {c.loads} loads per side"
-        if c.buffer_sets == 1:
-            said += " on the test's own buffers"
+        levels = "between module loads"
     if c.buffer_sets_note:
-        said += f" ({c.buffer_sets_note})"
-    return said
+        over += f" ({c.buffer_sets_note})"
+    return levels, over
 
 
 def _comparison_rule(c: ComparisonCheck) -> str:
@@ -597,9 +602,10 @@ def _threshold_origin(c: ComparisonCheck) -> str:
     else:
         said = f"{threshold} (--gpuperf-compare-threshold)"
     if c.drift_basis == DRIFT_MEASURED:
+        levels, over = _drift_levels(c)
         said += (
-            f"; the drift {_drift_levels(c)} in this run at +-{pct(c.drift)}, is carried in "
-            "the interval"
+            f"; the drift {levels}, measured in this run at +-{pct(c.drift)} {over}, is "
+            "carried in the interval"
         )
     return said
 
