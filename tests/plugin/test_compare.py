@@ -401,3 +401,46 @@ def test_stored_baselines_are_shown_not_gated_while_comparing(repo):
     result = repo.run("--gpuperf", "--gpuperf-compare=HEAD")
     result.assert_outcomes(passed=1)  # same code: the stored regression is only shown
     result.stdout.fnmatch_lines(["*stored baselines are shown, not gated*"])
+
+
+def test_the_pairs_are_spread_over_a_buffer_set_per_load(repo, monkeypatch):
+    """Each load runs on its own set of buffers (the test's own, then fresh device copies),
+    so where the buffers landed is measured with the loads and carried in the interval: the
+    failure text, the JSON (both rounds) and the header say so. --gpuperf-compare-buffer-sets
+    (and its ini key) sets how many; out of range stops the run naming the range."""
+    monkeypatch.setenv("GPUPERF_SIM_BUFFER_CODE_SPREAD", "0.02")
+    set_efficiency(repo, 0.5)
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*the drift between module loads and buffer sets, measured in this run at +-*% "
+            "over 8 loads per side on 8 buffer sets, is carried in the interval*"
+        ]
+    )
+    comparison = report(repo)["results"][0]["verdict"]["comparison"]
+    assert (comparison["buffer_sets"], comparison["buffer_sets_note"]) == (8, "")
+    assert comparison["confirmation"]["buffer_sets"] == 8
+    one = repo.run(
+        "--gpuperf",
+        "--gpuperf-compare=HEAD",
+        "--gpuperf-compare-buffer-sets=1",
+        "--gpuperf-json=report.json",
+    )
+    one.stdout.fnmatch_lines(["*A/B against HEAD (threshold 0.5%, 1 buffer sets)*"])
+    assert report(repo)["results"][0]["verdict"]["comparison"]["buffer_sets"] == 1
+    repo.pytester.makeini("[pytest]\ngpuperf_compare_buffer_sets = 2\n")
+    two = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    two.stdout.fnmatch_lines(["*over 8 loads per side on 2 buffer sets*"])
+    assert report(repo)["results"][0]["verdict"]["comparison"]["buffer_sets"] == 2
+    for bad_value in ("0", "65", "two"):
+        bad = repo.run(
+            "--gpuperf", "--gpuperf-compare=HEAD", f"--gpuperf-compare-buffer-sets={bad_value}"
+        )
+        assert bad.ret == pytest.ExitCode.USAGE_ERROR
+        bad.stderr.fnmatch_lines(
+            [
+                f"*expected a number of buffer sets from 1 to 64 (1: the test's own buffers "
+                f"only), got '{bad_value}'*"
+            ]
+        )

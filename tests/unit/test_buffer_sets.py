@@ -169,6 +169,8 @@ def test_a_set_per_load_spreads_the_pairs_and_frees_its_copies(tmp_path):
     assert paired.buffer_sets == LOADS and sorted(set(paired.pair_loads)) == list(range(LOADS))
     fewer = _pair(tmp_path, 5, 3, 0.0)
     assert fewer.buffer_sets == 3
+    reset = _pair(tmp_path, 5, None, 0.0, setup=lambda: None)
+    assert reset.buffer_sets == 1 and "setup=" in reset.buffer_sets_note
     with pytest.raises(ConfigError, match="buffer_sets must be a whole number"):
         _pair(tmp_path, 5, 0, 0.0)
 
