@@ -487,7 +487,8 @@ def describe(settings: Settings) -> str:
         loads = settings.compare_loads
         loaded = f", {loads} loads per side" if loads != DEFAULT_COMPARE_LOADS else ""
         if settings.compare_buffer_sets is not None:
-            loaded += f", {min(settings.compare_buffer_sets, loads)} buffer sets"
+            sets = min(settings.compare_buffer_sets, loads)
+            loaded += f", {sets} buffer set{'s' if sets != 1 else ''}"
         parts.append(
             f"A/B against {settings.compare_ref} (threshold {settings.compare_threshold:.1%}"
             f"{spread}{loaded}{forced})"

@@ -427,7 +427,7 @@ def test_the_pairs_are_spread_over_a_buffer_set_per_load(repo, monkeypatch):
         "--gpuperf-compare-buffer-sets=1",
         "--gpuperf-json=report.json",
     )
-    one.stdout.fnmatch_lines(["*A/B against HEAD (threshold 0.5%, 1 buffer sets)*"])
+    one.stdout.fnmatch_lines(["*A/B against HEAD (threshold 0.5%, 1 buffer set)*"])
     assert report(repo)["results"][0]["verdict"]["comparison"]["buffer_sets"] == 1
     repo.pytester.makeini("[pytest]\ngpuperf_compare_buffer_sets = 2\n")
     two = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
