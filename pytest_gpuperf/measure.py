@@ -160,10 +160,10 @@ def measure_pair(
     `PairedComparison.buffer_sets` says how many were used. The pair does not use
     `settings.reallocation_rounds`: its buffer sets are those rounds. The statistic is the
     trimmed mean of the pairs' log time ratios, which resolves below the event timer's step
-    (docs/measurement.md). Sampling stops
-    once the head's median is within the target interval and `stop_when(ratio_ci,
-    base_time_s)` says the comparison is decided (the gate's rule, at `settings.confidence`),
-    or at the budget, which covers both kernels. The caller's buffers end with head's output.
+    (docs/measurement.md). Sampling stops once the head's median is within the target
+    interval and `stop_when(ratio_ci, base_time_s)` says the comparison is decided (the
+    gate's rule, at `settings.confidence`), or at the budget, which covers both kernels. The
+    caller's buffers end with head's output.
     """
     if not isinstance(loads, int) or loads < 1:
         raise ConfigError(f"loads must be a whole number of module loads >= 1, got {loads!r}")
@@ -197,7 +197,13 @@ def measure_pair(
         )
         wanted = loads if buffer_sets is None else buffer_sets
         sets, sets_note = pair_buffer_sets(
-            wanted, loads, copies, buffers, setup is not None, session.backend.info.memory_bytes
+            wanted,
+            loads,
+            copies,
+            buffers,
+            has_setup=setup is not None,
+            memory_bytes=session.backend.info.memory_bytes,
+            hot_cache_bytes=session.cache_bytes if settings.cache == "hot" else 0,
         )
         buffer_sets_of_round = session.placements(args, buffers, copies, rounds=sets)
         # Placement j runs load j on buffer set j % sets: slot s of a batch takes placement
@@ -263,15 +269,20 @@ def pair_buffer_sets(
     loads: int,
     copies: int,
     buffers: Sequence[DeviceBuffer],
+    *,
     has_setup: bool,
     memory_bytes: int,
+    hot_cache_bytes: int = 0,
 ) -> tuple[int, str]:
     """How many buffer sets an A/B pair spreads its loads over, and why fewer than `wanted`
     ("" when not fewer). At most one per load (the loads are the groups the interval's
     between-group variance comes from: a set shared by no load tells it nothing); one when
     the call has a setup (it resets the caller's buffers, not copies) or passes no buffer;
     no more than half the device memory holds (each set holds `copies` copies of every
-    buffer, rotate mode's included)."""
+    buffer, rotate mode's included). In hot mode (`hot_cache_bytes`: the caches' size) a
+    working set the caches hold keeps only as many sets as they hold together: the slots go
+    round the sets, and a set evicted by the others would make the first launch of its
+    slot a cold one."""
     sets = min(wanted, loads)
     if sets <= 1:
         return 1, ""
@@ -280,6 +291,10 @@ def pair_buffer_sets(
     if has_setup:
         return 1, "setup= resets the caller's own buffers, so the pair runs on those only"
     buffer_bytes = sum(b.nbytes for b in buffers)
+    if hot_cache_bytes and 0 < buffer_bytes <= hot_cache_bytes:
+        held = max(1, hot_cache_bytes // buffer_bytes)
+        if held < sets:
+            return held, f"hot: the caches hold {held} set{'s' if held != 1 else ''} at once"
     budget_bytes = MAX_ROTATION_MEMORY_FRACTION * memory_bytes
     fits = int((budget_bytes / buffer_bytes + 1) // copies) if buffer_bytes else sets
     if fits < sets:

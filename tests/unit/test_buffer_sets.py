@@ -89,24 +89,35 @@ class _Buffer:
 def test_pair_buffer_sets_rules():
     buffers = [_Buffer(1 << 20), _Buffer(1 << 20)]
     memory = 80 << 30
-    assert pair_buffer_sets(8, 8, 1, buffers, False, memory) == (8, "")
-    assert pair_buffer_sets(16, 8, 1, buffers, False, memory) == (8, "")  # one per load at most
-    assert pair_buffer_sets(4, 8, 1, buffers, False, memory) == (4, "")
-    assert pair_buffer_sets(8, 1, 1, buffers, False, memory) == (1, "")
-    sets, why = pair_buffer_sets(8, 8, 1, buffers, True, memory)
+
+    def sets_for(wanted, loads=8, copies=1, given=buffers, setup=False, hot=0):
+        return pair_buffer_sets(
+            wanted, loads, copies, given, has_setup=setup, memory_bytes=memory, hot_cache_bytes=hot
+        )
+
+    assert sets_for(8) == (8, "")
+    assert sets_for(16) == (8, "")  # one per load at most
+    assert sets_for(4) == (4, "")
+    assert sets_for(8, loads=1) == (1, "")
+    sets, why = sets_for(8, setup=True)
     assert sets == 1 and "setup=" in why
-    sets, why = pair_buffer_sets(8, 8, 1, [], False, memory)
+    sets, why = sets_for(8, given=[])
     assert sets == 1 and "no buffer" in why
     # the copies (not the caller's own buffers) may take half of the device memory, 40 GiB:
     # one copy of 2 x 16 GiB fits, a second does not; one of 2 x 24 GiB does not
-    sets, why = pair_buffer_sets(8, 8, 1, [_Buffer(16 << 30)] * 2, False, memory)
+    sets, why = sets_for(8, given=[_Buffer(16 << 30)] * 2)
     assert sets == 2 and "half the device memory" in why and "2 used" in why
-    sets, why = pair_buffer_sets(8, 8, 1, [_Buffer(24 << 30)] * 2, False, memory)
+    sets, why = sets_for(8, given=[_Buffer(24 << 30)] * 2)
     assert sets == 1 and "1 used" in why
-    sets, why = pair_buffer_sets(8, 8, 1, [_Buffer(4 << 30)], False, memory)
-    assert sets == 8 and why == ""
-    sets, why = pair_buffer_sets(8, 8, 2, [_Buffer(4 << 30)], False, memory)  # rotate: 2 copies
+    assert sets_for(8, given=[_Buffer(4 << 30)]) == (8, "")
+    sets, why = sets_for(8, copies=2, given=[_Buffer(4 << 30)])  # rotate: 2 copies a set
     assert sets == 5 and "5 used" in why
+    # hot: 2 MiB of buffers, 6 MiB of caches hold 3 sets; a working set larger than the
+    # caches streams through them anyway, and 8 sets cost nothing more
+    sets, why = sets_for(8, hot=6 << 20)
+    assert sets == 3 and "the caches hold 3 sets" in why
+    assert sets_for(8, hot=1 << 20) == (8, "")
+    assert sets_for(8, hot=64 << 20) == (8, "")
 
 
 # -- the simulated device ----------------------------------------------------------------
