@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
 from pytest_gpuperf import stats
 from pytest_gpuperf.api import open_device
@@ -59,7 +60,7 @@ def test_a_set_per_load_makes_the_interval_cover_a_placement_offset(sets, at_lea
         second = _round(rng, sets, set_sd=0.005, load_sd=0.001)
         low, high = first.interval(0.95)
         covered += low <= 0.0 <= high
-        quantile = float(stats.sps.t.ppf(0.975, min(first.df, second.df)))
+        quantile = float(sps.t.ppf(0.975, min(first.df, second.df)))
         agreed += abs(first.estimate - second.estimate) <= quantile * math.hypot(
             first.se, second.se
         )
