@@ -336,12 +336,18 @@ def score(rows: Sequence[dict]) -> list[dict[str, Any]]:
 
 
 def render(table: Sequence[dict], meta: dict[str, Any]) -> str:
+    calibrated = "set by --permille"
+    if math.isfinite(meta["calibration_ratio"]):
+        ratio = meta["calibration_ratio"]
+        calibrated = f"calibration: {CALIBRATION_PERMILLE} per mille -> {ratio:.4f}"
+    if meta.get("buffer_code_spread"):
+        calibrated += f"; buffer_code_spread {meta['buffer_code_spread']}"
     lines = [
         f"A/B rounds: {meta['device']}, {meta['processes']} processes, {meta['date']}"
         + (" (SIMULATED)" if meta["simulated"] else ""),
         f"heads: +{meta['permille']['slow1']} and +{meta['permille']['slow2']} per mille of "
-        f"elements read a second buffer (calibration: {CALIBRATION_PERMILLE} per mille -> "
-        f"{meta['calibration_ratio']:.4f}); rounds of --gpuperf-budget {meta['budget_s']:g} s, "
+        f"elements read a second buffer ({calibrated}); rounds of --gpuperf-budget "
+        f"{meta['budget_s']:g} s, "
         f"{meta['loads']} loads per side, threshold {meta['threshold']:.1%}",
         "",
         "| change | buffer sets | comparisons | 1st CI holds 2nd estimate | rounds agree | "
