@@ -74,6 +74,7 @@ MEASURING_ONLY = (
     "gpuperf_compare_threshold",
     "gpuperf_compare_code_spread",
     "gpuperf_compare_loads",
+    "gpuperf_compare_buffer_sets",
     "gpuperf_compare_force",
     "gpuperf_suite_alarm",
     "gpuperf_history",

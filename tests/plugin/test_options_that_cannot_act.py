@@ -21,6 +21,7 @@ VALUES = {
     "gpuperf_compare_threshold": "--gpuperf-compare-threshold=0.01",
     "gpuperf_compare_code_spread": "--gpuperf-compare-code-spread=0.01",
     "gpuperf_compare_loads": "--gpuperf-compare-loads=4",
+    "gpuperf_compare_buffer_sets": "--gpuperf-compare-buffer-sets=2",
     "gpuperf_compare_force": "--gpuperf-compare-force",
     "gpuperf_suite_alarm": "--gpuperf-suite-alarm=0.05",
     "gpuperf_history": "--gpuperf-history=3",
