@@ -242,6 +242,19 @@ class BaselineRef:
     pooled_spread: float = 0.0
     pooled_df: float = 0.0
     pooled_entries: int = 0
+    # The degrees of freedom of history_sd (None: saves - 1, as before boards were recorded;
+    # with boards it is the sum over boards of their saves - 1).
+    history_df: int | None = None
+    # The run's board (GPU UUID, "" unknown) and how it relates to the boards the saves were
+    # made on (baseline.model.BOARD_*: "seen", "unseen", "unrecorded", "unknown"; "" for a
+    # reported entry); how many boards made saves; and the spread between their levels
+    # learned from them (a standard deviation of log efficiency, with its degrees of freedom;
+    # 0 below two boards).
+    board: str = ""
+    board_status: str = ""
+    boards: int = 0
+    between_sd: float = 0.0
+    between_df: int = 0
 
 
 @dataclass(frozen=True)
@@ -290,6 +303,19 @@ class NoiseBand:
     pooled_entries: int = 0
     measured_sigma: float = 0.0  # this run's own uncertainty, when it exceeds sigma
     pool_refused_p: float = 0.0  # > 0: the file's pool was refused, the saves scatter more (p)
+    # Noise by level: "seen" (the run's board made saves: sigma, the run-to-run spread on one
+    # board, alone) or "unseen" / "unrecorded" / "unknown" (the spread between boards of the
+    # model is added: `between_sigma`, a standard deviation of log efficiency, from
+    # `between_source` "file" (saves on several boards, with the measured figure as prior) or
+    # "figure" (the project's measured figure, or the simulated device's setting), worth
+    # `between_df` degrees of freedom (0: known exactly)). `board_added` is the +-95% range
+    # the board term adds, as the failure text quotes it.
+    board_status: str = ""
+    between_sigma: float = 0.0
+    between_df: float = 0.0
+    between_source: str = ""
+    between_figure: str = ""  # where the figure comes from (policy.BETWEEN_BOARD_SOURCE)
+    boards: int = 0
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -299,6 +300,8 @@ class BenchSession:
             if (device is not None and device.simulated)
             else None
         )
+        sim_settings = getattr(device.backend, "settings", None) if device is not None else None
+        board_spread = getattr(sim_settings, "gpu_spread", 0.0) if sim_spread is not None else 0.0
         context = JudgeContext(
             tolerance=test.tolerance,
             strict=test.strict,
@@ -316,6 +319,8 @@ class BenchSession:
             unjudged=unjudged,
             suite=self.suite,
             accept=self.accept_rules()[0],
+            host=socket.gethostname() if settings.save else "",
+            sim_board_spread=float(board_spread),
         )
         priors = {
             position: prior_run_spread(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -46,6 +47,8 @@ class SaveRecord:
     driver_version: str = ""
     plugin_version: str = ""
     note: str = ""
+    board: str = ""  # the GPU's UUID ("" in files written before boards were recorded)
+    host: str = ""
 
     @property
     def relative_ci(self) -> float:
@@ -59,6 +62,10 @@ class SaveRecord:
             head += f" {self.when}"
         if self.device_name:
             head += f" on {self.device_name}"
+        if self.board:
+            head += f" {self.board}"
+        if self.host:
+            head += f" at {self.host}"
         versions = [
             self.backend,
             self.runtime_version and f"runtime {self.runtime_version}",
@@ -98,6 +105,12 @@ class BaselineEntry:
     prior_spread: float = 0.0  # what a first save would record here (0: unknown)
     reported_in: str = ""  # the document and figure of a reported entry
     note: str = ""
+    # Every save of this code per board, including those that slid out of `saves` (so a
+    # sliding history keeps its spread); empty in older files: derived from `saves` then.
+    boards: tuple[BoardSpread, ...] = ()
+    # The baselines this entry replaced when a save of other code started a new history,
+    # oldest first (gate/drift.py reads a drift across code versions from them).
+    replaced: tuple[Replaced, ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -118,15 +131,45 @@ class BaselineEntry:
             text += f"; median of {len(self.saves)} saves of this code"
         return text
 
+    def board_spreads(self) -> tuple[BoardSpread, ...]:
+        """Every save of this code per board: as stored, or (older files) from `saves`."""
+        if self.source != "measured":
+            return ()
+        return self.boards or spreads_of(self.saves)
+
     def to_ref(
-        self, path: str | os.PathLike[str], device_key: str = "", pooled: Pooled | None = None
+        self,
+        path: str | os.PathLike[str],
+        device_key: str = "",
+        pooled: Pooled | None = None,
+        *,
+        board: str | None = None,
     ) -> BaselineRef:
         """The view the gate works with; `pooled` is what the rest of its file lends it
-        (baseline/pool.py)."""
+        (baseline/pool.py). `board` is the GPU UUID of the run to judge ("" unknown; None: a
+        view of the entry alone, as on the board that made its latest save)."""
         latest = self.latest
         pooled = pooled or Pooled()
+        spreads = self.board_spreads()
+        within_sd, within_df = within_spread(spreads)
+        between_sd, between_df = between_spread(spreads)
+        known = {s.board for s in spreads if s.board}
+        efficiency, centre_saves = self.efficiency, max(len(self.saves), 1)
+        if self.source != "measured" or board is None:
+            status, board = "", board or ""
+        elif not known:
+            status = BOARD_UNRECORDED
+        elif not board:
+            status = BOARD_UNKNOWN
+        elif board in known:
+            status = BOARD_SEEN
+            own = [s.efficiency for s in self.saves if s.board == board]
+            if len(known) > 1 and own:
+                efficiency, centre_saves = statistics.median(own), len(own)
+        else:
+            status = BOARD_UNSEEN
         return BaselineRef(
-            efficiency=self.efficiency,
+            efficiency=efficiency,
             efficiency_ci=self.efficiency_ci,
             run_spread=self.run_spread,
             bandwidth_bps=self.bandwidth_bps,
@@ -136,16 +179,94 @@ class BaselineEntry:
             provenance=self.describe(),
             path=str(path),
             device_key=device_key,
-            saves=max(len(self.saves), 1),
+            saves=centre_saves,
             spread_basis=self.spread_basis,
             fingerprint=latest.fingerprint if latest else "",
             prior_spread=self.prior_spread,
-            history_sd=log_spread(self)[0],
+            history_sd=within_sd,
+            history_df=within_df,
             backend=latest.backend if latest else "",
             pooled_spread=pooled.spread,
             pooled_df=pooled.df,
             pooled_entries=pooled.entries,
+            board=board,
+            board_status=status,
+            boards=len(known),
+            between_sd=between_sd,
+            between_df=between_df,
         )
+
+
+# How the run's board relates to the boards an entry's saves were made on (BaselineRef).
+BOARD_SEEN = "seen"  # the run's board made saves of this entry: run-to-run spread only
+BOARD_UNSEEN = "unseen"  # another board of the model: the between-board spread is added
+BOARD_UNRECORDED = "unrecorded"  # the saves do not say their board (older files): added
+BOARD_UNKNOWN = "unknown"  # the run's board is unknown (no UUID): added
+
+
+@dataclass(frozen=True)
+class BoardSpread:
+    """Every save of an entry's current code on one board, summarised: how many, the mean of
+    their log efficiencies and the sum of squared deviations from it (Welford's terms, so a
+    save that slides out of the kept history still counts towards the spread)."""
+
+    board: str
+    saves: int
+    mean_log: float
+    squares: float = 0.0
+
+    def add(self, log_efficiency: float) -> BoardSpread:
+        n = self.saves + 1
+        delta = log_efficiency - self.mean_log
+        mean = self.mean_log + delta / n
+        return BoardSpread(self.board, n, mean, self.squares + delta * (log_efficiency - mean))
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """A baseline an entry replaced: its efficiency (the centre of its saves), their spread
+    (+-95%), how many saves, and the commit and time of its latest save."""
+
+    efficiency: float
+    run_spread: float
+    saves: int
+    commit: str = ""
+    when: str = ""
+    board: str = ""
+
+
+def spreads_of(saves: Sequence[SaveRecord]) -> tuple[BoardSpread, ...]:
+    """`saves` summarised per board ("" for saves that do not say), in order of appearance."""
+    by_board: dict[str, BoardSpread] = {}
+    for save in saves:
+        current = by_board.get(save.board, BoardSpread(save.board, 0, 0.0))
+        by_board[save.board] = current.add(math.log(save.efficiency))
+    return tuple(by_board.values())
+
+
+def within_spread(spreads: Sequence[BoardSpread]) -> tuple[float, int]:
+    """(the pooled standard deviation of log efficiency between saves on one board, its
+    degrees of freedom): sum of squares over sum of (saves - 1) over the boards."""
+    df = sum(s.saves - 1 for s in spreads if s.saves > 0)
+    if df < 1:
+        return 0.0, 0
+    return math.sqrt(max(sum(s.squares for s in spreads), 0.0) / df), df
+
+
+def between_spread(spreads: Sequence[BoardSpread]) -> tuple[float, int]:
+    """(the standard deviation of the boards' levels, its degrees of freedom) from saves on
+    two or more recorded boards: the one-way random-effects estimate
+    max(0, (MS_between - MS_within) / n0) (n0 the effective saves per board), or (0, 0)."""
+    boards = [s for s in spreads if s.board and s.saves > 0]
+    if len(boards) < 2:
+        return 0.0, 0
+    total = sum(s.saves for s in boards)
+    grand = sum(s.saves * s.mean_log for s in boards) / total
+    ms_between = sum(s.saves * (s.mean_log - grand) ** 2 for s in boards) / (len(boards) - 1)
+    within_sd, within_df = within_spread(boards)
+    n0 = (total - sum(s.saves**2 for s in boards) / total) / (len(boards) - 1)
+    variance = (ms_between - (within_sd**2 if within_df else 0.0)) / n0
+    return math.sqrt(max(variance, 0.0)), len(boards) - 1
 
 
 @dataclass(frozen=True)
@@ -160,11 +281,9 @@ class Pooled:
 
 
 def log_spread(entry: BaselineEntry) -> tuple[float, int]:
-    """(sample standard deviation of the saves' log efficiencies, its degrees of freedom)."""
-    if entry.source != "measured" or len(entry.saves) < 2:
-        return 0.0, 0
-    logs = [math.log(s.efficiency) for s in entry.saves]
-    return statistics.stdev(logs), len(logs) - 1
+    """(the standard deviation of the saves' log efficiencies between saves on one board,
+    its degrees of freedom): every save of the code, per board (BoardSpread)."""
+    return within_spread(entry.board_spreads())
 
 
 def utc_now() -> str:

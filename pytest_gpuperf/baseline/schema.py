@@ -9,18 +9,23 @@ docs/baselines.md documents the layout.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pytest_gpuperf.baseline.model import (
     SOURCES,
     SPREAD_BASES,
     BaselineEntry,
+    BoardSpread,
+    Replaced,
     SaveRecord,
+    significant,
+    spreads_of,
 )
 from pytest_gpuperf.baseline.toml_check import (
     Checker,
     Invalid,
+    Lines,
     at_entry,
     file_entries,
     first_at,
@@ -135,6 +140,31 @@ def _entry_table(entry: BaselineEntry) -> dict[str, Any]:
         table["note"] = entry.note
     if entry.saves:
         table["save"] = [_save_table(save) for save in entry.saves]
+    boards = entry.boards
+    if boards and boards != spreads_of(entry.saves):  # only what the saves do not say
+        table["board_spread"] = [
+            {
+                "board": b.board,
+                "saves": b.saves,
+                "mean_log": significant(b.mean_log, 12),
+                "squares": significant(b.squares, 8),
+            }
+            for b in boards
+        ]
+    if entry.replaced:
+        table["replaced"] = [_replaced_table(r) for r in entry.replaced]
+    return table
+
+
+def _replaced_table(replaced: Replaced) -> dict[str, Any]:
+    table: dict[str, Any] = {
+        "efficiency": replaced.efficiency,
+        "run_spread": replaced.run_spread,
+        "saves": replaced.saves,
+    }
+    for name in ("commit", "when", "board"):
+        if getattr(replaced, name):
+            table[name] = getattr(replaced, name)
     return table
 
 
@@ -163,6 +193,8 @@ _SAVE_OPTIONAL = (
     "driver_version",
     "plugin_version",
     "note",
+    "board",
+    "host",
 )
 
 
@@ -187,6 +219,8 @@ _ENTRY_KEYS_V2 = {
     "reported_in",
     "note",
     "save",
+    "board_spread",
+    "replaced",
 }
 
 
@@ -229,7 +263,81 @@ def _entry_v2(table: dict[str, Any], index: int) -> BaselineEntry:
         saves=saves,
         reported_in=reported_in,
         note=check.optional("note", str, ""),
+        boards=_board_spreads(check, index, saves),
+        replaced=_replaced(check, index, common["cache"]),
     )
+
+
+def _sub_tables(check: Checker, key: str) -> list[dict[str, Any]]:
+    raw = check.optional(key, list, [])
+    if not all(isinstance(item, dict) for item in raw):
+        raise check.invalid(key, f"must be an array of tables ([[entry.{key}]])")
+    return raw
+
+
+def _table_locator(
+    index: int, name: str, number: int
+) -> Callable[[Lines], Callable[[str], int | None]]:
+    """Where a key of the `number`-th [[entry.<name>]] of entry `index` is."""
+    return lambda lines: lambda key: lines.table_key(index, name, number, key)
+
+
+def _board_spreads(
+    check: Checker, index: int, saves: tuple[SaveRecord, ...]
+) -> tuple[BoardSpread, ...]:
+    """[[entry.board_spread]]: every save of the code per board (older saves that slid out of
+    the history included); each must count at least the kept saves of its board."""
+    spreads = []
+    for number, table in enumerate(_sub_tables(check, "board_spread")):
+        item = Checker(
+            table,
+            f"{check.label} board_spread #{number + 1}",
+            _table_locator(index, "board_spread", number),
+        )
+        item.reject_unknown({"board", "saves", "mean_log", "squares"})
+        board = item.optional("board", str, "")
+        count = item.required("saves", int)
+        kept = sum(1 for save in saves if save.board == board)
+        if count < max(kept, 1):
+            raise item.invalid(
+                "saves", f"must count at least the {max(kept, 1)} kept saves of its board"
+            )
+        spreads.append(
+            BoardSpread(
+                board,
+                count,
+                float(item.required("mean_log", float)),
+                item.number("squares", low=0.0, low_inclusive=True),
+            )
+        )
+    return tuple(spreads)
+
+
+def _replaced(check: Checker, index: int, cache: str) -> tuple[Replaced, ...]:
+    """[[entry.replaced]]: the baselines this entry replaced, oldest first."""
+    trail = []
+    for number, table in enumerate(_sub_tables(check, "replaced")):
+        item = Checker(
+            table,
+            f"{check.label} replaced #{number + 1}",
+            _table_locator(index, "replaced", number),
+        )
+        item.reject_unknown({"efficiency", "run_spread", "saves", "commit", "when", "board"})
+        limit = MAX_EFFICIENCY[cache]
+        saves = item.required("saves", int)
+        if saves < 1:
+            raise item.invalid("saves", f"must be >= 1, got {saves}")
+        trail.append(
+            Replaced(
+                efficiency=item.number("efficiency", low=0.0, high=limit),
+                run_spread=item.number("run_spread", low=0.0, high=1.0, low_inclusive=True),
+                saves=saves,
+                commit=item.optional("commit", str, ""),
+                when=item.optional("when", str, ""),
+                board=item.optional("board", str, ""),
+            )
+        )
+    return tuple(trail)
 
 
 def _save_from_table(table: dict[str, Any], index: int, number: int, cache: str) -> SaveRecord:

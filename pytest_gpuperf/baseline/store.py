@@ -141,14 +141,17 @@ class BaselineStore:
             missing=lambda: BaselineFile(path=path, device_key=device_key),
         )
 
-    def lookup(self, device_key: str, test_id: str, name: str, cache: str) -> BaselineRef | None:
-        """The entry as the gate sees it, with the spread the rest of its file lends it."""
+    def lookup(
+        self, device_key: str, test_id: str, name: str, cache: str, *, board: str | None = None
+    ) -> BaselineRef | None:
+        """The entry as the gate sees it, with the spread the rest of its file lends it, for
+        a run on `board` (GPU UUID; "" unknown; None: the board of its latest save)."""
         loaded = self.load(device_key)
         entry = loaded.get(test_id, name, cache)
         if entry is None:
             return None
         pooled = self.pool(loaded).for_entry(entry.key, entry.cache, entry.time_s)
-        return entry.to_ref(self.path_for(device_key), device_key, pooled)
+        return entry.to_ref(self.path_for(device_key), device_key, pooled, board=board)
 
     def pool(self, loaded: BaselineFile) -> FilePool:
         """The file's poolable histories, summarised once per loaded version of the file."""

@@ -233,6 +233,11 @@ class Lines:
     def save_key(self, index: int, number: int, key: str) -> int | None:
         return self._sub_key(index, _SAVE_HEADER, number, key, "save")
 
+    def table_key(self, index: int, name: str, number: int, key: str) -> int | None:
+        """The line of `key` in the `number`-th [[entry.<name>]] of entry `index`."""
+        header = re.compile(rf"^\s*\[\[\s*entry\.{re.escape(name)}\s*\]\]")
+        return self._sub_key(index, header, number, key, name)
+
     def _sub_key(
         self, index: int, header: re.Pattern[str], number: int, key: str, name: str
     ) -> int | None:

@@ -92,6 +92,8 @@ class JudgeContext:
     runtime_version: str = ""
     driver_version: str = ""
     prior_spread: float = 0.07
+    host: str = ""  # the machine's name, recorded with each save beside its board
+    sim_board_spread: float = 0.0  # the simulated device's spread between GPUs (+-95%)
     unjudged: bool = False
     suite: SuiteBudget = field(default_factory=SuiteBudget)  # the run's false-alarm budget
     accept: tuple[Acceptance, ...] = ()  # intended slowdowns (gate/accept.py)
@@ -205,7 +207,8 @@ def _judge_one(
 ) -> Judged:
     m = item.measurement
     own_key, info_key = baseline_keys(m)
-    reference = store.lookup(own_key, test_id, m.name, m.cache)
+    board = m.gpu.uuid or "" if m.gpu is not None else ""
+    reference = store.lookup(own_key, test_id, m.name, m.cache, board=board)
     info: BaselineRef | None = None
     if info_key is not None:
         info = store.lookup(info_key, test_id, m.name, m.cache)
@@ -231,6 +234,7 @@ def _judge_one(
             info=info,
             device_key=own_key,
             false_alarm_rate=stored_rate,
+            simulated_board_spread=context.sim_board_spread,
         )
         return replace(check, false_alarm_rate=stored_rate)
 
@@ -251,6 +255,8 @@ def _judge_one(
             prior_spread=prior,
             history_length=context.history_length,
             when=utc_now(),
+            board=board,
+            host=context.host,
         )
         save, entry = plan_save(m, previous, save_context, floor=floor, unjudged=context.unjudged)
         if entry is not None:

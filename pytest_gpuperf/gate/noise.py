@@ -35,9 +35,12 @@ from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from pytest_gpuperf.gate.policy import (
+    BETWEEN_BOARD_SOURCE,
+    BETWEEN_PRIOR_DF,
     FALSE_ALARM_RATE,
     POOL_CONFLICT_P,
     RUN_SPREAD_CONFIDENCE,
+    between_board_spread,
     prior_df_for,
 )
 from pytest_gpuperf.results import BaselineRef, NoiseBand
@@ -96,6 +99,7 @@ def stored_band(
     confidence: float = 0.95,
     false_alarm_rate: float = FALSE_ALARM_RATE,
     prior_df: float | None = None,
+    simulated_board_spread: float = 0.0,
 ) -> NoiseBand:
     """The drop noise alone explains against `ref` at `false_alarm_rate` (one-sided), and how
     it was reached (module docstring). `measured_rel_ci` is this run's own interval half-width
@@ -108,7 +112,9 @@ def stored_band(
         prior_df = prior_df_for(ref.backend)
     z_run = _z(RUN_SPREAD_CONFIDENCE)
     saves = max(ref.saves, 1)
-    history_df = saves - 1 if ref.source == "measured" else 0
+    history_df = 0
+    if ref.source == "measured":
+        history_df = saves - 1 if ref.history_df is None else ref.history_df
     refused_p = pool_conflict(ref, history_df)
     if ref.pooled_entries > 0 and ref.pooled_df >= prior_df and not refused_p:
         source, prior_sigma, prior_weight = "file", ref.pooled_spread / z_run, ref.pooled_df
@@ -126,13 +132,30 @@ def stored_band(
         quantile = float(student_t.ppf(1.0 - false_alarm_rate, df))
     measured_sigma = measured_rel_ci / _z(confidence) if measured_rel_ci > 0 else 0.0
     factor = centre_factor(saves)
+    between = _between(ref, simulated_board_spread)
+    if between is not None:
+        between_sigma, between_df, between_source = between
+        # the new run's board differs from the centre's mix of `boards` boards by the spread
+        # between boards, the centre from the model's mean by that spread / sqrt(boards)
+        own = (max(sigma, measured_sigma) * factor) ** 2
+        added = between_sigma**2 * (1.0 + 1.0 / max(ref.boards, 1))
+        total_df = _satterthwaite(own, df, added, between_df)
+        if math.isinf(total_df):
+            quantile = float(norm.ppf(1.0 - false_alarm_rate))
+        else:
+            quantile = float(student_t.ppf(1.0 - false_alarm_rate, total_df))
+        noise = quantile * math.sqrt(own + added)
+        df = total_df
+    else:
+        between_sigma, between_df, between_source = 0.0, 0.0, ""
+        noise = quantile * max(sigma, measured_sigma) * factor
     if source == "file":
         basis = POOLED
     else:
         basis = HISTORY if history_df > 0 and math.isfinite(prior_weight) else PRIOR
     return NoiseBand(
         basis=basis,
-        noise=quantile * max(sigma, measured_sigma) * factor,
+        noise=noise,
         sigma=sigma,
         df=df if math.isfinite(df) else 0.0,
         quantile=quantile,
@@ -147,7 +170,46 @@ def stored_band(
         pooled_entries=ref.pooled_entries if source == "file" else 0,
         measured_sigma=measured_sigma if measured_sigma > sigma else 0.0,
         pool_refused_p=refused_p,
+        board_status=ref.board_status,
+        between_sigma=between_sigma,
+        between_df=between_df if math.isfinite(between_df) else 0.0,
+        between_source=between_source,
+        between_figure=BETWEEN_BOARD_SOURCE.get(ref.backend, "") if between else "",
+        boards=ref.boards,
     )
+
+
+def _between(ref: BaselineRef, simulated_board_spread: float) -> tuple[float, float, str] | None:
+    """(sigma between boards, its degrees of freedom, "file" or "figure") when the run is not
+    on a board that made the entry's saves; None when it is (or for a reported entry).
+
+    The figure (policy.between_board_spread at the entry's kernel time; the simulated
+    device's setting, known exactly) is the prior; saves on two or more boards update it as
+    the run-to-run spread's prior is updated (BETWEEN_PRIOR_DF)."""
+    if ref.board_status in ("", "seen") or ref.source != "measured":
+        return None
+    z_run = _z(RUN_SPREAD_CONFIDENCE)
+    if ref.backend == "sim":
+        return simulated_board_spread / z_run, math.inf, "figure"
+    figure_sigma = between_board_spread(ref.backend, ref.time_s) / z_run
+    if ref.between_df < 1:
+        return figure_sigma, BETWEEN_PRIOR_DF, "figure"
+    df = BETWEEN_PRIOR_DF + ref.between_df
+    variance = (BETWEEN_PRIOR_DF * figure_sigma**2 + ref.between_df * ref.between_sd**2) / df
+    return math.sqrt(variance), df, "file"
+
+
+def _satterthwaite(a: float, df_a: float, b: float, df_b: float) -> float:
+    """Welch-Satterthwaite degrees of freedom of the variance sum a + b."""
+    terms = (a * a / df_a if math.isfinite(df_a) and df_a > 0 else 0.0) + (
+        b * b / df_b if math.isfinite(df_b) and df_b > 0 else 0.0
+    )
+    return (a + b) ** 2 / terms if terms > 0 else math.inf
+
+
+def board_added(band: NoiseBand) -> float:
+    """The +-95% range the between-board term stands for (0 on a board that made saves)."""
+    return _z(RUN_SPREAD_CONFIDENCE) * band.between_sigma
 
 
 def pool_conflict(ref: BaselineRef, history_df: int) -> float:

@@ -18,30 +18,66 @@ RUN_SPREAD_CONFIDENCE = 0.95
 Z_95 = 1.959963984540054
 
 # The run-to-run spread a FIRST save records, before a history can say better (the prior).
-# AMD: the +-7% between runs of one kernel reported for MI300X (blog above). NVIDIA: 2%, above
-# the +-0.27% measured between processes on the project's H100 (docs/measurement.md), because
-# other boards, drivers and clock policies vary more. The simulated device: its own setting.
-DEFAULT_RUN_SPREAD = {"hip": 0.07, "cuda": 0.02, "sim": 0.07}
-# A launch's fixed cost moves between machines and runs by more than a share of a long kernel:
-# on the project's H100s (2026-11-23) cold kernels of 4.5-8 us took up to 0.35 us longer on one
-# machine than on others, where kernels of 20 us and more agreed within 1.5%. A first save of
-# a real GPU in cold or rotate mode therefore adds this much, as a standard deviation.
+# It depends on the kernel's length: a relative part and an absolute launch jitter,
+# sigma(t)^2 = relative^2 + (jitter_s / t)^2 (both standard deviations of log efficiency),
+# per backend and cache mode (hot launches follow each other; cold and rotate launches start
+# on a device that has just run a flush or other buffers).
+# CUDA: the spread between separate processes on ONE board of the project's H100 SXM
+# (bench/stored_scenario.py, its output in bench/measured/; 2026-11-24/25: kernels >= 100 us
+# scattered by 0.02-0.5%, 20-30 us by up to 1.7% over three processes, a 7.8 us cold kernel
+# by 0.9%). HIP: no AMD board was measured; the +-7% between runs reported for MI300X
+# ("Making memory bound kernels go brr on a MI300X") stands as the relative part.
+# The simulated device: its own setting (prior_run_spread).
+RUN_SPREAD_MODEL = {
+    # backend: {cache: (relative sigma, jitter sigma in s)}
+    "cuda": {"cold": (0.0015, 0.06e-6), "rotate": (0.0015, 0.06e-6), "hot": (0.001, 0.03e-6)},
+    "hip": {
+        "cold": (0.07 / 1.96, 0.2e-6),
+        "rotate": (0.07 / 1.96, 0.2e-6),
+        "hot": (0.07 / 1.96, 0.0),
+    },
+}
+# Kept for readers of older files and help texts: the relative part as a +-95% range.
+DEFAULT_RUN_SPREAD = {"hip": 0.07, "cuda": 0.003, "sim": 0.07}
+
+# Between boards of one device model: how much one board's level differs from another's, as
+# sigma(t)^2 = relative^2 + (jitter_s / t)^2, used until a baseline file holds saves from
+# several boards (gate/noise.py then learns it from them, with this as its prior). CUDA:
+# measured 2026-11-24 on two H100 SXM boards with the committed baselines (kernels >= 100 us:
+# the boards' means differed by <= 0.25%; 20-30 us by up to 0.7%), and 2026-11-23 (cold
+# kernels of 4.5-8 us up to 0.35 us longer on one machine). HIP: no AMD board was measured:
+# the CUDA figure doubled stands in, stated as assumed. The simulated device: its
+# per-GPU spread setting (sim/model.py).
+BETWEEN_BOARD_MODEL = {
+    "cuda": (0.002, 0.12e-6),
+    "hip": (0.004, 0.24e-6),
+}
+BETWEEN_BOARD_SOURCE = {
+    "cuda": "measured 2026-11-24 on two H100 SXM boards",
+    "hip": "assumed (no AMD board measured): twice the H100 figure",
+    "sim": "the simulated device's per-GPU spread setting",
+}
+# A launch's fixed cost, kept for the A/B side (a first save now uses RUN_SPREAD_MODEL).
 LAUNCH_JITTER_S = 0.2e-6
 
-# Saves kept per baseline entry, and how many of the same code it takes before the file's
-# `run_spread` is written from them instead of from the prior (the gate itself combines every
-# save with the prior: gate/noise.py).
-HISTORY_LENGTH = 5
+# Saves kept per baseline entry (the centre is their median; every save of the same code on
+# a board still counts towards its spread after it slides out: baseline/model.BoardSpread),
+# and how many of the same code it takes before the file's `run_spread` is written from them
+# instead of from the prior.
+HISTORY_LENGTH = 10
 MIN_HISTORY = 3
-# What the backend's figure for a first save (prior_run_spread) is worth, in degrees of
-# freedom, when the gate combines it with an entry's saves: a guess as good as a history of 9
-# saves. It is a guess (2% for CUDA against 0.16-0.9% measured between processes on the
-# project's H100), so saves soon outweigh it, yet a first save is judged with Student's t at
-# 8 degrees of freedom (2.90 at 99%, against the normal 2.33 were the figure exact). The
-# file's pooled spread replaces it once the pool holds at least as many degrees of freedom,
-# so that switching to the file never widens the band of entries that scatter as the figure
-# says (docs/baselines.md, "How the gate's band is made").
-PRIOR_DF = 8.0
+# Baselines an entry replaced (a re-save after a code change starts a new history) that the
+# file keeps, so a drift across code versions stays visible (gate/drift.py).
+TRAIL_LENGTH = 8
+# What the backend's figure for a first save is worth, in degrees of freedom, when the gate
+# combines it with an entry's saves: 3, a guess as good as 4 saves. It is measured on one
+# board, but a user's kernel and machine differ, so it must not outweigh what their own saves
+# say: after 3 saves the saves hold 2 of 5 df, after 10 saves 9 of 12, and every save on top
+# keeps adding (a history that slides keeps its spread: BoardSpread). The file's pooled
+# spread replaces it once the pool holds at least as many degrees of freedom.
+PRIOR_DF = 3.0
+# The between-board figure is worth as much as a prior of the run-to-run spread.
+BETWEEN_PRIOR_DF = PRIOR_DF
 
 # An entry whose saves scatter more than its file's pool at this significance (a one-sided F
 # test) is judged without the pool: a kernel noisier than its neighbours is not theirs to judge.
@@ -75,19 +111,30 @@ COMPARE_JITTER_S = 0.04e-6
 def prior_run_spread(
     backend: str, time_s: float, cache: str = "cold", simulated_spread: float | None = None
 ) -> float:
-    """The +-95% run-to-run spread a first save records.
-
-    The backend's relative figure, combined with LAUNCH_JITTER_S for real GPUs where every
-    timed launch starts on a device that has just run a flush (cold) or other buffers
-    (rotate); it dominates for kernels of a few us. Hot launches follow each other. The
-    simulated device records the spread it was configured with.
-    """
+    """The +-95% run-to-run spread a first save records: RUN_SPREAD_MODEL's relative part and
+    launch jitter at this kernel time (the jitter dominates for kernels of a few us). The
+    simulated device records the spread it was configured with."""
     if backend == "sim":
         return simulated_spread if simulated_spread is not None else DEFAULT_RUN_SPREAD["sim"]
-    relative = DEFAULT_RUN_SPREAD.get(backend, 0.07)
-    if cache == "hot" or time_s <= 0:
+    model = RUN_SPREAD_MODEL.get(backend, RUN_SPREAD_MODEL["hip"])
+    relative, jitter_s = model.get(cache, model["cold"])
+    return round(Z_95 * level_sigma(relative, jitter_s, time_s), 5)
+
+
+def level_sigma(relative: float, jitter_s: float, time_s: float) -> float:
+    """sqrt(relative^2 + (jitter_s / time_s)^2): a spread of log efficiency at `time_s`."""
+    if time_s <= 0:
         return relative
-    return round(math.hypot(relative, Z_95 * LAUNCH_JITTER_S / time_s), 4)
+    return math.hypot(relative, jitter_s / time_s)
+
+
+def between_board_spread(backend: str, time_s: float, simulated_spread: float = 0.0) -> float:
+    """The +-95% spread between boards of one model a run on an unseen board adds, until the
+    file holds saves from several boards (BETWEEN_BOARD_MODEL)."""
+    if backend == "sim":
+        return simulated_spread
+    relative, jitter_s = BETWEEN_BOARD_MODEL.get(backend, BETWEEN_BOARD_MODEL["hip"])
+    return round(Z_95 * level_sigma(relative, jitter_s, time_s), 5)
 
 
 # How much one code object's time may differ from another's of the same speed for the whole

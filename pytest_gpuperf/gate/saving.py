@@ -16,8 +16,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_gpuperf.baseline.model import BaselineEntry, SaveRecord, significant, utc_now
-from pytest_gpuperf.gate.policy import HISTORY_LENGTH, MIN_HISTORY, Z_95
+from pytest_gpuperf.baseline.model import (
+    BaselineEntry,
+    BoardSpread,
+    Replaced,
+    SaveRecord,
+    significant,
+    spreads_of,
+    utc_now,
+    within_spread,
+)
+from pytest_gpuperf.gate.policy import HISTORY_LENGTH, MIN_HISTORY, TRAIL_LENGTH, Z_95
 from pytest_gpuperf.results import FAIL, FloorCheck, Measurement, SaveAction, Verdict
 
 
@@ -34,6 +43,8 @@ class SaveContext:
     prior_spread: float = 0.07
     history_length: int = HISTORY_LENGTH
     when: str = ""
+    board: str = ""  # the GPU's UUID
+    host: str = ""
 
 
 def plan_save(
@@ -71,11 +82,17 @@ def plan_save(
         runtime_version=context.runtime_version,
         driver_version=context.driver_version,
         plugin_version=__version__,
+        board=context.board,
+        host=context.host,
     )
     continues = previous is not None and same_code(previous, measurement, record)
     kept = previous.saves if continues and previous is not None else ()
     history = (*kept, record)[-max(context.history_length, 1) :]
-    entry = entry_from_history(measurement, context.test_id, history, context.prior_spread)
+    boards = _add_to_boards(previous.board_spreads() if continues and previous else (), record)
+    trail = replaced_trail(previous, continues)
+    entry = entry_from_history(
+        measurement, context.test_id, history, context.prior_spread, boards=boards, trail=trail
+    )
     action = SaveAction(
         saved=True,
         previous_efficiency=previous.efficiency if previous is not None else None,
@@ -120,12 +137,48 @@ def same_code(previous: BaselineEntry, measurement: Measurement, record: SaveRec
     return bool(clean) and last.commit == record.commit
 
 
+def _add_to_boards(boards: Sequence[BoardSpread], record: SaveRecord) -> tuple[BoardSpread, ...]:
+    """The per-board summaries with `record` added to its board's."""
+    updated = list(boards)
+    for position, spread in enumerate(updated):
+        if spread.board == record.board:
+            updated[position] = spread.add(math.log(record.efficiency))
+            return tuple(updated)
+    return (*updated, BoardSpread(record.board, 0, 0.0).add(math.log(record.efficiency)))
+
+
+def replaced_trail(previous: BaselineEntry | None, continues: bool) -> tuple[Replaced, ...]:
+    """The trail of replaced baselines after this save: the previous entry's, plus the
+    previous entry itself when this save starts a new history (the last TRAIL_LENGTH)."""
+    if previous is None:
+        return ()
+    if continues or previous.source != "measured" or previous.latest is None:
+        return previous.replaced
+    latest = previous.latest
+    gone = Replaced(
+        efficiency=previous.efficiency,
+        run_spread=previous.run_spread,
+        saves=len(previous.saves),
+        commit=latest.commit,
+        when=latest.when,
+        board=latest.board,
+    )
+    return (*previous.replaced, gone)[-TRAIL_LENGTH:]
+
+
 def entry_from_history(
-    measurement: Measurement, test_id: str, saves: Sequence[SaveRecord], prior_spread: float
+    measurement: Measurement,
+    test_id: str,
+    saves: Sequence[SaveRecord],
+    prior_spread: float,
+    *,
+    boards: Sequence[BoardSpread] = (),
+    trail: Sequence[Replaced] = (),
 ) -> BaselineEntry:
     """The entry for a history of saves: median efficiency, spread learned or prior."""
     centre = statistics.median(s.efficiency for s in saves)
-    run_spread, basis = learned_spread(saves, prior_spread)
+    boards = tuple(boards) or spreads_of(saves)
+    run_spread, basis = learned_spread(saves, prior_spread, boards=boards)
     lows = [s.efficiency_ci[0] for s in saves]
     highs = [s.efficiency_ci[1] for s in saves]
     bandwidth_bps = centre * measurement.peak_bps
@@ -146,25 +199,31 @@ def entry_from_history(
         grid=measurement.grid,
         block=measurement.block,
         saves=tuple(saves),
+        boards=() if boards == spreads_of(saves) else boards,  # the saves say it all
+        replaced=tuple(trail),
     )
 
 
 def learned_spread(
-    saves: Sequence[SaveRecord], prior_spread: float, *, confidence: float = 0.95
+    saves: Sequence[SaveRecord],
+    prior_spread: float,
+    *,
+    confidence: float = 0.95,
+    boards: Sequence[BoardSpread] = (),
 ) -> tuple[float, str]:
     """(run_spread as a +-95% range, "history" or "prior").
 
-    With MIN_HISTORY saves or more: 1.96 x the sample standard deviation of their log
-    efficiencies, but never less than their own intervals say each median was uncertain by (a
-    history of near-identical numbers must not claim more precision than each run had).
+    With MIN_HISTORY saves or more on one board (every save of the code, `boards`): 1.96 x
+    the standard deviation of their log efficiencies between saves on one board, but never
+    less than their own intervals say each median was uncertain by (a history of
+    near-identical numbers must not claim more precision than each run had).
     """
-    if len(saves) < MIN_HISTORY:
+    scatter, df = within_spread(tuple(boards) or spreads_of(saves))
+    if df + 1 < MIN_HISTORY:
         return round(prior_spread, 6), "prior"
-    logs = [math.log(s.efficiency) for s in saves]
-    between = statistics.stdev(logs)
     z_ci = Z_95 if confidence == 0.95 else _z(confidence)
     within = math.sqrt(statistics.fmean((s.relative_ci / z_ci) ** 2 for s in saves))
-    return significant(Z_95 * max(between, within), 4), "history"
+    return significant(Z_95 * max(scatter, within), 4), "history"
 
 
 def _z(confidence: float) -> float:

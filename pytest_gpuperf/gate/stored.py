@@ -31,6 +31,7 @@ def check_baseline(
     confidence: float = 0.95,
     false_alarm_rate: float = FALSE_ALARM_RATE,
     prior_df: float | None = None,
+    simulated_board_spread: float = 0.0,
 ) -> BaselineCheck:
     """Compare with the stored baseline.
 
@@ -64,6 +65,7 @@ def check_baseline(
         confidence=confidence,
         false_alarm_rate=false_alarm_rate,
         prior_df=prior_df,
+        simulated_board_spread=simulated_board_spread,
     )
     noise = band.noise
     allowance = max(tolerance, noise)

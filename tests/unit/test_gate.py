@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import t as student_t
 
 from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.gate.ab import ab_state, check_comparison, decided, no_base, unchanged
@@ -22,6 +23,8 @@ from pytest_gpuperf.gate.noise import prior_allowance, stored_band
 from pytest_gpuperf.gate.policy import (
     DEFAULT_CODE_SPREAD,
     FALSE_ALARM_RATE,
+    PRIOR_DF,
+    RUN_SPREAD_MODEL,
     code_allowance,
     compare_threshold,
     prior_run_spread,
@@ -164,11 +167,15 @@ def test_prior_allowance_formula():
 
 
 def test_prior_run_spread_of_a_first_save():
-    assert prior_run_spread("cuda", 145e-6) == pytest.approx(0.02, abs=0.001)
+    """A relative part and a launch jitter per backend and cache mode (RUN_SPREAD_MODEL)."""
+    relative, jitter_s = RUN_SPREAD_MODEL["cuda"]["cold"]
+    for time_s in (145e-6, 30e-6, 8e-6):
+        expected = 1.959963984540054 * math.hypot(relative, jitter_s / time_s)
+        assert prior_run_spread("cuda", time_s) == pytest.approx(expected, abs=1e-5)
+    # shorter kernels scatter more; hot launches less than cold ones
+    assert prior_run_spread("cuda", 8e-6) > 2 * prior_run_spread("cuda", 145e-6)
+    assert prior_run_spread("cuda", 3.5e-6, "hot") < prior_run_spread("cuda", 3.5e-6, "cold")
     assert prior_run_spread("hip", 145e-6) == pytest.approx(0.07, abs=0.0005)
-    # 8 us: 1.96 x 0.2 us / 8 us = 4.9%, with the 2% of cuda -> 5.3%.
-    assert prior_run_spread("cuda", 8e-6) == pytest.approx(0.053, abs=0.001)
-    assert prior_run_spread("cuda", 3.5e-6, "hot") == 0.02
     assert prior_run_spread("sim", 1e-6, simulated_spread=0.03) == 0.03
 
 
@@ -205,8 +212,10 @@ def test_a_first_save_whose_prior_is_right_alarms_no_more_than_the_rate():
         check = check_baseline(measurement(now_eff, rel_ci=0.0), ref, tolerance=0.0)
         alarms += check.outcome == REGRESSED
         assert check.band is not None and check.band.basis == "prior"
+        # the gate is live: the bound is t(PRIOR_DF) x sigma x sqrt(2), not infinite
+        bound = student_t.ppf(1 - FALSE_ALARM_RATE, PRIOR_DF) * sigma * math.sqrt(2)
+        assert check.noise == pytest.approx(bound, rel=1e-6)
     assert alarms / trials <= FALSE_ALARM_RATE
-    assert alarms > 0  # the gate is live: the bound is t(8), not infinite
 
 
 # -- stored baseline: a spread learned from a history of saves -----------------------------
@@ -216,9 +225,11 @@ def test_the_band_of_five_saves_is_a_t_prediction_interval():
     sigma_prior, sd = 0.003 / 1.959963984540054, 0.002
     ref = baseline(0.8, run_spread=0.003, saves=5, spread_basis="history", history_sd=sd)
     band = stored_band(ref, 0.0)
-    posterior = math.sqrt((8 * sigma_prior**2 + 4 * sd**2) / 12)
-    expected = 2.680998 * posterior * math.sqrt(1 + math.pi / 10)  # t(0.99; 8 + 4), median of 5
-    assert (band.basis, band.df, band.noise) == ("history", 12, pytest.approx(expected, rel=1e-5))
+    df = PRIOR_DF + 4
+    posterior = math.sqrt((PRIOR_DF * sigma_prior**2 + 4 * sd**2) / df)
+    quantile = student_t.ppf(0.99, df)
+    expected = quantile * posterior * math.sqrt(1 + math.pi / 10)  # median of 5
+    assert (band.basis, band.df, band.noise) == ("history", df, pytest.approx(expected, rel=1e-5))
     # never more precise than this run's own interval says
     assert stored_band(ref, 0.05).noise > stored_band(ref, 0.001).noise == band.noise
     assert stored_band(ref, 0.05).measured_sigma == pytest.approx(0.05 / 1.959963984540054)
@@ -296,7 +307,10 @@ def test_regression_message_tells_the_whole_story():
     assert verdict.failed_checks == ("regression",)
     assert "regressed: 70.00% vs baseline 80.00% (-12.50%" in text
     assert "5 saves, run-to-run +-0.40% in the file" in text
-    assert "basis history: a one-sided 99% prediction bound for one new run, t(12 df)" in text
+    assert (
+        f"basis history: a one-sided 99% prediction bound for one new run, t({PRIOR_DF + 4:.0f} df)"
+        in text
+    )
     assert "this entry's 5 saves (sigma 0.00%, 4 df)" in text
     assert re.search(rf"update: +{re.escape(UPDATE)}", text)
     assert "[baselines/mi300x.toml]" in text

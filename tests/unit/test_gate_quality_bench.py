@@ -199,16 +199,17 @@ def test_targets_need_their_trials_and_their_rate():
 
 def test_history_checks_are_the_gates_own():
     """Five saves of a kernel steady within +-0.2% learn a tight spread: a 3% drop is caught,
-    no change passes. One save keeps the CUDA prior (2%) and lets the same 3% through."""
+    no change passes. One save keeps the CUDA prior (its relative part and a launch's jitter,
+measured on one H100 board) and, worth a few saves, already catches the same 3%."""
     steady = [measurement(0.80 * (1 + d)) for d in (0.001, -0.001, 0.0, 0.002, -0.002)]
     same = gq.history_check(steady, measurement(0.8), 0.01)
     slower = gq.history_check(steady, measurement(0.8 / 1.03), 0.01)
     assert same["outcome"] == "within-noise" and slower["outcome"] == "regressed"
     assert same["saves"] == 5 and same["spread_basis"] == "history"
     one = gq.history_check(steady[:1], measurement(0.8 / 1.03), 0.01)
-    prior = prior_run_spread("cuda", steady[0].time_s, "cold")  # 2% and a launch's jitter
+    prior = prior_run_spread("cuda", steady[0].time_s, "cold")
     assert one["spread_basis"] == "prior" and one["run_spread"] == pytest.approx(prior, rel=1e-3)
-    assert one["outcome"] == "within-noise"
+    assert one["outcome"] == "regressed"
 
 
 def test_a_history_of_other_code_restarts_as_saving_would():
@@ -235,7 +236,7 @@ def test_history_scores_judge_each_process_against_the_others():
     five = [r for r in rows if r["saves"] == 5]
     assert all(r["false_alarm"] == 0 and r["detect_+3%"] == 1 for r in five)
     single = [r for r in rows if r["saves"] == 1]
-    assert all(r["basis"] == "prior" and r["detect_+3%"] == 0 for r in single)
+    assert all(r["basis"] == "prior" and r["false_alarm"] == 0 for r in single)
 
 
 def test_sim_options_split_the_variance_and_refuse_what_the_simulator_lacks():

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import t as student_t
 
 from pytest_gpuperf import history
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore, SaveRecord
@@ -95,7 +96,8 @@ def test_the_band_is_the_posterior_t_prediction_bound():
     sigma = math.sqrt((PRIOR_DF * prior_sigma**2 + squares) / (PRIOR_DF + 2))
     assert band.basis == "history" and band.df == PRIOR_DF + 2
     assert band.sigma == pytest.approx(sigma, rel=1e-4)
-    assert band.noise == pytest.approx(2.7638 * sigma * math.sqrt(1.5), rel=1e-3)  # t(0.99; 10)
+    quantile = float(student_t.ppf(0.99, PRIOR_DF + 2))
+    assert band.noise == pytest.approx(quantile * sigma * math.sqrt(1.5), rel=1e-3)
     pooled = e.to_ref("f.toml", pooled=Pooled(spread=0.004, df=20, entries=5))
     band = stored_band(pooled, 0.0)
     assert (band.basis, band.prior_source, band.df) == ("pooled", "file", 22)
@@ -295,7 +297,9 @@ def _files(tmp_path: Path) -> list[tuple[BaselineStore, str]]:
     rng = np.random.default_rng(4)
     saved = [
         entry(list(rng.normal(0.0, 0.004, n)), time_s=t, test_id=f"t.py::test_{i}")
-        for i, (n, t) in enumerate([(1, 8e-6), (3, 9e-6), (3, 10e-6), (5, 12e-6), (4, 25e-6)])
+        for i, (n, t) in enumerate(
+            [(1, 8e-6), (3, 9e-6), (3, 10e-6), (5, 12e-6), (4, 25e-6), (3, 400e-6)]
+        )
     ]
     store.save("h100-sxm", saved)
     return [*committed, (store, "h100-sxm")]
