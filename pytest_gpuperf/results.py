@@ -210,6 +210,36 @@ NO_BASE_REF, NO_BASE_FILE, NO_BASE_KERNEL, NO_BASE_COMPILE, NO_BASE_CALLABLE = (
 
 
 @dataclass(frozen=True)
+class TrailPoint:
+    """One level in an entry's trail: a baseline it replaced (or, last, the entry itself):
+    the centre of its saves, their spread (+-95%), how many, and its latest save's commit."""
+
+    efficiency: float
+    run_spread: float
+    saves: int
+    commit: str = ""
+    when: str = ""
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A drift across saves (gate/drift.py): the entry's level fell by `change` (relative,
+    negative) from the level saved at `since_commit` to now, beyond `allowance` (the noise of
+    the two levels at `false_alarm_rate`, at least the tolerance), through `steps` (the trail
+    from that level on, the entry last), of which the largest single drop was `largest_step`;
+    `gradual` when every step was within its own allowance (each re-save looked harmless)."""
+
+    change: float
+    allowance: float
+    since_commit: str
+    since_when: str
+    steps: tuple[TrailPoint, ...]
+    largest_step: float
+    gradual: bool
+    false_alarm_rate: float
+
+
+@dataclass(frozen=True)
 class BaselineRef:
     """The stored baseline a measurement was compared with (a view of one TOML entry).
 
@@ -255,6 +285,11 @@ class BaselineRef:
     boards: int = 0
     between_sd: float = 0.0
     between_df: int = 0
+    # The baselines the entry replaced, oldest first (its trail; the entry itself not in it),
+    # and the commit and time of the entry's latest save.
+    trail: tuple[TrailPoint, ...] = ()
+    commit: str = ""
+    when: str = ""
 
 
 @dataclass(frozen=True)
@@ -348,6 +383,7 @@ class BaselineCheck:
     # The simulated device, and the entry was saved from other code (its fingerprint
     # differs) whose model is unchanged: the time restates the model, not the edit.
     modelled: bool = False
+    drift: Drift | None = None  # a drift across the entry's replaced baselines, if any
 
 
 @dataclass(frozen=True)
@@ -487,7 +523,7 @@ class Verdict:
     @property
     def failed_checks(self) -> tuple[str, ...]:
         """Which checks failed the test: "floor", "regression", "ab", "strict-baseline",
-        "strict-ab", "strict-modelled"."""
+        "strict-ab", "strict-modelled", "drift" (strict)."""
         return self.causes if self.status == FAIL else ()
 
     @property
@@ -513,6 +549,8 @@ class Verdict:
             )
         ):
             causes.append("strict-baseline")
+        if self.baseline.gating and self.baseline.strict and self.baseline.drift is not None:
+            causes.append("drift")
         comparison = self.comparison
         if comparison is not None:
             if comparison.state == AB_REGRESSED:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from pytest_gpuperf.results import BaselineRef
+from pytest_gpuperf.results import BaselineRef, TrailPoint
 
 SOURCES = ("measured", "reported")
 SPREAD_BASES = ("prior", "history")
@@ -194,6 +194,12 @@ class BaselineEntry:
             boards=len(known),
             between_sd=between_sd,
             between_df=between_df,
+            trail=tuple(
+                TrailPoint(r.efficiency, r.run_spread, r.saves, r.commit, r.when)
+                for r in self.replaced
+            ),
+            commit=latest.commit if latest else "",
+            when=latest.when if latest else "",
         )
 
 

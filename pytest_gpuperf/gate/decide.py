@@ -1,7 +1,8 @@
 """Compose the checks of one measurement into its Verdict: the gate decides here, once.
 
 A test fails when its floor is missed, when the stored baseline regressed (while that baseline
-gates), when a baseline is required (strict) and missing, when the A/B comparison says
+gates), when a baseline is required (strict) and missing, under strict when the entry drifted
+downward across its replaced baselines (gate/drift.py), when the A/B comparison says
 REGRESSED, or under strict when the A/B comparison stays INCONCLUSIVE or could not reach the
 base revision at all. Saving re-records the baseline, so while saving a baseline regression or
 a missing baseline does not fail; a missed floor still does and is not saved.
@@ -95,6 +96,8 @@ def _fails(
         if baseline.outcome == REGRESSED:
             return True
         if baseline.strict and baseline.outcome in (NO_BASELINE, OTHER_DEVICE):
+            return True
+        if baseline.strict and baseline.drift is not None:
             return True
     if comparison is not None:
         if comparison.state == AB_REGRESSED:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_gpuperf.gate.drift import detect_drift
 from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE
 from pytest_gpuperf.results import (
@@ -15,6 +16,7 @@ from pytest_gpuperf.results import (
     BaselineCheck,
     BaselineRef,
     Measurement,
+    TrailPoint,
 )
 
 
@@ -75,6 +77,18 @@ def check_baseline(
         outcome = IMPROVED
     else:
         outcome = WITHIN_NOISE
+    drift = None
+    if baseline.trail and baseline.source == "measured":
+        current = TrailPoint(
+            baseline.efficiency,
+            baseline.run_spread,
+            baseline.saves,
+            baseline.commit,
+            baseline.when,
+        )
+        drift = detect_drift(
+            baseline.trail, current, tolerance=tolerance, false_alarm_rate=false_alarm_rate
+        )
     return BaselineCheck(
         outcome=outcome,
         baseline=baseline,
@@ -83,6 +97,7 @@ def check_baseline(
         noise=noise,
         band=band,
         modelled=outcome == WITHIN_NOISE and _modelled(measurement, baseline),
+        drift=drift,
         **common,
     )
 

@@ -68,7 +68,8 @@ def _allowance(check: BaselineCheck) -> str:
     if band is None:
         return f"±{check.allowance:.1%}"
     decided = band.basis if band.noise >= check.tolerance else "tolerance"
-    return f"±{check.allowance:.1%} {decided}"
+    board = "+board" if band.board_status not in ("", "seen") else ""
+    return f"±{check.allowance:.1%} {decided}{board}"
 
 
 def _outcome(row: Row) -> str:

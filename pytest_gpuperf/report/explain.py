@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 import time
 
-from pytest_gpuperf.gate.policy import BASIS_DRIFT, BASIS_QUANTUM, code_allowance
+from pytest_gpuperf.gate.policy import BASIS_DRIFT, BASIS_QUANTUM, Z_95, code_allowance
 from pytest_gpuperf.report.text import (
     ab_cell,
+    drift_text,
     format_time,
     gbps_text,
     modelled_text,
@@ -108,7 +109,7 @@ def _deciding(verdict: Verdict) -> list[str]:
     if floor is not None and ("floor" in failed or floor.status == MARGINAL):
         deciding.append(FLOOR_CHECK)
     unmeasured = verdict.unmeasured if "strict-modelled" in failed else ()
-    if any(c in failed for c in ("regression", "strict-baseline")) or "stored" in unmeasured:
+    if any(c in failed for c in ("regression", "strict-baseline", "drift")) or "stored" in unmeasured:
         deciding.append(BASELINE_CHECK)
     if any(c in failed for c in ("ab", "strict-ab")) or "ab" in unmeasured:
         deciding.append(AB_CHECK)
@@ -128,7 +129,11 @@ def _baseline_decisive(m: Measurement, verdict: Verdict) -> list[tuple[str, str]
     ref = check.baseline
     basis = _basis(check)
     confirmation = [("confirmation", details["confirmation"])] if "confirmation" in details else []
+    drift = []
+    if check.drift is not None:
+        drift = [("drift", drift_text(check.drift, strict=check.strict))]
     return [
+        *drift,
         ("allowance", details["allowance"] + (f"; {basis}" if basis else "")),
         *confirmation,
         ("baseline", details["baseline"]),
@@ -178,6 +183,14 @@ def _actions(verdict: Verdict, test_id: str = "") -> list[tuple[str, str]]:
                 "--gpuperf-strict fails what was not measured: the simulated device cannot "
                 "time an edit of a kernel's body; run on a GPU, or gate the edit with "
                 "--gpuperf-static=ARCH (docs/static-gate.md)",
+            )
+        )
+    if "drift" in failed:
+        actions.append(
+            (
+                "drift",
+                "find the commits that cost it (the drift names them), or run without "
+                "--gpuperf-strict to report the drift without failing",
             )
         )
     if failed and all(cause in ACCEPTABLE_CHECKS for cause in failed):
@@ -246,6 +259,13 @@ def _headlines(m: Measurement, verdict: Verdict, *, everything: bool) -> list[st
         text = _baseline_headline(baseline)
         if text:
             lines.append(text)
+        drift = baseline.drift
+        if drift is not None and "drift" in verdict.failed_checks:
+            since = drift.since_commit[:12] or "an unrecorded commit"
+            lines.append(
+                f"drifted across saves: {signed_pct(drift.change)} since {since}, beyond "
+                f"-{pct(drift.allowance)} (strict)"
+            )
     comparison = verdict.comparison
     failed = verdict.failed_checks
     if comparison is not None and (
@@ -261,7 +281,7 @@ def _headlines(m: Measurement, verdict: Verdict, *, everything: bool) -> list[st
 def _baseline_failed(verdict: Verdict) -> bool:
     failed = verdict.failed_checks
     modelled = "strict-modelled" in failed and "stored" in verdict.unmeasured
-    return modelled or any(c in failed for c in ("regression", "strict-baseline"))
+    return modelled or any(c in failed for c in ("regression", "strict-baseline", "drift"))
 
 
 def _floor_headline(floor: FloorCheck) -> str:
@@ -489,7 +509,34 @@ def band_text(band: NoiseBand) -> str:
         )
     if band.measured_sigma > 0:
         text += f"; this run's own sigma {band.measured_sigma:.2%} is larger and taken instead"
-    return text
+    board = board_level_text(band)
+    return f"{text}; {board}" if board else text
+
+
+_BOARD_WHY = {
+    "unseen": "judged on a board the baseline has not seen",
+    "unrecorded": "judged against saves that do not record their board",
+    "unknown": "judged on a board whose UUID is unknown",
+}
+
+
+def board_level_text(band: NoiseBand) -> str:
+    """Which level of noise the band is for: 'judged on the board that made the saves' or
+    'judged on a board the baseline has not seen: between-board +-x% added (...)'."""
+    if band.board_status == "seen":
+        return "judged on a board that made the saves: the run-to-run spread on one board"
+    why = _BOARD_WHY.get(band.board_status)
+    if why is None:
+        return ""
+    added = Z_95 * band.between_sigma
+    if band.between_source == "file":
+        source = (
+            f"learned from saves on {band.boards} boards with the figure "
+            f"{band.between_figure} as prior ({band.between_df:.0f} df)"
+        )
+    else:
+        source = band.between_figure or "the backend's figure"
+    return f"{why}: between-board +-{added:.2%} added ({source})"
 
 
 def _comparison_details(c: ComparisonCheck) -> list[tuple[str, str]]:

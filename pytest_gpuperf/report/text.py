@@ -35,6 +35,7 @@ from pytest_gpuperf.results import (
     REGRESSED,
     UNJUDGED,
     ComparisonCheck,
+    Drift,
     Row,
     Verdict,
 )
@@ -114,6 +115,28 @@ def signed_pct(fraction: float, digits: int = 2) -> str:
     return f"{fraction:+.{digits}%}"
 
 
+def drift_text(drift: Drift, *, strict: bool = False) -> str:
+    """'drift across saves: -4.02% since abc123 (2026-11-20) over 5 re-saves
+    (abc123 80.00% -> ... -> def456 76.78%), each step within its allowance; beyond the
+    allowance of -1.00% for the whole (--gpuperf-strict fails it)'."""
+    path = " -> ".join(f"{step.commit[:12] or '?'} {step.efficiency:.2%}" for step in drift.steps)
+    since = drift.since_commit[:12] or "an unrecorded commit"
+    if drift.since_when:
+        since += f" ({drift.since_when[:10]})"
+    each = (
+        "each step within its allowance"
+        if drift.gradual
+        else f"its largest single step {drift.largest_step:+.2%}"
+    )
+    action = "failed under --gpuperf-strict" if strict else "--gpuperf-strict fails it"
+    return (
+        f"drift across saves: {drift.change:+.2%} since {since} over "
+        f"{len(drift.steps) - 1} re-save{'s' if len(drift.steps) > 2 else ''} of changed code "
+        f"({path}), {each}; together beyond the allowance of -{drift.allowance:.2%} "
+        f"({action})"
+    )
+
+
 # -- one verdict in a few words -----------------------------------------------------------
 
 
@@ -122,6 +145,7 @@ CAUSE_WORDS = {
     "regression": "regression",
     "ab": "A/B",
     "strict-baseline": "no baseline",
+    "drift": "drift",
     "strict-ab": "A/B undecided",
     "strict-modelled": "not measured",
 }
@@ -296,6 +320,8 @@ def run_notes(
             add(text, label)
         verdict = row.verdict
         baseline = verdict.baseline
+        if baseline.drift is not None and baseline.gating:
+            add(drift_text(baseline.drift, strict=baseline.strict), label)
         if (
             baseline.outcome in (NO_BASELINE, OTHER_DEVICE)
             and baseline.gating  # while an A/B gates, strict does not ask for a baseline

@@ -14,6 +14,7 @@ docs/simulated-device.md explains every part. Everything it reports says "simula
 from __future__ import annotations
 
 import collections
+import hashlib
 import math
 import os
 from collections.abc import Sequence
@@ -98,6 +99,14 @@ class SimStream:
     free_s: float = 0.0
 
 
+def simulated_uuid(device_name: str, device_index: int) -> str:
+    """A simulated GPU's board id, spelled as NVML spells a UUID but starting "SIM-": the same
+    for the same model and index in every run, so saves made on simulated GPU 0 and a run on
+    GPU 1 exercise the gate's between-board path as two real boards would."""
+    digest = hashlib.sha256(f"pytest-gpuperf sim {device_name} {device_index}".encode()).hexdigest()
+    return f"SIM-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+
+
 @dataclass(eq=False)
 class SimEvent:
     """A timestamp on the simulated device clock, set when the queue reaches the event."""
@@ -159,6 +168,7 @@ class SimBackend(Backend):
             runtime_version=f"pytest-gpuperf simulated device model {MODEL_VERSION}",
             driver_version="simulated",
             simulated=True,
+            uuid=simulated_uuid(self.spec.name, device_index),
         )
 
     # -- what the model exposes -------------------------------------------------------------
