@@ -13,14 +13,17 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
+from pytest_gpuperf.baseline.model import BOARD_UNSEEN
+from pytest_gpuperf.gate.drift import detect_drift
 from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE
-from pytest_gpuperf.report.explain import band_text
-from pytest_gpuperf.results import BaselineRef, NoiseBand
+from pytest_gpuperf.report.explain import band_text, board_level_text
+from pytest_gpuperf.report.text import drift_text
+from pytest_gpuperf.results import BaselineRef, Drift, NoiseBand, TrailPoint
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,13 @@ class History:
     basis: str
     points: tuple[Point, ...]
     band: NoiseBand | None = None
+    # Noise by level: the boards the saves were made on (board id, saves of the code), and
+    # the band of a run on a board the baseline has not seen (the between-board spread added)
+    boards: tuple[tuple[str, int], ...] = ()
+    unseen_band: NoiseBand | None = None
+    unseen_allowance: float = 0.0
+    drift: Drift | None = None  # a drift across the baselines the entry replaced
+    trail: tuple[TrailPoint, ...] = ()
 
 
 def entry_history(
@@ -62,6 +72,23 @@ def entry_history(
     spread, as a run that sampled to its target is."""
     ref = ref or entry.to_ref("")
     band = stored_band(ref, 0.0, false_alarm_rate=false_alarm_rate)
+    unseen_band = None
+    if entry.source == "measured":
+        from pytest_gpuperf.sim.model import DEFAULT_GPU_SPREAD
+
+        unseen = replace(ref, board_status=BOARD_UNSEEN, boards=max(ref.boards, 1))
+        unseen_band = stored_band(
+            unseen,
+            0.0,
+            false_alarm_rate=false_alarm_rate,
+            simulated_board_spread=DEFAULT_GPU_SPREAD,
+        )
+    drift = None
+    if ref.trail:
+        current = TrailPoint(ref.efficiency, ref.run_spread, ref.saves, ref.commit, ref.when)
+        drift = detect_drift(
+            ref.trail, current, tolerance=tolerance, false_alarm_rate=false_alarm_rate
+        )
     points = [
         Point(s.when, s.efficiency, *s.efficiency_ci, kind="save", label=s.commit[:12])
         for s in entry.saves
@@ -86,6 +113,11 @@ def entry_history(
         band.basis,
         tuple(points),
         band,
+        boards=tuple((s.board, s.saves) for s in entry.board_spreads()),
+        unseen_band=unseen_band,
+        unseen_allowance=max(tolerance, unseen_band.noise) if unseen_band else 0.0,
+        drift=drift,
+        trail=ref.trail,
     )
 
 
@@ -97,6 +129,25 @@ def text(history: History) -> str:
     ]
     if history.band is not None:
         lines.append(f"  noise {history.band.noise:.2%}: {band_text(history.band)}")
+    if history.boards:
+        named = ", ".join(
+            f"{board or 'unrecorded'} ({saves} save{'s' if saves != 1 else ''})"
+            for board, saves in history.boards
+        )
+        recorded = sum(1 for board, _ in history.boards if board)
+        lines.append(f"  saved on {recorded} board{'s' if recorded != 1 else ''}: {named}")
+    if history.unseen_band is not None:
+        lines.append(
+            f"  on another board: allowance {history.unseen_allowance:.2%}; "
+            f"{board_level_text(history.unseen_band)}"
+        )
+    for step in history.trail:
+        lines.append(
+            f"  replaced: {step.when:<22} {step.efficiency:.2%} (+-{step.run_spread:.2%}, "
+            f"{step.saves} saves) commit {step.commit[:12]}"
+        )
+    if history.drift is not None:
+        lines.append(f"  {drift_text(history.drift)}")
     lines.append(f"{'when':<22} {'kind':<5} {'efficiency':>10} {'95% CI':>19}  commit")
     for p in history.points:
         lines.append(

@@ -44,7 +44,7 @@ def open(  # the name every backend module exposes (runtime/__init__.py)
     *,
     device: str | DeviceSpec = "mi300x",
     seed: int | str | None = None,
-    run_spread: float = 0.07,
+    run_spread: float | None = None,
     common_fraction: float = DEFAULT_COMMON_FRACTION,
     placement_fraction: float | None = None,
     jitter: float = 0.004,
@@ -62,18 +62,19 @@ def open(  # the name every backend module exposes (runtime/__init__.py)
 ) -> SimBackend:
     """A simulated `device` (a key of devices.KNOWN_DEVICES, or a DeviceSpec).
 
-    `seed=None` takes $GPUPERF_SIM_SEED, else a fresh random seed; `backend.seed` tells
-    which. `common_fraction` and `placement_fraction` split the run-to-run variance (the code
-    object gets the rest; `placement_fraction=None` leaves it 0.05). `kernel_slowdown` and
-    `kernel_efficiency` are keyed by kernel name or fingerprint ("sha256:...", from
-    `backend.kernel_fingerprint(kernel)`). `hang_kernels` never finish and `fault_kernels`
-    leave a sticky device fault (by kernel name; also $GPUPERF_SIM_HANG and $GPUPERF_SIM_FAULT,
+    `seed=None` takes $GPUPERF_SIM_SEED, else a fresh random seed; `backend.seed` tells which.
+    `run_spread=None` takes $GPUPERF_SIM_RUN_SPREAD, else 0.07. `common_fraction` and
+    `placement_fraction` split the run-to-run variance (the code object gets the rest;
+    `placement_fraction=None` leaves it 0.05). `kernel_slowdown` and `kernel_efficiency` are
+    keyed by kernel name or fingerprint ("sha256:...", from
+    `backend.kernel_fingerprint(kernel)`). `hang_kernels` never finish and `fault_kernels` leave
+    a sticky device fault (by kernel name; also $GPUPERF_SIM_HANG and $GPUPERF_SIM_FAULT,
     comma-separated): fault injection for testing a run's behaviour on a misbehaving GPU.
     `gpu_speeds` makes several GPUs of one model (--gpuperf-sim-gpus), each at its speed
     relative to a healthy one; `device_index` picks one. `buffer_code_spread` (None:
-    $GPUPERF_SIM_BUFFER_CODE_SPREAD, else 0) is how much one code object's time depends on
-    where its buffers landed, per buffer allocation, not shared with other code: what an A/B
-    pair's buffer sets measure. docs/simulated-device.md explains every option.
+    $GPUPERF_SIM_BUFFER_CODE_SPREAD, else 0) is how much one code object's time depends on where
+    its buffers landed, per buffer allocation, not shared with other code: what an A/B pair's
+    buffer sets measure. docs/simulated-device.md explains every option.
     """
     count = SimBackend.device_count(gpu_speeds=gpu_speeds)
     if not 0 <= int(device_index) < count:
@@ -85,7 +86,7 @@ def open(  # the name every backend module exposes (runtime/__init__.py)
     settings = SimSettings(
         device=spec,
         seed=resolve_seed(seed),
-        run_spread=float(run_spread),
+        run_spread=_run_spread(run_spread),
         common_fraction=float(common_fraction),
         placement_fraction=None if placement_fraction is None else float(placement_fraction),
         jitter=float(jitter),
@@ -123,6 +124,31 @@ def _spread(given: float | None, variable: str) -> float:
         raise ConfigError(
             f"${variable} must be a fraction in [0, 1) (0.02: +-2% per buffer set), got {raw!r}"
         ) from None
+
+
+# The run-to-run spread of a pytest run's simulated device (the plugin has no option for it):
+# a quiet device lets a test show what a drift of 1% per commit looks like to the gate.
+RUN_SPREAD_ENV = "GPUPERF_SIM_RUN_SPREAD"
+DEFAULT_RUN_SPREAD = 0.07
+
+
+def _run_spread(given: float | None) -> float:
+    """The spread given, else $GPUPERF_SIM_RUN_SPREAD, else 0.07 (the MI300X's +-7%)."""
+    if given is not None:
+        return float(given)
+    text = os.environ.get(RUN_SPREAD_ENV, "").strip()
+    if not text:
+        return DEFAULT_RUN_SPREAD
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(
+            f"${RUN_SPREAD_ENV}={text!r} is not a number: give the simulated run-to-run "
+            "spread as a fraction (0.002 is +-0.2%)"
+        ) from None
+    if not 0.0 <= value < 1.0:
+        raise ConfigError(f"${RUN_SPREAD_ENV}={text!r} must be a fraction in [0, 1)")
+    return value
 
 
 def _names(given: Iterable[str] | None, variable: str) -> frozenset[str]:

@@ -199,8 +199,8 @@ def test_targets_need_their_trials_and_their_rate():
 
 def test_history_checks_are_the_gates_own():
     """Five saves of a kernel steady within +-0.2% learn a tight spread: a 3% drop is caught,
-    no change passes. One save keeps the CUDA prior (its relative part and a launch's jitter,
-measured on one H100 board) and, worth a few saves, already catches the same 3%."""
+        no change passes. One save keeps the CUDA prior (its relative part and a launch's jitter,
+    measured on one H100 board) and, worth a few saves, already catches the same 3%."""
     steady = [measurement(0.80 * (1 + d)) for d in (0.001, -0.001, 0.0, 0.002, -0.002)]
     same = gq.history_check(steady, measurement(0.8), 0.01)
     slower = gq.history_check(steady, measurement(0.8 / 1.03), 0.01)
