@@ -159,7 +159,8 @@ def run_pytest(
         f"--gpuperf-backend={backend}", f"--gpuperf-budget={budget}",
         f"--gpuperf-json={report}", *args,
     ]  # fmt: skip
-    environment = {**os.environ, **env, "PYTHONPATH": str(REPO_ROOT)}
+    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    environment = {**os.environ, **env, "PYTHONPATH": path}
     started = time.monotonic()
     done = subprocess.run(
         command, cwd=project, capture_output=True, text=True, env=environment, timeout=300
