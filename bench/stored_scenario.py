@@ -161,6 +161,9 @@ def run_pytest(
     ]  # fmt: skip
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
     environment = {**os.environ, **env, "PYTHONPATH": path}
+    select = env.get("SCENARIO_SELECT", "")
+    if select:
+        command += ["-k", select]
     started = time.monotonic()
     done = subprocess.run(
         command, cwd=project, capture_output=True, text=True, env=environment, timeout=300
@@ -228,7 +231,8 @@ def scenario(options: argparse.Namespace) -> dict[str, Any]:
             break
         run = run_pytest(
             project, options.backend, options.budget, ["--gpuperf-save"],
-            reports / f"save{number}.json", {"GPUPERF_SIM_SEED": str(number)},
+            reports / f"save{number}.json",
+            {"GPUPERF_SIM_SEED": str(number), "SCENARIO_SELECT": options.select},
         )  # fmt: skip
         runs.append({"kind": "save", "number": number, **run})
         if number in SNAPSHOTS:
@@ -245,7 +249,11 @@ def scenario(options: argparse.Namespace) -> dict[str, Any]:
                 project, options.backend, options.budget,
                 [f"--gpuperf-baseline-dir={snapshots / '3'}"],
                 reports / f"drop{index}.json",
-                {"SCENARIO_EXTRA": str(options.extra), "GPUPERF_SIM_SEED": f"9{index}"},
+                {
+                    "SCENARIO_EXTRA": str(options.extra),
+                    "GPUPERF_SIM_SEED": f"9{index}",
+                    "SCENARIO_SELECT": options.select,
+                },
             )  # fmt: skip
             runs.append({"kind": "drop", "against": 3, "number": index, **run})
         for _ in range(2):
@@ -256,7 +264,8 @@ def scenario(options: argparse.Namespace) -> dict[str, Any]:
             run = run_pytest(
                 project, options.backend, options.budget,
                 [f"--gpuperf-baseline-dir={snapshots / str(against)}"],
-                reports / f"same{count}.json", {"GPUPERF_SIM_SEED": f"7{count}"},
+                reports / f"same{count}.json",
+                {"GPUPERF_SIM_SEED": f"7{count}", "SCENARIO_SELECT": options.select},
             )  # fmt: skip
             runs.append({"kind": "unchanged", "against": against, "number": count, **run})
     files = {str(s): (snapshots / str(s) / f"{key}.toml").read_text() for s in saved}
@@ -269,6 +278,7 @@ def scenario(options: argparse.Namespace) -> dict[str, Any]:
         "extra": options.extra,
         "budget": options.budget,
         "deadline_s": options.deadline,
+        "select": options.select,
         "runs": runs,
         "files": files,
         "device_key": key,
@@ -506,6 +516,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--perf-budget", default="0.5", help="--gpuperf-budget of tests/perf")
     parser.add_argument("--deadline", type=float, default=480.0, help="seconds")
     parser.add_argument("--perf-suite", action="store_true")
+    parser.add_argument("-k", dest="select", default="", help="pytest -k for every process")
     parser.add_argument("--perf-only", action="store_true", help="only the committed baselines")
     parser.add_argument("--out")
     parser.add_argument("--render")
