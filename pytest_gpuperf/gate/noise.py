@@ -40,8 +40,10 @@ from pytest_gpuperf.gate.policy import (
     FALSE_ALARM_RATE,
     POOL_CONFLICT_P,
     RUN_SPREAD_CONFIDENCE,
+    RUN_SPREAD_MODEL,
     between_board_spread,
     prior_df_for,
+    prior_run_spread,
 )
 from pytest_gpuperf.results import BaselineRef, NoiseBand
 
@@ -86,9 +88,14 @@ def centre_factor(saves: int) -> float:
 
 def backend_prior_spread(ref: BaselineRef) -> float:
     """The backend's +-95% figure for this entry: as written in the file while the entry is on
-    its prior (a hand edit of run_spread counts), else the prior it was first saved with."""
+    its prior (a hand edit of run_spread counts); for a history of a real GPU, the figure the
+    backend gives now at the entry's kernel time and cache mode (policy.prior_run_spread, so
+    a file saved under an older, looser figure is judged by the measured one); else the prior
+    it was first saved with."""
     if ref.spread_basis != "history" or ref.prior_spread <= 0:
         return ref.run_spread
+    if ref.backend in RUN_SPREAD_MODEL and ref.time_s > 0:
+        return prior_run_spread(ref.backend, ref.time_s, ref.cache)
     return ref.prior_spread
 
 
