@@ -198,7 +198,7 @@ def _between(ref: BaselineRef, simulated_board_spread: float) -> tuple[float, fl
     z_run = _z(RUN_SPREAD_CONFIDENCE)
     if ref.backend == "sim":
         return simulated_board_spread / z_run, math.inf, "figure"
-    figure_sigma = between_board_spread(ref.backend, ref.time_s) / z_run
+    figure_sigma = between_board_spread(ref.backend, ref.time_s, ref.cache) / z_run
     if ref.between_df < 1:
         return figure_sigma, BETWEEN_PRIOR_DF, "figure"
     df = BETWEEN_PRIOR_DF + ref.between_df
