@@ -135,7 +135,10 @@ def text(history: History) -> str:
             for board, saves in history.boards
         )
         recorded = sum(1 for board, _ in history.boards if board)
-        lines.append(f"  saved on {recorded} board{'s' if recorded != 1 else ''}: {named}")
+        if recorded:
+            lines.append(f"  saved on {recorded} board{'s' if recorded != 1 else ''}: {named}")
+        else:
+            lines.append(f"  the saves do not record their board: {named}")
     if history.unseen_band is not None:
         lines.append(
             f"  on another board: allowance {history.unseen_allowance:.2%}; "

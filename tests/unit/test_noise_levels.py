@@ -117,7 +117,7 @@ def test_a_run_on_the_saving_board_is_judged_with_the_run_to_run_spread_alone():
     assert f"judged on a board the baseline has not seen: between-board +-{figure:.2%} added" in (
         text
     )
-    assert "measured 2026-11-24 on two H100 SXM boards" in text
+    assert "measured on H100 SXM boards against the committed baselines, 2026-11-24/25" in text
     assert "judged on a board that made the saves" in band_text(seen)
 
 
