@@ -47,7 +47,7 @@ DEFAULT_RUN_SPREAD = {"hip": 0.07, "cuda": 0.003, "sim": 0.07}
 # Between boards of one device model: how much one board's level differs from another's, as
 # sigma(t)^2 = relative^2 + (jitter_s / t)^2 per cache mode, used until a baseline file holds
 # saves from several boards (gate/noise.py then learns it from them, with this as its prior).
-# CUDA: measured on H100 SXM boards against the committed baselines, 2026-11-24/25 with the committed baselines (kernels
+# CUDA: measured 2026-11-24 on two H100 SXM boards with the committed baselines (kernels
 # >= 100 us: the boards' means differed by <= 0.25%; 20-30 us by up to 0.7%), 2026-11-23
 # (cold kernels of 4.5-8 us up to 0.35 us longer on one machine) and 2026-11-25 (two more
 # boards against the committed file: <= 0.5% at >= 129 us, <= 1.2% at 21-37 us, cold 4.5-8 us
