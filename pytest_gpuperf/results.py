@@ -330,7 +330,7 @@ class NoiseBand:
     centre_factor: float
     saves: int
     false_alarm_rate: float
-    prior_source: str  # "backend" | "file" | "entry" (its run_spread as written stands in)
+    prior_source: str  # "backend" | "file" | "entry" (its run_spread as written) | "reported"
     prior_sigma: float
     prior_df: float
     history_sigma: float = 0.0

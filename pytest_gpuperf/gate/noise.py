@@ -116,7 +116,9 @@ def stored_band(
     if not 0.0 < false_alarm_rate < 0.5:
         raise ValueError(f"the false-alarm rate is a fraction in (0, 0.5), not {false_alarm_rate}")
     if prior_df is None:
-        prior_df = prior_df_for(ref.backend)
+        # a reported entry's spread is the one its document states (the MI300X blog's +-7%):
+        # taken as stated, since no save of it can ever say better
+        prior_df = math.inf if ref.source == "reported" else prior_df_for(ref.backend)
     z_run = _z(RUN_SPREAD_CONFIDENCE)
     saves = max(ref.saves, 1)
     history_df = 0
@@ -129,6 +131,8 @@ def stored_band(
         # a history entry without the prior it was first saved with (an older or hand-written
         # file): its run_spread as written stands in for the backend's figure
         source = "entry" if ref.spread_basis == "history" and ref.prior_spread <= 0 else "backend"
+        if ref.source == "reported":
+            source = "reported"
         prior_sigma, prior_weight = backend_prior_spread(ref) / z_run, prior_df
     squares = ref.history_sd**2 * history_df
     df = prior_weight + history_df

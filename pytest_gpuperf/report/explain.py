@@ -488,6 +488,8 @@ def band_text(band: NoiseBand) -> str:
     else:
         if band.prior_source == "entry":
             whose = "the entry's run_spread as written"
+        elif band.prior_source == "reported":
+            whose = "the spread its document reports"
         elif band.prior_df > 0:
             whose = "the backend's prior for a first save"
         else:
