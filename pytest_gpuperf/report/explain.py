@@ -109,7 +109,8 @@ def _deciding(verdict: Verdict) -> list[str]:
     if floor is not None and ("floor" in failed or floor.status == MARGINAL):
         deciding.append(FLOOR_CHECK)
     unmeasured = verdict.unmeasured if "strict-modelled" in failed else ()
-    if any(c in failed for c in ("regression", "strict-baseline", "drift")) or "stored" in unmeasured:
+    stored_failed = any(c in failed for c in ("regression", "strict-baseline", "drift"))
+    if stored_failed or "stored" in unmeasured:
         deciding.append(BASELINE_CHECK)
     if any(c in failed for c in ("ab", "strict-ab")) or "ab" in unmeasured:
         deciding.append(AB_CHECK)
