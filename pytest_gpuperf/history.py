@@ -20,7 +20,12 @@ from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
 from pytest_gpuperf.baseline.model import BOARD_UNSEEN
 from pytest_gpuperf.gate.drift import detect_drift
 from pytest_gpuperf.gate.noise import stored_band
-from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE
+from pytest_gpuperf.gate.policy import (
+    DEFAULT_TOLERANCE,
+    FALSE_ALARM_RATE,
+    Z_95,
+    between_board_spread,
+)
 from pytest_gpuperf.report.explain import band_text, board_level_text
 from pytest_gpuperf.report.text import drift_text
 from pytest_gpuperf.results import BaselineRef, Drift, NoiseBand, TrailPoint
@@ -70,12 +75,12 @@ def entry_history(
     with the spread its file lends it); without it the entry stands alone. The band is the
     gate's own (gate/noise.py, `stored_band`) for a run whose own interval is narrower than the
     spread, as a run that sampled to its target is."""
+    from pytest_gpuperf.sim.model import DEFAULT_GPU_SPREAD  # the simulated boards' spread
+
     ref = ref or entry.to_ref("")
     band = stored_band(ref, 0.0, false_alarm_rate=false_alarm_rate)
     unseen_band = None
     if entry.source == "measured":
-        from pytest_gpuperf.sim.model import DEFAULT_GPU_SPREAD
-
         unseen = replace(ref, board_status=BOARD_UNSEEN, boards=max(ref.boards, 1))
         unseen_band = stored_band(
             unseen,
@@ -85,9 +90,20 @@ def entry_history(
         )
     drift = None
     if ref.trail:
-        current = TrailPoint(ref.efficiency, ref.run_spread, ref.saves, ref.commit, ref.when)
+        current = TrailPoint(
+            ref.efficiency, ref.run_spread, ref.saves, ref.commit, ref.when, ref.latest_board
+        )
+        between = (
+            DEFAULT_GPU_SPREAD
+            if ref.backend == "sim"
+            else between_board_spread(ref.backend, ref.time_s, ref.cache)
+        )
         drift = detect_drift(
-            ref.trail, current, tolerance=tolerance, false_alarm_rate=false_alarm_rate
+            ref.trail,
+            current,
+            tolerance=tolerance,
+            false_alarm_rate=false_alarm_rate,
+            between_sigma=between / Z_95,
         )
     points = [
         Point(s.when, s.efficiency, *s.efficiency_ci, kind="save", label=s.commit[:12])

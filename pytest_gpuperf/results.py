@@ -219,6 +219,7 @@ class TrailPoint:
     saves: int
     commit: str = ""
     when: str = ""
+    board: str = ""  # the board of its latest save ("" unrecorded)
 
 
 @dataclass(frozen=True)
@@ -290,6 +291,7 @@ class BaselineRef:
     trail: tuple[TrailPoint, ...] = ()
     commit: str = ""
     when: str = ""
+    latest_board: str = ""
 
 
 @dataclass(frozen=True)

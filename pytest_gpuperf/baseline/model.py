@@ -195,11 +195,12 @@ class BaselineEntry:
             between_sd=between_sd,
             between_df=between_df,
             trail=tuple(
-                TrailPoint(r.efficiency, r.run_spread, r.saves, r.commit, r.when)
+                TrailPoint(r.efficiency, r.run_spread, r.saves, r.commit, r.when, r.board)
                 for r in self.replaced
             ),
             commit=latest.commit if latest else "",
             when=latest.when if latest else "",
+            latest_board=latest.board if latest else "",
         )
 
 

@@ -33,13 +33,16 @@ def detect_drift(
     *,
     tolerance: float,
     false_alarm_rate: float = FALSE_ALARM_RATE,
+    between_sigma: float = 0.0,
 ) -> Drift | None:
     """The drift from an earlier level of `trail` (oldest first) down to `current`, or None.
 
     For each earlier level i: change = current / level_i - 1, allowance = max(tolerance,
     z(1 - rate / k) x sqrt(var_i + var_now)), where var of a level is (run_spread / 1.96)^2 x
     the share of its centre (a median of its saves: centre_factor^2 - 1) and k the number of
-    earlier levels. The most significant drop beyond its allowance is the drift."""
+    earlier levels; two levels saved on different boards (or on boards not recorded) differ by
+    the boards' levels too, 2 x `between_sigma`^2 more variance. The most significant drop
+    beyond its allowance is the drift."""
     if not trail or current.efficiency <= 0:
         return None
     from scipy.stats import norm
@@ -51,7 +54,9 @@ def detect_drift(
         if earlier.efficiency <= 0:
             continue
         change = current.efficiency / earlier.efficiency - 1.0
-        allowance = max(tolerance, quantile * math.sqrt(_variance(earlier) + _variance(current)))
+        allowance = max(
+            tolerance, quantile * math.sqrt(_pair_variance(earlier, current, between_sigma))
+        )
         if change < -allowance:
             significance = -change / allowance
             if best is None or significance > best[0]:
@@ -62,7 +67,7 @@ def detect_drift(
     steps = tuple(levels[index:])
     changes = [b.efficiency / a.efficiency - 1.0 for a, b in itertools.pairwise(steps)]
     step_allowances = [
-        max(tolerance, quantile * math.sqrt(_variance(a) + _variance(b)))
+        max(tolerance, quantile * math.sqrt(_pair_variance(a, b, between_sigma)))
         for a, b in itertools.pairwise(steps)
     ]
     since = steps[0]
@@ -82,3 +87,11 @@ def _variance(level: TrailPoint) -> float:
     """The variance of a level's log (its centre, a median of its saves)."""
     sigma = level.run_spread / Z_95
     return sigma**2 * (centre_factor(level.saves) ** 2 - 1.0)
+
+
+def _pair_variance(a: TrailPoint, b: TrailPoint, between_sigma: float) -> float:
+    """The variance of log(b / a): both centres, and both boards' levels unless one board
+    saved both."""
+    same_board = bool(a.board) and a.board == b.board
+    boards = 0.0 if same_board else 2.0 * between_sigma**2
+    return _variance(a) + _variance(b) + boards

@@ -6,7 +6,7 @@ from typing import Any
 
 from pytest_gpuperf.gate.drift import detect_drift
 from pytest_gpuperf.gate.noise import stored_band
-from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE
+from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE, Z_95, between_board_spread
 from pytest_gpuperf.results import (
     IMPROVED,
     NO_BASELINE,
@@ -85,9 +85,18 @@ def check_baseline(
             baseline.saves,
             baseline.commit,
             baseline.when,
+            baseline.latest_board,
         )
+        if baseline.backend == "sim":
+            between = simulated_board_spread
+        else:
+            between = between_board_spread(baseline.backend, baseline.time_s, baseline.cache)
         drift = detect_drift(
-            baseline.trail, current, tolerance=tolerance, false_alarm_rate=false_alarm_rate
+            baseline.trail,
+            current,
+            tolerance=tolerance,
+            false_alarm_rate=false_alarm_rate,
+            between_sigma=between / Z_95,
         )
     return BaselineCheck(
         outcome=outcome,

@@ -328,3 +328,13 @@ def test_the_trail_keeps_its_last_baselines():
         entry = save(entry, measurement(0.8, fingerprint=f"sha256:v{k}"), commit=f"c{k}")
     assert entry is not None and len(entry.replaced) == TRAIL_LENGTH
     assert entry.replaced[-1].commit == f"c{TRAIL_LENGTH + 2}"
+
+
+def test_levels_saved_on_other_boards_differ_by_the_boards_too():
+    """The same -3.9% across five re-saves: a drift when one board saved every level, noise
+    when each level came from another board whose levels differ by +-2% (sigma 1%)."""
+    one = [replace(_level(0.8 * 0.992**k, f"c{k}"), board=BOARD_A) for k in range(5)]
+    now = replace(_level(0.8 * 0.992**5, "c5"), board=BOARD_A)
+    assert detect_drift(one, now, tolerance=0.01, between_sigma=0.01) is not None
+    boards = [replace(level, board=f"GPU-{k}") for k, level in enumerate(one)]
+    assert detect_drift(boards, now, tolerance=0.01, between_sigma=0.01) is None
