@@ -164,8 +164,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "this device (while stored baselines gate), a verdict the simulated device only "
         "modelled (changed code, unchanged model: xfailed otherwise), under "
         "--gpuperf-compare a comparison that stays inconclusive or could not reach the base "
-        "revision, and under --gpuperf-static a kernel without stored facts or base version. "
-        "Default: off (reported, not failed).",
+        "revision, under --gpuperf-static a kernel without stored facts or base version, and "
+        "a drift across saves (a stored entry's level fell across the baselines it replaced "
+        "beyond their noise, each step within it). Default: off (reported, not failed).",
         ini="gpuperf_strict",
         is_flag=True,
     ),

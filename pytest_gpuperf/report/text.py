@@ -128,12 +128,12 @@ def drift_text(drift: Drift, *, strict: bool = False) -> str:
         if drift.gradual
         else f"its largest single step {drift.largest_step:+.2%}"
     )
-    action = "failed under --gpuperf-strict" if strict else "--gpuperf-strict fails it"
+    action = "(failed under --gpuperf-strict)" if strict else "(drift: --gpuperf-strict fails it)"
     return (
         f"drift across saves: {drift.change:+.2%} since {since} over "
         f"{len(drift.steps) - 1} re-save{'s' if len(drift.steps) > 2 else ''} of changed code "
         f"({path}), {each}; together beyond the allowance of -{drift.allowance:.2%} "
-        f"({action})"
+        f"{action}"
     )
 
 

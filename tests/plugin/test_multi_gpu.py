@@ -124,7 +124,7 @@ def test_a_serial_run_names_its_gpu_in_the_failure_text(gp):
     )
     result = gp.run("--gpuperf", "--gpuperf-sim-gpus=2", "--gpuperf-gpu=1")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*gpu*GPU 1, measured *-* UTC*"])
+    result.stdout.fnmatch_lines(["*gpu*GPU 1 SIM-*, measured *-* UTC*"])
 
 
 @pytest.mark.parametrize(

@@ -68,6 +68,16 @@ PROMISES = {
     "--gpuperf-strict fails a kernel without stored facts or base version": (
         "test_static_gate::test_compare_lists_a_kernel_file_the_base_revision_does_not_have"
     ),
+    # a drift across saves (the run's note, the failure's headline and its advice)
+    "(drift: --gpuperf-strict fails it)": (
+        "test_board_and_drift::test_a_drift_across_re_saves_is_reported_and_fails_under_strict"
+    ),
+    "failed under --gpuperf-strict": (
+        "test_board_and_drift::test_a_drift_across_re_saves_is_reported_and_fails_under_strict"
+    ),
+    "run without --gpuperf-strict to report the drift": (
+        "test_board_and_drift::test_a_drift_across_re_saves_is_reported_and_fails_under_strict"
+    ),
     # an accept rule never excuses a strict failure
     "never a floor or a --gpuperf-strict rule": "test_accept::test_a_floor_is_never_accepted",
 }
@@ -120,6 +130,7 @@ def test_the_help_lists_exactly_the_promises_kept_below():
         "a verdict the simulated device only modelled",
         "a comparison that stays inconclusive or could not reach the base revision",
         "under --gpuperf-static a kernel without stored facts or base version",
+        "a drift across saves",
     ):
         assert clause in text
 

@@ -14,6 +14,7 @@ from pytest_gpuperf.results import (
     BaselineRef,
     ClockReport,
     ComparisonCheck,
+    Drift,
     FloorCheck,
     GpuIdentity,
     Measurement,
@@ -21,6 +22,7 @@ from pytest_gpuperf.results import (
     Note,
     Row,
     SaveAction,
+    TrailPoint,
     Verdict,
 )
 from pytest_gpuperf.runtime.info import DeviceInfo, KernelResources
@@ -69,17 +71,25 @@ def test_every_field_of_a_row_round_trips_through_json():
         resources=filled(KernelResources),
         gpu=filled(GpuIdentity),
     )
-    ref = filled(BaselineRef)
+    point = filled(TrailPoint)
+    ref = filled(BaselineRef, trail=(point, point))
+    drift = filled(Drift, steps=(point,))
     verdict = filled(
         Verdict,
         baseline=filled(
             BaselineCheck,
             baseline=ref,
-            info=filled(BaselineRef, path="other"),
+            info=filled(BaselineRef, path="other", trail=()),
             confirmation=filled(
-                BaselineCheck, baseline=ref, info=None, confirmation=None, band=filled(NoiseBand)
+                BaselineCheck,
+                baseline=ref,
+                info=None,
+                confirmation=None,
+                band=filled(NoiseBand),
+                drift=None,
             ),
             band=filled(NoiseBand),
+            drift=drift,
         ),
         floor=filled(FloorCheck),
         comparison=filled(ComparisonCheck, confirmation=filled(ComparisonCheck, confirmation=None)),
