@@ -174,10 +174,11 @@ def _safe_extract(tar: tarfile.TarFile, destination: Path) -> None:
     tar.extractall(destination)
 
 
-def accept_trailers(start: Path, base_commit: str) -> list[tuple[str, str]]:
+def accept_trailers(start: Path, base_commit: str, head: str = "HEAD") -> list[tuple[str, str]]:
     """(commit, value) of every `Gpuperf-Accept:` trailer in the commits a comparison with
-    `base_commit` covers (`base_commit..HEAD`: what head adds), newest first; [] outside a
-    repository. The trailer's meaning is gate/accept.py's."""
+    `base_commit` covers (`base_commit..head`: what head adds; `head` is --gpuperf-head's
+    commit when the kernels come from there), newest first; [] outside a repository. The
+    trailer's meaning is gate/accept.py's."""
     toplevel = run_git(start, "rev-parse", "--show-toplevel")
     if not toplevel or not base_commit:
         return []
@@ -185,7 +186,7 @@ def accept_trailers(start: Path, base_commit: str) -> list[tuple[str, str]]:
         Path(toplevel),
         "log",
         "--format=%H%x1f%(trailers:key=Gpuperf-Accept,valueonly,separator=%x1e)%x1d",
-        f"{base_commit}..HEAD",
+        f"{base_commit}..{head}",
     )
     found = []
     for record in (log or "").split("\x1d"):

@@ -93,6 +93,7 @@ class GpuBench:
         self._recipes: list[_Recipe] = []
         self._owned: list[DeviceBuffer] = []
         self._loaded: list[tuple[Kernel, Mapping[str, tuple[str, ...]]]] = []  # gpuperf-static
+        self._kernel_files: list[Path] = []  # the work tree's files, in order of first use
         self._closed = False
         spec = device.match.spec
         if test.peak_bps is not None:
@@ -151,10 +152,23 @@ class GpuBench:
         # gpuperf-static: validated in every mode, recorded for the static gate
         expect = expect_isa_spec(expect_isa, f"{self.test.test_id}: gpu_bench.kernel({name!r})")
         source = resolve_kernel_path(path, test_dir=self._test_dir, rootdir=self._session.rootdir)
-        module = self._session.module(source, tuple(options), dict(defines or {}))
+        if source not in self._kernel_files:
+            self._kernel_files.append(source)
+        module = self._session.head_module(source, tuple(options), dict(defines or {}))
         kernel = module.kernel(name)
         self._loaded.append((kernel, expect))  # gpuperf-static
         return kernel
+
+    def kernel_files(self, rootdir: Path) -> list[str]:
+        """The work tree's kernel files this test asked for (a file that did not compile
+        too), relative to `rootdir` where they lie under it: what a change can slow down."""
+        named = []
+        for path in self._kernel_files:
+            resolved = path.resolve()
+            root = rootdir.resolve()
+            shown = resolved.relative_to(root) if resolved.is_relative_to(root) else resolved
+            named.append(shown.as_posix())
+        return named
 
     @property
     def loaded(self) -> tuple[tuple[Kernel, Mapping[str, tuple[str, ...]]], ...]:

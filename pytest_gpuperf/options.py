@@ -181,6 +181,16 @@ OPTIONS: tuple[OptionSpec, ...] = (
         metavar="REF",
     ),
     OptionSpec(
+        "--gpuperf-head",
+        "gpuperf_head",
+        "build every kernel from git revision REF's version of its source instead of the work "
+        "tree's (the test files stay the work tree's): with --gpuperf-compare it measures one "
+        "commit against another, which is how `python -m pytest_gpuperf.bisect` probes a "
+        "commit. Default: the work tree.",
+        ini=None,
+        metavar="REF",
+    ),
+    OptionSpec(
         "--gpuperf-compare-threshold",
         "gpuperf_compare_threshold",
         "the smallest A/B difference (head time / base time - 1) that counts as a "

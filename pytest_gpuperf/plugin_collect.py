@@ -37,6 +37,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if state.settings.measure or state.settings.static:
         try:
             state.session.check_compare_ref()
+            state.session.check_head_ref()
         except GpuPerfError as unresolved:
             raise pytest.UsageError(f"pytest-gpuperf: {unresolved}") from None
     if not is_xdist_worker(session.config):

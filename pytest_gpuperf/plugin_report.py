@@ -335,6 +335,8 @@ def _meta(config: pytest.Config, state: PluginState) -> ReportMeta:
     info = from_plain(DeviceInfo, state.devices[0]["info"]) if state.devices else None
     compare = state.settings.compare_ref or ""
     compare_commit = state.session.base_tree().commit if compare else ""
+    head = state.settings.head_ref or ""
+    head_commit = state.session.head_tree().commit if head else ""
     state.meta = ReportMeta(
         device=info,
         project=Path(config.rootpath).name,
@@ -355,6 +357,10 @@ def _meta(config: pytest.Config, state: PluginState) -> ReportMeta:
         wall_s=time.monotonic() - state.began_s,
         accept_warnings=_accept_warnings(state),
         shard=_shard_json(state),
+        head_ref=head,
+        head_commit=head_commit,
+        tests=tuple({"test_id": k, **v} for k, v in state.tests.items()),
+        rootdir=str(config.rootpath),
     )
     return state.meta
 

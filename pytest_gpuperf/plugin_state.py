@@ -34,6 +34,8 @@ class PluginState:
     rootdir: Path
     worker: int | None
     rows: dict[str, list[Row]] = field(default_factory=dict)  # by test id: the last report wins
+    # by test id: outcome, kernel_files, error (the JSON report's "tests")
+    tests: dict[str, dict[str, Any]] = field(default_factory=dict)
     collected: set[str] = field(default_factory=set)  # every test id collected, deselected too
     orphan_lines: list[str] = field(default_factory=list)
     devices: list[dict[str, Any]] = field(default_factory=list)
@@ -117,6 +119,11 @@ class PluginState:
         # pytest's final word, and the reports follow it.
         self.rows[report.nodeid] = [from_plain(Row, row) for row in payload.get("rows", ())]
         self.smoke[report.nodeid] = int(payload.get("smoke", 0))
+        self.tests[report.nodeid] = {
+            "outcome": report.outcome,
+            "kernel_files": list(payload.get("kernel_files", ())),
+            "error": payload.get("error", ""),
+        }
         self.suite_checks = max(self.suite_checks, int(payload.get("suite_checks", 0)))
         device = payload.get("device")
         if device and all(d["lines"] != device["lines"] for d in self.devices):

@@ -200,6 +200,8 @@ def pytest_runtest_makereport(
         "rows": [],
         "smoke": sum(1 for r in bench.results if not r.measured),
         "suite_checks": state_of(item.config).suite_checks,
+        "kernel_files": bench.kernel_files(Path(item.config.rootpath)),
+        "error": _gpuperf_error(call),
     }
     judgement = item.stash.get(JUDGEMENT, None)
     if judgement is not None:
@@ -222,6 +224,15 @@ def pytest_runtest_makereport(
             payload["worker"] = os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
     report.gpuperf = payload  # type: ignore[attr-defined]
     return report
+
+
+def _gpuperf_error(call: pytest.CallInfo[None]) -> str:
+    """The first line of the gpuperf error that stopped the test body ("" for none): a
+    kernel that does not compile, a missing kernel file, a launch that failed."""
+    if call.excinfo is None or not call.excinfo.errisinstance(GpuPerfError):
+        return ""
+    lines = str(call.excinfo.value).strip().splitlines()
+    return f"{call.excinfo.typename}: {lines[0] if lines else ''}"
 
 
 def _uncomputed(bench: GpuBench) -> bool:

@@ -74,6 +74,7 @@ class BenchSession:
         self._git: GitFacts | None = None
         self._base_tree: BaseTree | None = None
         self._accept: tuple[tuple[Acceptance, ...], tuple[str, ...]] | None = None
+        self._head_tree: BaseTree | None = None
         self._pending: dict[str, dict[tuple[str, str, str], BaselineEntry]] = {}
         # the same saves, to be re-planned on each entry as it is on disk when written
         self._rebase: dict[
@@ -148,6 +149,17 @@ class BenchSession:
             self._modules[key] = module
         return self._modules[key]
 
+    def head_module(
+        self, path: Path, options: tuple[str, ...], defines: Mapping[str, str | int]
+    ) -> Module:
+        """The module the test measures for the work tree's `path`: compiled from the work
+        tree, or under --gpuperf-head from that revision's version (standing in for `path`)."""
+        built = self.head_source(path)
+        module = self.module(built, options, defines)
+        if built != path:
+            module.origin_path = path
+        return module
+
     def reload(self, kernel: Kernel) -> Kernel:
         """`kernel` loaded again, as a module of its own at a new place: what a confirming
         round measures, so that where the first load landed does not decide twice. The
@@ -190,10 +202,44 @@ class BenchSession:
             warnings: tuple[str, ...] = ()
             if self.settings.compare_ref and (self.settings.measure or self.settings.static):
                 commit = self.base_tree().commit
-                found, warnings = trailer_rules(accept_trailers(self.rootdir, commit))
+                head = self.head_tree().commit if self.settings.head_ref else "HEAD"
+                found, warnings = trailer_rules(accept_trailers(self.rootdir, commit, head))
                 rules = rules + found
             self._accept = (rules, warnings)
         return self._accept
+
+    def head_tree(self) -> BaseTree:
+        """--gpuperf-head's tree, extracted as the base tree is (and sharing its cache)."""
+        if self._head_tree is None:
+            from pytest_gpuperf.base_tree import materialise
+            from pytest_gpuperf.runtime.compile import cache_dir
+
+            ref = self.settings.head_ref or "HEAD"
+            self._head_tree = materialise(ref, self.rootdir, cache_dir() / "trees")
+        return self._head_tree
+
+    def check_head_ref(self) -> None:
+        """Resolve --gpuperf-head's REF once, at the start: measuring the work tree's kernels
+        when REF's were asked for would answer another question than the one asked."""
+        if not self.settings.head_ref:
+            return
+        from pytest_gpuperf.base_tree import RefUnresolved
+
+        tree = self.head_tree()
+        if tree.root is None:
+            raise RefUnresolved(tree.problem.replace("--gpuperf-compare", "--gpuperf-head"))
+
+    def head_source(self, path: Path) -> Path:
+        """The file the head side compiles for the work tree's `path`: `path` itself, or under
+        --gpuperf-head its version at that revision (CompileError when it has none there, as
+        a compiler names a missing file)."""
+        if not self.settings.head_ref:
+            return path
+        tree = self.head_tree()
+        source, _, detail = tree.source_for(path)
+        if source is None:
+            raise CompileError(f"no source at --gpuperf-head: {detail}", source_path=str(path))
+        return source
 
     def check_compare_ref(self) -> None:
         """Resolve --gpuperf-compare's REF once, at the start: `RefUnresolved` when git cannot
@@ -216,12 +262,13 @@ class BenchSession:
         module = kernel.module
         if module.source_path is None:
             return None, NO_BASE_COMPILE, "the kernel was not compiled through gpu_bench.kernel"
-        source, why, detail = self.base_tree().source_for(module.source_path)
+        # A head built from --gpuperf-head's tree stands in for its work-tree file.
+        source, why, detail = self.base_tree().source_for(module.origin_path or module.source_path)
         if source is None:
             return None, why, detail
         try:
             base_module = self.module(source, module.options, dict(module.defines))
-            base_module.origin_path = module.source_path
+            base_module.origin_path = module.origin_path or module.source_path
             return base_module.kernel(kernel.name), "", ""
         except KernelNotFound:
             tree = self.base_tree()

@@ -106,6 +106,7 @@ class Settings:
     tolerance: float = DEFAULT_TOLERANCE
     strict: bool = False
     compare_ref: str | None = None
+    head_ref: str | None = None  # --gpuperf-head: kernels built from this revision's tree
     compare_threshold: float = DEFAULT_COMPARE_THRESHOLD
     compare_code_spread: float | None = None  # None: the backend's (policy.DEFAULT_CODE_SPREAD)
     compare_loads: int = DEFAULT_COMPARE_LOADS
@@ -296,6 +297,12 @@ def build_settings(
         raw, where, _ = values["gpuperf_accept"]
         source = OPTION_SOURCE if where.startswith("--") else INI_SOURCE
         accept = option_rules(raw if isinstance(raw, list | tuple) else [raw], source)
+    if save and "gpuperf_head" in values:
+        raise ConfigError(
+            "--gpuperf-head and --gpuperf-save exclude each other: a baseline records the work "
+            "tree's commit, not the revision its kernels were built from; check that revision "
+            "out to save its baselines"
+        )
     return Settings(
         measure=measure,
         save=save,
@@ -310,6 +317,7 @@ def build_settings(
         tolerance=get("gpuperf_tolerance", parse_tolerance, DEFAULT_TOLERANCE),
         strict=get("gpuperf_strict", parse_bool, False),
         compare_ref=get("gpuperf_compare", parse_ref, None),
+        head_ref=get("gpuperf_head", parse_ref, None),
         compare_threshold=get(
             "gpuperf_compare_threshold", parse_threshold, DEFAULT_COMPARE_THRESHOLD
         ),
@@ -494,6 +502,8 @@ def describe(settings: Settings) -> str:
             f"A/B against {settings.compare_ref} (threshold {settings.compare_threshold:.1%}"
             f"{spread}{loaded}{forced})"
         )
+    if settings.head_ref:
+        parts.append(f"kernels from {settings.head_ref}")
     if settings.suite_alarm != DEFAULT_SUITE_ALARM:
         parts.append(f"suite false alarms {settings.suite_alarm:.1%}")
     if settings.shard:

@@ -38,7 +38,8 @@ REPORT_SCHEMA = "pytest-gpuperf-report"
 # devices[] per GPU with workers, GPU-lock time and probe, the run's timing and probe; the
 # A/B statistic's fields and the base side's samples in pair order; the stored check's
 # band (its basis: prior, history or pooled); a shard's plan (shard) and the merge's verdict
-# (merge).
+# (merge); the tests that used gpu_bench with the kernel files each loaded (tests, rootdir),
+# and --gpuperf-head's revision (head).
 REPORT_SCHEMA_VERSION = 3
 
 
@@ -67,6 +68,7 @@ def to_json(
         "compare": {"ref": meta.compare_ref, "commit": meta.compare_commit}
         if meta.compare_ref
         else None,
+        "head": {"ref": meta.head_ref, "commit": meta.head_commit} if meta.head_ref else None,
         "simulated": any(row.measurement.simulated for row in rows),
         "interrupted": meta.interrupted,
         "problems": list(meta.problems),
@@ -103,6 +105,8 @@ def to_json(
         "shard": meta.shard,
         "merge": meta.merge,
         "static": dict(static) if static is not None else None,
+        "rootdir": meta.rootdir,
+        "tests": [dict(test) for test in meta.tests],
         "results": [
             {
                 "test_id": row.test_id,

@@ -82,6 +82,14 @@ class ReportMeta:
     # pytest ended its tests); the merge's summary of all shards (report/shards.py)
     shard: dict[str, Any] | None = None
     merge: dict[str, Any] | None = None
+    # --gpuperf-head: the revision the kernels were built from instead of the work tree
+    head_ref: str = ""
+    head_commit: str = ""
+    # Each test that used gpu_bench: test_id, outcome, kernel_files (the work tree's files it
+    # loaded, relative to the rootdir), error (one line when gpuperf stopped it, e.g. a kernel
+    # that does not compile): what `python -m pytest_gpuperf.bisect` reads.
+    tests: tuple[dict[str, Any], ...] = ()
+    rootdir: str = ""  # pytest's rootdir, which the tests' kernel_files are relative to
 
 
 # -- units ------------------------------------------------------------------------------------

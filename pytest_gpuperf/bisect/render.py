@@ -1,0 +1,170 @@
+"""What a bisection prints and writes: one progress line per probe, the table of probed
+commits, the steps seen and the last line `culprit: <sha> <subject>` (or `culprit: none`
+with why), and the same as JSON (--json PATH)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_gpuperf.bisect.probe import Reading
+from pytest_gpuperf.bisect.runner import Report
+from pytest_gpuperf.bisect.search import Probe, Step
+
+BISECT_SCHEMA = "pytest-gpuperf-bisect"
+BISECT_SCHEMA_VERSION = 1
+SUBJECT_WIDTH = 50
+
+
+def ratio_text(reading: Reading) -> str:
+    """'1.0312 [1.0290, 1.0335]', '1 (same code)' or '-' (not measured)."""
+    if reading.ratio is None:
+        return "-"
+    if reading.ratio_ci is None or reading.ratio_ci == (1.0, 1.0):
+        return f"{reading.ratio:.4f} (same speed by construction)"
+    low, high = reading.ratio_ci
+    return f"{reading.ratio:.4f} [{low:.4f}, {high:.4f}]"
+
+
+def progress_line(probe: Probe, estimate: int) -> str:
+    reading = probe.reading
+    rounds = f", {probe.rounds} rounds" if probe.rounds > 1 else ""
+    detail = f": {reading.detail}" if reading.detail and not reading.measured else ""
+    return (
+        f"bisect: probe {probe.number} (about {estimate} expected) {probe.commit.short} "
+        f"{ratio_text(reading)} {reading.state}{rounds}{detail} ({probe.wall_s:.1f} s) "
+        f"{_clip(probe.commit.subject)}"
+    )
+
+
+def _clip(text: str, width: int = SUBJECT_WIDTH) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def text_report(report: Report) -> str:
+    """The table of probed commits in history order, the steps, the last line the culprit."""
+    lines = [_header(report)]
+    rows = [("#", "commit", "ratio to GOOD (95% CI)", "state", "subject")]
+    rows.append(("-", report.good.short, "1 (GOOD)", "good", _clip(report.good.subject)))
+    ordered = sorted(report.probes, key=lambda p: report.positions.get(p.commit.sha, 0))
+    for probe in ordered:
+        state = probe.reading.state + (f" ({probe.rounds} rounds)" if probe.rounds > 1 else "")
+        subject = _clip(probe.commit.subject)
+        if probe.stands_for is not None:
+            subject += f" (BAD: kernels as at {probe.stands_for.short})"
+        rows.append(
+            (str(probe.number), probe.commit.short, ratio_text(probe.reading), state, subject)
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)]
+        lines.append("  ".join([*cells, row[4]]).rstrip())
+    outcome = report.outcome
+    if outcome is not None:
+        for probe in outcome.skipped:
+            lines.append(f"skipped {probe.commit.short} (does not build): {probe.reading.detail}")
+        for step in outcome.steps[1:]:
+            lines.append("other step: " + _step_text(step))
+        if outcome.steps and outcome.steps[0].resolved:
+            lines.append("largest step: " + _step_text(outcome.steps[0]))
+    for name, reading in report.also_slower:
+        lines.append(
+            f"also slower at BAD: {name} {ratio_text(reading)} (bisect it with -- -k on its test)"
+        )
+    lines.append(
+        f"{len(report.probes)} probes, {report.wall_s:.1f} s"
+        + (" (simulated device)" if report.simulated else "")
+    )
+    lines.append(culprit_line(report))
+    return "\n".join(lines)
+
+
+def _header(report: Report) -> str:
+    device = report.device or "no device"
+    if report.simulated:
+        device += " (SIMULATED: times from the simulated device's model)"
+    files = ", ".join(report.kernel_files) or "none"
+    return (
+        f"bisect {report.good.short}..{report.bad.short}: {report.range_commits} first-parent "
+        f"commits, {len(report.candidates)} change {files}; following {report.followed or '-'}; "
+        f"threshold {report.threshold:.1%}; {device}"
+    )
+
+
+def _step_text(step: Step) -> str:
+    low, high = step.ratio_bounds
+    where = (
+        f"{step.culprit.short} {step.culprit.subject}"
+        if step.resolved
+        else "one of " + ", ".join(c.short for c in step.suspects)
+    )
+    return f"{where}: {step.ratio:.4f}x ({low:.4f}-{high:.4f}) the time before it"
+
+
+def culprit_line(report: Report) -> str:
+    culprit = report.culprit
+    if culprit is None:
+        return f"culprit: none ({report.why_none})"
+    return f"culprit: {culprit.sha} {culprit.subject}"
+
+
+def to_json(report: Report, command: str = "") -> dict[str, Any]:
+    outcome = report.outcome
+    culprit = report.culprit
+    return {
+        "schema": BISECT_SCHEMA,
+        "schema_version": BISECT_SCHEMA_VERSION,
+        "command": command,
+        "good": _commit(report.good),
+        "bad": _commit(report.bad),
+        "threshold": report.threshold,
+        "device": report.device,
+        "simulated": report.simulated,
+        "range_commits": report.range_commits,
+        "kernel_files": list(report.kernel_files),
+        "candidates": [_commit(c) for c in report.candidates],
+        "followed": report.followed,
+        "probes": [_probe(p) for p in report.probes],
+        "skipped": [_commit(p.commit) for p in outcome.skipped] if outcome else [],
+        "steps": [_step(s) for s in outcome.steps] if outcome else [],
+        "also_slower": [{"measurement": n, **_reading(r)} for n, r in report.also_slower],
+        "culprit": _commit(culprit) if culprit else None,
+        "why_none": report.why_none,
+        "culprit_line": culprit_line(report),
+        "wall_s": report.wall_s,
+    }
+
+
+def _commit(commit: Any) -> dict[str, str]:
+    return {"sha": commit.sha, "subject": commit.subject}
+
+
+def _reading(reading: Reading) -> dict[str, Any]:
+    return {
+        "state": reading.state,
+        "ratio": reading.ratio,
+        "ratio_ci": list(reading.ratio_ci) if reading.ratio_ci else None,
+        "pairs": reading.pairs,
+        "threshold": reading.threshold,
+        "detail": reading.detail,
+    }
+
+
+def _probe(probe: Probe) -> dict[str, Any]:
+    return {
+        "number": probe.number,
+        **_commit(probe.commit),
+        "stands_for": _commit(probe.stands_for) if probe.stands_for else None,
+        "rounds": probe.rounds,
+        "wall_s": probe.wall_s,
+        **_reading(probe.reading),
+    }
+
+
+def _step(step: Step) -> dict[str, Any]:
+    return {
+        "before": _commit(step.before),
+        "suspects": [_commit(c) for c in step.suspects],
+        "resolved": step.resolved,
+        "ratio": step.ratio,
+        "ratio_bounds": list(step.ratio_bounds),
+    }

@@ -1,0 +1,261 @@
+"""A whole bisection: probe BAD, choose the measurement to follow, find the commits that
+changed its kernel files, search them, and say what was found (a `Report`).
+
+An undecided probe (its interval straddles the threshold) is run again with four times the
+sampling budget, so more pairs, up to `rounds` runs, before the search moves on.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from pytest_gpuperf.bisect import commits as git_range
+from pytest_gpuperf.bisect.commits import Commit
+from pytest_gpuperf.bisect.probe import (
+    BROKEN,
+    NO_BUILD,
+    Key,
+    ProbeError,
+    ProbeRun,
+    Reading,
+    run_probe,
+)
+from pytest_gpuperf.bisect.search import Measured, Outcome, Probe, Search
+from pytest_gpuperf.results import AB_INCONCLUSIVE, AB_REGRESSED
+
+BUDGET_GROWTH = 4  # each further round of an undecided probe samples for 4x the budget
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the user asked for (the command line, checked)."""
+
+    good: str
+    bad: str
+    pytest_args: tuple[str, ...]
+    threshold: float
+    budget_s: float
+    rounds: int
+    max_probes: int
+    cwd: Path
+    probe_timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything the table, the culprit line and the JSON say."""
+
+    good: Commit
+    bad: Commit
+    threshold: float
+    range_commits: int
+    kernel_files: tuple[str, ...] = ()
+    candidates: tuple[Commit, ...] = ()
+    followed: str = ""
+    also_slower: tuple[tuple[str, Reading], ...] = ()
+    device: str = ""
+    simulated: bool = False
+    outcome: Outcome | None = None
+    probes: tuple[Probe, ...] = ()
+    why_none: str = ""  # set when there is no culprit
+    wall_s: float = 0.0
+    positions: dict[str, int] = field(default_factory=dict)  # sha -> place in GOOD..BAD
+
+    @property
+    def culprit(self) -> Commit | None:
+        if self.why_none or self.outcome is None or not self.outcome.steps:
+            return None
+        step = self.outcome.steps[0]
+        return step.culprit if step.resolved else None
+
+
+ProbeFn = Callable[..., ProbeRun]
+
+
+class Bisection:
+    def __init__(
+        self,
+        plan: Plan,
+        *,
+        progress: Callable[[str], None] = lambda line: None,
+        probe_fn: ProbeFn = run_probe,
+    ) -> None:
+        self.plan = plan
+        self._progress = progress
+        self._probe_fn = probe_fn
+        self._began = time.monotonic()
+
+    # -- one commit ---------------------------------------------------------------------------
+    def _run(self, commit: Commit, budget_s: float) -> ProbeRun:
+        return self._probe_fn(
+            self.plan.pytest_args,
+            good=self._good.sha,
+            head=commit.sha,
+            budget_s=budget_s,
+            threshold=self.plan.threshold,
+            cwd=self.plan.cwd,
+            timeout_s=self.plan.probe_timeout_s,
+        )
+
+    def measure(self, commit: Commit, key: Key) -> Measured:
+        """`key`'s reading at `commit`, with more rounds while it is undecided. A probe that
+        pytest could not run at this commit is a skipped commit, not the end of the search."""
+        wall_s, budget_s, rounds = 0.0, self.plan.budget_s, 0
+        reading = Reading(NO_BUILD)
+        while rounds < self.plan.rounds:
+            rounds += 1
+            try:
+                run = self._run(commit, budget_s)
+            except ProbeError as failure:
+                return Measured(Reading(BROKEN, detail=str(failure)), rounds, wall_s)
+            wall_s += run.wall_s
+            reading = reading_for(run, key)
+            if reading.state != AB_INCONCLUSIVE:
+                break
+            budget_s *= BUDGET_GROWTH
+        return Measured(reading, rounds, wall_s)
+
+    # -- the whole search -----------------------------------------------------------------------
+    def run(self) -> Report:
+        """The report; RangeError or ProbeError (usage errors) escape to the command line."""
+        plan = self.plan
+        toplevel = git_range.toplevel_of(plan.cwd)
+        good = git_range.resolve(toplevel, plan.good, "GOOD")
+        bad = git_range.resolve(toplevel, plan.bad, "BAD")
+        self._good = good
+        commits = git_range.first_parent_range(toplevel, good, bad)
+        places = {c.sha: i + 1 for i, c in enumerate(commits)}
+        places[good.sha] = 0
+        base = Report(good, bad, plan.threshold, len(commits), positions=places)
+
+        # BAD's probe: a usage error of the pytest arguments shows here, on the first run.
+        first = self._run(bad, plan.budget_s)
+        found = [(k, r) for k, r in first.readings.items() if r.ratio is not None]
+        if not found:
+            if first.failures:
+                test_id, error = next(iter(first.failures.items()))
+                reading = Reading(NO_BUILD, detail=error)
+                probe = Probe(1, bad, reading, 1, first.wall_s)
+                self._announce(probe, 1)
+                return self._done(
+                    replace(
+                        base, probes=(probe,), why_none=f"BAD does not build: {test_id}: {error}"
+                    )
+                )
+            raise ProbeError(
+                f"pytest {' '.join(plan.pytest_args)}: the selected tests measured no kernel "
+                "with gpu_bench(...) against GOOD: select the perf tests (a path, -k EXPR)"
+            )
+        key, _ = max(found, key=lambda item: _rank(item[1]))
+        measured = (
+            self.measure(bad, key)
+            if first.readings[key].state == AB_INCONCLUSIVE
+            else (Measured(first.readings[key], 1, first.wall_s))
+        )
+        bad_probe = Probe(1, bad, measured.reading, measured.rounds, measured.wall_s)
+        also = tuple((str(k), r) for k, r in found if k != key and r.state == AB_REGRESSED)
+        rootdir = Path(first.rootdir) if first.rootdir else plan.cwd
+        files = git_range.kernel_closure(
+            [rootdir / f for f in first.kernel_files.get(key.test_id, ())], toplevel
+        )
+        candidates = git_range.touching(toplevel, commits, files)
+        report = replace(
+            base,
+            kernel_files=tuple(files),
+            candidates=tuple(candidates),
+            followed=str(key),
+            also_slower=also,
+            device=first.device,
+            simulated=first.simulated,
+        )
+        estimate = 1 + math.ceil(math.log2(len(candidates))) if candidates else 1
+        if candidates and candidates[-1].sha != bad.sha:
+            bad_probe = replace(bad_probe, stands_for=candidates[-1])
+        self._announce(bad_probe, estimate)
+        reading = bad_probe.reading
+        why = _why_not_searched(reading, plan.threshold, files, candidates)
+        if why:
+            return self._done(replace(report, probes=(bad_probe,), why_none=why))
+        search = Search(
+            good,
+            candidates,
+            bad_probe,
+            lambda commit: self.measure(commit, key),
+            threshold=plan.threshold,
+            max_probes=plan.max_probes,
+            on_probe=lambda probe: self._announce(probe, estimate),
+        )
+        outcome = search.run()
+        report = replace(report, outcome=outcome, probes=outcome.probes)
+        return self._done(replace(report, why_none=_why_no_culprit(outcome, reading)))
+
+    def _done(self, report: Report) -> Report:
+        return replace(report, wall_s=time.monotonic() - self._began)
+
+    def _announce(self, probe: Probe, estimate: int) -> None:
+        from pytest_gpuperf.bisect.render import progress_line
+
+        self._progress(progress_line(probe, estimate))
+
+
+def reading_for(run: ProbeRun, key: Key) -> Reading:
+    """`key`'s reading in a probe's run: its comparison, or why there is none (the test
+    stopped at a kernel that did not build; it measured nothing)."""
+    if key in run.readings:
+        return run.readings[key]
+    if key.test_id in run.failures:
+        return Reading(NO_BUILD, detail=run.failures[key.test_id])
+    return Reading(BROKEN, detail=f"{key} was not measured at this commit")
+
+
+def _rank(reading: Reading) -> tuple[int, float]:
+    """Regressed first, then by how much slower: the measurement to follow."""
+    return (reading.state == AB_REGRESSED, reading.ratio or 0.0)
+
+
+def _why_not_searched(
+    reading: Reading, threshold: float, files: Sequence[str], candidates: Sequence[Commit]
+) -> str:
+    if reading.state != AB_REGRESSED:
+        shown = ""
+        if reading.ratio is not None and reading.ratio_ci is not None:
+            low, high = reading.ratio_ci
+            shown = f" ({reading.ratio:.4f}x GOOD's time, 95% CI {low:.4f}-{high:.4f})"
+        if reading.state == AB_INCONCLUSIVE:
+            return (
+                f"BAD's difference from GOOD stays within the noise{shown} at the threshold "
+                f"{threshold:.1%}: raise --budget or --rounds, or --threshold"
+            )
+        if not reading.measured:
+            return f"BAD could not be measured: {reading.detail}"
+        return f"BAD is not slower than GOOD by more than {threshold:.1%}{shown}: {reading.state}"
+    if not files:
+        return "the followed test loads no kernel file of this repository"
+    if not candidates:
+        return (
+            f"no commit between GOOD and BAD changed {', '.join(files)}: the kernels are "
+            "GOOD's, so the slowdown is not in them (the machine? a driver?)"
+        )
+    return ""
+
+
+def _why_no_culprit(outcome: Outcome, bad_reading: Reading) -> str:
+    if not outcome.steps:
+        return (
+            "BAD is slower than GOOD, but no single commit's step was larger than the "
+            "threshold (a slow drift over several commits? the steps listed above)"
+        )
+    step = outcome.steps[0]
+    if step.resolved:
+        return ""
+    names = ", ".join(c.short for c in step.suspects)
+    cause = (
+        "the probe budget ran out (--max-probes)"
+        if outcome.budget_spent
+        else ("the commits before the last do not build")
+    )
+    return f"the step ({step.ratio:.4f}x) is in one of {names}: {cause}"
