@@ -155,7 +155,15 @@ class BenchSession:
         """The module the test measures for the work tree's `path`: compiled from the work
         tree, or under --gpuperf-head from that revision's version (standing in for `path`)."""
         built = self.head_source(path)
-        module = self.module(built, options, defines)
+        try:
+            module = self.module(built, options, defines)
+        except CompileError as failure:
+            root = self.head_tree().root
+            if built == path or root is None:
+                raise
+            # name the file as git does (REV:path), not by the extracted tree's cache path
+            shown = str(failure).replace(f"{root}{os.sep}", f"{self.settings.head_ref}:")
+            raise CompileError(shown) from None
         if built != path:
             module.origin_path = path
         return module
