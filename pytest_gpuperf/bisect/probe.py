@@ -157,7 +157,15 @@ def run_probe(
 
 
 def _last_line(text: str) -> str:
+    """pytest's line that says what is wrong: argparse's `error: ...`, else its first
+    `ERROR: ...` (not the usage line), else its last line."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if ": error: " in line:
+            return line.split(": error: ", 1)[1]
+    for line in lines:
+        if line.startswith("ERROR: ") and not line.startswith("ERROR: usage:"):
+            return line
     meaningful = [line for line in lines if not line.startswith("=")]
     chosen = meaningful or lines
     return chosen[-1] if chosen else ""
