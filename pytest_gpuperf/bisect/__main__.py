@@ -16,6 +16,7 @@ from pathlib import Path
 from pytest_gpuperf.bisect.commits import RangeError
 from pytest_gpuperf.bisect.probe import OWNED_OPTIONS, ProbeError
 from pytest_gpuperf.bisect.runner import Bisection, Plan
+from pytest_gpuperf.bisect.search import Probe
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_THRESHOLD
 from pytest_gpuperf.options import DEFAULT_BUDGET_S
@@ -128,8 +129,10 @@ def plan_from(argv: Sequence[str], cwd: Path) -> tuple[Plan, Path | None]:
     return plan, json_path
 
 
-def _progress(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+def _progress(probe: Probe, expected: int) -> None:
+    from pytest_gpuperf.bisect.render import progress_line
+
+    print(progress_line(probe, expected), file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

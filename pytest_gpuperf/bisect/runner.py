@@ -81,7 +81,7 @@ class Bisection:
         self,
         plan: Plan,
         *,
-        progress: Callable[[str], None] = lambda line: None,
+        progress: Callable[[Probe, int], None] = lambda probe, expected: None,
         probe_fn: ProbeFn = run_probe,
     ) -> None:
         self.plan = plan
@@ -197,9 +197,8 @@ class Bisection:
         return replace(report, wall_s=time.monotonic() - self._began)
 
     def _announce(self, probe: Probe, estimate: int) -> None:
-        from pytest_gpuperf.bisect.render import progress_line
-
-        self._progress(progress_line(probe, estimate))
+        """Each probe as it ends, with the number of probes the search expects in all."""
+        self._progress(probe, estimate)
 
 
 def reading_for(run: ProbeRun, key: Key) -> Reading:
