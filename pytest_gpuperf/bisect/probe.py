@@ -53,7 +53,7 @@ class Key:
     name: str
 
     def __str__(self) -> str:
-        return self.test_id if self.name in self.test_id else f"{self.test_id} [{self.name}]"
+        return f"{self.test_id} [{self.name}]"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,170 @@
+"""The bisection's runner (bisect/runner.py) with a stand-in for the pytest process: more
+rounds with a larger budget for an undecided probe, which measurement is followed, a BAD that
+does not build, a probe pytest could not run; and bench/bisect_demo.py on the simulated
+device (the H100 run's path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf.bisect.probe import BROKEN, NO_BUILD, Key, ProbeError, ProbeRun, Reading
+from pytest_gpuperf.bisect.runner import Bisection, Plan
+from pytest_gpuperf.results import AB_INCONCLUSIVE, AB_PASS, AB_REGRESSED
+
+REPO = Path(__file__).resolve().parents[2]
+FOLLOWED = Key("test_k.py::test_add", "add")
+OTHER = Key("test_k.py::test_copy", "copy")
+
+
+def git(directory: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=directory, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def project(tmp_path):
+    """GOOD, then 8 commits that each edit kernels/add.hip (commit 4 also docs only)."""
+    (tmp_path / "kernels").mkdir()
+    git(tmp_path, "init", "-q")
+    for index in range(9):
+        if index == 4:
+            (tmp_path / "README.md").write_text(f"{index}\n")
+        else:
+            (tmp_path / "kernels" / "add.hip").write_text(f"// {index}\n")
+        git(tmp_path, "add", "-A")
+        git(tmp_path, "commit", "-qm", f"commit {index}")
+    return tmp_path
+
+
+def reading(state: str, ratio: float) -> Reading:
+    return Reading(state, ratio, (ratio * 0.998, ratio * 1.002), pairs=40, threshold=0.005)
+
+
+class FakePytest:
+    """Answers each probe from `answer(subject, budget_s)`; records the calls."""
+
+    def __init__(self, project: Path, answer) -> None:
+        self.project = project
+        self.answer = answer
+        self.calls: list[tuple[str, float]] = []
+
+    def __call__(self, pytest_args, *, good, head, budget_s, threshold, cwd, timeout_s):
+        subject = git(self.project, "show", "-s", "--format=%s", head)
+        self.calls.append((subject, budget_s))
+        readings, failures = self.answer(subject, budget_s)
+        return ProbeRun(
+            readings=readings,
+            kernel_files={FOLLOWED.test_id: ("kernels/add.hip",), OTHER.test_id: ()},
+            rootdir=str(self.project),
+            device="NVIDIA H100 SXM 80GB",
+            simulated=False,
+            wall_s=1.0,
+            exit_code=1,
+            failures=failures,
+        )
+
+
+def plan(project: Path, **changes) -> Plan:
+    settings = dict(
+        good="HEAD~8", bad="HEAD", pytest_args=("tests",), threshold=0.005, budget_s=0.5,
+        rounds=3, max_probes=30, cwd=project,
+    )  # fmt: skip
+    settings.update(changes)
+    return Plan(**settings)
+
+
+def index_of(subject: str) -> int:
+    return int(subject.split()[-1])
+
+
+def test_an_undecided_probe_gets_more_rounds_with_four_times_the_budget(project):
+    def answer(subject, budget_s):
+        index = index_of(subject)
+        if index == 4 + 0 and budget_s < 8:  # commit 4 changes no kernel: never probed
+            raise AssertionError("commit 4 was probed")
+        if index == 5 and budget_s < 8.0:
+            return {FOLLOWED: reading(AB_INCONCLUSIVE, 1.004)}, {}
+        state = AB_REGRESSED if index >= 5 else AB_PASS
+        return {FOLLOWED: reading(state, 1.05 if index >= 5 else 1.0)}, {}
+
+    fake = FakePytest(project, answer)
+    report = Bisection(plan(project), probe_fn=fake).run()
+    assert report.culprit is not None and report.culprit.subject == "commit 5"
+    assert [b for s, b in fake.calls if s == "commit 5"] == [0.5, 2.0, 8.0]
+    probe = next(p for p in report.probes if p.commit.subject == "commit 5")
+    assert probe.rounds == 3 and probe.reading.state == AB_REGRESSED
+    assert "commit 4" not in [s for s, _ in fake.calls]
+    assert [c.subject for c in report.candidates] == [f"commit {i}" for i in (1, 2, 3, 5, 6, 7, 8)]
+
+
+def test_the_slowest_regressed_measurement_is_followed_and_the_others_listed(project):
+    def answer(subject, budget_s):
+        index = index_of(subject)
+        slow = index >= 6
+        return {
+            FOLLOWED: reading(AB_REGRESSED if slow else AB_PASS, 1.08 if slow else 1.0),
+            OTHER: reading(AB_REGRESSED, 1.02),
+        }, {}
+
+    report = Bisection(plan(project), probe_fn=FakePytest(project, answer)).run()
+    assert report.followed == "test_k.py::test_add [add]"
+    assert [name for name, _ in report.also_slower] == ["test_k.py::test_copy [copy]"]
+    assert report.culprit is not None and report.culprit.subject == "commit 6"
+
+
+def test_a_bad_that_does_not_build_names_no_culprit(project):
+    def answer(subject, budget_s):
+        return {}, {FOLLOWED.test_id: "CompileError: kernels/add.hip:3: expected ';'"}
+
+    report = Bisection(plan(project), probe_fn=FakePytest(project, answer)).run()
+    assert report.culprit is None
+    assert report.why_none == (
+        "BAD does not build: test_k.py::test_add: CompileError: kernels/add.hip:3: expected ';'"
+    )
+    assert report.probes[0].reading.state == NO_BUILD
+
+
+def test_a_probe_pytest_cannot_run_skips_that_commit(project):
+    def answer(subject, budget_s):
+        index = index_of(subject)
+        if index == 3:  # the first midpoint of the 7 candidates (1, 2, 3, 5, 6, 7, 8)
+            raise ProbeError("the probe of commit 3 ran longer than 60 s (--probe-timeout)")
+        state = AB_REGRESSED if index >= 7 else AB_PASS
+        return {FOLLOWED: reading(state, 1.05 if index >= 7 else 1.0)}, {}
+
+    report = Bisection(plan(project), probe_fn=FakePytest(project, answer)).run()
+    assert report.culprit is not None and report.culprit.subject == "commit 7"
+    skipped = report.outcome.skipped
+    assert [p.commit.subject for p in skipped] == ["commit 3"]
+    assert skipped[0].reading.state == BROKEN and "--probe-timeout" in skipped[0].reading.detail
+
+
+def test_a_run_that_measured_nothing_is_a_usage_error(project):
+    report = Bisection(plan(project), probe_fn=FakePytest(project, lambda s, b: ({}, {})))
+    with pytest.raises(ProbeError, match="measured no kernel with gpu_bench"):
+        report.run()
+
+
+def test_the_demo_project_names_its_culprit_on_the_simulated_device(tmp_path):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["GPUPERF_SIM_SEED"] = "99"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "bisect_demo.py"), "--backend", "sim",
+         "--elements", str(1 << 20), "--budget", "0.02", "--out", str(tmp_path)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["named"] and summary["commits"] == 24
+    assert summary["probes"] <= 1 + 4 + 1  # BAD, log2 of 9 candidates, one skipped
+    assert "(does not build)" in (tmp_path / "bisect.txt").read_text()
