@@ -101,12 +101,16 @@ class Bisection:
             timeout_s=self.plan.probe_timeout_s,
         )
 
-    def measure(self, commit: Commit, key: Key) -> Measured:
-        """`key`'s reading at `commit`, with more rounds while it is undecided. A probe that
-        pytest could not run at this commit is a skipped commit, not the end of the search."""
+    def measure(self, commit: Commit, key: Key, first: ProbeRun | None = None) -> Measured:
+        """`key`'s reading at `commit`, with more rounds while it is undecided (`first`: the
+        first round, already run). A probe that pytest could not run at this commit is a
+        skipped commit, not the end of the search."""
         wall_s, budget_s, rounds = 0.0, self.plan.budget_s, 0
         reading = Reading(NO_BUILD)
-        while rounds < self.plan.rounds:
+        if first is not None:
+            wall_s, rounds, reading = first.wall_s, 1, reading_for(first, key)
+            budget_s *= BUDGET_GROWTH
+        while rounds < self.plan.rounds and (rounds == 0 or reading.state == AB_INCONCLUSIVE):
             rounds += 1
             try:
                 run = self._run(commit, budget_s)
@@ -114,8 +118,6 @@ class Bisection:
                 return Measured(Reading(BROKEN, detail=str(failure)), rounds, wall_s)
             wall_s += run.wall_s
             reading = reading_for(run, key)
-            if reading.state != AB_INCONCLUSIVE:
-                break
             budget_s *= BUDGET_GROWTH
         return Measured(reading, rounds, wall_s)
 
@@ -151,11 +153,7 @@ class Bisection:
                 "with gpu_bench(...) against GOOD: select the perf tests (a path, -k EXPR)"
             )
         key, _ = max(found, key=lambda item: _rank(item[1]))
-        measured = (
-            self.measure(bad, key)
-            if first.readings[key].state == AB_INCONCLUSIVE
-            else (Measured(first.readings[key], 1, first.wall_s))
-        )
+        measured = self.measure(bad, key, first)
         bad_probe = Probe(1, bad, measured.reading, measured.rounds, measured.wall_s)
         also = tuple((str(k), r) for k, r in found if k != key and r.state == AB_REGRESSED)
         rootdir = Path(first.rootdir) if first.rootdir else plan.cwd

@@ -168,3 +168,26 @@ def test_the_demo_project_names_its_culprit_on_the_simulated_device(tmp_path):
     assert summary["named"] and summary["commits"] == 24
     assert summary["probes"] <= 1 + 4 + 1  # BAD, log2 of 9 candidates, one skipped
     assert "(does not build)" in (tmp_path / "bisect.txt").read_text()
+
+
+def test_an_undecided_bad_is_measured_again_before_the_search(project):
+    def answer(subject, budget_s):
+        index = index_of(subject)
+        if index == 8 and budget_s < 2.0:
+            return {FOLLOWED: reading(AB_INCONCLUSIVE, 1.006)}, {}
+        slow = index >= 6
+        return {FOLLOWED: reading(AB_REGRESSED if slow else AB_PASS, 1.01 if slow else 1.0)}, {}
+
+    fake = FakePytest(project, answer)
+    report = Bisection(plan(project), probe_fn=fake).run()
+    assert [b for s, b in fake.calls if s == "commit 8"] == [0.5, 2.0]
+    assert report.probes[0].rounds == 2 and report.probes[0].reading.state == AB_REGRESSED
+    assert report.culprit is not None and report.culprit.subject == "commit 6"
+
+
+def test_a_bad_that_stays_undecided_names_no_culprit_and_says_how_to_decide(project):
+    fake = FakePytest(project, lambda s, b: ({FOLLOWED: reading(AB_INCONCLUSIVE, 1.006)}, {}))
+    report = Bisection(plan(project, rounds=2), probe_fn=fake).run()
+    assert len(fake.calls) == 2 and report.culprit is None
+    assert report.why_none.startswith("BAD's difference from GOOD stays within the noise")
+    assert "raise --budget or --rounds" in report.why_none
