@@ -17,6 +17,13 @@ from pytest_gpuperf.gate.policy import (
     HISTORY_LENGTH,
 )
 from pytest_gpuperf.gate.suite import DEFAULT_SUITE_ALARM
+from pytest_gpuperf.ranges import (
+    CODE_SPREAD,
+    COMPARE_THRESHOLD,
+    GPU_MARGIN,
+    SUITE_ALARM,
+    TOLERANCE,
+)
 
 BACKEND_NAMES = ("hip", "cuda", "sim")
 DEFAULT_BACKENDS = ("hip", "cuda")
@@ -117,7 +124,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "probe at the start compares them; a GPU whose bandwidth is more than this fraction "
         "below the median of its peers is named degraded (with its clocks and throttle "
         "reasons) and its verdicts are marked. 0 turns the probe off. "
-        f"Default: {DEFAULT_GPU_MARGIN} ({DEFAULT_GPU_MARGIN:.0%}).",
+        f"Range {GPU_MARGIN.text}. Default: {DEFAULT_GPU_MARGIN} ({DEFAULT_GPU_MARGIN:.0%}).",
         ini="gpuperf_gpu_margin",
         metavar="FRACTION",
     ),
@@ -152,7 +159,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "the smallest relative drop of efficiency below the stored baseline that fails a "
         "test: a test fails when the drop exceeds the larger of this and the noise allowance "
         "(the measurement's own interval and the baseline's run-to-run spread, learned from its "
-        "history of saves). 0 leaves the noise allowance alone. "
+        f"history of saves). 0 leaves the noise allowance alone. Range {TOLERANCE.text}. "
         f"Default: {DEFAULT_TOLERANCE} ({DEFAULT_TOLERANCE:.0%}, docs/measurement.md).",
         ini="gpuperf_tolerance",
         metavar="FRACTION",
@@ -195,6 +202,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "gpuperf_compare_threshold",
         "the smallest A/B difference (head time / base time - 1) that counts as a "
         "regression or an improvement; very short kernels get a wider one (docs/measurement.md). "
+        f"Range {COMPARE_THRESHOLD.text}. "
         f"Default: {DEFAULT_COMPARE_THRESHOLD} ({DEFAULT_COMPARE_THRESHOLD:.1%}).",
         ini="gpuperf_compare_threshold",
         metavar="FRACTION",
@@ -205,7 +213,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "how much two different code objects of equal speed may differ for a whole run, as a "
         "+-95% range per code object: an A/B of changed code is judged at the larger of the "
         "threshold and what this explains (docs/measurement.md, 'Code-object drift'). Set it "
-        "from the A/A' rows of bench/gate_quality.py on your GPU. Default: per backend "
+        "from the A/A' rows of bench/gate_quality.py on your GPU. "
+        f"Range {CODE_SPREAD.text}. Default: per backend "
         f"({', '.join(f'{k} {v:g}' for k, v in DEFAULT_CODE_SPREAD.items())}).",
         ini="gpuperf_compare_code_spread",
         metavar="FRACTION",
@@ -247,6 +256,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "run, shared by the tests that measure; an A/B regression fails only when a second "
         "round, on freshly loaded code and fresh buffers, confirms it (docs/measurement.md, "
         "'False alarms of a whole run'). "
+        f"Range {SUITE_ALARM.text}. "
         f"Default: {DEFAULT_SUITE_ALARM} ({DEFAULT_SUITE_ALARM:.0%} of runs).",
         ini="gpuperf_suite_alarm",
         metavar="FRACTION",

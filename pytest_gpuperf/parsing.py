@@ -13,8 +13,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from pytest_gpuperf import ranges
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.options import BACKEND_NAMES, DEFAULT_BACKENDS, MAX_SIM_GPUS, REQUIRE_CHOICES
+from pytest_gpuperf.ranges import Range
 from pytest_gpuperf.results import CACHE_MODES
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -118,7 +120,7 @@ def parse_gpu_index(raw: Any, where: str) -> int:
 
 
 def parse_gpu_margin(raw: Any, where: str) -> float:
-    return _fraction(raw, where, "the degraded-GPU margin", low_inclusive=True)
+    return in_range(raw, where, "the degraded-GPU margin (e.g. 0.03 for 3%)", ranges.GPU_MARGIN)
 
 
 def parse_sim_gpus(raw: Any, where: str) -> tuple[float, ...]:
@@ -164,12 +166,18 @@ def parse_history(raw: Any, where: str) -> int:
     return int(text)
 
 
-def _fraction(raw: Any, where: str, what: str, *, low_inclusive: bool = False) -> float:
-    value = parse_number(raw, where, what)
-    low_ok = value >= 0 if low_inclusive else value > 0
-    if not (low_ok and value < 1):
-        bracket = "[" if low_inclusive else "("
-        raise ConfigError(f"{where}: {what} must be a fraction in {bracket}0, 1), got {raw!r}")
+def in_range(raw: Any, where: str, what: str, allowed: Range) -> float:
+    """A number inside `allowed` (ranges.py), or a ConfigError naming the range."""
+    if isinstance(raw, bool):
+        raise ConfigError(f"{where}: {what} must be a number in {allowed.text}, got {raw!r}")
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"{where}: {what} must be a number in {allowed.text}, got {raw!r}"
+        ) from None
+    if value not in allowed:  # nan and inf included
+        raise ConfigError(f"{where}: {what} must be in {allowed.text}, got {raw!r}")
     return value
 
 
@@ -186,13 +194,15 @@ def parse_number(raw: Any, where: str, what: str) -> float:
 
 
 def parse_tolerance(raw: Any, where: str) -> float:
-    return _fraction(
-        raw, where, "the tolerance (e.g. 0.01 for 1%; 0 for the noise alone)", low_inclusive=True
+    return in_range(
+        raw, where, "the tolerance (e.g. 0.01 for 1%; 0 for the noise alone)", ranges.TOLERANCE
     )
 
 
 def parse_threshold(raw: Any, where: str) -> float:
-    return _fraction(raw, where, "the compare threshold (e.g. 0.005 for 0.5%)", low_inclusive=True)
+    return in_range(
+        raw, where, "the compare threshold (e.g. 0.005 for 0.5%)", ranges.COMPARE_THRESHOLD
+    )
 
 
 def parse_loads(raw: Any, where: str) -> int:
@@ -213,13 +223,15 @@ def parse_buffer_sets(raw: Any, where: str) -> int:
 
 
 def parse_code_spread(raw: Any, where: str) -> float:
-    return _fraction(
-        raw, where, "the code-object spread (e.g. 0.015 for +-1.5%)", low_inclusive=True
+    return in_range(
+        raw, where, "the code-object spread (e.g. 0.015 for +-1.5%)", ranges.CODE_SPREAD
     )
 
 
 def parse_suite_alarm(raw: Any, where: str) -> float:
-    return _fraction(raw, where, "the run's false-alarm budget (e.g. 0.01 for 1% of runs)")
+    return in_range(
+        raw, where, "the run's false-alarm budget (e.g. 0.01 for 1% of runs)", ranges.SUITE_ALARM
+    )
 
 
 def seconds_parser(what: str) -> Callable[[Any, str], float]:

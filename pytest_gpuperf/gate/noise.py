@@ -72,7 +72,7 @@ def prior_allowance(
         + (measured_rel_ci / z_ci) ** 2
         + (baseline_rel_ci / z_ci) ** 2
     )
-    return float(norm.ppf(1.0 - false_alarm_rate)) * sigma
+    return float(norm.isf(false_alarm_rate)) * sigma
 
 
 def centre_factor(saves: int) -> float:
@@ -137,10 +137,11 @@ def stored_band(
     squares = ref.history_sd**2 * history_df
     df = prior_weight + history_df
     if math.isinf(df):  # a spread known exactly: the saves cannot add to it
-        sigma, quantile = prior_sigma, float(norm.ppf(1.0 - false_alarm_rate))
+        sigma, quantile = prior_sigma, float(norm.isf(false_alarm_rate))
     else:
         sigma = math.sqrt((prior_weight * prior_sigma**2 + squares) / df)
-        quantile = float(student_t.ppf(1.0 - false_alarm_rate, df))
+        # isf, not ppf(1 - rate): 1 - 1e-17 rounds to 1, whose quantile is infinite
+        quantile = float(student_t.isf(false_alarm_rate, df))
     measured_sigma = measured_rel_ci / _z(confidence) if measured_rel_ci > 0 else 0.0
     factor = centre_factor(saves)
     between = _between(ref, simulated_board_spread)
@@ -164,6 +165,13 @@ def stored_band(
         basis = POOLED
     else:
         basis = HISTORY if history_df > 0 and math.isfinite(prior_weight) else PRIOR
+    noise = quantile * max(sigma, measured_sigma) * factor
+    if not (math.isfinite(noise) and noise >= 0.0):  # an infinite band passes any slowdown
+        raise ValueError(
+            f"the noise band of the baseline in {ref.path} came out {noise!r} (quantile "
+            f"{quantile!r} at a false-alarm rate {false_alarm_rate!r}, sigma {sigma!r}); "
+            "refusing to judge by it"
+        )
     return NoiseBand(
         basis=basis,
         noise=noise,

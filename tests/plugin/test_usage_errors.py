@@ -35,7 +35,7 @@ USAGE = pytest.ExitCode.USAGE_ERROR
             "*test_perf.py::test_add: @pytest.mark.gpuperf(cache=...): "
             "unknown cache mode 'warm'; valid modes: cold *, hot *, rotate *",
         ),
-        ("gpuperf(tolerance=5)", "*gpuperf(tolerance=...): the tolerance*must be a fraction*"),
+        ("gpuperf(tolerance=5)", "*gpuperf(tolerance=...): the tolerance*must be in [[]0, 0.5]*"),
         ("gpuperf(0.1)", "*@pytest.mark.gpuperf takes keyword arguments only*"),
     ],
 )
@@ -82,8 +82,8 @@ def test_bad_marker_on_a_deselected_test_does_not_stop_the_session(gp):
     ("option", "message"),
     [
         ("--gpuperf-cache=warm", "--gpuperf-cache: unknown cache mode 'warm'; valid modes: cold*"),
-        ("--gpuperf-tolerance=5%", "--gpuperf-tolerance: the tolerance * must be a number, *"),
-        ("--gpuperf-tolerance=1.5", "--gpuperf-tolerance: the tolerance * must be a fraction*"),
+        ("--gpuperf-tolerance=5%", "--gpuperf-tolerance: * must be a number in [[]0, 0.5], *"),
+        ("--gpuperf-tolerance=1.5", "--gpuperf-tolerance: * must be in [[]0, 0.5], got *1.5*"),
         ("--gpuperf-budget=0", "--gpuperf-budget: the budget must be a positive number*"),
         (
             "--gpuperf-backend=rocm",
