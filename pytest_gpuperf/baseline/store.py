@@ -25,6 +25,7 @@ from typing import Generic, TypeVar
 
 import filelock
 
+from pytest_gpuperf.baseline.file_read import read_store_text
 from pytest_gpuperf.baseline.model import BaselineEntry
 from pytest_gpuperf.baseline.pool import FilePool
 from pytest_gpuperf.baseline.schema import SCHEMA_VERSION, parse, render
@@ -381,17 +382,9 @@ def _read(path: Path, device_key: str) -> BaselineFile:
 
 def read_checked(path: Path, kind: str, parse_text: Callable[[str], R]) -> R:
     """`parse_text` of the file's text; every way it can fail is a BaselineError naming the
-    file (and the line, for TOML and schema errors). `kind` says what a directory is not."""
-    try:
-        # utf-8-sig: an editor that starts the file with a byte-order mark (Windows Notepad
-        # does) must not make it "Invalid statement"; the next save writes it without one.
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise BaselineError(str(path), f"not UTF-8 text ({error.reason})") from None
-    except IsADirectoryError:
-        raise BaselineError(str(path), f"is a directory, not {kind}") from None
-    except OSError as problem:
-        raise BaselineError(str(path), f"cannot be read: {problem.strerror}") from None
+    file (and the line, for TOML and schema errors). `kind` says what a directory or a device
+    is not. What is not a regular file is never opened (file_read.py)."""
+    text = read_store_text(path, kind)
     try:
         return parse_text(text)
     except TOMLDecodeError as error:
@@ -401,6 +394,10 @@ def read_checked(path: Path, kind: str, parse_text: Callable[[str], R]) -> R:
         ) from None
     except Invalid as problem:
         raise BaselineError(str(path), *problem.located(text)) from None
+    except RecursionError:  # check_nesting's scan missed a way to nest: still one line
+        raise BaselineError(
+            str(path), "nests too deep to parse; fix the file or restore it from git"
+        ) from None
 
 
 def _atomic_write(path: Path, text: str) -> None:

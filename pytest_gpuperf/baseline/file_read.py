@@ -1,0 +1,127 @@
+"""Reading a hand-editable store file (baselines, static facts) without trusting what lies at
+its path.
+
+Whatever is at `baselines/<device>.toml` may not be a file someone meant to write there: a FIFO
+(reading it blocks forever), a character device (/dev/zero reads forever, then MemoryError), a
+2 GiB file, a TOML array nested 100,000 deep (the pure-Python TOML parser recurses once per
+level: RecursionError and 3,000 lines of traceback). Each is refused with one line naming the
+file (and the line, where there is one) before it can hang, exhaust memory or recurse: a node
+that is not a regular file is never opened for reading, a file beyond MAX_FILE_BYTES is not
+read, and nesting beyond MAX_NESTING is found by a scan that does not recurse.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+from pytest_gpuperf.errors import BaselineError
+
+# A baseline entry with a full history renders to about 2 KB: 64 MiB is room for some 30,000
+# entries, far beyond any suite, and far below what would strain a CI runner's memory.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+# What the files the stores write nest: [[entry]] > [[entry.save]] > an interval's list. 32
+# leaves hand edits every freedom and stays far from Python's recursion limit (1000).
+MAX_NESTING = 32
+
+# What can hold a bracket without opening a level: strings of the four TOML kinds and comments.
+_NOT_STRUCTURE = re.compile(
+    r'"""(?:[^"\\]|\\.|"(?!""))*"""'  # multi-line basic string
+    r"|'''.*?'''"  # multi-line literal string
+    r'|"(?:[^"\\\n]|\\.)*"'  # basic string
+    r"|'[^'\n]*'"  # literal string
+    r"|#[^\n]*",  # comment
+    re.DOTALL,
+)
+_TOKEN = re.compile(rf"{_NOT_STRUCTURE.pattern}|(?P<open>[\[{{])|(?P<close>[\]}}])", re.DOTALL)
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def read_store_text(path: Path, kind: str) -> str:
+    """The text of the store file at `path`, or a BaselineError naming it (and the line) when
+    it is not a regular file, too large, not UTF-8 or nested too deep. `kind` ("a baseline
+    file") says what a directory or a device is not. A UTF-8 byte-order mark is dropped."""
+    try:
+        status = os.stat(path)
+    except OSError as problem:
+        raise BaselineError(str(path), f"cannot be read: {problem.strerror}") from None
+    _check_node(path, status, kind)
+    try:
+        # O_NONBLOCK: should a FIFO be swapped in after the check, opening it does not wait
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as problem:
+        raise BaselineError(str(path), f"cannot be read: {problem.strerror}") from None
+    try:
+        _check_node(path, os.fstat(fd), kind)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as problem:
+        raise BaselineError(str(path), f"cannot be read: {problem.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:  # it grew after the check
+        _too_large(path, len(data), kind)
+    try:
+        # utf-8-sig: an editor that starts the file with a byte-order mark (Windows Notepad
+        # does) must not make it "Invalid statement"; the next save writes it without one.
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise BaselineError(
+            str(path),
+            f"not UTF-8 text (byte {data[error.start]:#04x} at offset {error.start}: "
+            f"{error.reason}); fix the file or restore it from git",
+            line,
+        ) from None
+    check_nesting(path, text)
+    return text
+
+
+def check_nesting(path: Path, text: str) -> None:
+    """BaselineError at the line where arrays and inline tables nest deeper than MAX_NESTING."""
+    depth = 0
+    for match in _TOKEN.finditer(text):
+        char = match.group("open") or match.group("close")
+        if char is None:  # a string or a comment: its brackets are text
+            continue
+        if char in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise BaselineError(
+                    str(path),
+                    f"arrays or tables nest more than {MAX_NESTING} deep here (the files this "
+                    "plugin writes nest 3 deep at most); fix the file or restore it from git",
+                    text.count("\n", 0, match.start()) + 1,
+                )
+        else:
+            depth = max(depth - 1, 0)
+
+
+def _check_node(path: Path, status: os.stat_result, kind: str) -> None:
+    mode = status.st_mode
+    if stat.S_ISDIR(mode):
+        raise BaselineError(str(path), f"is a directory, not {kind}")
+    if not stat.S_ISREG(mode):
+        what = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise BaselineError(
+            str(path),
+            f"is {what}, not {kind}; it was not opened. Remove it, or point "
+            "--gpuperf-baseline-dir at a folder of regular files",
+        )
+    if status.st_size > MAX_FILE_BYTES:
+        _too_large(path, status.st_size, kind)
+
+
+def _too_large(path: Path, size: int, kind: str) -> None:
+    raise BaselineError(
+        str(path),
+        f"is {size:,} bytes, more than {kind} may be ({MAX_FILE_BYTES:,} bytes); it was not "
+        "read. Is it the file you meant? Restore it from git",
+    )
