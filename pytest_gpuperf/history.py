@@ -15,9 +15,13 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NoReturn
 
+from pytest_gpuperf import ranges
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
+from pytest_gpuperf.baseline.file_read import read_store_text
 from pytest_gpuperf.baseline.model import BOARD_UNSEEN
+from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.gate.drift import detect_drift
 from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.gate.policy import (
@@ -236,8 +240,33 @@ def plot(histories: Sequence[History], path: Path) -> Path:
     return path
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+class _Parser(argparse.ArgumentParser):
+    """argparse that ends bad input with one line (not the usage block) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (--help lists the options)\n")
+
+
+def _rate(text: str) -> float:
+    return _in_range(text, ranges.CHECK_RATE, "a one-sided false-alarm rate")
+
+
+def _tolerance(text: str) -> float:
+    return _in_range(text, ranges.TOLERANCE, "a tolerance (0.01 for 1%)")
+
+
+def _in_range(text: str, allowed: ranges.Range, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{what} in {allowed.text}, got {text!r}") from None
+    if value not in allowed:
+        raise argparse.ArgumentTypeError(f"{what} in {allowed.text}, got {text!r}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
         prog="python -m pytest_gpuperf.history",
         description="Show the history of baseline entries: saves, runs and the gate's band.",
     )
@@ -255,21 +284,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write a PNG or SVG plot here")
     parser.add_argument(
         "--false-alarm-rate",
-        type=float,
+        type=_rate,
         default=FALSE_ALARM_RATE,
-        help=f"the one-sided level of the band (default {FALSE_ALARM_RATE}: one test alone; "
-        "a run's budget sets its own, printed in its report)",
+        help=f"the one-sided level of the band, in {ranges.CHECK_RATE.text} (default "
+        f"{FALSE_ALARM_RATE}: one test alone; a run's budget sets its own, printed in its report)",
     )
     parser.add_argument(
         "--tolerance",
-        type=float,
+        type=_tolerance,
         default=DEFAULT_TOLERANCE,
-        help=f"--gpuperf-tolerance of the runs to match (default {DEFAULT_TOLERANCE})",
+        help=f"--gpuperf-tolerance of the runs to match, in {ranges.TOLERANCE.text} "
+        f"(default {DEFAULT_TOLERANCE})",
     )
+    return parser
+
+
+class _BadInput(Exception):
+    """One line for the user; main() prints it and exits 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The CLI: 0 with the histories printed (or plotted), 1 when no entry matches the
+    filters, 2 with one line on stderr for any bad input (a missing, unreadable or broken
+    baseline file or report, an option out of its range)."""
+    parser = _parser()
     options = parser.parse_args(argv)
+    try:
+        return _run(options)
+    except (_BadInput, GpuPerfError) as problem:
+        print(f"{parser.prog}: error: {problem}", file=sys.stderr)
+        return 2
+
+
+def _run(options: argparse.Namespace) -> int:
     path: Path = options.baseline
+    _check_file(path, "the baseline file")
     store = BaselineStore(path.parent)
     loaded = store.load(path.stem)
+    reports = [_report(p) for p in options.reports]
     chosen = [
         entry
         for key, entry in sorted(loaded.entries.items())
@@ -280,7 +332,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not chosen:
         print(f"no entry in {path} matches", file=sys.stderr)
         return 1
-    reports = [json.loads(p.read_text()) for p in options.reports]
     histories = [
         entry_history(
             entry,
@@ -292,10 +343,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         for entry in chosen
     ]
     if options.out:
-        print(plot(histories, options.out))
+        try:
+            print(plot(histories, options.out))
+        except OSError as problem:
+            raise _BadInput(f"{options.out}: cannot write the plot: {problem.strerror}") from None
     else:
         print("\n\n".join(text(h) for h in histories))
     return 0
+
+
+def _check_file(path: Path, what: str) -> None:
+    """A missing path or a directory is bad input, not an empty history."""
+    if not path.exists():
+        gone = "is a symbolic link to nothing" if path.is_symlink() else "does not exist"
+        raise _BadInput(f"{path}: {what} {gone}")
+    if path.is_dir():
+        raise _BadInput(f"{path}: {what} is a directory; give a file")
+
+
+def _report(path: Path) -> dict:
+    """A JSON report (--gpuperf-json) read and checked enough to take its runs from."""
+    _check_file(path, "the report")
+    try:
+        text = read_store_text(path, "a JSON report")
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise _BadInput(f"{path}:{error.lineno}: not valid JSON: {error.msg}") from None
+    except RecursionError:
+        raise _BadInput(f"{path}: nests too deep to parse") from None
+    results = document.get("results") if isinstance(document, dict) else None
+    well_formed = isinstance(results, list) and all(
+        isinstance(r, dict)
+        and isinstance(r.get("test_id"), str)
+        and isinstance(r.get("measurement"), dict)
+        and {"name", "cache", "efficiency", "efficiency_ci"} <= set(r["measurement"])
+        for r in results
+    )
+    if not well_formed:
+        raise _BadInput(
+            f"{path}: not a pytest-gpuperf JSON report (--gpuperf-json): no 'results' list of "
+            "measurements"
+        )
+    return document
 
 
 if __name__ == "__main__":

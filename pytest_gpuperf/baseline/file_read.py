@@ -97,7 +97,7 @@ def check_nesting(path: Path, text: str) -> None:
                 raise BaselineError(
                     str(path),
                     f"arrays or tables nest more than {MAX_NESTING} deep here (the files this "
-                    "plugin writes nest 3 deep at most); fix the file or restore it from git",
+                    "plugin writes nest a few levels at most); fix the file or restore it from git",
                     text.count("\n", 0, match.start()) + 1,
                 )
         else:
@@ -112,8 +112,8 @@ def _check_node(path: Path, status: os.stat_result, kind: str) -> None:
         what = next((name for test, name in _KINDS if test(mode)), "not a regular file")
         raise BaselineError(
             str(path),
-            f"is {what}, not {kind}; it was not opened. Remove it, or point "
-            "--gpuperf-baseline-dir at a folder of regular files",
+            f"is {what}, not {kind}; it was not opened. Put a regular file there (or "
+            "restore it from git)",
         )
     if status.st_size > MAX_FILE_BYTES:
         _too_large(path, status.st_size, kind)

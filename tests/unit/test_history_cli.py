@@ -1,0 +1,145 @@
+"""`python -m pytest_gpuperf.history` (the package's only command-line tool) checks every
+argument: bad input ends with one line on stderr and exit 2, never a traceback, and a missing
+file or a directory is not "no entry matches". Run as a user runs it: a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf import history, ranges
+from pytest_gpuperf.baseline import BaselineStore
+
+REPO = Path(__file__).resolve().parents[2]
+BASELINE = REPO / "baselines" / "h100-sxm.toml"
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The CLI in a real process, as a user runs it."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_gpuperf.history", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def run(capsys, monkeypatch):
+    """The CLI in this process (main(), what `python -m` calls): fast enough for every case."""
+
+    def call(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        monkeypatch.chdir(cwd)
+        try:
+            code = history.main(list(args))
+        except SystemExit as stop:
+            code = int(stop.code or 0)
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+    return call
+
+
+def one_line_exit_2(result: subprocess.CompletedProcess[str], *words: str) -> str:
+    assert result.returncode == 2, result
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert lines[0].startswith("python -m pytest_gpuperf.history: error: "), lines
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+def test_the_committed_file_prints_and_bad_input_is_one_line_in_a_real_process(tmp_path):
+    shown = cli(
+        str(BASELINE),
+        "--tolerance=0.5",
+        f"--false-alarm-rate={ranges.CHECK_RATE.low}",
+        cwd=tmp_path,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "fails below" in shown.stdout and "-" not in shown.stdout.split("fails below ")[1][:2]
+    # and bad input, in a real process: one line, exit 2
+    one_line_exit_2(cli(str(BASELINE), "--reports", "/nonexistent.json", cwd=tmp_path), "exist")
+
+
+@pytest.mark.parametrize("value", ["0", "1", "nan", "0.5", "1e-9", "-0.01", "lots"])
+def test_a_false_alarm_rate_outside_its_range(run, tmp_path, value):
+    one_line_exit_2(
+        run(str(BASELINE), f"--false-alarm-rate={value}", cwd=tmp_path),
+        "--false-alarm-rate",
+        ranges.CHECK_RATE.text,
+        repr(value),
+    )
+
+
+@pytest.mark.parametrize("value", ["5", "nan", "-1", "0.51", "inf"])
+def test_a_tolerance_outside_its_range(run, tmp_path, value):
+    """--tolerance=5 printed "fails below -320.00%", nan printed "nan%"."""
+    one_line_exit_2(
+        run(str(BASELINE), f"--tolerance={value}", cwd=tmp_path),
+        "--tolerance",
+        ranges.TOLERANCE.text,
+    )
+
+
+def test_a_missing_file_or_a_directory_is_not_no_entry_matches(run, tmp_path):
+    one_line_exit_2(run("nowhere/h100-sxm.toml", cwd=tmp_path), "does not exist")
+    (tmp_path / "dir.toml").mkdir()
+    one_line_exit_2(run("dir.toml", cwd=tmp_path), "is a directory")
+    (tmp_path / "bad name!.toml").write_text("")
+    one_line_exit_2(run("bad name!.toml", cwd=tmp_path), "cannot name a baseline file")
+
+
+def test_a_broken_or_non_utf8_baseline_file(run, tmp_path):
+    broken = tmp_path / "h100-sxm.toml"
+    broken.write_text('schema = 2\ndevice = "h100-sxm"\n[[entry]\n')
+    one_line_exit_2(run(str(broken), cwd=tmp_path), "h100-sxm.toml:3: not valid TOML")
+    broken.write_bytes(b'schema = 2\ndevice = "h100-sxm"\n# caf\xe9\n')
+    one_line_exit_2(run(str(broken), cwd=tmp_path), "h100-sxm.toml:3: not UTF-8 text")
+    broken.unlink()
+    os.mkfifo(broken)
+    one_line_exit_2(run(str(broken), cwd=tmp_path), "is a FIFO")
+
+
+def test_reports_that_are_missing_broken_or_not_reports(run, tmp_path):
+    one_line_exit_2(
+        run(str(BASELINE), "--reports", "/nonexistent.json", cwd=tmp_path),
+        "/nonexistent.json: the report does not exist",
+    )
+    (tmp_path / "broken.json").write_text('{"results": [\n')
+    one_line_exit_2(
+        run(str(BASELINE), "--reports", "broken.json", cwd=tmp_path),
+        "broken.json:2: not valid JSON",
+    )
+    (tmp_path / "other.json").write_text(json.dumps({"benchmarks": []}))
+    one_line_exit_2(
+        run(str(BASELINE), "--reports", "other.json", cwd=tmp_path),
+        "not a pytest-gpuperf JSON report",
+    )
+    (tmp_path / "latin1.json").write_bytes(b'{"x": "caf\xe9"}')
+    one_line_exit_2(run(str(BASELINE), "--reports", "latin1.json", cwd=tmp_path), "not UTF-8")
+
+
+def test_no_entry_matching_the_filters_is_still_exit_1(run, tmp_path):
+    result = run(str(BASELINE), "--test", "no-such-test", cwd=tmp_path)
+    assert result.returncode == 1 and "no entry in" in result.stderr
+
+
+def test_the_baseline_is_never_written(run, tmp_path):
+    store = BaselineStore(REPO / "baselines")
+    before = store.path_for("h100-sxm").read_bytes()
+    run(str(BASELINE), "--tolerance=5", cwd=tmp_path)
+    assert store.path_for("h100-sxm").read_bytes() == before
