@@ -6,11 +6,11 @@ keyed by the PCI bus id when the runtime reports one (the same GPU seen through 
 visible-device masks gets the same lock), else by backend and index, serialises measurements
 while leaving correctness launches free to overlap.
 
-The lock folder is shared by every user of the machine, like /tmp: created world-writable with
-the sticky bit, each lock file readable and writable by all (a lock must be takeable by the next
-user), and nothing in it is followed through a symbolic link (filelock >= 3.20.1 opens with
-O_NOFOLLOW; this module refuses a linked folder). Whoever holds a lock writes who they are next
-to it, so a process that waits can say for whom and for how long.
+The lock folder is shared by every user of the machine, like /tmp (shared_lock.py: its rules,
+and why the lock is flock(2) taken there rather than filelock's, which since 4.x locks the
+other users out). Whoever holds a lock writes who they are next to it (pid, user, pytest-xdist
+worker, what it measures), so a process that waits can say for whom and for how long: every
+WAIT_REPORT_S through `notify`, which the pytest layer points at the terminal past its capture.
 """
 
 from __future__ import annotations
@@ -19,28 +19,24 @@ import contextlib
 import json
 import os
 import re
-import stat
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import filelock
-
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.runtime.info import DeviceInfo
+from pytest_gpuperf.shared_lock import (
+    LOCK_ENV,
+    LockTimeout,
+    SharedFileLock,
+    ensure_lock_dir,
+    lock_dir,
+)
 
 DEFAULT_TIMEOUT_S = 1800.0  # a long perf suite on another worker may hold the GPU for minutes
 WAIT_REPORT_S = 10.0  # how often a waiting process says whom it waits for
-LOCK_ENV = "GPUPERF_LOCK_DIR"
-
-
-def lock_dir() -> Path:
-    """`$GPUPERF_LOCK_DIR`, else `<tempdir>/pytest-gpuperf-locks` (shared by all users'
-    processes on the machine when the temp dir is)."""
-    return Path(os.environ.get(LOCK_ENV) or Path(tempfile.gettempdir()) / "pytest-gpuperf-locks")
 
 
 def lock_key(info: DeviceInfo) -> str:
@@ -52,40 +48,6 @@ def lock_key(info: DeviceInfo) -> str:
     else:
         raw = f"{info.backend}-{info.index}"
     return re.sub(r"[^A-Za-z0-9._-]+", "-", raw.lower()).strip("-")
-
-
-def ensure_lock_dir(folder: Path) -> Path:
-    """The lock folder, created shared (1777) if missing; a clear error when it cannot be
-    used (a file, a symbolic link, a folder other users cannot write)."""
-    way_out = (
-        f"set {LOCK_ENV} to a folder of your own (measurements of other users are then not "
-        "kept apart from yours)"
-    )
-    if folder.is_symlink():
-        raise GpuPerfError(
-            f"the GPU lock folder {folder} is a symbolic link (to {os.readlink(folder)!r}); "
-            f"pytest-gpuperf does not follow one there. Remove it, or {way_out}"
-        )
-    if folder.exists() and not folder.is_dir():
-        raise GpuPerfError(
-            f"the GPU lock folder {folder} is a file, not a folder; remove it, or {way_out}"
-        )
-    if not folder.exists():
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(PermissionError):
-                os.chmod(folder, 0o1777)  # like /tmp: everyone can add, only owners remove
-        except OSError as problem:
-            raise GpuPerfError(
-                f"cannot create the GPU lock folder {folder}: {problem.strerror}; {way_out}"
-            ) from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        mode = stat.S_IMODE(folder.stat().st_mode)
-        raise GpuPerfError(
-            f"the GPU lock folder {folder} (mode {mode:o}) is not writable by this user; the "
-            f"user who created it can run `chmod 1777 {folder}`, or {way_out}"
-        )
-    return folder
 
 
 class GpuLock:
@@ -107,21 +69,20 @@ class GpuLock:
         self.timeout_s = timeout_s
         self.folder = directory or lock_dir()
         self.path = self.folder / f"{self.key}.lock"
-        self.holder_path = self.folder / f"{self.key}.holder"
+        # one holder record per user: in the sticky folder nobody can replace another's file
+        self.holder_path = self.folder / f"{self.key}.{_uid()}.holder"
         self.notify = notify or _to_stderr
-        self._lock: filelock.FileLock | None = None
+        self._lock: SharedFileLock | None = None
         # What this process spent on the lock: held (outermost holds), waited, and how often.
         self.held_s = 0.0
         self.waited_s = 0.0
         self.holds = 0
 
-    def _file_lock(self) -> filelock.FileLock:
+    def _file_lock(self) -> SharedFileLock:
         if self._lock is None:
             ensure_lock_dir(self.folder)
-            # thread_local=False: the lock belongs to the process, whichever thread measures.
-            self._lock = filelock.FileLock(
-                str(self.path), timeout=self.timeout_s, thread_local=False, mode=0o666
-            )
+            # the lock belongs to the process, whichever thread measures
+            self._lock = SharedFileLock(self.path, timeout_s=self.timeout_s)
         return self._lock
 
     @contextmanager
@@ -144,7 +105,7 @@ class GpuLock:
                 self.waited_s += got - asked
                 self.holds += 1
 
-    def _acquire(self, lock: filelock.FileLock, what: str) -> None:
+    def _acquire(self, lock: SharedFileLock, what: str) -> None:
         if self.path.is_symlink():
             raise GpuPerfError(
                 f"{what}: the GPU lock {self.path} is a symbolic link (to "
@@ -155,9 +116,9 @@ class GpuLock:
         reported = 0.0
         while True:
             try:
-                lock.acquire(timeout=min(WAIT_REPORT_S, self.timeout_s))
+                lock.acquire(timeout_s=min(WAIT_REPORT_S, self.timeout_s))
                 return
-            except filelock.Timeout:
+            except LockTimeout:
                 waited = time.monotonic() - began
                 if waited >= self.timeout_s:
                     raise GpuPerfError(
@@ -174,7 +135,7 @@ class GpuLock:
             except PermissionError as problem:
                 raise GpuPerfError(
                     f"{what}: cannot open the GPU lock {self.path} ({problem.strerror}); its "
-                    f"owner can run `chmod 666 {self.path}`, or set {LOCK_ENV} to a folder of "
+                    f"owner can run `chmod 644 {self.path}`, or set {LOCK_ENV} to a folder of "
                     "your own"
                 ) from None
             except OSError as problem:  # ELOOP: a link appeared at the lock path
@@ -184,7 +145,13 @@ class GpuLock:
                 ) from None
 
     def _write_holder(self, what: str) -> None:
-        record = {"pid": os.getpid(), "what": what, "since": time.time(), "user": _user()}
+        record = {
+            "pid": os.getpid(),
+            "what": what,
+            "since": time.time(),
+            "user": _user(),
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),
+        }
         with contextlib.suppress(OSError):
             if self.holder_path.is_symlink():
                 return
@@ -194,18 +161,49 @@ class GpuLock:
                 json.dump(record, handle)
 
     def holder(self) -> str:
-        """Who holds the lock, as far as its holder file says."""
+        """Who holds the lock, as far as the newest holder record of a live process says."""
+        newest: dict | None = None
+        for path in self.folder.glob(f"{glob_escape(self.key)}.*.holder"):
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                if path.is_symlink():
+                    continue
+                record = json.loads(path.read_text(encoding="utf-8"))
+                if not (isinstance(record, dict) and _alive(int(record["pid"]))):
+                    continue
+                if newest is None or float(record["since"]) > float(newest["since"]):
+                    newest = record
+        if newest is None:
+            return "another process (a pytest-xdist worker or another pytest run)"
         try:
-            record = json.loads(self.holder_path.read_text())
-            held_s = time.time() - float(record["since"])
-            user = f"user {record['user']}, " if record.get("user") else ""
-            return f"{user}pid {record['pid']} ({record['what']}) for {held_s:.0f} s"
-        except (OSError, ValueError, KeyError, TypeError):
+            held_s = time.time() - float(newest["since"])
+            user = f"user {newest['user']}, " if newest.get("user") else ""
+            worker = f", pytest-xdist worker {newest['worker']}" if newest.get("worker") else ""
+            return f"{user}pid {newest['pid']}{worker} ({newest['what']}) for {held_s:.0f} s"
+        except (KeyError, TypeError, ValueError):
             return "another process (a pytest-xdist worker or another pytest run)"
 
     @property
     def is_held(self) -> bool:
         return self._lock is not None and self._lock.is_locked
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def _uid() -> str:
+    return str(os.getuid()) if hasattr(os, "getuid") else "user"
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process `pid` exists on this machine (a killed holder leaves its record)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0  # another user's live process
+    return True
 
 
 def _user() -> str:

@@ -26,14 +26,22 @@ from pytest_gpuperf.plugin_state import (
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """A broken baseline file (or directory), or a report that could not be written, stops
-    the run before any test, naming it: found after the tests, it would cost the summary."""
+    """A broken baseline file (or directory), a lock folder that cannot be used, or a report
+    that could not be written, stops the run before any test, naming it: found after the
+    tests, it would cost the summary (found at the first measurement, every test failed)."""
     state = state_of(session.config)
     if state.settings.measure:
         try:
             state.session.check_baseline_files()
         except BaselineError as broken:
             raise pytest.UsageError(f"pytest-gpuperf: {broken}") from None
+    if state.settings.measure or state.settings.save:
+        from pytest_gpuperf.shared_lock import ensure_lock_dir, lock_dir
+
+        try:
+            ensure_lock_dir(lock_dir())
+        except GpuPerfError as unusable:
+            raise pytest.UsageError(f"pytest-gpuperf: {unusable}") from None
     if state.settings.measure or state.settings.static:
         try:
             state.session.check_compare_ref()

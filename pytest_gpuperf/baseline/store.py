@@ -3,8 +3,9 @@
 Saving merges into what is on disk under a file lock, re-reading inside the lock so that
 pytest-xdist workers saving at once lose nothing, and writes through a temporary file plus
 `os.replace` so that a crash leaves the old file whole; the next save removes the temporary a
-killed save left. The lock lives in the machine's shared lock folder (gpu_lock.lock_dir), not
-beside the file, so `git add -A` never commits it. A file that does not validate is never
+killed save left. The lock lives in the machine's shared lock folder (shared_lock.py), not
+beside the file, so `git add -A` never commits it, and is keyed by the folder's identity, not
+its path. A file that does not validate is never
 overwritten, and no path is followed through a symbolic link. Every file-system error, lock
 timeout and Ctrl-C of a save becomes a BaselineError (or SaveInterrupted) naming the path, the
 errno's words and what to do.
@@ -23,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
-import filelock
-
 from pytest_gpuperf.baseline.file_read import read_store_text
 from pytest_gpuperf.baseline.model import BaselineEntry
 from pytest_gpuperf.baseline.pool import FilePool
@@ -39,6 +38,7 @@ from pytest_gpuperf.errors import (
     os_error_words,
 )
 from pytest_gpuperf.results import BaselineRef
+from pytest_gpuperf.shared_lock import LockTimeout, SharedFileLock, ensure_lock_dir, lock_dir
 
 LOCK_TIMEOUT_S = 120.0
 _DEVICE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
@@ -302,7 +302,7 @@ def write_locked(
     phase = "waiting for its lock"  # what Ctrl-C interrupted
     replaced = False
     try:
-        with filelock.FileLock(str(lock_path), timeout=lock_timeout_s, mode=0o666):
+        with SharedFileLock(lock_path, timeout_s=lock_timeout_s):
             phase = "writing it"
             _refuse_link(path)
             remove_stale_temporaries(path)
@@ -310,7 +310,7 @@ def write_locked(
             replaced = True
     except KeyboardInterrupt:
         raise SaveInterrupted(str(path), phase, saved=replaced) from None
-    except filelock.Timeout:
+    except LockTimeout:
         raise BaselineError(
             str(path),
             f"not saved: could not lock {lock_path} within {lock_timeout_s:.0f} s; "
@@ -331,15 +331,20 @@ def write_locked(
 
 def lock_path_for(path: Path) -> Path:
     """The lock of a baseline (or static facts) file: in the machine's shared lock folder
-    ($GPUPERF_LOCK_DIR, else <tmp>/pytest-gpuperf-locks), named by the file's name and a hash
-    of its absolute path, so every spelling of one file shares one lock and none lies in the
-    project, where `git add -A` would commit it."""
-    from pytest_gpuperf.gpu_lock import ensure_lock_dir, lock_dir
-
+    ($GPUPERF_LOCK_DIR, else <tmp>/pytest-gpuperf-locks), so none lies in the project, where
+    `git add -A` would commit it. It is named by the file's name and a hash of its folder's
+    identity (device and inode), not of a path: one folder reached through two paths (a
+    symbolic link, a bind mount, a second mount of one file system) gets one lock, so two saves
+    never write it at once and one never removes the other's live temporary. The file itself
+    is not the key: each save replaces it (a new inode). A folder that does not exist yet is
+    keyed by its absolute path (a save creates it first)."""
     absolute = Path(os.path.abspath(path))
-    with contextlib.suppress(OSError):
-        absolute = absolute.parent.resolve() / absolute.name
-    digest = hashlib.sha256(str(absolute).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    try:
+        folder = os.stat(absolute.parent)
+        identity = f"dev={folder.st_dev},ino={folder.st_ino}/{absolute.name}"
+    except OSError:
+        identity = str(absolute)
+    digest = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", absolute.name)
     lock_path = ensure_lock_dir(lock_dir()) / f"save-{name}-{digest}.lock"
     _refuse_link(lock_path)

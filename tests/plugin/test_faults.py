@@ -264,9 +264,13 @@ def test_a_file_where_the_lock_folder_should_be(gp):
     gp.monkeypatch.setenv("GPUPERF_LOCK_DIR", str(blocker))
     gp.run().assert_outcomes(passed=1)  # smoke mode never needs the lock
     result = gp.run("--gpuperf")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*GPU lock folder*locks-file is a file, not a folder*"])
-    assert "INTERNALERROR" not in result.stdout.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # at the start, not in every test
+    result.stderr.fnmatch_lines(
+        ["ERROR: pytest-gpuperf: the GPU lock folder *locks-file is a file, not a folder*"]
+    )
+    assert [line for line in result.stderr.lines if line.strip()] == result.stderr.lines[:1]
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert blocker.read_text() == "x"
 
 
 def test_a_symlinked_lock_folder_is_refused(gp):
@@ -277,8 +281,9 @@ def test_a_symlinked_lock_folder_is_refused(gp):
     link.symlink_to(real)
     gp.monkeypatch.setenv("GPUPERF_LOCK_DIR", str(link))
     result = gp.run("--gpuperf")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*GPU lock folder*is a symbolic link*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: pytest-gpuperf: the GPU lock folder *is a symbolic link*"])
+    assert list(real.iterdir()) == []
 
 
 def test_the_lock_folder_is_created_shared(gp):
@@ -289,6 +294,43 @@ def test_the_lock_folder_is_created_shared(gp):
     assert oct(folder.stat().st_mode & 0o7777) == oct(0o1777)
     (lock,) = folder.glob("*.lock")
     assert lock.stat().st_mode & 0o666 == 0o666
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file to another user")
+def test_locks_another_user_created_serve_this_run_under_xdist_too(gp):
+    """With filelock 4.x, a GPU lock or save lock created by another uid in the shared (sticky)
+    folder failed every test ("lock file belongs to uid 2002"), the degraded-GPU probe stopped
+    an xdist run, and saves were refused (tests/unit/test_shared_lock.py: real uids)."""
+    gp.test_file(PLAIN)
+    folder = gp.path / "shared-locks"
+    folder.mkdir(mode=0o1777)
+    folder.chmod(0o1777)
+    gp.monkeypatch.setenv("GPUPERF_LOCK_DIR", str(folder))
+    gp.run("--gpuperf-save", "--gpuperf-sim-gpus=2").assert_outcomes(passed=1)
+    theirs = sorted(folder.glob("*.lock"))
+    assert len(theirs) == 2  # GPU 0's lock and the baseline file's save lock
+    for lock in theirs:  # as if uid 2002 had made every one of them
+        os.chown(lock, 2002, 2002)
+    gp.run("--gpuperf-save", "--gpuperf-sim-gpus=2").assert_outcomes(passed=1)
+    result = gp.run_subprocess("--gpuperf", "--gpuperf-sim-gpus=2", "-n", "2")
+    result.assert_outcomes(passed=1)
+    assert {lock.stat().st_uid for lock in theirs} == {2002}  # the same files served us
+
+
+def test_a_relative_lock_dir_lies_in_the_temp_dir_not_in_the_checkout(gp):
+    import shutil
+    import tempfile
+    import uuid
+
+    gp.test_file(PLAIN)
+    name = f"gpuperf-relative-locks-{uuid.uuid4().hex[:8]}"
+    gp.monkeypatch.setenv("GPUPERF_LOCK_DIR", name)
+    try:
+        gp.run("--gpuperf-save").assert_outcomes(passed=1)
+        assert not (gp.path / name).exists()
+        assert list((Path(tempfile.gettempdir()) / name).glob("*.lock"))
+    finally:
+        shutil.rmtree(Path(tempfile.gettempdir()) / name, ignore_errors=True)
 
 
 # -- what a failed check leaves ----------------------------------------------------------------

@@ -36,10 +36,10 @@ def test_nothing_is_created_until_a_measurement(tmp_path):
     GpuLock(INFO, directory=folder)
     assert not folder.exists()
     with GpuLock(INFO, directory=folder).held("t"):
-        assert (folder / "pci-0000-c1-00.0.holder").exists()
+        assert (folder / f"pci-0000-c1-00.0.{os.getuid()}.holder").exists()
     assert oct(folder.stat().st_mode & 0o7777) == oct(0o1777)
     assert (folder / "pci-0000-c1-00.0.lock").stat().st_mode & 0o666 == 0o666
-    assert not (folder / "pci-0000-c1-00.0.holder").exists()
+    assert not list(folder.glob("*.holder"))
 
 
 def test_a_link_at_the_lock_path_is_never_followed(tmp_path):
@@ -76,6 +76,7 @@ def test_a_linked_or_file_folder_is_refused_with_the_way_out(tmp_path):
 
 
 def _hold(folder: str, ready, release) -> None:
+    os.environ["PYTEST_XDIST_WORKER"] = "gw7"  # this forked child's own environment
     with GpuLock(INFO, directory=__import__("pathlib").Path(folder)).held("holder test [k]"):
         ready.set()
         release.wait(30)
@@ -93,7 +94,10 @@ def test_a_waiting_process_says_who_holds_the_gpu_and_for_how_long(tmp_path, mon
         lock = GpuLock(INFO, directory=tmp_path, timeout_s=1.0, notify=messages.append)
         began = time.monotonic()
         with (
-            pytest.raises(GpuPerfError, match=r"waited 1 s.*pid \d+ \(holder test \[k\]\)"),
+            pytest.raises(
+                GpuPerfError,
+                match=r"waited 1 s.*pid \d+, pytest-xdist worker gw7 \(holder test \[k\]\)",
+            ),
             lock.held("me"),
         ):
             pass
