@@ -29,6 +29,7 @@ from pytest_gpuperf.plugin_state import (
     STATE,
     PluginState,
     state_of,
+    terminal_notifier,
 )
 
 # The documented name: -W error::pytest_gpuperf.plugin.GpuPerfWarning
@@ -95,6 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"pytest-gpuperf: {problem}") from None
     _quiet_pytest_benchmark(config, built)
     state = PluginState(built, Path(config.rootpath), options.xdist_worker_number())
+    state.notify = terminal_notifier(config)
     probe = getattr(config, "workerinput", {}).get("gpuperf_probe")
     if probe is not None:  # the controller's degraded-GPU probe (pytest_configure_node)
         from pytest_gpuperf.gpu_probe import ProbeReport

@@ -84,7 +84,7 @@ def _probe_gpus(config: pytest.Config, state: PluginState) -> None:
     from pytest_gpuperf.session_device import probe_for_workers
 
     try:
-        state.probe = probe_for_workers(state.settings, workers)
+        state.probe = probe_for_workers(state.settings, workers, notify=state.notify)
     except GpuPerfError as problem:
         raise pytest.UsageError(f"pytest-gpuperf: degraded-GPU probe: {problem}") from None
 

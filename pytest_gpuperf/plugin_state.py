@@ -7,7 +7,10 @@ plugins share `StashKey`s) and neither imports the other.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +61,8 @@ class PluginState:
     # Each GPU used, by (backend, index, bus id): identity, workers, GPU-lock account per worker
     gpus: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
     began_s: float = field(default_factory=time.monotonic)
+    # Says a GPU-lock wait on the terminal past pytest's capture (terminal_notifier)
+    notify: Callable[[str], None] | None = None
     _session: BenchSession | None = None
 
     @property
@@ -66,7 +71,11 @@ class PluginState:
             from pytest_gpuperf.session import BenchSession
 
             self._session = BenchSession(
-                self.settings, rootdir=self.rootdir, worker=self.worker, probe=self.probe
+                self.settings,
+                rootdir=self.rootdir,
+                worker=self.worker,
+                probe=self.probe,
+                notify=self.notify,
             )
             self._session.suite_checks = max(self.suite_checks, 1)
         return self._session
@@ -156,6 +165,32 @@ def state_of(config: pytest.Config) -> PluginState:
 def ctrl_c_stopped(config: pytest.Config) -> bool:
     """Whether Ctrl-C stopped the tests (`Stash.get` is typed loosely on pytest 8.0)."""
     return STOPPED in config.stash and config.stash[STOPPED]
+
+
+def terminal_notifier(config: pytest.Config) -> Callable[[str], None]:
+    """A line for the user while a test runs, that pytest's capture does not swallow (a wait
+    of up to 30 minutes for another process's GPU lock must be seen without -s): capture is
+    suspended for the write; the controller writes through its terminal reporter, a
+    pytest-xdist worker to its standard error, which execnet leaves connected to the
+    controller's (only its standard output carries the worker's channel)."""
+
+    def notify(message: str) -> None:
+        capture = config.pluginmanager.getplugin("capturemanager")
+        reporter = config.pluginmanager.getplugin("terminalreporter")
+        suspended = (
+            capture.global_and_fixture_disabled()
+            if capture is not None
+            else contextlib.nullcontext()
+        )
+        with suspended, contextlib.suppress(Exception):
+            if reporter is not None and not is_xdist_worker(config):
+                reporter.write_line(message)
+                reporter.flush()
+            else:
+                sys.stderr.write(message + "\n")
+                sys.stderr.flush()
+
+    return notify
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:

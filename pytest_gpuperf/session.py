@@ -59,8 +59,10 @@ class BenchSession:
         worker: int | None = None,
         opener: Callable[..., Backend] | None = None,
         probe: ProbeReport | None = None,
+        notify: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
+        self.notify = notify  # where a wait for the GPU lock is said (None: standard error)
         self.rootdir = rootdir
         self.worker = worker
         self._opener = opener
@@ -107,10 +109,16 @@ class BenchSession:
         refused = self.probe.refused if self.probe is not None else ()
         try:
             if self._opener is None:
-                self._device = open_device(self.settings, worker=self.worker, refused=refused)
+                self._device = open_device(
+                    self.settings, worker=self.worker, refused=refused, notify=self.notify
+                )
             else:
                 self._device = open_device(
-                    self.settings, worker=self.worker, opener=self._opener, refused=refused
+                    self.settings,
+                    worker=self.worker,
+                    opener=self._opener,
+                    refused=refused,
+                    notify=self.notify,
                 )
         except GpuPerfError as failure:
             self._failure = failure

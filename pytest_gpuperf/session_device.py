@@ -70,13 +70,14 @@ def open_device(
     worker: int | None = None,
     opener: Callable[..., Backend] = open_backend,
     refused: Sequence[int] = (),
+    notify: Callable[[str], None] | None = None,
 ) -> OpenDevice:
     """Open the first backend of the settings' list that has a device.
 
     `DeviceUnavailable` lists every attempt; any other error (a device key that does not fit,
     say) is a setup error. Under --gpuperf-require only real devices of the required kind are
     tried, and the error says what was required. `refused` GPUs (the degraded-GPU probe's,
-    under --gpuperf-refuse-degraded) get no worker.
+    under --gpuperf-refuse-degraded) get no worker. `notify` says a wait for the GPU lock.
     """
     attempts: list[Attempt] = []
     backends = settings.allowed_backends
@@ -93,7 +94,7 @@ def open_device(
             continue
         try:
             match = match_device(backend.info, key=settings.device_key)
-            lock = GpuLock(backend.info)
+            lock = GpuLock(backend.info, notify=notify)
         except GpuPerfError:
             backend.close()
             raise
@@ -130,7 +131,11 @@ def device_count(backend_name: str, **options: Any) -> int:
 
 
 def probe_for_workers(
-    settings: Settings, workers: int, *, opener: Callable[..., Backend] = open_backend
+    settings: Settings,
+    workers: int,
+    *,
+    opener: Callable[..., Backend] = open_backend,
+    notify: Callable[[str], None] | None = None,
 ) -> ProbeReport | None:
     """The degraded-GPU probe of a run whose `workers` pytest-xdist workers spread over the
     GPUs of the first backend that has a device (the one they will open): None when they
@@ -161,7 +166,9 @@ def probe_for_workers(
             settings.gpu_margin,
             open_gpu=lambda index: opener(name, index, **options),  # noqa: B023 (used at once)
             cache_bytes_of=cache_bytes_of,
-            hold=lambda backend: GpuLock(backend.info).held("the degraded-GPU probe"),
+            hold=lambda backend: GpuLock(backend.info, notify=notify).held(
+                "the degraded-GPU probe"
+            ),
             refuse=settings.refuse_degraded,
         )
     return None

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -331,6 +334,68 @@ def test_a_relative_lock_dir_lies_in_the_temp_dir_not_in_the_checkout(gp):
         assert list((Path(tempfile.gettempdir()) / name).glob("*.lock"))
     finally:
         shutil.rmtree(Path(tempfile.gettempdir()) / name, ignore_errors=True)
+
+
+HOLD_THE_SIM_GPU = """
+import os, sys, time
+os.environ["PYTEST_XDIST_WORKER"] = "gw5"
+from pytest_gpuperf.gpu_lock import GpuLock
+from pytest_gpuperf.runtime import open_backend
+
+backend = open_backend("sim", 0, device="mi300x")
+with GpuLock(backend.info).held("test_other.py::test_big [copy]"):
+    print("holding", flush=True)
+    began = time.monotonic()  # hold until the waiting test has started, then a little longer
+    while not os.path.exists(sys.argv[1]) and time.monotonic() - began < 120:
+        time.sleep(0.05)
+    time.sleep(2.5)
+"""
+
+SAY_IT_OFTEN = """
+from pytest_gpuperf import gpu_lock
+
+gpu_lock.WAIT_REPORT_S = 0.5  # every 0.5 s, not every 10 s
+_acquire = gpu_lock.GpuLock._acquire
+
+
+def _tell_the_holder(self, lock, what):  # the holder lets go 2.5 s after this
+    open({started!r}, "w").close()
+    return _acquire(self, lock, what)
+
+
+gpu_lock.GpuLock._acquire = _tell_the_holder
+"""
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["plain", "xdist"])
+def test_a_wait_for_the_gpu_is_seen_without_dash_s(gp, xdist):
+    """Capture swallowed the wait message (written to the captured standard error): a run
+    waiting up to the 1800 s lock timeout for another process showed nothing."""
+    if xdist:
+        pytest.importorskip("xdist")
+    gp.test_file(PLAIN)
+    started = gp.path / "test-started"
+    with (gp.path / "conftest.py").open("a") as conftest:
+        conftest.write(SAY_IT_OFTEN.format(started=str(started)))
+    script = gp.path / "hold.py"
+    script.write_text(HOLD_THE_SIM_GPU)
+    holder = subprocess.Popen(
+        [sys.executable, str(script), str(started)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        result = gp.run_subprocess("--gpuperf", *xdist)
+    finally:
+        holder.wait(30)
+    result.assert_outcomes(passed=1)
+    both = result.stdout.lines + result.stderr.lines
+    waits = [line for line in both if "waiting" in line and "for GPU sim-" in line]
+    assert waits, both
+    assert re.search(
+        r"gpuperf: test_perf.py::test_add \[vector_add\]: waiting \d+ s for GPU sim-\S+, held "
+        r"by user \S+, pid \d+, pytest-xdist worker gw5 \(test_other.py::test_big \[copy\]\)",
+        waits[0],
+    ), waits[0]
 
 
 # -- what a failed check leaves ----------------------------------------------------------------
