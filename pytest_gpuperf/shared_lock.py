@@ -5,7 +5,7 @@ folder shared by every user, like /tmp: created world-writable with the sticky b
 can add a lock, only its owner can delete it), $GPUPERF_LOCK_DIR or <tmp>/pytest-gpuperf-locks.
 
 The lock is flock(2) on a file of that folder, taken here rather than through filelock's
-FileLock: since filelock 4 (4.3.1 checked), FileLock refuses a lock file another user owns in a
+FileLock: filelock 4.x (4.3.1 checked) refuses a lock file another user owns in a
 sticky folder ("lock file belongs to uid 2002"), because that owner could swap the file during
 a hold. For these locks that is no threat worth locking users out for: they keep cooperating
 measurements apart, and a user who wanted to disturb another's timing could simply measure
