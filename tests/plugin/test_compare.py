@@ -239,7 +239,7 @@ def test_changed_code_is_judged_with_its_measured_drift_or_an_assumed_one(repo):
     assert comparison["threshold"] == pytest.approx(max(0.005, 0.04e-6 / comparison["base_time_s"]))
     bad = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-compare-code-spread=2")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    bad.stderr.fnmatch_lines(["*code-object spread*must be a fraction in [0, 1), got '2'*"])
+    bad.stderr.fnmatch_lines(["*code-object spread*must be in [[]0, 0.5], got '2'*"])
     bad = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-compare-loads=0")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*expected a number of module loads from 1 to 64, got '0'*"])
