@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.errors import BaselineError, ConfigError
 from pytest_gpuperf.gate.suite import SuiteBudget
 from pytest_gpuperf.report.json_report import REPORT_SCHEMA, rows_from_json
 from pytest_gpuperf.report.suite import suite_lines
@@ -124,13 +124,17 @@ class MergedReport:
 
 def read_shard(path: str) -> ShardReport:
     """A shard's report; ConfigError (one line, naming the file) when it is not one."""
+    from pytest_gpuperf.baseline.file_read import read_store_text
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as problem:
-        raise ConfigError(f"{path}: cannot be read: {problem.strerror or problem}") from None
+        # a FIFO hung the merge, bytes that are not UTF-8 ended in a traceback: read it as the
+        # stores read their files (regular files only, bounded, decode errors with their line)
+        text = read_store_text(Path(path), "a JSON report")
+    except BaselineError as problem:
+        raise ConfigError(str(problem)) from None
     try:
         document = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as problem:
+    except (json.JSONDecodeError, RecursionError) as problem:
         raise ConfigError(f"{path}: not a JSON report ({problem})") from None
     if not isinstance(document, dict) or document.get("schema") != REPORT_SCHEMA:
         raise ConfigError(

@@ -143,3 +143,21 @@ def test_the_baseline_is_never_written(run, tmp_path):
     before = store.path_for("h100-sxm").read_bytes()
     run(str(BASELINE), "--tolerance=5", cwd=tmp_path)
     assert store.path_for("h100-sxm").read_bytes() == before
+
+
+def test_the_merge_cli_refuses_strange_reports_in_one_line(tmp_path, capsys):
+    """The package's other CLI (python -m pytest_gpuperf.merge): a report that is not UTF-8
+    ended in a traceback, a FIFO hung it."""
+    from pytest_gpuperf import merge
+
+    (tmp_path / "latin1.json").write_bytes(b'{"schema": "caf\xe9"}')
+    os.mkfifo(tmp_path / "fifo.json")
+    (tmp_path / "dir.json").mkdir()
+    for name, words in [
+        ("latin1.json", "latin1.json:1: not UTF-8 text"),
+        ("fifo.json", "is a FIFO (named pipe), not a JSON report; it was not opened"),
+        ("dir.json", "is a directory"),
+    ]:
+        assert merge.main([str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and words in err[0], err
