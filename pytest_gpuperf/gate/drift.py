@@ -47,7 +47,7 @@ def detect_drift(
         return None
     from scipy.stats import norm
 
-    quantile = float(norm.ppf(1.0 - false_alarm_rate / len(trail)))
+    quantile = float(norm.isf(false_alarm_rate / len(trail)))  # finite at any rate
     levels = [*trail, current]
     best: tuple[float, int, float] | None = None  # (significance, index, allowance)
     for index, earlier in enumerate(trail):

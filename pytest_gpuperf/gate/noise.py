@@ -153,9 +153,9 @@ def stored_band(
         added = between_sigma**2 * (1.0 + 1.0 / max(ref.boards, 1))
         total_df = _satterthwaite(own, df, added, between_df)
         if math.isinf(total_df):
-            quantile = float(norm.ppf(1.0 - false_alarm_rate))
+            quantile = float(norm.isf(false_alarm_rate))
         else:
-            quantile = float(student_t.ppf(1.0 - false_alarm_rate, total_df))
+            quantile = float(student_t.isf(false_alarm_rate, total_df))
         noise = quantile * math.sqrt(own + added)
         df = total_df
     else:
@@ -165,7 +165,6 @@ def stored_band(
         basis = POOLED
     else:
         basis = HISTORY if history_df > 0 and math.isfinite(prior_weight) else PRIOR
-    noise = quantile * max(sigma, measured_sigma) * factor
     if not (math.isfinite(noise) and noise >= 0.0):  # an infinite band passes any slowdown
         raise ValueError(
             f"the noise band of the baseline in {ref.path} came out {noise!r} (quantile "
