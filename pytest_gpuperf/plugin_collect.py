@@ -7,6 +7,7 @@ header line naming the device.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,12 +52,27 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if not is_xdist_worker(session.config):
         from pytest_gpuperf.report.files import unwritable
 
-        problem = unwritable(state.settings)
+        problem = unwritable(state.settings, others=_pytest_reports(session.config))
         if problem:
             raise pytest.UsageError(f"pytest-gpuperf: {problem}")
+        if state.settings.gpu_index is not None:
+            from pytest_gpuperf.session_device import gpu_index_problem
+
+            problem = gpu_index_problem(state.settings)
+            if problem:
+                raise pytest.UsageError(f"pytest-gpuperf: {problem}")
     if is_xdist_controller(session.config):
         _share_sim_seed(session.config, state)
         _probe_gpus(session.config, state)
+
+
+def _pytest_reports(config: pytest.Config) -> list[tuple[str, Path]]:
+    """pytest's own report files (--junitxml), which must not replace a file of ours."""
+    xmlpath = getattr(config.option, "xmlpath", None)
+    if not xmlpath:
+        return []
+    where = Path(config.invocation_params.dir) / os.path.expanduser(xmlpath)
+    return [("--junitxml", Path(os.path.abspath(where)))]
 
 
 def _share_sim_seed(config: pytest.Config, state: PluginState) -> None:

@@ -192,6 +192,9 @@ def _write_files(config: pytest.Config, state: PluginState) -> None:
         except OSError as problem:
             state.problems.append(report.os_fault_line(f"{what} not written", problem, option))
             return
+        except GpuPerfError as problem:  # the path turned into a device, a FIFO... since
+            state.problems.append(f"{what} not written: {problem}")  # the start
+            return
         if done is not None:
             state.written.append(f"{what}: {done}")
 
@@ -218,12 +221,11 @@ def _write_files(config: pytest.Config, state: PluginState) -> None:
             text = static.markdown(meta)
         path = settings.markdown_path
 
-        def write_markdown() -> Path:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-            return path
-
-        attempt("Markdown summary", "--gpuperf-markdown=PATH", write_markdown)
+        attempt(
+            "Markdown summary",
+            "--gpuperf-markdown=PATH",
+            lambda: report.write_report(path, text),
+        )
         attempt(
             "appended to $GITHUB_STEP_SUMMARY",
             "another $GITHUB_STEP_SUMMARY",

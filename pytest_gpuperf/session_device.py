@@ -130,6 +130,31 @@ def device_count(backend_name: str, **options: Any) -> int:
     return backend_class(backend_name).device_count(**options)
 
 
+def gpu_index_problem(settings: Settings) -> str:
+    """Why --gpuperf-gpu=N cannot be honoured ("" when it can): the first backend of the
+    list that shows a GPU (the one a test would open) shows fewer than N+1. Asked at the
+    start: a GPU that does not exist would otherwise skip every test and pass the run."""
+    index = settings.gpu_index
+    if index is None:
+        return ""
+    for name in settings.allowed_backends:
+        try:
+            count = device_count(name, **backend_options(settings, name))
+        except (DeviceUnavailable, ImportError):
+            continue
+        if count <= 0:
+            continue
+        if index < count:
+            return ""
+        shown = "GPU 0" if count == 1 else f"GPUs 0-{count - 1}"
+        return (
+            f"--gpuperf-gpu={index}: the {name} backend shows {count} "
+            f"GPU{'s' if count != 1 else ''} to this process ({shown}); pick one of those "
+            "(CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES renumber them)"
+        )
+    return ""
+
+
 def probe_for_workers(
     settings: Settings,
     workers: int,

@@ -245,14 +245,22 @@ def build_settings(
         raw, where, _ = values[dest]
         return parse(raw, where)
 
-    def path(dest: str) -> Path | None:
+    def path(dest: str, *, report: bool = False) -> Path | None:
         if dest not in values:
             return None
         raw, where, base = values[dest]
         text = str(raw).strip()
         if not text:
             raise ConfigError(f"{where}: expected a path, got an empty value")
-        return (base / Path(os.path.expanduser(text))).resolve()
+        if report and text == "-":
+            raise ConfigError(
+                f"{where}=-: standard output carries pytest's own output, a report there "
+                "could not be read back; give a file path"
+            )
+        joined = base / Path(os.path.expanduser(text))
+        # A report path keeps its links (report/files.py judges what one points to, and
+        # /dev/stdout must still read as /dev/stdout); a folder is resolved once here.
+        return Path(os.path.abspath(joined)) if report else joined.resolve()
 
     save = get("gpuperf_save", parse_bool, False)
     compares = on_command_line("gpuperf_compare")
@@ -338,9 +346,9 @@ def build_settings(
             DEFAULT_COMPILE_TIMEOUT_S,
         ),
         cache=get("gpuperf_cache", parse_cache, DEFAULT_CACHE),
-        json_path=path("gpuperf_json"),
-        benchmark_json_path=path("gpuperf_benchmark_json"),
-        markdown_path=path("gpuperf_markdown"),
+        json_path=path("gpuperf_json", report=True),
+        benchmark_json_path=path("gpuperf_benchmark_json", report=True),
+        markdown_path=path("gpuperf_markdown", report=True),
         accept=accept,
         static_archs=static_archs,  # gpuperf-static
         clang=get("gpuperf_clang", parse_clang, None),  # gpuperf-static

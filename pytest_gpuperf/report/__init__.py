@@ -32,6 +32,7 @@ _HOMES = {
     "rows_from_json": "json_report",
     "to_json": "json_report",
     "write_json": "json_report",
+    "write_report": "files",
     "junit_properties": "junit",
     "append_github_step_summary": "markdown_summary",
     "markdown": "markdown_summary",
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
         os_fault_line,
         saved_lines,
     )
+    from pytest_gpuperf.report.files import write_report
     from pytest_gpuperf.report.json_report import (
         REPORT_SCHEMA,
         REPORT_SCHEMA_VERSION,
@@ -111,4 +113,5 @@ __all__ = [
     "to_pytest_benchmark_json",
     "verdict_label",
     "write_json",
+    "write_report",
 ]

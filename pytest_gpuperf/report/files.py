@@ -1,31 +1,128 @@
-"""Whether the report files of a run can be written, asked before any test runs."""
+"""Where the report files of a run may go, asked before any test runs, and the one writer
+every report file goes through.
+
+A report replaces the file it is given (through a temporary and a rename, so it is whole or
+absent). That is right for a report and wrong for anything else: given a baseline file it
+would replace the baselines with JSON, given a character device (`/dev/null`, `/dev/full`, a
+terminal) it would replace the device node with a regular file when run as root. So a report
+path must be a regular file or a new name in an existing folder, and not a file this run keeps
+for itself (a baseline file, a GPU lock, a compiled kernel); anything else stops the run before
+the first test. The new file gets the mode the umask gives (`touch` would), an existing one
+keeps its own.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf.errors import GpuPerfError
 
-def unwritable(settings: Any, env: dict[str, str] | None = None) -> str:
-    """The first report path that cannot be written, and why ("" when all can).
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+}
 
-    Checked at the start of a session: a path found unwritable after an hour of measuring
-    would otherwise cost the summary, and the files after it."""
-    environment = os.environ if env is None else env
-    paths = [
+
+class ReportPathError(GpuPerfError):
+    """A report path that must not be written (a device, a FIFO, a baseline file...)."""
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """The folders whose files belong to the run itself: no report may replace one."""
+
+    baseline_dir: Path
+    lock_dir: Path
+    cache_dir: Path
+
+    @classmethod
+    def of(cls, settings: Any) -> Guarded:
+        from pytest_gpuperf.gpu_lock import lock_dir
+        from pytest_gpuperf.runtime.compile import cache_dir
+
+        return cls(Path(settings.baseline_dir), lock_dir(), cache_dir())
+
+    def owner(self, path: Path) -> str:
+        """What `path` is to the run ("a baseline file ..."), or "" when it is none of these."""
+        real = _real(path)
+        if (real.suffix == ".toml" and _inside(real, self.baseline_dir)) or self._linked(path):
+            return (
+                f"is a baseline file of this run (in {self.baseline_dir}); a report there "
+                "would replace the baselines"
+            )
+        if _inside(real, self.lock_dir):
+            return f"is in the GPU lock folder {self.lock_dir} ($GPUPERF_LOCK_DIR)"
+        if _inside(real, self.cache_dir):
+            return f"is in the kernel cache {self.cache_dir} ($GPUPERF_CACHE_DIR)"
+        return ""
+
+    def _linked(self, path: Path) -> bool:
+        """Whether `path` is a hard link to a baseline file (another name, the same file)."""
+        try:
+            status = os.stat(path)
+        except OSError:
+            return False
+        if not (stat.S_ISREG(status.st_mode) and status.st_nlink > 1):
+            return False
+        with contextlib.suppress(OSError):
+            for baseline in self.baseline_dir.rglob("*.toml"):
+                if os.path.samestat(status, os.stat(baseline)):
+                    return True
+        return False
+
+
+def report_paths(settings: Any) -> list[tuple[str, Path]]:
+    """(option, path) of every report file the settings ask for."""
+    named = [
         ("--gpuperf-json", settings.json_path),
         ("--gpuperf-benchmark-json", settings.benchmark_json_path),
         ("--gpuperf-markdown", settings.markdown_path),
     ]
-    for option, path in paths:
-        if path is not None:
-            problem = _problem(Path(path))
-            if problem:
-                return f"{option}={path}: {problem}; choose a writable path"
+    return [(option, Path(path)) for option, path in named if path is not None]
+
+
+def unwritable(
+    settings: Any,
+    env: Mapping[str, str] | None = None,
+    *,
+    others: Sequence[tuple[str, Path]] = (),
+    guarded: Guarded | None = None,
+) -> str:
+    """The first report path that must not or cannot be written, and why ("" when all can).
+
+    Checked at the start of a session: a path found unwritable after an hour of measuring
+    would otherwise cost the summary, and the files after it. `others` are report files
+    written by someone else (pytest's --junitxml): they must not be one of ours, nor a
+    file this run keeps."""
+    environment = os.environ if env is None else env
+    ours = report_paths(settings)
+    if not (ours or others):
+        return ""
+    guards = guarded or Guarded.of(settings)
+    seen: dict[Path, str] = {}
+    for option, path in [*ours, *others]:
+        problem = guards.owner(path)
+        if not problem and (option, path) in ours:
+            problem = _problem(path)
+        real = _real(path)
+        if not problem and real in seen:
+            problem = f"is also {seen[real]}'s file; give each report its own path"
+        if problem:
+            return f"{option}={path}: {problem}; choose another path"
+        seen[real] = option
     summary = environment.get("GITHUB_STEP_SUMMARY")
     if summary and settings.markdown_path is not None:
-        problem = _problem(Path(summary), append=True)
+        problem = guards.owner(Path(summary)) or _problem(Path(summary), append=True)
         if problem:
             return (
                 f"$GITHUB_STEP_SUMMARY={summary}: {problem}; the Markdown summary is appended "
@@ -34,9 +131,27 @@ def unwritable(settings: Any, env: dict[str, str] | None = None) -> str:
     return ""
 
 
+def not_regular(path: Path) -> str:
+    """'is a character device' when something other than a regular file is at `path` (a
+    link is judged by what it points to); "" for a regular file or nothing there."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f"is a symbolic link to {os.readlink(path)!r}, which does not exist"
+        return ""
+    except OSError as problem:
+        return f"cannot be checked ({problem.strerror})"
+    if stat.S_ISREG(mode):
+        return ""
+    kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    return f"is {kind}, not a regular file; a report replaces the file it is given"
+
+
 def _problem(path: Path, *, append: bool = False) -> str:
-    if path.is_dir():
-        return "is a directory"
+    odd = _system_file(path) or not_regular(path)
+    if odd:
+        return odd
     if path.exists():
         if not os.access(path, os.W_OK):
             return "is not writable"
@@ -51,9 +166,85 @@ def _problem(path: Path, *, append: bool = False) -> str:
     return _dir_problem(parent)
 
 
+def _system_file(path: Path) -> str:
+    """/dev and /proc name devices and a process's open files (/dev/stdout is
+    /proc/self/fd/1, which under pytest's capture may even be a regular temporary file):
+    never a report's place, whatever they point to now."""
+    for name in {Path(os.path.abspath(path)), _real(path)}:
+        if name.parts[1:2] in (("dev",), ("proc",)):
+            return (
+                f"names a device or a process's open file ({name.parts[0]}{name.parts[1]}); "
+                "a report needs a regular file"
+            )
+    return ""
+
+
 def _dir_problem(directory: Path) -> str:
     if not directory.is_dir():
         return f"{directory} is not a directory"
     if not os.access(directory, os.W_OK | os.X_OK):
         return f"its directory {directory} is not writable"
     return ""
+
+
+def write_report(path: str | os.PathLike[str], text: str) -> Path:
+    """Write a report file whole or not at all: a temporary beside it, then a rename over it.
+
+    A link is written through to its target (the link stays). The target is checked again
+    here, not only at the session's start: the rename must never replace a device, a FIFO or
+    a folder. A new file gets the umask's mode (0644 under the usual 022), an existing one
+    keeps its mode. Ctrl-C or a full disk mid-write leaves the old file and no temporary."""
+    target = _real(Path(path))
+    odd = _system_file(Path(path)) or not_regular(target)
+    if odd:
+        raise ReportPathError(f"{path}: {odd}; nothing was written")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~current_umask()
+    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return Path(path)
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux says it (/proc), else by
+    setting and restoring it."""
+    with (
+        contextlib.suppress(OSError, ValueError),
+        open("/proc/self/status", encoding="ascii", errors="replace") as status,
+    ):
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def _inside(real: Path, folder: Path) -> bool:
+    return real.is_relative_to(_real(folder))
+
+
+__all__ = [
+    "Guarded",
+    "ReportPathError",
+    "current_umask",
+    "not_regular",
+    "report_paths",
+    "unwritable",
+    "write_report",
+]

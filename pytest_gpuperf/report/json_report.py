@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -158,19 +156,9 @@ def rows_from_json(document: Mapping[str, Any]) -> list[Row]:
 
 
 def write_json(path: str | os.PathLike[str], document: Mapping[str, Any]) -> Path:
-    """Write a document from `to_json` or `to_pytest_benchmark_json` (strict JSON: no NaN)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    """Write a document from `to_json` or `to_pytest_benchmark_json` (strict JSON: no NaN),
+    whole or not at all, with the umask's mode (files.write_report)."""
+    from pytest_gpuperf.report.files import write_report
+
     text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    # Through a temporary and a rename: Ctrl-C or a full disk mid-write must not leave a
-    # truncated report that a CI step then fails to parse.
-    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    return target
+    return write_report(path, text)

@@ -217,7 +217,7 @@ def test_an_unwritable_report_path_stops_the_run_before_any_test(gp, option):
     (gp.path / "taken").mkdir()
     result = gp.run("--gpuperf", f"{option}=taken")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*{option}=*taken: is a directory; choose a writable path*"])
+    result.stderr.fnmatch_lines([f"*{option}=*taken: is a directory, not a regular file*"])
 
 
 def test_an_unwritable_step_summary_stops_the_run(gp):
