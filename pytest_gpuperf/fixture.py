@@ -327,7 +327,15 @@ class GpuBench:
                     paired = self._pair(kernel, base, settings, first, len(self._taken), common)
                     measurement = paired.head
                     ab = AbResult(paired=paired)
-        self._taken.append(Taken(measurement, *floor_rule, ab=ab, cache_bytes=self._cache_bytes))
+        self._taken.append(
+            Taken(
+                measurement,
+                *floor_rule,
+                ab=ab,
+                cache_bytes=self._cache_bytes,
+                device_peak_bps=self._device.match.spec.peak_bps,
+            )
+        )
         paired_base = base if paired is not None else None
         self._recipes.append(_Recipe(label, mode, common, kernel=kernel, base=paired_base))
         return self._record(
@@ -389,7 +397,15 @@ class GpuBench:
             ab = AbResult(
                 no_base_why=NO_BASE_CALLABLE, detail="gpu_bench.run times a Python callable"
             )
-        self._taken.append(Taken(measurement, *floor_rule, ab=ab, cache_bytes=self._cache_bytes))
+        self._taken.append(
+            Taken(
+                measurement,
+                *floor_rule,
+                ab=ab,
+                cache_bytes=self._cache_bytes,
+                device_peak_bps=self._device.match.spec.peak_bps,
+            )
+        )
         common = {"bytes_moved": bytes_moved, "name": label, "setup": setup}
         self._recipes.append(_Recipe(label, mode, common, fn=fn))
         return self._record(BenchResult(label, label, bytes_moved, mode, measurement))

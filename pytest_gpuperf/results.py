@@ -450,6 +450,10 @@ class ComparisonCheck:
         return self.confirmation is not None and self.state == AB_REGRESSED
 
 
+# SaveAction.why_not of a save that was planned and not made (the rest were never planned)
+SAVE_NOT_MADE = ("write", "interrupted", "invalid", "crashed", "missing")
+
+
 @dataclass(frozen=True)
 class SaveAction:
     """What --gpuperf-save does with a measurement: where it goes, or why it is not saved."""
@@ -457,15 +461,19 @@ class SaveAction:
     saved: bool
     path: str
     device_key: str
-    # "floor": the floor check failed; "unjudged": the test failed; "write": planned, but the
-    # file could not be written (`error` says why); "interrupted": Ctrl-C came first
+    # "floor": the floor check failed; "unjudged": the test failed; "beyond-peak": the
+    # efficiency is beyond what the device can do; "write": planned, but the file could not be
+    # written (`error` says why); "interrupted": Ctrl-C (or SIGTERM) came first; "invalid":
+    # the entry would not load back; "crashed": the xdist worker holding it died;
+    # "missing": not in the file when the controller read it back
     why_not: str = ""
     previous_efficiency: float | None = None
     history_saves: int = 0  # saves in the entry's history after this one
     new_history: bool = False  # the code changed (fingerprint, bytes, launch): history restarts
     run_spread: float | None = None
     spread_basis: str = ""
-    error: str = ""  # why_not "write": what the file system said (schema version 3)
+    error: str = ""  # why the planned save was not made (write, invalid, crashed, missing)
+    when: str = ""  # the save record's time stamp: how the controller finds it in the file
 
 
 @dataclass(frozen=True)
@@ -493,6 +501,22 @@ class Acceptance:
 
 
 @dataclass(frozen=True)
+class BeyondPeak:
+    """A measured efficiency the device cannot reach (gate/peak.py): the declared bytes
+    moved in the measured time need more than the memory system can deliver, even at the
+    slow end of the time's interval. The declaration is wrong (or the kernel skipped work);
+    the test fails and nothing is saved."""
+
+    efficiency_ci: tuple[float, float]
+    limit: float  # the most efficiency reachable in this cache mode (1.0: the HBM peak)
+    cache: str
+    bytes_moved: int
+    cache_bytes: int  # the device's caches (L2 + last-level) that a hot working set may hit
+    bandwidth_bps: float
+    peak_bps: float
+
+
+@dataclass(frozen=True)
 class Verdict:
     """What the gate decided for one measurement: the test-level status and every check.
 
@@ -510,6 +534,7 @@ class Verdict:
     # the accept rule that names this test (status ACCEPTED when it excused a regression;
     # on any other status it was not needed: the test did not regress)
     acceptance: Acceptance | None = None
+    beyond_peak: BeyondPeak | None = None  # set only when the efficiency is impossible
 
     @property
     def unmeasured(self) -> tuple[str, ...]:
@@ -524,8 +549,8 @@ class Verdict:
 
     @property
     def failed_checks(self) -> tuple[str, ...]:
-        """Which checks failed the test: "floor", "regression", "ab", "strict-baseline",
-        "strict-ab", "strict-modelled", "drift" (strict)."""
+        """Which checks failed the test: "beyond-peak", "floor", "regression", "ab",
+        "strict-baseline", "strict-ab", "strict-modelled", "drift" (strict)."""
         return self.causes if self.status == FAIL else ()
 
     @property
@@ -537,6 +562,8 @@ class Verdict:
     def causes(self) -> tuple[str, ...]:
         """Every check that says fail, whatever the status made of them."""
         causes = []
+        if self.beyond_peak is not None:
+            causes.append("beyond-peak")
         if self.floor is not None and self.floor.status == FAIL:
             causes.append("floor")
         if self.baseline.gating and self.baseline.outcome == REGRESSED:

@@ -1,8 +1,9 @@
 """Compose the checks of one measurement into its Verdict: the gate decides here, once.
 
-A test fails when its floor is missed, when the stored baseline regressed (while that baseline
-gates), when a baseline is required (strict) and missing, under strict when the entry drifted
-downward across its replaced baselines (gate/drift.py), when the A/B comparison says
+A test fails when its efficiency is beyond what the device can do (gate/peak.py), when its
+floor is missed, when the stored baseline regressed (while that baseline gates), when a
+baseline is required (strict) and missing, under strict when the entry drifted downward
+across its replaced baselines (gate/drift.py), when the A/B comparison says
 REGRESSED, or under strict when the A/B comparison stays INCONCLUSIVE or could not reach the
 base revision at all. Saving re-records the baseline, so while saving a baseline regression or
 a missing baseline does not fail; a missed floor still does and is not saved.
@@ -37,6 +38,7 @@ from pytest_gpuperf.results import (
     UNJUDGED,
     Acceptance,
     BaselineCheck,
+    BeyondPeak,
     ComparisonCheck,
     FloorCheck,
     Note,
@@ -55,9 +57,11 @@ def decide(
     notes: tuple[Note, ...] = (),
     update_command: str = "",
     acceptance: Acceptance | None = None,
+    beyond_peak: BeyondPeak | None = None,
 ) -> Verdict:
     """The verdict of one measurement from its checks (see the module docstring);
-    `acceptance` is the accept rule naming this test, if any."""
+    `acceptance` is the accept rule naming this test, if any; `beyond_peak` an efficiency
+    the device cannot reach (never accepted: the declaration is wrong, not the speed)."""
     draft = Verdict(
         status=PASS,
         baseline=baseline,
@@ -67,9 +71,12 @@ def decide(
         notes=notes,
         update_command=update_command,
         acceptance=acceptance,
+        beyond_peak=beyond_peak,
     )
     if unjudged:
         status = UNJUDGED
+    elif beyond_peak is not None:
+        status = FAIL
     elif _fails(baseline, floor, comparison, saving=save is not None):
         causes = draft.causes
         excused = bool(causes) and all(cause in ACCEPTABLE_CHECKS for cause in causes)

@@ -29,6 +29,7 @@ from pytest_gpuperf.gate.confirm import (
 )
 from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.gate.floor import check_floor
+from pytest_gpuperf.gate.peak import check_peak
 from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_THRESHOLD, HISTORY_LENGTH
 from pytest_gpuperf.gate.saving import SaveContext, plan_save
 from pytest_gpuperf.gate.stored import check_baseline
@@ -72,6 +73,7 @@ class Taken:
     floor_origin: str = "min_bw"
     ab: AbResult | None = None
     cache_bytes: int = 0  # the device's caches: a hot floor on a working set they hold warns
+    device_peak_bps: float = 0.0  # the device's own peak (a test's peak_gbps may differ)
 
 
 @dataclass(frozen=True)
@@ -239,6 +241,7 @@ def _judge_one(
         return replace(check, false_alarm_rate=stored_rate)
 
     baseline = confirm.baseline(stored(m), stored)
+    beyond_peak = check_peak(m, item.cache_bytes, item.device_peak_bps)
     floor = None
     if item.floor is not None:
         floor = check_floor(m, item.floor, origin=item.floor_origin, cache_bytes=item.cache_bytes)
@@ -258,7 +261,14 @@ def _judge_one(
             board=board,
             host=context.host,
         )
-        save, entry = plan_save(m, previous, save_context, floor=floor, unjudged=context.unjudged)
+        save, entry = plan_save(
+            m,
+            previous,
+            save_context,
+            floor=floor,
+            unjudged=context.unjudged,
+            beyond_peak=beyond_peak is not None,
+        )
         if entry is not None:
             rebase = _rebaser(m, save_context)
     verdict = decide(
@@ -269,6 +279,7 @@ def _judge_one(
         unjudged=context.unjudged,
         update_command=context.update_command,
         acceptance=rule_for(context.accept, test_id),
+        beyond_peak=beyond_peak,
     )
     return Judged(m, verdict, own_key if entry is not None else "", entry, rebase)
 

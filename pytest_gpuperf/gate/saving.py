@@ -54,15 +54,20 @@ def plan_save(
     *,
     floor: FloorCheck | None = None,
     unjudged: bool = False,
+    beyond_peak: bool = False,
 ) -> tuple[SaveAction, BaselineEntry | None]:
     """The save action for `measurement` and the entry to write (None when not saved).
 
-    Nothing is saved when the floor check failed or the test itself failed (`unjudged`): a
-    baseline must never record a kernel that misses its floor or gives wrong results.
+    Nothing is saved when the floor check failed, the test itself failed (`unjudged`) or the
+    efficiency is beyond what the device can do (`beyond_peak`, gate/peak.py): a baseline
+    must never record a kernel that misses its floor, gives wrong results or declares bytes
+    it does not move.
     """
     where: dict[str, Any] = {"path": context.path, "device_key": context.device_key}
     if unjudged:
         return SaveAction(saved=False, why_not="unjudged", **where), None
+    if beyond_peak:
+        return SaveAction(saved=False, why_not="beyond-peak", **where), None
     if floor is not None and floor.status == FAIL:
         return SaveAction(saved=False, why_not="floor", **where), None
     from pytest_gpuperf import __version__
@@ -100,20 +105,32 @@ def plan_save(
         new_history=previous is not None and not continues,
         run_spread=entry.run_spread,
         spread_basis=entry.spread_basis,
+        when=record.when,
         **where,
     )
     return action, entry
 
 
-def not_written(verdict: Verdict, reason: str) -> Verdict:
+def not_written(verdict: Verdict, reason: str, why_not: str = "") -> Verdict:
     """The verdict of a measurement whose planned save did not reach the disk: it must say
     "not saved" and why (a row that still says "saved" after a refused write is a lie a
-    reviewer would trust). A reason starting with "interrupted" is Ctrl-C's."""
+    reviewer would trust). A reason starting with "interrupted" is Ctrl-C's (or SIGTERM's);
+    `why_not` names another cause ("invalid": the entry would not load back, "crashed": the
+    xdist worker that held it died, "missing": not in the file when read back)."""
     action = verdict.save
     if action is None or not action.saved:
         return verdict
-    why = "interrupted" if reason.startswith("interrupted") else "write"
+    why = why_not or ("interrupted" if reason.startswith("interrupted") else "write")
     return replace(verdict, save=replace(action, saved=False, why_not=why, error=reason))
+
+
+def found_in(entry: BaselineEntry | None, action: SaveAction, measurement: Measurement) -> bool:
+    """Whether the save `action` planned for `measurement` is in `entry` as read back from
+    the file: a record of its history with the same time stamp and efficiency."""
+    if entry is None or not action.when:
+        return False
+    efficiency = significant(measurement.efficiency)
+    return any(s.when == action.when and s.efficiency == efficiency for s in entry.saves)
 
 
 def same_code(previous: BaselineEntry, measurement: Measurement, record: SaveRecord) -> bool:

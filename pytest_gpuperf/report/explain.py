@@ -98,13 +98,15 @@ def not_measured_reason(modelled: list[tuple[Measurement, Verdict]]) -> str:
 
 
 # The checks a message can lead with, in the order they are told.
-FLOOR_CHECK, BASELINE_CHECK, AB_CHECK = "floor", "baseline", "ab"
+PEAK_CHECK, FLOOR_CHECK, BASELINE_CHECK, AB_CHECK = "beyond-peak", "floor", "baseline", "ab"
 
 
 def _deciding(verdict: Verdict) -> list[str]:
     """The checks that made this verdict FAIL (or MARGINAL): what the message is about."""
     failed = verdict.failed_checks
     deciding = []
+    if verdict.beyond_peak is not None:
+        deciding.append(PEAK_CHECK)
     floor = verdict.floor
     if floor is not None and ("floor" in failed or floor.status == MARGINAL):
         deciding.append(FLOOR_CHECK)
@@ -158,7 +160,48 @@ def _ab_decisive(m: Measurement, verdict: Verdict) -> list[tuple[str, str]]:
     ]
 
 
+def _peak_decisive(m: Measurement, verdict: Verdict) -> list[tuple[str, str]]:
+    check = verdict.beyond_peak
+    assert check is not None
+    if check.cache == "hot":
+        limit = (
+            f"hot, but {check.bytes_moved:,} declared bytes exceed the device's caches "
+            f"({check.cache_bytes:,} bytes): at least the rest comes from HBM each launch, "
+            f"so at most {_pct_of_peak(check.limit)} of peak"
+        )
+    else:
+        limit = f"{check.cache}: every declared byte comes from HBM, so at most 100% of peak"
+    return [
+        ("declared", f"{check.bytes_moved:,} bytes"),
+        ("limit", limit),
+        ("measured", _measured(m)),
+        (
+            "way out",
+            "declare what the kernel must move (each input read once, each output written "
+            "once: reads=/writes=), and check that the kernel does all of its work",
+        ),
+    ]
+
+
+def _peak_headline(verdict: Verdict) -> str:
+    check = verdict.beyond_peak
+    assert check is not None
+    low, high = check.efficiency_ci
+    return (
+        f"declared bytes exceed what the device can move: {_pct_of_peak(low)}-"
+        f"{_pct_of_peak(high)} of peak ({gbps_text(check.bandwidth_bps)} against the peak "
+        f"{gbps_text(check.peak_bps)}), above the {_pct_of_peak(check.limit)} a {check.cache} "
+        "measurement can reach"
+    )
+
+
+def _pct_of_peak(fraction: float) -> str:
+    """pct, in a few significant digits when a wrong declaration makes it astronomical."""
+    return pct(fraction) if fraction < 100 else f"{fraction * 100:.4g}%"
+
+
 _DECISIVE = {
+    PEAK_CHECK: _peak_decisive,
     FLOOR_CHECK: _floor_decisive,
     BASELINE_CHECK: _baseline_decisive,
     AB_CHECK: _ab_decisive,
@@ -213,7 +256,7 @@ def _context(
     """What did not decide this verdict, for -v, as (what it is, its rows): the checks that
     passed or were only shown, and the measurement where no deciding check printed it."""
     groups: list[tuple[str, list[tuple[str, str]]]] = []
-    if FLOOR_CHECK not in deciding and BASELINE_CHECK not in deciding:
+    if not {PEAK_CHECK, FLOOR_CHECK, BASELINE_CHECK} & set(deciding):
         groups.append(("the measurement", [("measured", _measured(m))]))
     floor = verdict.floor
     if floor is not None and FLOOR_CHECK not in deciding:
@@ -251,7 +294,7 @@ def _gpu(m: Measurement) -> str:
 
 
 def _headlines(m: Measurement, verdict: Verdict, *, everything: bool) -> list[str]:
-    lines = []
+    lines = [_peak_headline(verdict)] if verdict.beyond_peak is not None else []
     floor = verdict.floor
     if floor is not None and (everything or floor.status != "pass"):
         lines.append(_floor_headline(floor))

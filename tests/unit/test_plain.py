@@ -12,6 +12,7 @@ from pytest_gpuperf.results import (
     Acceptance,
     BaselineCheck,
     BaselineRef,
+    BeyondPeak,
     ClockReport,
     ComparisonCheck,
     Drift,
@@ -96,6 +97,7 @@ def test_every_field_of_a_row_round_trips_through_json():
         save=filled(SaveAction),
         notes=(Note("kind", ("x", "y")),),
         acceptance=filled(Acceptance),
+        beyond_peak=filled(BeyondPeak),
     )
     row = Row("tests/x.py::test_y[a|b]", measurement, verdict, test_outcome="passed")
     wire = json.loads(json.dumps(to_plain(row)))  # what xdist and the JSON report carry
