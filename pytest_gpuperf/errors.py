@@ -120,7 +120,9 @@ class SaveInterrupted(KeyboardInterrupt):
         self.path = path
         self.phase = phase  # "waiting for its lock" | "writing it"
         self.saved = saved
-        super().__init__(f"{path}: interrupted (Ctrl-C) while {phase}")
+        from pytest_gpuperf.stopping import stop_words
+
+        super().__init__(f"{path}: interrupted ({stop_words()}) while {phase}")
 
 
 def os_error_words(error: OSError) -> str:

@@ -25,6 +25,7 @@ from pytest_gpuperf import settings as options
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.plugin_state import (
     EXIT_NOW,
+    RESTORE_SIGTERM,
     SIM_SEED_SHARED,
     STATE,
     PluginState,
@@ -105,6 +106,20 @@ def pytest_configure(config: pytest.Config) -> None:
         state.probe = from_plain(ProbeReport, probe)
     config.stash[STATE] = state
     config.pluginmanager.register(state, "gpuperf-state")
+    if (
+        built.measure
+        or built.static
+        or built.json_path
+        or built.benchmark_json_path
+        or built.markdown_path
+    ):
+        # SIGTERM (a CI timeout, a cancelled job) ends the run as Ctrl-C does, with the
+        # summary and the reports (stopping.py); a run with nothing to report keeps pytest's
+        from pytest_gpuperf import stopping
+
+        config.stash[RESTORE_SIGTERM] = stopping.install(
+            forward=lambda: tuple(state.worker_pids.values())
+        )
     # gpuperf-static: the static gate's hooks, only when it is on, or when a save on a GPU
     # may record the facts of the AMD code objects it loaded (static_plugin.py)
     if built.static or built.save:
@@ -157,6 +172,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shared = config.stash.get(SIM_SEED_SHARED, None)
     if shared is not None:
         os.environ.pop(shared[0], None)
+    restore = config.stash.get(RESTORE_SIGTERM, None)
+    if restore is not None:
+        restore()
     state = config.stash.get(STATE, None)
     if state is not None:
         if state._session is not None:

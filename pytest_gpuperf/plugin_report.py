@@ -22,6 +22,7 @@ from pytest_gpuperf.plugin_state import (
     is_xdist_worker,
     state_of,
 )
+from pytest_gpuperf.stopping import stop_words
 
 if TYPE_CHECKING:
     from pytest_gpuperf.report import ReportMeta
@@ -50,7 +51,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                 state.interrupted = state.interrupted or outcome.interrupted
         except KeyboardInterrupt:
             state.interrupted = True
-            state.problems.append("interrupted (Ctrl-C) while saving baselines")
+            state.problems.append(f"interrupted ({stop_words()}) while saving baselines")
         if state._session is not None:
             state.note_gpu(
                 state.session.gpu_facts(), os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
@@ -66,6 +67,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             output["gpuperf_shard"] = state.shard.to_json() if state.shard is not None else None
             return
         _mark_unsaved(state)
+        _confirm_saves(state, stopped=stopped or state.interrupted)
         try:
             if not (stopped or state.interrupted):  # pruning writes: not after Ctrl-C
                 _orphans(state)
@@ -75,7 +77,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             state.problems.append(
                 f"{stopped}: not saved; the file was left as it was"
                 if isinstance(stopped, SaveInterrupted) and not stopped.saved
-                else "interrupted (Ctrl-C) while writing the reports"
+                else f"interrupted ({stop_words()}) while writing the reports"
             )
         if stopped or state.interrupted:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
@@ -108,11 +110,91 @@ def _mark_unsaved(state: PluginState) -> None:
         state.rows[test_id] = marked
 
 
+def _confirm_saves(state: PluginState, *, stopped: bool) -> None:
+    """A row says "saved" only when its save is in the file, read back under the file's
+    lock once every process of the run has saved: a worker that died (SIGKILL, the OOM
+    killer, a segfault in a driver) never wrote the saves it planned, and its rows reached
+    the controller saying "saved". Each row not found says why: its worker crashed, the run
+    was interrupted (the workers were stopped before saving), or it is missing."""
+    planned: dict[str, str] = {}
+    for rows in state.rows.values():
+        for row in rows:
+            save = row.verdict.save
+            if save is not None and save.saved:
+                planned[save.path] = save.device_key
+    if not planned:
+        return
+    from dataclasses import replace
+
+    from pytest_gpuperf.gate.saving import found_in, not_written
+    from pytest_gpuperf.session import relative
+
+    store = state.session.baselines()
+    contents: dict[str, Any] = {}
+    unreadable: dict[str, str] = {}
+    for path, device_key in sorted(planned.items()):
+        try:
+            contents[path] = store.read_back(device_key)
+        except GpuPerfError as problem:
+            unreadable[path] = str(problem)
+            state.problems.append(f"{problem}; its saves are not confirmed")
+    for test_id, rows in state.rows.items():
+        worker = state.row_workers.get(test_id, MAIN_WORKER)
+        marked = []
+        for row in rows:
+            save = row.verdict.save
+            if save is not None and save.saved:
+                where = relative(Path(save.path), state.rootdir)
+                if save.path in unreadable:
+                    row = replace(
+                        row,
+                        verdict=not_written(
+                            row.verdict,
+                            "not confirmed: the file could not be read back (the error below)",
+                            "missing",
+                        ),
+                    )
+                else:
+                    m = row.measurement
+                    entry = contents[save.path].get(row.test_id, m.name, m.cache)
+                    if not found_in(entry, save, m):
+                        reason, why = _not_found(state, worker, where, stopped=stopped)
+                        row = replace(row, verdict=not_written(row.verdict, reason, why))
+            marked.append(row)
+        state.rows[test_id] = marked
+
+
+def _not_found(state: PluginState, worker: str, where: str, *, stopped: bool) -> tuple[str, str]:
+    """(the reason, the why_not) of a planned save that is not in its file."""
+    if worker in state.crashed:
+        return f"worker crashed ({worker}: {state.crashed[worker]}) before saving", "crashed"
+    if stopped:
+        return f"interrupted ({stop_words()}) before {worker} saved", "interrupted"
+    return f"not in {where} when read back after the save", "missing"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodeready(node: Any) -> None:
+    """pytest-xdist: a worker is up; its pid lets SIGTERM reach it (stopping.py)."""
+    popen = getattr(getattr(getattr(node, "gateway", None), "_io", None), "popen", None)
+    pid = getattr(popen, "pid", None)
+    if isinstance(pid, int):
+        state_of(node.config).worker_pids[_worker_id(node)] = pid
+
+
+def _worker_id(node: Any) -> str:
+    return str(getattr(node, "workerinput", {}).get("workerid") or node.gateway.id)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    """pytest-xdist: a worker's save errors reach the controller's summary and exit code."""
+    """pytest-xdist: a worker's save errors reach the controller's summary and exit code;
+    a worker that died is remembered, so its rows cannot say "saved"."""
     output = getattr(node, "workeroutput", None) or {}
     state = state_of(node.config)
+    state.worker_pids.pop(_worker_id(node), None)
+    if error is not None:
+        state.crashed[_worker_id(node)] = _crash_words(error)
     state.problems.extend(output.get("gpuperf_problems", ()))
     state.unsaved.update(output.get("gpuperf_unsaved", {}))
     state.collected.update(output.get("gpuperf_collected", ()))
@@ -123,6 +205,12 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
         state.shard = plan_from_json(output["gpuperf_shard"])
         state.count_checks(state.shard.suite_tests)
+
+
+def _crash_words(error: Any) -> str:
+    """xdist's error of a dead worker in a few words ('Not properly terminated', ...)."""
+    text = str(error).strip().splitlines()
+    return text[-1][:120] if text else "it died"
 
 
 def _orphans(state: PluginState) -> None:

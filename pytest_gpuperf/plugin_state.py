@@ -39,6 +39,9 @@ class PluginState:
     rows: dict[str, list[Row]] = field(default_factory=dict)  # by test id: the last report wins
     # by test id: outcome, kernel_files, error (the JSON report's "tests")
     tests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    row_workers: dict[str, str] = field(default_factory=dict)  # test id -> the worker it ran on
+    crashed: dict[str, str] = field(default_factory=dict)  # xdist workers that died -> why
+    worker_pids: dict[str, int] = field(default_factory=dict)  # xdist workers alive -> pid
     collected: set[str] = field(default_factory=set)  # every test id collected, deselected too
     orphan_lines: list[str] = field(default_factory=list)
     devices: list[dict[str, Any]] = field(default_factory=list)
@@ -127,6 +130,7 @@ class PluginState:
         # A rerun (pytest-rerunfailures) reports the same test again: the last report is
         # pytest's final word, and the reports follow it.
         self.rows[report.nodeid] = [from_plain(Row, row) for row in payload.get("rows", ())]
+        self.row_workers[report.nodeid] = payload.get("worker") or MAIN_WORKER
         self.smoke[report.nodeid] = int(payload.get("smoke", 0))
         self.tests[report.nodeid] = {
             "outcome": report.outcome,
@@ -147,6 +151,7 @@ STATE = pytest.StashKey[PluginState]()
 EXIT_NOW = pytest.StashKey[int]()
 STOPPED = pytest.StashKey[bool]()  # Ctrl-C stopped the tests (pytest's INTERRUPTED)
 SIM_SEED_SHARED = pytest.StashKey[tuple[str, str | None]]()
+RESTORE_SIGTERM = pytest.StashKey[Any]()  # stopping.install()'s undo (plugin.py)
 # On each test item: its settings or the problem of its markers (plugin_collect.py), its
 # bench and the gate's judgement (plugin_verdict.py, read by static_plugin.py too), whether
 # its body is running and how many of its subtests failed (plugin_verdict.py).

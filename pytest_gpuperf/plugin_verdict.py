@@ -221,7 +221,7 @@ def pytest_runtest_makereport(
                 "peak_bps": device.match.spec.peak_bps,
             }
             payload["gpu"] = session.gpu_facts()
-            payload["worker"] = os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
+    payload["worker"] = os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
     report.gpuperf = payload  # type: ignore[attr-defined]
     return report
 

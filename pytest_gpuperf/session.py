@@ -28,11 +28,12 @@ from pytest_gpuperf.results import (
     Verdict,
 )
 from pytest_gpuperf.settings import Settings, TestSettings
+from pytest_gpuperf.stopping import stop_words
 
 if TYPE_CHECKING:
     from pytest_gpuperf.base_tree import BaseTree
     from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
-    from pytest_gpuperf.gate.judge import Remeasure, Taken
+    from pytest_gpuperf.gate.judge import Judged, Remeasure, Taken
     from pytest_gpuperf.gate.suite import SuiteBudget
     from pytest_gpuperf.gpu_probe import ProbeReport
     from pytest_gpuperf.runtime.base import Backend, Kernel, Module
@@ -403,6 +404,7 @@ class BenchSession:
             prior_spread_for=priors,
             remeasure=remeasure,
         )
+        judged = [self._valid_entry(item) for item in judged]
         for item in judged:
             if item.entry is not None:
                 pending = self._pending.setdefault(item.save_key, {})
@@ -416,6 +418,27 @@ class BenchSession:
                 if item.rebase is not None:
                     self._rebase.setdefault(item.save_key, {})[item.entry.key] = item.rebase
         return Judgement(tuple((item.measurement, item.verdict) for item in judged))
+
+    def _valid_entry(self, item: Judged) -> Judged:
+        """`item` without its entry when the entry would not load back (its row then says
+        "not saved" and why): one impossible measurement must not cost the other entries
+        of its file, which the merge validates as a whole."""
+        if item.entry is None:
+            return item
+        from pytest_gpuperf.baseline.schema import parse, render
+        from pytest_gpuperf.baseline.toml_check import Invalid
+        from pytest_gpuperf.gate.saving import not_written
+
+        try:
+            parse(render(item.save_key, [item.entry]), item.save_key)
+        except ModuleNotFoundError:  # no tomli-w: the save itself says so, once
+            return item
+        except Invalid as problem:
+            reason = f"the entry is invalid: {problem.message}"
+            return replace(
+                item, verdict=not_written(item.verdict, reason, "invalid"), save_key="", entry=None
+            )
+        return item
 
     def _with_probe(self, item: Taken) -> Taken:
         """The measurement marked with what the probe found on its GPU (degraded or not)."""
@@ -456,7 +479,7 @@ class BenchSession:
         for position, (key, entries) in enumerate(pending):
             where = str(store.path_for(key))
             if interrupted:
-                outcome.unsaved[where] = "interrupted (Ctrl-C) before the save"
+                outcome.unsaved[where] = f"interrupted ({stop_words()}) before the save"
                 continue
             try:
                 path = store.save(key, entries.values(), rebase=rebase.get(key, {}))
@@ -469,10 +492,12 @@ class BenchSession:
                 if stopped.saved:
                     outcome.written.append(_saved_line(len(entries), Path(where), self.rootdir))
                 else:
-                    outcome.unsaved[where] = f"interrupted (Ctrl-C) while {stopped.phase}"
+                    outcome.unsaved[where] = f"interrupted ({stop_words()}) while {stopped.phase}"
                     outcome.problems.append(f"{stopped}: not saved; the file was left as it was")
                 for later_key, _ in pending[position + 1 :]:
-                    outcome.unsaved[str(store.path_for(later_key))] = "interrupted (Ctrl-C)"
+                    outcome.unsaved[str(store.path_for(later_key))] = (
+                        f"interrupted ({stop_words()})"
+                    )
                 break
             outcome.written.append(_saved_line(len(entries), path, self.rootdir))
         return outcome

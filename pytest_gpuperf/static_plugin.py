@@ -30,6 +30,7 @@ import pytest
 
 from pytest_gpuperf.errors import BaselineError, GpuPerfError
 from pytest_gpuperf.plugin_state import BENCH, FAILED_SUBTESTS, JUDGEMENT, PluginState
+from pytest_gpuperf.stopping import stop_words
 
 if TYPE_CHECKING:
     from pytest_gpuperf.report import ReportMeta
@@ -257,7 +258,7 @@ class StaticPlugin:
             _, problems = self._static.flush_saves()
         except KeyboardInterrupt as stopped:  # Ctrl-C: stop saving, still report
             self.state.interrupted = True
-            detail = f"{stopped}: not saved" if str(stopped) else "interrupted (Ctrl-C)"
+            detail = f"{stopped}: not saved" if str(stopped) else f"interrupted ({stop_words()})"
             self.state.problems.append(f"{detail} (static facts); the file was left as it was")
             return
         self.state.problems += [str(problem) for problem in problems]

@@ -229,6 +229,32 @@ class BaselineStore:
         self._cache.forget(path)
         return path
 
+    def read_back(self, device_key: str) -> BaselineFile:
+        """The device's file as it is on disk now, read under its lock (no save of another
+        process is half-done): what a run checks its saves against before calling them made.
+        BaselineError when it cannot be locked or read."""
+        path = self.path_for(device_key)
+        self._cache.forget(path)
+        try:
+            lock_path = lock_path_for(path)
+        except GpuPerfError as problem:
+            raise BaselineError(str(path), f"cannot be read back: {problem}") from None
+        try:
+            with filelock.FileLock(str(lock_path), timeout=self.lock_timeout_s, mode=0o666):
+                if not path.exists():
+                    return BaselineFile(path=path, device_key=device_key)
+                return _read(path, device_key)
+        except filelock.Timeout:
+            raise BaselineError(
+                str(path),
+                f"cannot be read back: its lock {lock_path} was not granted within "
+                f"{self.lock_timeout_s:.0f} s",
+            ) from None
+        except OSError as problem:
+            raise BaselineError(
+                str(path), f"cannot be read back: {os_error_words(problem)}"
+            ) from None
+
 
 # -- shared with the static facts store (pytest_gpuperf/static/store.py) ----------------------
 

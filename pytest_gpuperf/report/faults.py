@@ -11,7 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pytest_gpuperf.errors import os_error_remedy, os_error_words
-from pytest_gpuperf.results import Row
+from pytest_gpuperf.results import SAVE_NOT_MADE, Row
+from pytest_gpuperf.stopping import stop_words
 
 
 def os_fault_line(what: str, error: OSError, option: str) -> str:
@@ -24,23 +25,48 @@ def saved_lines(
     rows: Sequence[Row], unsaved: Mapping[str, str], where: Callable[[Path], str]
 ) -> list[str]:
     """What the saves of the run did, per file: 'saved 3 measurements to baselines/x.toml',
-    or 'NOT saved: 3 measurements to baselines/x.toml (why)'. `where` shortens a path."""
+    or 'NOT saved: 3 measurements to baselines/x.toml (why)', then one line per test whose
+    rows were not saved for a reason of its own (a crashed worker, an invalid entry, an entry
+    missing when read back). `where` shortens a path."""
     saved: dict[str, int] = {}
-    refused: dict[str, int] = {}
+    refused: dict[tuple[str, str], int] = {}
+    own: list[str] = []
     for row in rows:
         save = row.verdict.save
         if save is None:
             continue
         if save.saved:
             saved[save.path] = saved.get(save.path, 0) + 1
-        elif save.why_not in ("write", "interrupted"):
-            refused[save.path] = refused.get(save.path, 0) + 1
+        elif save.why_not in SAVE_NOT_MADE:
+            because = _because(save.why_not, unsaved.get(save.path, ""), save.error)
+            refused[(save.path, because)] = refused.get((save.path, because), 0) + 1
+            if save.why_not in OWN_REASONS:
+                own.append(f"  not saved: {row.test_id} [{row.measurement.name}]: {save.error}")
     lines = [f"saved {_count(n)} to {where(Path(path))}" for path, n in saved.items()]
-    for path, count in refused.items():
-        why = unsaved.get(path, "")
-        because = "interrupted (Ctrl-C)" if why.startswith("interrupted") else "see the error below"
+    for (path, because), count in refused.items():
         lines.append(f"NOT saved: {_count(count)} to {where(Path(path))} ({because})")
-    return lines
+    return lines + own
+
+
+# Reasons a row was not saved that belong to the row (its worker, its entry), not to its file.
+OWN_REASONS = ("invalid", "crashed", "missing")
+
+
+def _because(why_not: str, file_reason: str, error: str) -> str:
+    if why_not == "crashed":
+        return "worker crashed"
+    if why_not == "invalid":
+        return "invalid entry, listed below"
+    if why_not == "missing":
+        return "not in the file when read back, listed below"
+    if why_not == "interrupted" or file_reason.startswith("interrupted"):
+        return _interrupted_words(file_reason or error)
+    return "see the error below"
+
+
+def _interrupted_words(reason: str) -> str:
+    """'interrupted (Ctrl-C)' or 'interrupted (SIGTERM)', as the reason says."""
+    return "interrupted (SIGTERM)" if "SIGTERM" in reason else "interrupted (Ctrl-C)"
 
 
 def interrupted_line(rows: Sequence[Row], smoke: int, *, during_tests: bool) -> str:
@@ -52,11 +78,19 @@ def interrupted_line(rows: Sequence[Row], smoke: int, *, during_tests: bool) -> 
         measured = f"{smoke} gpu_bench call(s) launched in smoke mode"
     else:
         measured = "no measurement completed"
-    if during_tests:
+    saved = sum(1 for row in rows if row.verdict.save is not None and row.verdict.save.saved)
+    if during_tests and not saved:
         lost = "the tests after them did not run and nothing was saved"
+    elif during_tests:
+        lost = (
+            "the tests after them did not run; a baseline file is saved only where a line "
+            "above says so (xdist workers that had finished their share saved it)"
+        )
     else:
         lost = "a baseline file is saved only where a line above says so"
-    return f"interrupted (Ctrl-C): {measured}; {lost} (files not saved were left as they were)"
+    return (
+        f"interrupted ({stop_words()}): {measured}; {lost} (files not saved were left as they were)"
+    )
 
 
 def _count(n: int) -> str:

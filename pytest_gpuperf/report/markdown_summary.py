@@ -17,6 +17,7 @@ from pytest_gpuperf.report.text import (
     summary_line,
 )
 from pytest_gpuperf.results import FAIL, MARGINAL, Row
+from pytest_gpuperf.stopping import stop_words
 
 # Marks the comment the CI recipe updates in place on every push (docs/ci.md).
 COMMENT_MARKER = "<!-- pytest-gpuperf -->"
@@ -58,7 +59,9 @@ def markdown(
     if meta is not None and (meta.problems or meta.interrupted):
         out += ["", "#### Errors", ""]
         if meta.interrupted:
-            out.append("- interrupted (Ctrl-C): the rows above are what was measured before")
+            out.append(
+                f"- interrupted ({stop_words()}): the rows above are what was measured before"
+            )
         out += [f"- {md_escape(problem)}" for problem in meta.problems]
     for status, title in ((FAIL, "Failures"), (MARGINAL, "Marginal")):
         listed = [row for row in rows if row.verdict.status == status]

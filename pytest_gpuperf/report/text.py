@@ -33,6 +33,7 @@ from pytest_gpuperf.results import (
     OTHER_DEVICE,
     PASS,
     REGRESSED,
+    SAVE_NOT_MADE,
     UNJUDGED,
     ComparisonCheck,
     Drift,
@@ -40,6 +41,7 @@ from pytest_gpuperf.results import (
     Verdict,
 )
 from pytest_gpuperf.runtime.info import DeviceInfo
+from pytest_gpuperf.stopping import stop_words
 
 SIMULATED_BANNER = "SIMULATED device — numbers are not measurements"
 
@@ -149,6 +151,7 @@ def drift_text(drift: Drift, *, strict: bool = False) -> str:
 
 
 CAUSE_WORDS = {
+    "beyond-peak": "beyond peak",
     "floor": "floor",
     "regression": "regression",
     "ab": "A/B",
@@ -173,7 +176,7 @@ def verdict_label(verdict: Verdict) -> str:
         return "modelled"  # not a pass: nothing about the edit was measured
     if verdict.save is not None and verdict.save.saved:
         return "saved"
-    if verdict.save is not None and verdict.save.why_not in ("write", "interrupted"):
+    if verdict.save is not None and verdict.save.why_not in SAVE_NOT_MADE:
         return "NOT saved"
     comparison = verdict.comparison
     if comparison is not None and comparison.state == AB_IMPROVED:
@@ -464,9 +467,14 @@ def row_notes(row: Row) -> list[str]:
         if not save.saved:
             why = {
                 "floor": "not saved: the floor check failed",
+                "beyond-peak": "not saved: declared bytes exceed what the device can move",
                 "unjudged": "not saved: the test failed",
                 "write": f"not saved: {save.error}" if save.error else "not saved",
-                "interrupted": "not saved: the run was interrupted (Ctrl-C); run the save again",
+                "interrupted": f"not saved: the run was interrupted ({stop_words()}); run the save "
+                "again",
+                "invalid": f"not saved: {save.error}",
+                "crashed": f"not saved: {save.error}",
+                "missing": f"not saved: {save.error}",
             }
             notes.append(why.get(save.why_not, "not saved"))
         elif save.new_history and save.previous_efficiency is not None:

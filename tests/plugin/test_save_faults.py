@@ -331,6 +331,131 @@ def test_b_slow(gpu_bench):
     reported_interrupted(gp, path, before)
 
 
+# -- SIGTERM: a CI timeout or a cancelled job ----------------------------------------------
+
+
+def test_sigterm_during_the_save_is_handled_as_ctrl_c_and_leaves_no_temporary(gp):
+    """Before, SIGTERM killed the process where it stood: no summary, no report, exit -15,
+    and `baselines/.mi300x-sim.toml.XXXX.tmp` left for `git status` to show."""
+    path = setup_project(gp)
+    before = path.read_bytes()
+    marker = gp.path / "saving"
+    process = start(
+        gp,
+        "--gpuperf-save",
+        "--gpuperf-json=report.json",
+        "--gpuperf-markdown=summary.md",
+        fault="slow",
+        marker=marker,
+    )
+    wait_for(marker, process)  # the temporary exists: fsync is sleeping on it
+    assert len(list(path.parent.iterdir())) == 2
+    began = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    code, output = finish(process)
+    assert time.monotonic() - began < 20
+    assert code == pytest.ExitCode.INTERRUPTED, output
+    no_traceback(output)
+    assert (
+        "gpuperf: ERROR: " + str(path) + ": interrupted (SIGTERM) while writing it: not saved; "
+        "the file was left as it was"
+    ) in output
+    assert "gpuperf: interrupted (SIGTERM): 1 measurement in 1 test taken (above)" in output
+    assert "NOT saved: 1 measurement to baselines/mi300x-sim.toml (interrupted (SIGTERM))" in output
+    assert "- interrupted (SIGTERM)" in (gp.path / "summary.md").read_text()
+    reported_interrupted(gp, path, before)  # no temporary beside the file
+
+
+def test_sigterm_during_the_tests_keeps_the_summary_and_the_reports(gp):
+    gp.test_file(
+        """
+import os, time
+
+def test_a_first(gpu_bench):
+    add(gpu_bench)
+
+def test_b_slow(gpu_bench):
+    open(os.environ["H25_MARKER"], "w").close()
+    time.sleep(60)
+"""
+    )
+    path = gp.baseline("mi300x-sim", OLD_ENTRIES)
+    before = path.read_bytes()
+    marker = gp.path / "testing"
+    process = start(gp, "--gpuperf-save", "--gpuperf-json=report.json", marker=marker)
+    wait_for(marker, process)
+    process.send_signal(signal.SIGTERM)
+    code, output = finish(process)
+    assert code == pytest.ExitCode.INTERRUPTED, output
+    no_traceback(output)
+    assert "Terminated: SIGTERM: stopped as Ctrl-C would stop it" in output
+    assert "gpuperf: interrupted (SIGTERM): 1 measurement in 1 test taken (above); the tests " in (
+        output
+    )
+    assert "NOT saved: 1 measurement to baselines/mi300x-sim.toml (interrupted (SIGTERM))" in output
+    assert [r["test_id"] for r in report(gp)["results"]] == ["test_perf.py::test_a_first"]
+    reported_interrupted(gp, path, before)
+
+
+def test_sigterm_under_xdist_stops_the_workers_and_claims_only_what_was_saved(gp):
+    """SIGTERM to the controller alone (a CI runner signals the process it started) reaches
+    its workers too, as Ctrl-C reaches them through the terminal: the worker in its test stops
+    at once (else xdist waits 10 s, then kills it). A worker that had finished its share and
+    saved keeps its save; every row says saved exactly when its entry is in the file."""
+    gp.test_file(
+        """
+import os, time
+
+def test_a_first(gpu_bench):
+    add(gpu_bench)
+
+def test_b_slow(gpu_bench):
+    add(gpu_bench, name="second")
+    open(os.environ["H25_MARKER"], "w").close()
+    time.sleep(60)
+"""
+    )
+    path = gp.baseline("mi300x-sim", OLD_ENTRIES)
+    marker = gp.path / "testing"
+    process = start(gp, "-n", "2", "--gpuperf-save", "--gpuperf-json=report.json", marker=marker)
+    wait_for(marker, process)
+    time.sleep(0.5)  # the first test's report reaches the controller
+    began = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    code, output = finish(process)
+    assert time.monotonic() - began < 8, output
+    assert code == pytest.ExitCode.INTERRUPTED, output
+    no_traceback(output)
+    assert "gpuperf: interrupted (SIGTERM)" in output
+    document = report(gp)
+    assert document["interrupted"] is True
+    text = path.read_text()
+    for row in document["results"]:
+        assert row["verdict"]["save"]["saved"] is (row["test_id"] in text), row
+    assert "second" not in text  # the stopped test's measurement was never saved
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+
+def test_a_sigterm_handler_of_the_users_own_is_kept():
+    """stopping.install() never replaces a handler someone else set, and undoes its own."""
+    from pytest_gpuperf import stopping
+
+    def own(signum, frame):  # pragma: no cover - never called
+        pass
+
+    previous = signal.signal(signal.SIGTERM, own)
+    try:
+        assert stopping.install() is None
+        assert signal.getsignal(signal.SIGTERM) is own
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        restore = stopping.install()
+        assert restore is not None and signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+        restore()
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def test_a_save_killed_before_its_rename_leaves_a_temporary_the_next_save_removes(gp):
     path = setup_project(gp)
     before = path.read_bytes()
