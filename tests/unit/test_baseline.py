@@ -614,3 +614,25 @@ def test_unusable_device_key_is_a_config_error(tmp_path):
 def test_empty_file_of_entries_is_valid(tmp_path):
     write(tmp_path, 'schema = 2\ndevice = "mi300x"\n')
     assert len(BaselineStore(tmp_path).load("mi300x")) == 0
+
+
+def test_an_entry_that_would_not_load_back_is_dropped_from_its_save_not_the_file(tmp_path):
+    """The session checks each planned entry alone: one that the file's merge would refuse
+    (the merge validates the whole file) loses its own save, with the reason on its row,
+    and cannot cost the other entries of its file theirs."""
+    from pytest_gpuperf.gate.judge import Judged
+    from pytest_gpuperf.results import NO_BASELINE, BaselineCheck, SaveAction, Verdict
+    from pytest_gpuperf.session import BenchSession
+    from pytest_gpuperf.settings import Settings
+
+    session = BenchSession(Settings(baseline_dir=tmp_path), rootdir=tmp_path)
+    save = SaveAction(saved=True, path=str(tmp_path / "mi300x.toml"), device_key="mi300x")
+    verdict = Verdict(status="pass", baseline=BaselineCheck(NO_BASELINE), save=save)
+    good = Judged(make_measurement(), verdict, "mi300x", make_entry())
+    assert session._valid_entry(good) == good
+    bad = Judged(make_measurement(), verdict, "mi300x", make_entry(efficiency=200.0))
+    dropped = session._valid_entry(bad)
+    assert dropped.entry is None and dropped.save_key == ""
+    assert dropped.verdict.save is not None and dropped.verdict.save.saved is False
+    assert dropped.verdict.save.why_not == "invalid"
+    assert "'efficiency' must be in (0, 1.5] for cache='cold'" in dropped.verdict.save.error
