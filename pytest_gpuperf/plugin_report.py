@@ -67,7 +67,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             output["gpuperf_shard"] = state.shard.to_json() if state.shard is not None else None
             return
         _mark_unsaved(state)
-        _confirm_saves(state, stopped=stopped or state.interrupted)
+        try:
+            _confirm_saves(state, stopped=stopped or state.interrupted)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM while reading the files back
+            state.interrupted = True
+            _unconfirmed(state)
         try:
             if not (stopped or state.interrupted):  # pruning writes: not after Ctrl-C
                 _orphans(state)
@@ -162,6 +166,21 @@ def _confirm_saves(state: PluginState, *, stopped: bool) -> None:
                         row = replace(row, verdict=not_written(row.verdict, reason, why))
             marked.append(row)
         state.rows[test_id] = marked
+
+
+def _unconfirmed(state: PluginState) -> None:
+    """Every row still saying "saved" says "not confirmed" instead: the run was stopped
+    before its files were read back, so no save can be claimed."""
+    from dataclasses import replace
+
+    from pytest_gpuperf.gate.saving import not_written
+
+    reason = f"interrupted ({stop_words()}) before the save was confirmed in the file"
+    state.problems.append(f"{reason}: the rows say not saved; check the baseline files")
+    for test_id, rows in state.rows.items():
+        state.rows[test_id] = [
+            replace(row, verdict=not_written(row.verdict, reason, "interrupted")) for row in rows
+        ]
 
 
 def _not_found(state: PluginState, worker: str, where: str, *, stopped: bool) -> tuple[str, str]:
