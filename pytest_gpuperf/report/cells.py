@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_gpuperf.report.text import ab_cell, format_gbps, format_time, verdict_label
+from pytest_gpuperf.report.text import ab_cell, format_gbps, format_time, pct, verdict_label
 from pytest_gpuperf.results import FAIL, MODELLED, OTHER_DEVICE, BaselineCheck, Row
 
 # Every column a row can have, in display order; renderers drop the empty ones.
@@ -48,7 +48,7 @@ def cells(row: Row) -> dict[str, str]:
         "mode": m.cache,
         "time ± CI": f"{format_time(m.time_s)} ±{m.relative_ci:.1%}{throttled}",
         "GB/s": format_gbps(m.bandwidth_bps),
-        "eff": f"{m.efficiency:.1%}",
+        "eff": pct(m.efficiency, 1),
         "floor": f"{v.floor.floor:.0%}" if v.floor is not None else "—",
         "base": base,
         "delta": f"{baseline.delta:+.1%}" if baseline.delta is not None else "—",

@@ -167,7 +167,7 @@ def _peak_decisive(m: Measurement, verdict: Verdict) -> list[tuple[str, str]]:
         limit = (
             f"hot, but {check.bytes_moved:,} declared bytes exceed the device's caches "
             f"({check.cache_bytes:,} bytes): at least the rest comes from HBM each launch, "
-            f"so at most {_pct_of_peak(check.limit)} of peak"
+            f"so at most {pct(check.limit)} of peak"
         )
     else:
         limit = f"{check.cache}: every declared byte comes from HBM, so at most 100% of peak"
@@ -188,16 +188,11 @@ def _peak_headline(verdict: Verdict) -> str:
     assert check is not None
     low, high = check.efficiency_ci
     return (
-        f"declared bytes exceed what the device can move: {_pct_of_peak(low)}-"
-        f"{_pct_of_peak(high)} of peak ({gbps_text(check.bandwidth_bps)} against the peak "
-        f"{gbps_text(check.peak_bps)}), above the {_pct_of_peak(check.limit)} a {check.cache} "
+        f"declared bytes exceed what the device can move: {pct(low)}-"
+        f"{pct(high)} of peak ({gbps_text(check.bandwidth_bps)} against the peak "
+        f"{gbps_text(check.peak_bps)}), above the {pct(check.limit)} a {check.cache} "
         "measurement can reach"
     )
-
-
-def _pct_of_peak(fraction: float) -> str:
-    """pct, in a few significant digits when a wrong declaration makes it astronomical."""
-    return pct(fraction) if fraction < 100 else f"{fraction * 100:.4g}%"
 
 
 _DECISIVE = {

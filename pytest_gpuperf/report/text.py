@@ -117,8 +117,12 @@ def gbps_text(bandwidth_bps: float) -> str:
     return f"{format_gbps(bandwidth_bps)} GB/s"
 
 
-def pct(fraction: float) -> str:
-    return f"{fraction:.2%}"
+def pct(fraction: float, digits: int = 2) -> str:
+    """'81.25%'; in four significant digits from 10,000% up ('4.232e+24%'), where only a
+    wrong byte count gets (gate/peak.py) and a 26-digit number would hide the point."""
+    if abs(fraction) >= 100:
+        return f"{fraction * 100:.4g}%"
+    return f"{fraction:.{digits}%}"
 
 
 def signed_pct(fraction: float, digits: int = 2) -> str:
