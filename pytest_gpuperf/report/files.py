@@ -169,8 +169,10 @@ def _problem(path: Path, *, append: bool = False) -> str:
 def _system_file(path: Path) -> str:
     """/dev and /proc name devices and a process's open files (/dev/stdout is
     /proc/self/fd/1, which under pytest's capture may even be a regular temporary file):
-    never a report's place, whatever they point to now."""
+    never a report's place, whatever they point to now. /dev/shm is a tmpfs for files."""
     for name in {Path(os.path.abspath(path)), _real(path)}:
+        if name.parts[1:3] == ("dev", "shm"):  # a tmpfs for files: judged as any folder
+            continue
         if name.parts[1:2] in (("dev",), ("proc",)):
             return (
                 f"names a device or a process's open file ({name.parts[0]}{name.parts[1]}); "

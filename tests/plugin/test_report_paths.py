@@ -119,6 +119,14 @@ def test_what_is_not_a_regular_file_is_named():
     assert not_regular(Path("/")).startswith("is a directory, not a regular file")
 
 
+def test_dev_and_proc_are_refused_but_dev_shm_is_a_folder_like_any_other():
+    from pytest_gpuperf.report.files import _system_file
+
+    assert _system_file(Path("/dev/stdout")).startswith("names a device or a process's open")
+    assert _system_file(Path("/proc/self/fd/1")).startswith("names a device or a process's")
+    assert _system_file(Path("/dev/shm/out/report.json")) == ""
+
+
 def test_a_fifo_is_refused_without_hanging(gp):
     gp.test_file(PLAIN)
     fifo = gp.path / "pipe.json"
