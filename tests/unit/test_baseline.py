@@ -636,3 +636,26 @@ def test_an_entry_that_would_not_load_back_is_dropped_from_its_save_not_the_file
     assert dropped.verdict.save is not None and dropped.verdict.save.saved is False
     assert dropped.verdict.save.why_not == "invalid"
     assert "'efficiency' must be in (0, 1.5] for cache='cold'" in dropped.verdict.save.error
+
+
+def test_a_save_is_found_in_the_file_read_back_by_its_record(tmp_path):
+    """What the controller checks each "saved" row against: the record the save planned
+    (its time stamp and efficiency) in the entry as the file holds it, read under its lock."""
+    from pytest_gpuperf.gate.saving import SaveContext, found_in, plan_save
+
+    store = BaselineStore(tmp_path)
+    m = make_measurement()
+    context = SaveContext(
+        test_id=TEST_ID,
+        path=str(store.path_for("mi300x")),
+        device_key="mi300x",
+        when="2026-11-25T13:00:00Z",
+    )
+    action, entry = plan_save(m, None, context)
+    assert entry is not None and action.when == "2026-11-25T13:00:00Z"
+    assert not found_in(store.read_back("mi300x").get(TEST_ID, m.name, m.cache), action, m)
+    store.save("mi300x", [entry])
+    again = store.read_back("mi300x").get(TEST_ID, m.name, m.cache)
+    assert found_in(again, action, m)
+    other = replace(action, when="2026-11-25T13:00:01Z")  # another run's save of the test
+    assert not found_in(again, other, m)
