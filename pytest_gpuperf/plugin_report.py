@@ -67,11 +67,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             output["gpuperf_shard"] = state.shard.to_json() if state.shard is not None else None
             return
         _mark_unsaved(state)
-        try:
-            _confirm_saves(state, stopped=stopped or state.interrupted)
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM while reading the files back
-            state.interrupted = True
-            _unconfirmed(state)
+        _confirm_saves(state, stopped=stopped or state.interrupted)
         try:
             if not (stopped or state.interrupted):  # pruning writes: not after Ctrl-C
                 _orphans(state)
@@ -115,81 +111,25 @@ def _mark_unsaved(state: PluginState) -> None:
 
 
 def _confirm_saves(state: PluginState, *, stopped: bool) -> None:
-    """A row says "saved" only when its save is in the file, read back under the file's
-    lock once every process of the run has saved: a worker that died (SIGKILL, the OOM
-    killer, a segfault in a driver) never wrote the saves it planned, and its rows reached
-    the controller saying "saved". Each row not found says why: its worker crashed, the run
-    was interrupted (the workers were stopped before saving), or it is missing."""
-    planned: dict[str, str] = {}
-    for rows in state.rows.values():
-        for row in rows:
-            save = row.verdict.save
-            if save is not None and save.saved:
-                planned[save.path] = save.device_key
-    if not planned:
-        return
-    from dataclasses import replace
-
-    from pytest_gpuperf.gate.saving import found_in, not_written
+    """Each "saved" row checked against its file, read back under its lock (save_check.py);
+    stopped while reading back, no save is claimed."""
+    from pytest_gpuperf import save_check
     from pytest_gpuperf.session import relative
 
-    store = state.session.baselines()
-    contents: dict[str, Any] = {}
-    unreadable: dict[str, str] = {}
-    for path, device_key in sorted(planned.items()):
-        try:
-            contents[path] = store.read_back(device_key)
-        except GpuPerfError as problem:
-            unreadable[path] = str(problem)
-            state.problems.append(f"{problem}; its saves are not confirmed")
-    for test_id, rows in state.rows.items():
-        worker = state.row_workers.get(test_id, MAIN_WORKER)
-        marked = []
-        for row in rows:
-            save = row.verdict.save
-            if save is not None and save.saved:
-                where = relative(Path(save.path), state.rootdir)
-                if save.path in unreadable:
-                    row = replace(
-                        row,
-                        verdict=not_written(
-                            row.verdict,
-                            "not confirmed: the file could not be read back (the error below)",
-                            "missing",
-                        ),
-                    )
-                else:
-                    m = row.measurement
-                    entry = contents[save.path].get(row.test_id, m.name, m.cache)
-                    if not found_in(entry, save, m):
-                        reason, why = _not_found(state, worker, where, stopped=stopped)
-                        row = replace(row, verdict=not_written(row.verdict, reason, why))
-            marked.append(row)
-        state.rows[test_id] = marked
-
-
-def _unconfirmed(state: PluginState) -> None:
-    """Every row still saying "saved" says "not confirmed" instead: the run was stopped
-    before its files were read back, so no save can be claimed."""
-    from dataclasses import replace
-
-    from pytest_gpuperf.gate.saving import not_written
-
-    reason = f"interrupted ({stop_words()}) before the save was confirmed in the file"
-    state.problems.append(f"{reason}: the rows say not saved; check the baseline files")
-    for test_id, rows in state.rows.items():
-        state.rows[test_id] = [
-            replace(row, verdict=not_written(row.verdict, reason, "interrupted")) for row in rows
-        ]
-
-
-def _not_found(state: PluginState, worker: str, where: str, *, stopped: bool) -> tuple[str, str]:
-    """(the reason, the why_not) of a planned save that is not in its file."""
-    if worker in state.crashed:
-        return f"worker crashed ({worker}: {state.crashed[worker]}) before saving", "crashed"
-    if stopped:
-        return f"interrupted ({stop_words()}) before {worker} saved", "interrupted"
-    return f"not in {where} when read back after the save", "missing"
+    try:
+        checked = save_check.confirm_saves(
+            state.rows,
+            state.session.baselines(),
+            workers=state.row_workers,
+            crashed=state.crashed,
+            stopped=stopped,
+            where=lambda path: relative(path, state.rootdir),
+        )
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while reading the files back
+        state.interrupted = True
+        checked = save_check.unconfirmed(state.rows)
+    state.rows = checked.rows
+    state.problems += checked.problems
 
 
 @pytest.hookimpl(optionalhook=True)
