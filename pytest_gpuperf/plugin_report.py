@@ -289,7 +289,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     rows = state.all_rows
     smoke = sum(state.smoke.values())
     missing_base = _missing_base_line(state)
-    if not (rows or state.devices or smoke or state.problems or state.interrupted):
+    # a measuring run stopped before its first measurement still says so (and what was saved)
+    stopped_early = ctrl_c_stopped(config) and state.settings.measure
+    if not (rows or state.devices or smoke or state.problems or state.interrupted or stopped_early):
         if missing_base:
             terminalreporter.write_line(missing_base, yellow=True)
         return
