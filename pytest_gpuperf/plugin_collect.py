@@ -52,7 +52,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if not is_xdist_worker(session.config):
         from pytest_gpuperf.report.files import unwritable
 
-        problem = unwritable(state.settings, others=_pytest_reports(session.config))
+        settings = state.settings
+        active = settings.measure or settings.static  # a plain run stays as cheap as pytest's
+        others = _pytest_reports(session.config) if active else []
+        problem = unwritable(settings, others=others)
         if problem:
             raise pytest.UsageError(f"pytest-gpuperf: {problem}")
         if state.settings.gpu_index is not None:
