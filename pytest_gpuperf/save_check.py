@@ -57,6 +57,7 @@ def confirm_saves(
             contents[path] = store.read_back(device_key)
         except GpuPerfError as problem:
             checked.problems.append(f"{problem}; its saves are not confirmed")
+    lost: dict[str, int] = {}  # a line of the summary's errors -> measurements it covers
     for test_id, test_rows in checked.rows.items():
         worker = workers.get(test_id, "")
         marked = []
@@ -72,8 +73,13 @@ def confirm_saves(
                     if not found_in(entry, save, m):
                         why = not_found(worker, crashed, where(Path(save.path)), stopped=stopped)
                         row = replace(row, verdict=not_written(row.verdict, *why))
+                        if why[1] != "interrupted":  # Ctrl-C's own line says that
+                            lost[why[0]] = lost.get(why[0], 0) + 1
             marked.append(row)
         checked.rows[test_id] = marked
+    for reason, count in lost.items():
+        measurements = f"{count} measurement{'s' if count != 1 else ''}"
+        checked.problems.append(f"{measurements} not saved: {reason} (listed above)")
     return checked
 
 

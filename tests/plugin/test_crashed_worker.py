@@ -75,6 +75,12 @@ def test_the_rows_of_a_crashed_worker_say_not_saved(gp):
             "gpuperf:   not saved: test_crash.py::test_c ?vector_add?: worker crashed (gw*",
         ]
     )
+    result.stdout.fnmatch_lines(
+        [
+            "gpuperf: ERROR: 3 measurements not saved: worker crashed (gw*) before saving "
+            "(listed above)"
+        ]
+    )
     rows = {r["test_id"]: r for r in json.loads((gp.path / "report.json").read_text())["results"]}
     for test_id, row in rows.items():
         save = row["verdict"]["save"]
@@ -85,4 +91,6 @@ def test_the_rows_of_a_crashed_worker_say_not_saved(gp):
             assert save["saved"] is True, row
     markdown = (gp.path / "summary.md").read_text()
     assert markdown.count("NOT saved") == 3
+    problems = json.loads((gp.path / "report.json").read_text())["problems"]
+    assert any(p.startswith("3 measurements not saved: worker crashed (gw") for p in problems)
     assert "not saved: worker crashed (gw" in markdown
