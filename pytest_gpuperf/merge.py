@@ -146,6 +146,8 @@ def _merge_baselines(shard_dirs: Sequence[str], out: Path) -> int:
 def _write(path: Path | str, write: Callable[[], Path | None]) -> str:
     """Run a writer and say what it wrote ("" for nothing); a file that cannot be written is
     one line and exit 2 (a bad --json, --markdown or --junit path), as any bad argument."""
+    from pytest_gpuperf.report.files import ReportPathError
+
     try:
         done = write()
     except OSError as problem:
@@ -153,13 +155,17 @@ def _write(path: Path | str, write: Callable[[], Path | None]) -> str:
             f"{path}: cannot be written: {problem.strerror or problem}"
             + (f" ({problem.filename})" if problem.filename else "")
         ) from None
+    except ReportPathError as problem:  # a device, a FIFO, a folder: never replaced
+        raise ConfigError(f"cannot be written: {problem}") from None
     return str(done) if done is not None else ""
 
 
 def _write_text(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
+    """Whole or absent, never over a device or a FIFO, with the umask's mode (as the
+    pytest run's own reports: report/files.py)."""
+    from pytest_gpuperf.report.files import write_report
+
+    return write_report(path, text)
 
 
 if __name__ == "__main__":

@@ -136,7 +136,7 @@ def not_regular(path: Path) -> str:
     link is judged by what it points to); "" for a regular file or nothing there."""
     try:
         mode = os.stat(path).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # nothing there (the writer then says why)
         if os.path.islink(path):
             return f"is a symbolic link to {os.readlink(path)!r}, which does not exist"
         return ""

@@ -4,6 +4,8 @@ bad input: every mistake is one line and exit 2, never a traceback or a stray fi
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -96,6 +98,25 @@ def test_an_unwritable_output_is_one_line_and_exit_2(tmp_path, capsys):
     assert main([*paths, "--markdown", str(tmp_path / "file" / "summary.md")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "summary.md: cannot be written" in err
+
+
+@pytest.mark.parametrize("option", ["--json", "--markdown", "--junit"])
+def test_an_output_that_is_not_a_regular_file_is_refused_and_left_alone(tmp_path, capsys, option):
+    """A merged report replaces its file: never a FIFO, a folder or a device (checked by
+    report/files.py, as the pytest run's reports are)."""
+    paths = [
+        _write(tmp_path, "1.json", _shard(1)),
+        _write(tmp_path, "2.json", _shard(2, tests=("b",))),
+    ]
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert main([*paths, option, str(fifo)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pipe: is a FIFO (named pipe), not a regular file" in err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    (tmp_path / "folder").mkdir()
+    assert main([*paths, option, str(tmp_path / "folder")]) == 2
+    assert "folder: is a directory, not a regular file" in capsys.readouterr().err
 
 
 def test_the_command_never_shows_a_traceback(tmp_path):
