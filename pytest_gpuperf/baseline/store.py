@@ -240,11 +240,11 @@ class BaselineStore:
         except GpuPerfError as problem:
             raise BaselineError(str(path), f"cannot be read back: {problem}") from None
         try:
-            with filelock.FileLock(str(lock_path), timeout=self.lock_timeout_s, mode=0o666):
+            with SharedFileLock(lock_path, timeout_s=self.lock_timeout_s):
                 if not path.exists():
                     return BaselineFile(path=path, device_key=device_key)
                 return _read(path, device_key)
-        except filelock.Timeout:
+        except LockTimeout:
             raise BaselineError(
                 str(path),
                 f"cannot be read back: its lock {lock_path} was not granted within "
