@@ -60,11 +60,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def _share_sim_seed(config: pytest.Config, state: PluginState) -> None:
-    """Several simulated GPUs are one simulated machine: the probe and every worker draw from
-    one seed (workers inherit the controller's environment), else each process would model
-    its own machine. Restored when the session ends (in-process runs share os.environ)."""
+    """A run on the simulated device is one simulated machine, whatever the number of
+    workers: the probe and every worker draw from the controller's seed (workers inherit its
+    environment), so the run prints one seed and GPUPERF_SIM_SEED=<it> with the same -n
+    reproduces it; else each worker would model its own machine and print its own seed.
+    Restored when the session ends (in-process runs share os.environ)."""
     settings = state.settings
-    if "sim" not in settings.allowed_backends or len(settings.sim_gpu_speeds) < 2:
+    if "sim" not in settings.allowed_backends:
         return
     from pytest_gpuperf.sim.model import SEED_ENV, resolve_seed
 
