@@ -27,3 +27,50 @@ def test_xdist_workers_share_the_controllers_seed(gp):
     gp.monkeypatch.setenv("GPUPERF_SIM_SEED", seed)
     again = gp.run_subprocess("--gpuperf", "-n", "2")
     assert set(re.findall(r"GPUPERF_SIM_SEED=(\d+)", again.stdout.str())) == {seed}
+
+
+PLAIN = """
+def test_add(gpu_bench):
+    add(gpu_bench)
+"""
+
+
+def test_a_green_run_prints_no_budget_line_and_no_glossary(gp):
+    gp.test_file(PLAIN)
+    gp.baseline("mi300x-sim", [{"id": "test_perf.py::test_add", "efficiency": 0.3}])
+    result = gp.run("--gpuperf")
+    result.assert_outcomes(passed=1)
+    output = result.stdout.str()
+    assert "false alarms:" not in output and "words:" not in output
+
+    verbose = gp.run("--gpuperf", "-v")
+    verbose.assert_outcomes(passed=1)
+    verbose.stdout.fnmatch_lines(
+        [
+            "gpuperf: false alarms: 1 check judged (0 A/B, 1 stored) in 1 measuring test*",
+            "gpuperf: words: band = the largest drop below the stored baseline that run-to-run "
+            "noise alone explains*",
+            "gpuperf: words: prior = an assumed run-to-run spread*",
+        ]
+    )
+
+
+def test_a_failed_check_prints_the_budget_line_and_explains_its_words(gp):
+    gp.test_file(PLAIN)
+    gp.baseline("mi300x-sim", [{"id": "test_perf.py::test_add", "efficiency": 0.9}])
+    result = gp.run("--gpuperf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "gpuperf: false alarms: 1 check judged (0 A/B, 1 stored) in 1 measuring test*",
+            "gpuperf: words: band = *",
+        ]
+    )
+
+
+def test_the_glossary_names_only_the_words_printed():
+    from pytest_gpuperf.report.glossary import glossary_lines
+
+    assert glossary_lines(["nothing special"]) == []
+    lines = glossary_lines(["an A/A control", "+-0.3% between module loads"])
+    assert [line.split(" = ")[0] for line in lines] == ["words: A/A", "words: module load"]
