@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 TESTS = """
 @pytest.mark.parametrize("k", range(4))
 def test_add(gpu_bench, k):
