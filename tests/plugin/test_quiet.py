@@ -72,3 +72,19 @@ def test_the_glossary_names_only_the_words_printed():
     assert glossary_lines(["nothing special"]) == []
     lines = glossary_lines(["an A/A control", "+-0.3% between module loads"])
     assert [line.split(" = ")[0] for line in lines] == ["words: A/A", "words: module load"]
+
+
+def test_the_markdown_summary_names_files_from_the_repository_and_the_device_once(gp):
+    gp.test_file(PLAIN)
+    gp.baseline("mi300x-sim", [{"id": "test_perf.py::test_add", "efficiency": 0.9}])
+    result = gp.run("--gpuperf", "--gpuperf-markdown=out/summary.md")
+    result.assert_outcomes(failed=1)
+    text = (gp.path / "out" / "summary.md").read_text()
+    assert str(gp.path) not in text  # a pull-request comment never shows the runner's paths
+    assert "[baselines/mi300x-sim.toml]" in text
+    assert [line for line in text.splitlines() if line.startswith("Device:")] == [
+        "Device: AMD Instinct MI300X [mi300x] via sim, gfx942, peak 5.30 TB/s  "
+    ]
+    assert any(line.startswith("GPU 0 [mi300x]; workers main;") for line in text.splitlines())
+    # the terminal's failure text too
+    assert "written by hand [baselines/mi300x-sim.toml]" in result.stdout.str()
