@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 TESTS = """
 @pytest.mark.parametrize("k", range(4))
 def test_add(gpu_bench, k):
@@ -88,3 +90,41 @@ def test_the_markdown_summary_names_files_from_the_repository_and_the_device_onc
     assert any(line.startswith("GPU 0 [mi300x]; workers main;") for line in text.splitlines())
     # the terminal's failure text too
     assert "written by hand [baselines/mi300x-sim.toml]" in result.stdout.str()
+
+
+def gpuperf_help_lines(text: str) -> tuple[list[str], list[str]]:
+    """(the option group's lines, the gpuperf ini entries' lines) of `pytest --help`."""
+    lines = text.splitlines()
+    start = lines.index("GPU kernel performance (pytest-gpuperf):")
+    end = lines.index("", start)
+    ini: list[str] = []
+    for index, line in enumerate(lines):
+        if line.startswith("  gpuperf"):
+            ini.append(line)
+            following = lines[index + 1]
+            if following.startswith(" " * 24 + "--"):
+                ini.append(following)
+    return lines[start:end], ini
+
+
+def test_help_is_short_and_ini_keys_point_at_their_options(gp):
+    from pytest_gpuperf.options import OPTIONS
+
+    gp.monkeypatch.setenv("COLUMNS", "80")
+    result = gp.pytester.runpytest_subprocess(*gp.plugin_args, "--help")
+    options, ini = gpuperf_help_lines(result.stdout.str())
+    assert len(options) + len(ini) <= 150, "\n".join(options + ini)
+    text = "\n".join(ini)
+    for spec in OPTIONS:
+        if spec.ini is None:
+            continue
+        # the entry names its option and nothing else: the option's help says the rest
+        assert re.search(rf"  {spec.ini} \(\w+\):\s+{re.escape(spec.flag)}$", text, re.M), spec
+    numeric = pytest.version_tuple >= (8, 4)
+    assert ("gpuperf_budget (float):" in text) == numeric
+    assert ("gpuperf_compare_loads (int):" in text) == numeric
+    assert "gpuperf_strict (bool):" in text and "gpuperf_cache (string):" in text
+    for line in options:  # every option still says its default (or is a plain switch)
+        assert len(line) <= 80
+    helps = " ".join(line.strip() for line in options)
+    assert helps.count("Default") >= sum(1 for spec in OPTIONS if not spec.is_flag)
