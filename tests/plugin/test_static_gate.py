@@ -19,12 +19,11 @@ from xml.etree import ElementTree
 import pytest
 
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/doc_samples.py
-from doc_samples import check_sample, excerpt  # noqa: E402
-
 from pytest_gpuperf.static import compile_static, find_clang, kernel_asm, kernel_names
 from pytest_gpuperf.static.store import StaticStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/doc_samples.py
+from doc_samples import check_sample, excerpt
 
 REPO = Path(__file__).resolve().parents[2]
 STATIC = "--gpuperf-static=gfx942"
