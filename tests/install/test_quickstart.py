@@ -181,6 +181,11 @@ def test_the_install_line_works_as_printed_in_a_fresh_environment(project, tmp_p
         GPUPERF_CACHE_DIR=str(tmp_path / "cache"),
         GPUPERF_LOCK_DIR=str(tmp_path / "locks"),
         PIP_DISABLE_PIP_VERSION_CHECK="1",
+        # A CI container's checkout belongs to another user: git (run by pip) would refuse
+        # to read it ("dubious ownership") without this, as for any repository URL one trusts
+        GIT_CONFIG_COUNT="1",
+        GIT_CONFIG_KEY_0="safe.directory",
+        GIT_CONFIG_VALUE_0="*",
     )
     installed = subprocess.run(
         ["bash", "-c", line], env=env, capture_output=True, text=True, timeout=1200
