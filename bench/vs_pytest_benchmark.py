@@ -153,8 +153,10 @@ def run_process(
     set_head(directory, role)
     gpuperf_json = directory.parent / f"gpuperf-{index}.json"
     benchmark_json = directory.parent / f"benchmark-{index}.json"
+    # a pytest (or xdist worker) running this script must not pass its own variables down
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "GPUPERF_"))}
     env = {
-        **os.environ,
+        **inherited,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
         "GPUPERF_CACHE_DIR": str(cache),
@@ -232,7 +234,8 @@ def kernel_own_times(directory: Path, backend: str, cache: Path) -> dict[str, di
         project=str(directory),
         backend=backend,
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "GPUPERF_CACHE_DIR": str(cache)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "GPUPERF_"))}
+    env.update(PYTHONPATH=str(REPO_ROOT), GPUPERF_CACHE_DIR=str(cache))
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
     )
