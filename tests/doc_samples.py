@@ -44,6 +44,8 @@ SCENARIOS = {
     "ab-regression": "tests/plugin/test_doc_samples.py",
     "stored-regression": "tests/plugin/test_doc_samples.py",
     "require-missing": "tests/plugin/test_doc_samples.py",
+    "accept-failure": "tests/plugin/test_doc_samples.py",
+    "accept-passed": "tests/plugin/test_doc_samples.py",
     "skip-summary": "tests/install/test_bare_machine.py",
     "static-table": "tests/plugin/test_static_gate.py",
     "static-failure": "tests/plugin/test_static_gate.py",

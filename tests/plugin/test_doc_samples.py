@@ -84,7 +84,10 @@ def test_every_sample_in_the_docs_has_a_scenario_and_every_scenario_a_sample():
     assert set(marked) == set(SCENARIOS), set(marked) ^ set(SCENARIOS)
 
 
-OUTPUT_WORDS = re.compile(r"^(=+ |gpuperf[: ]|!+ )|\b(passed|failed|skipped) in\b|regressed", re.M)
+OUTPUT_WORDS = re.compile(
+    r"^(=+ |gpuperf[: ]|!+ |note: )|\b(passed|failed|skipped) in\b|regressed|\d+ measurements? in",
+    re.M,
+)
 
 
 def test_every_output_block_in_the_docs_is_a_checked_sample():
@@ -101,3 +104,30 @@ def test_every_output_block_in_the_docs_is_a_checked_sample():
                 line = text[: block.start()].count("\n") + 1
                 unmarked.append(f"{path.name}:{line}")
     assert not unmarked, f"output samples without a <!-- sample: NAME --> marker: {unmarked}"
+
+
+def test_accept_flow(gp, tmp_path_factory):
+    """docs/ci.md, "Accepting an intended slowdown": a pull request whose commit slows the
+    kernel down, without and then with a Gpuperf-Accept trailer, compared with HEAD~1."""
+    gp.monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    gp.test_file(PLAIN)
+    commit_all(gp)
+    gp.write_kernel(0.5)  # streams at 50% instead of the model's 71.85%: a real slowdown
+    git = ["git", "-c", "user.name=docs", "-c", "user.email=docs@example.com"]
+    subprocess.run([*git, "commit", "-qam", "slower vadd"], cwd=gp.path, check=True)
+    failed = gp.run("--gpuperf", "--gpuperf-compare=HEAD~1", "--gpuperf-budget=1")
+    failed.assert_outcomes(failed=1)
+    out = failed.stdout.str()
+    shown = excerpt(out, "vector_add: A/B regressed") + "  ...\n" + excerpt(out, "  accept:")
+    check_sample("accept-failure", shown)
+
+    message = (
+        "slower vadd\n\nGpuperf-Accept: test_perf.py::test_add fused epilogue, -5% here, +12% "
+        "end to end"
+    )
+    subprocess.run([*git, "commit", "-q", "--amend", "-m", message], cwd=gp.path, check=True)
+    accepted = gp.run("--gpuperf", "--gpuperf-compare=HEAD~1", "--gpuperf-budget=1")
+    accepted.assert_outcomes(passed=1)
+    out = accepted.stdout.str()
+    shown = excerpt(out, "  test_perf.py::test_add", "1 measurement in 1 test")
+    check_sample("accept-passed", shown)
