@@ -60,8 +60,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf",
         "gpuperf",
-        "measure and gate every gpu_bench call. Default: off (smoke mode: one launch each, "
-        "output checked, nothing timed).",
+        "measure and gate every gpu_bench call. Default: off (smoke: one launch each).",
         ini="gpuperf",
         is_flag=True,
     ),
@@ -75,16 +74,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-save",
         "gpuperf_save",
-        "record baselines in <baseline-dir>/<device>.toml (<device>-sim.toml when "
-        "simulated); implies --gpuperf. Command line only.",
+        "record <baseline-dir>/<device>.toml (<device>-sim.toml when simulated); implies "
+        "--gpuperf.",
         ini=None,
         is_flag=True,
     ),
     OptionSpec(
         "--gpuperf-backend",
         "gpuperf_backend",
-        "backends to try, in order: hip, cuda, sim (the SIMULATED device; 'hip,cuda,sim' "
-        "falls back to it). Default: hip,cuda.",
+        "backends to try, in order: hip, cuda, sim (SIMULATED). Default: hip,cuda.",
         ini="gpuperf_backend",
         metavar="LIST",
     ),
@@ -107,7 +105,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-gpu",
         "gpuperf_gpu",
-        "GPU index. Default: 0; xdist worker k: GPU k mod the count.",
+        "GPU index. Default: 0 (xdist: worker k mod GPUs).",
         ini="gpuperf_gpu",
         metavar="INDEX",
         ini_type="int",
@@ -124,7 +122,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-refuse-degraded",
         "gpuperf_refuse_degraded",
-        "do not measure on a degraded GPU. Default: measured, and marked.",
+        "do not measure on a degraded GPU. Default: marked.",
         ini="gpuperf_refuse_degraded",
         is_flag=True,
     ),
