@@ -89,8 +89,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-require",
         "gpuperf_require",
-        "gpu, hip or cuda: without such a GPU the run fails before its first test (never "
-        "skips, never simulates). Default: not required.",
+        "gpu, hip or cuda: without it the run fails before any test (no skip, no sim). "
+        "Default: not required.",
         ini="gpuperf_require",
         metavar="KIND",
     ),
@@ -113,8 +113,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-gpu-margin",
         "gpuperf_gpu_margin",
-        "xdist over several GPUs: a GPU this fraction below its peers' probe bandwidth is "
-        f"marked degraded; 0: no probe. Default: {DEFAULT_GPU_MARGIN}.",
+        "xdist over GPUs: one this fraction below its peers' probe is degraded; 0: no "
+        f"probe. Default: {DEFAULT_GPU_MARGIN}.",
         ini="gpuperf_gpu_margin",
         metavar="FRACTION",
         ini_type="float",
@@ -129,7 +129,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-sim-gpus",
         "gpuperf_sim_gpus",
-        "simulated GPUs: a count, or their relative speeds (1,1,0.95). Default: 1.",
+        "simulated GPUs: N, or speeds (1,1,0.95). Default: 1.",
         ini="gpuperf_sim_gpus",
         metavar="SPEEDS",
     ),
@@ -208,13 +208,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-compare-buffer-sets",
         "gpuperf_compare_buffer_sets",
-        "how many sets of buffers an A/B comparison spreads its module loads over (the test's "
-        "own buffers and fresh device copies of them; load j runs on set j mod N), so the "
-        "interval also carries where the buffers landed, which a second round on fresh "
-        "buffers draws anew; at most one per load; 1 runs every pair on the test's own "
-        "buffers (docs/measurement.md, 'Buffer sets'). Default: one per load.",
+        "A/B load j runs on buffer set j mod N (1: the test's own). Default: one per load.",
         ini="gpuperf_compare_buffer_sets",
         metavar="N",
+        ini_type="int",
     ),
     OptionSpec(
         "--gpuperf-compare-force",
@@ -245,13 +242,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-shard",
         "gpuperf_shard",
-        "run shard K of N (e.g. 2/3) of the tests, one shard per CI runner: the measuring "
-        "tests are dealt out by the cost their baselines record (time x samples of the last "
-        "save, the median over an entry's saves; by count where none is recorded), the "
-        "others round-robin; every shard judges "
-        "its tests at the whole suite's false-alarm budget, and `python -m "
-        "pytest_gpuperf.merge` makes one report of the shards' JSON (docs/ci.md). "
-        "Default: off (every test runs here).",
+        "run shard K of N (e.g. 2/3), one per CI runner, dealt by the baselines' recorded "
+        "cost, judged at the whole suite's budget; `python -m pytest_gpuperf.merge` joins "
+        "the shards' JSON (docs/ci.md). Default: off.",
         ini=None,
         metavar="K/N",
     ),
@@ -288,7 +281,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-kernel-timeout",
         "gpuperf_kernel_timeout",
-        "seconds before a running kernel counts as hung. Default: 60 + 10 x the budget.",
+        "hung-kernel timeout, s. Default: 60 + 10 x budget.",
         ini="gpuperf_kernel_timeout",
         metavar="SECONDS",
         ini_type="float",
@@ -326,8 +319,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-static",
         "gpuperf_static",
-        "static gate: build each kernel for these AMD archs with clang alone (no ROCm; none: "
-        "exit 4), fail on lost occupancy, spills, scratch, VGPR/LDS growth. Default: off.",
+        "static gate for these AMD archs, clang alone (none: exit 4): fail on lost "
+        "occupancy, spills, scratch, VGPR/LDS growth. Default: off.",
         ini="gpuperf_static",
         metavar="ARCH[,ARCH]",
     ),
