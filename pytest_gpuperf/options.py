@@ -163,18 +163,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-compare",
         "gpuperf_compare",
-        "A/B: measure each kernel against its source at git REF (e.g. origin/main), "
-        "interleaved in this run. Default: off.",
+        "A/B: each kernel against its source at git REF (origin/main), in this run. Default: off.",
         ini="gpuperf_compare",
         metavar="REF",
     ),
     OptionSpec(
         "--gpuperf-head",
         "gpuperf_head",
-        "build every kernel from git revision REF's version of its source instead of the work "
-        "tree's (the test files stay the work tree's): with --gpuperf-compare it measures one "
-        "commit against another, which is how `python -m pytest_gpuperf.bisect` probes a "
-        "commit. Default: the work tree.",
+        "build the kernels from git REF, not the work tree (with --gpuperf-compare: one "
+        "commit against another, as bisect probes). Default: the work tree.",
         ini=None,
         metavar="REF",
     ),
@@ -223,7 +220,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-suite-alarm",
         "gpuperf_suite_alarm",
-        f"false-alarm budget of a whole run, shared by its tests. Default: {DEFAULT_SUITE_ALARM}.",
+        f"false-alarm budget of the whole run. Default: {DEFAULT_SUITE_ALARM}.",
         ini="gpuperf_suite_alarm",
         metavar="FRACTION",
         ini_type="float",
@@ -231,9 +228,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-accept",
         "gpuperf_accept",
-        "accept an intended slowdown of the tests matching the glob, with a reason "
-        "('test_rms.py::* fused epilogue'); repeatable; or a commit trailer "
-        "'Gpuperf-Accept: PATTERN reason' (docs/ci.md). Default: none.",
+        "accept an intended slowdown of the matching tests ('test_rms.py::* why'); "
+        "repeatable; or a 'Gpuperf-Accept: PATTERN why' commit trailer. Default: none.",
         ini="gpuperf_accept",
         metavar="PATTERN",
         ini_type="linelist",
@@ -242,9 +238,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-shard",
         "gpuperf_shard",
-        "run shard K of N (e.g. 2/3), one per CI runner, dealt by the baselines' recorded "
-        "cost, judged at the whole suite's budget; `python -m pytest_gpuperf.merge` joins "
-        "the shards' JSON (docs/ci.md). Default: off.",
+        "run shard K of N (e.g. 2/3), one per CI runner, at the whole suite's budget; "
+        "`python -m pytest_gpuperf.merge` joins their JSON. Default: off.",
         ini=None,
         metavar="K/N",
     ),
