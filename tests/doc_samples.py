@@ -7,7 +7,9 @@ A sample is a fenced block right after a marker naming its scenario:
     vector_add: A/B regressed against HEAD ...
     ```
 
-The test that owns the scenario (SCENARIOS) runs it on the simulated device (or with the
+An output only a GPU run can give (the H100 bisection in docs/ci.md) is marked
+`<!-- recorded: docs/measurements/<file>.json -->` instead, naming the committed run it came
+from. The test that owns the scenario (SCENARIOS) runs it on the simulated device (or with the
 real compilers), cuts the excerpt the docs show and calls `check_sample`: when the wording of
 the output changes, the test fails until the docs follow. One command rewrites every sample
 from real runs instead of failing:
