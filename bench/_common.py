@@ -3,7 +3,8 @@
 The scripts measure the plugin itself: `fidelity.py` (how close each timing method gets to
 the truth, and how repeatable it is), `sweep.py` (bandwidth against size) and `gate_quality.py`
 (false alarms and missed regressions of the gate, through pytest itself; its parts in gq/),
-`ab_rounds.py` (how often an A/B round's interval predicts its confirming round).
+`ab_rounds.py` (how often an A/B round's interval predicts its confirming round),
+`vs_pytest_benchmark.py` (one kernel timed by pytest-benchmark and by gpu_bench).
 They run children as separate processes, because run-to-run noise only shows up between
 processes, and print plain-text and Markdown tables. Nothing here decides anything the gate
 decides: scripts call the gate's own functions (pytest_gpuperf.gate).

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 import pytest
 
 from pytest_gpuperf import settings as options
 from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.options import OptionSpec
 from pytest_gpuperf.plugin_state import (
     EXIT_NOW,
     RESTORE_SIGTERM,
@@ -47,6 +48,18 @@ pytest_plugins = (
 )
 
 
+# pytest 8.4 added the int and float ini types; before it numbers are read as strings
+# (and parsed by the plugin, as they are from the command line).
+_NUMERIC_INI = pytest.version_tuple >= (8, 4)
+
+
+def _ini_type(spec: OptionSpec) -> Any:  # pytest's own type alias is private
+    if spec.is_flag:
+        return "bool"
+    numeric = spec.ini_type in ("int", "float")
+    return "string" if numeric and not _NUMERIC_INI else spec.ini_type
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpuperf", "GPU kernel performance (pytest-gpuperf)")
     for spec in options.OPTIONS:
@@ -68,16 +81,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             group.addoption(
                 spec.flag, dest=spec.dest, metavar=spec.metavar, default=None, help=argparse_help
             )
-        if spec.ini:
-            ini_type: Literal["bool", "string", "linelist"] = (
-                "bool" if spec.is_flag else "linelist" if spec.repeatable else "string"
-            )
-            parser.addini(
-                spec.ini,
-                help=f"ini equivalent of {spec.flag}: {spec.help}",
-                type=ini_type,
-                default=None,
-            )
+        if spec.ini:  # one line in --help: the option says what it does
+            parser.addini(spec.ini, help=spec.flag, type=_ini_type(spec), default=None)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's, which reads the option below
@@ -85,8 +90,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"min_bw(fraction): {options.MIN_BW_HELP}")
     config.addinivalue_line("markers", f"gpuperf(**settings): {options.GPUPERF_HELP}")
     cli = {spec.dest: config.getoption(spec.dest) for spec in options.OPTIONS}
-    ini = {spec.ini: config.getini(spec.ini) for spec in options.OPTIONS if spec.ini}
     try:
+        ini = {spec.ini: _getini(config, spec.ini) for spec in options.OPTIONS if spec.ini}
         built = options.build_settings(
             cli,
             ini,
@@ -126,6 +131,16 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gpuperf.static_plugin import PLUGIN_NAME, StaticPlugin
 
         config.pluginmanager.register(StaticPlugin(state), PLUGIN_NAME)
+
+
+def _getini(config: pytest.Config, key: str) -> object:
+    """pytest converts typed ini values itself; a value it cannot convert (gpuperf_budget =
+    fast) is a usage error naming the key, not a traceback."""
+    try:
+        return config.getini(key)
+    except (TypeError, ValueError, pytest.UsageError) as problem:  # 9.x: a UsageError
+        spec = next(s for s in options.OPTIONS if s.ini == key)
+        raise ConfigError(f"{key} (ini): expected {_ini_type(spec)} ({problem})") from None
 
 
 def _quiet_pytest_benchmark(config: pytest.Config, settings: options.Settings) -> None:

@@ -79,11 +79,13 @@ def _pytest_reports(config: pytest.Config) -> list[tuple[str, Path]]:
 
 
 def _share_sim_seed(config: pytest.Config, state: PluginState) -> None:
-    """Several simulated GPUs are one simulated machine: the probe and every worker draw from
-    one seed (workers inherit the controller's environment), else each process would model
-    its own machine. Restored when the session ends (in-process runs share os.environ)."""
+    """A run on the simulated device is one simulated machine, whatever the number of
+    workers: the probe and every worker draw from the controller's seed (workers inherit its
+    environment), so the run prints one seed and GPUPERF_SIM_SEED=<it> with the same -n
+    reproduces it; else each worker would model its own machine and print its own seed.
+    Restored when the session ends (in-process runs share os.environ)."""
     settings = state.settings
-    if "sim" not in settings.allowed_backends or len(settings.sim_gpu_speeds) < 2:
+    if "sim" not in settings.allowed_backends:
         return
     from pytest_gpuperf.sim.model import SEED_ENV, resolve_seed
 
@@ -178,6 +180,41 @@ def item_settings(settings: options.Settings, item: pytest.Item) -> options.Test
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's loop, and before xdist's hands out tests
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """--gpuperf-require on a machine without the required GPU: one session-level error,
+    before any test runs, instead of the same long reason as a setup error of every test.
+    The run fails (exit 1), the summary and the report files say why."""
+    config = session.config
+    state = state_of(config)
+    settings = state.settings
+    if is_xdist_worker(config) or config.option.collectonly or not settings.require:
+        return
+    if settings.static:  # gpuperf-static: --gpuperf-require asks for the clang there
+        return
+    if is_xdist_controller(config):
+        from pytest_gpuperf.session_device import required_device_missing
+
+        missing = required_device_missing(settings)
+    elif not any(FIXTURE in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    else:
+        try:
+            state.session.device()
+            return
+        except DeviceUnavailable as unavailable:
+            missing = unavailable
+        except GpuPerfError:  # a device that is there but cannot be set up: its tests say so
+            return
+    if missing is None:
+        return
+    state.problems.append(str(missing))
+    session.shouldfail = (
+        f"gpuperf: --gpuperf-require={settings.require} found no such GPU: no test ran"
+    )
+    raise session.Failed(session.shouldfail)
+
+
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
     """Open the device as soon as some collected test needs it, so the header says which
     device runs the tests, and says SIMULATED when it is."""
@@ -191,7 +228,11 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
         return shard + state.session.device().describe()
     except DeviceUnavailable as unavailable:
         if state.settings.require:  # with or without --gpuperf: a missing GPU fails
-            return [*shard, f"gpuperf: {unavailable}; tests using {FIXTURE} will FAIL"]
+            return [
+                *shard,
+                f"gpuperf: --gpuperf-require={state.settings.require} and no usable GPU: the "
+                "run stops before its first test (why: the summary's ERROR line)",
+            ]
         return [*shard, f"gpuperf: {unavailable}; tests using {FIXTURE} will be skipped"]
     except GpuPerfError as problem:
         return [*shard, f"gpuperf: the device could not be set up: {problem}"]

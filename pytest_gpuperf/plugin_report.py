@@ -307,6 +307,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             if line not in shown:
                 shown.add(line)
                 writer.write_line(line, yellow="SIMULATED" in line or "FELL BACK" in line)
+    table = ""
     if rows:
         width = config.get_terminal_writer().fullwidth
         table = report.terminal_table(
@@ -320,12 +321,21 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         )
     if state.shard is not None:
         writer.write_line(f"gpuperf: {state.shard.describe()}")
-    if rows:
+    # The false-alarm budget and the gate's words: with -v, or when a check failed (quiet
+    # by default: a green run needs neither)
+    from pytest_gpuperf.results import FAIL
+
+    failed = [row for row in rows if row.verdict.status == FAIL]
+    if rows and (config.get_verbosity() > 0 or failed):
         from pytest_gpuperf.gate.suite import SuiteBudget
+        from pytest_gpuperf.report.glossary import glossary_lines
         from pytest_gpuperf.report.suite import suite_lines
 
         budget = SuiteBudget(state.settings.suite_alarm, max(state.suite_checks, 1))
         for line in suite_lines(rows, budget):
+            writer.write_line(f"gpuperf: {line}")
+        texts = [table, *(report.failure_text(r.measurement, r.verdict) for r in failed)]
+        for line in glossary_lines(texts):
             writer.write_line(f"gpuperf: {line}")
     from pytest_gpuperf.session import relative
 

@@ -299,7 +299,7 @@ class BenchSession:
         if self._store is None:
             from pytest_gpuperf.baseline import BaselineStore
 
-            self._store = BaselineStore(self.settings.baseline_dir)
+            self._store = BaselineStore(self.settings.baseline_dir, shown_from=self.rootdir)
         return self._store
 
     def check_baseline_files(self) -> None:

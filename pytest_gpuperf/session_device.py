@@ -99,17 +99,36 @@ def open_device(
             backend.close()
             raise
         return OpenDevice(backend, match, lock, tuple(attempts))
+    raise DeviceUnavailable(attempts, hint=_missing_hint(settings))
+
+
+def _missing_hint(settings: Settings) -> str:
     if settings.require:
         wanted = "a real GPU" if settings.require == "gpu" else f"a {settings.require} GPU"
-        hint = (
+        return (
             f"--gpuperf-require={settings.require} needs {wanted}: this run fails rather than "
             "skipping or measuring the simulated device"
         )
-    elif "sim" not in backends:
-        hint = "Add sim to --gpuperf-backend (e.g. hip,cuda,sim) to run on the simulated device"
-    else:
-        hint = ""
-    raise DeviceUnavailable(attempts, hint=hint)
+    if "sim" not in settings.allowed_backends:
+        return "Add sim to --gpuperf-backend (e.g. hip,cuda,sim) to run on the simulated device"
+    return ""
+
+
+def required_device_missing(settings: Settings) -> DeviceUnavailable | None:
+    """What --gpuperf-require's check at the start of a run finds: None when some allowed
+    backend shows a GPU, else the error a test would get. It counts devices without opening
+    one (an xdist controller must not hold a GPU its workers measure on)."""
+    attempts: list[Attempt] = []
+    for name in settings.allowed_backends:
+        try:
+            if device_count(name, **backend_options(settings, name)) > 0:
+                return None
+            attempts.append(Attempt(name, "no device"))
+        except DeviceUnavailable as unavailable:
+            attempts.extend(unavailable.attempts or (Attempt(name, str(unavailable)),))
+        except ImportError as missing:
+            attempts.append(Attempt(name, f"backend module did not import ({missing})"))
+    return DeviceUnavailable(attempts, hint=_missing_hint(settings))
 
 
 def backend_options(settings: Settings, name: str) -> dict[str, Any]:

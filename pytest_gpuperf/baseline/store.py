@@ -67,10 +67,18 @@ class BaselineStore:
     """The baseline directory. Loads are cached per file and revalidated when it changes."""
 
     def __init__(
-        self, directory: str | os.PathLike[str], *, lock_timeout_s: float = LOCK_TIMEOUT_S
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        lock_timeout_s: float = LOCK_TIMEOUT_S,
+        shown_from: Path | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.lock_timeout_s = lock_timeout_s
+        # The entries the gate sees name their file relative to this (the rootdir): a failure
+        # text or a pull-request comment shows baselines/h100-sxm.toml, not the runner's
+        # checkout path
+        self.shown_from = shown_from
         self._cache: StatCache[BaselineFile] = StatCache()
         self._pools: dict[Path, tuple[BaselineFile, FilePool]] = {}
 
@@ -152,7 +160,10 @@ class BaselineStore:
         if entry is None:
             return None
         pooled = self.pool(loaded).for_entry(entry.key, entry.cache, entry.time_s)
-        return entry.to_ref(self.path_for(device_key), device_key, pooled, board=board)
+        path = self.path_for(device_key)
+        if self.shown_from is not None and path.is_relative_to(self.shown_from):
+            path = path.relative_to(self.shown_from)
+        return entry.to_ref(path, device_key, pooled, board=board)
 
     def pool(self, loaded: BaselineFile) -> FilePool:
         """The file's poolable histories, summarised once per loaded version of the file."""

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pytest_gpuperf.report.cells import COLUMNS, HEADERS, LEFT_ALIGNED, cells
-from pytest_gpuperf.report.devices import device_lines
+from pytest_gpuperf.report.devices import device_lines, gpu_lines
 from pytest_gpuperf.report.explain import failure_text
 from pytest_gpuperf.report.text import (
     SIMULATED_BANNER,
@@ -32,8 +32,17 @@ def markdown(
     """A GitHub-flavoured summary: device, counts, the table, the notes once each, then every
     failure and marginal result with its full message."""
     out = [COMMENT_MARKER, "### pytest-gpuperf", ""]
-    for line in device_lines(rows, meta):
-        out.append(f"> **{line}**" if line == SIMULATED_BANNER else f"Device: {md_escape(line)}  ")
+    # One `Device:` line (the models measured on), then a line per GPU used
+    lines = device_lines(rows, meta)
+    gpus = set(gpu_lines(rows, meta))
+    models = [line for line in lines if line not in gpus and line != SIMULATED_BANNER]
+    if models:
+        out.append(f"Device: {md_escape('; '.join(models))}  ")
+    for line in lines:
+        if line in gpus:
+            out.append(f"{md_escape(line)}  ")
+        elif line == SIMULATED_BANNER:
+            out.append(f"> **{line}**")
     if meta is not None and meta.compare_ref:
         out.append(f"A/B against `{meta.compare_ref}` ({meta.compare_commit[:12]})  ")
     out += ["", f"**{summary_line(rows)}**", ""]

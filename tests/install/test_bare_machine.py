@@ -22,6 +22,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))  # tests/doc_samples.py
+from doc_samples import check_sample  # noqa: E402
+
 TOOLCHAIN_MODULES = (
     "tests/compile",
     "tests/gpu",
@@ -88,6 +91,13 @@ def bare_environ(tmp_path: Path) -> dict[str, str]:
     return environ
 
 
+def _counts_and_reasons_elided(text: str) -> str:
+    """The counts grow with the suite, and the GPU's reason holds a machine's driver words."""
+    text = re.sub(r"^ +\d+ ", "    N ", text, flags=re.M)
+    text = re.sub(r"(needs a GPU through the cuda backend: ).*", r"\1...", text)
+    return "\n".join(sorted(line for line in text.splitlines() if line.strip()))  # by count
+
+
 def run_pytest(environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *TOOLCHAIN_MODULES]
     return subprocess.run(
@@ -119,6 +129,10 @@ def test_the_toolchain_modules_skip_cleanly_and_fail_under_the_ci_variable(bare_
             lines,
         )
     assert "CI sets GPUPERF_REQUIRE_TOOLCHAINS=1" in bare.stdout
+    section = bare.stdout.split("skipped, by reason", 1)[0].rsplit("\n", 1)[1]
+    section += "skipped, by reason" + bare.stdout.split("skipped, by reason", 1)[1]
+    shown = "\n".join(line for line in section.split("\n=", 1)[0].splitlines() if line)
+    check_sample("skip-summary", shown, _counts_and_reasons_elided)  # docs/ci.md
 
     required = run_pytest({**bare_environ, "GPUPERF_REQUIRE_TOOLCHAINS": "1"})
     assert required.returncode == 1, required.stdout[-4000:]

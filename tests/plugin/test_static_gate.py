@@ -22,6 +22,9 @@ from pytest_gpuperf.runtime.compile import KERNELS_DIR
 from pytest_gpuperf.static import compile_static, find_clang, kernel_asm, kernel_names
 from pytest_gpuperf.static.store import StaticStore
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/doc_samples.py
+from doc_samples import check_sample, excerpt
+
 REPO = Path(__file__).resolve().parents[2]
 STATIC = "--gpuperf-static=gfx942"
 
@@ -162,6 +165,24 @@ def test_the_perf_suite_gets_a_table_of_every_kernel_matching_llvm(kernel_cache,
         assert "14 kernel entries in 17 tests: 14 unchanged" in out
         assert "**No kernel's gfx942 code changed against the stored facts** (14 checked)." in text
     assert "| `vector_add_bypass` | kernels/vector_add.hip | 256 | 8 |" in text
+    if same_toolchain:  # docs/static-gate.md shows this table, some rows elided
+        check_sample("static-table", static_table_excerpt(out), _clang_elided)
+
+
+def static_table_excerpt(out: str) -> str:
+    """The static gate's section as docs/static-gate.md shows it: the header, four rows, the
+    count."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if "gpuperf static gate (gfx942)" in line)
+    shown = lines[start : start + 3]
+    rows = ("dot ", "rmsnorm ", "vector_add ", "vector_add_bypass ")
+    shown += [line for line in lines[start + 3 :] if line.startswith(rows)]
+    shown += ["...", next(line for line in lines[start:] if "kernel entries in" in line)]
+    return "\n".join(shown) + "\n"
+
+
+def _clang_elided(text: str) -> str:
+    return re.sub(r"clang \d+\.\d+\.\d+ \(\S+\)", "clang X.Y.Z (PATH)", text)
 
 
 # -- the gate on an edited kernel ---------------------------------------------------------------
@@ -192,6 +213,10 @@ def test_a_register_hungry_edit_fails_with_occupancy_before_and_after(sgp):
     )
     assert re.search(r"vector_add\s+vadd\.hip\s+256\s+\d+ .*FAILED", out)  # the table
     assert "1 kernel entry in 1 tests: 1 failed" in out
+    check_sample(  # docs/static-gate.md
+        "static-failure",
+        excerpt(out, "gpuperf static gate: test_perf.py::test_add", "if this is intended"),
+    )
     # Recording the edit, as the message says, makes it the new reference.
     sgp.run(STATIC, "--gpuperf-save", "test_perf.py::test_add").assert_outcomes(passed=1)
     again = sgp.run(STATIC)
