@@ -161,6 +161,8 @@ def run_pytest(
     ]  # fmt: skip
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
     environment = {**os.environ, **env, "PYTHONPATH": path}
+    if plugin:  # named with -p: an installed entry point must not register it a second time
+        environment["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     select = env.get("SCENARIO_SELECT", "")
     if select:
         command += ["-k", select]
@@ -212,8 +214,16 @@ def _relative_ci(m: Mapping[str, Any]) -> float:
 
 
 def scenario(options: argparse.Namespace) -> dict[str, Any]:
-    started = time.monotonic()
+    """The whole scenario in a scratch folder that is removed however it ends."""
     root = Path(tempfile.mkdtemp(prefix="stored-scenario-"))
+    try:
+        return _scenario(options, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _scenario(options: argparse.Namespace, root: Path) -> dict[str, Any]:
+    started = time.monotonic()
     project = root / "project"
     sizes = dict(SIZES) if options.backend != "sim" else {k: v // 16 for k, v in SIZES.items()}
     write_project(project, sizes)
@@ -235,6 +245,8 @@ def scenario(options: argparse.Namespace) -> dict[str, Any]:
             {"GPUPERF_SIM_SEED": str(number), "SCENARIO_SELECT": options.select},
         )  # fmt: skip
         runs.append({"kind": "save", "number": number, **run})
+        if "error" in run:  # nothing to judge against: say why instead of a missing file
+            raise SystemExit(f"stored_scenario: save {number} made no report:\n{run['error']}")
         if number in SNAPSHOTS:
             target = snapshots / str(number)
             target.mkdir()
@@ -286,7 +298,6 @@ def scenario(options: argparse.Namespace) -> dict[str, Any]:
     if options.perf_suite and not over():
         document["perf_suite"] = perf_suite(options, root / "perf.json")
     document["wall_s"] = time.monotonic() - started
-    shutil.rmtree(root, ignore_errors=True)
     return document
 
 
