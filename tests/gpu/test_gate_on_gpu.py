@@ -66,6 +66,7 @@ def _run(pytester, monkeypatch, *options, slowdown=0.0):
 @pytest.mark.gpu
 def test_save_pass_then_fail_on_a_real_slowdown(pytester, monkeypatch, cuda_backend, capsys):
     """cuda_backend: skips, saying why, where there is no CUDA GPU."""
+    pytest.importorskip("tomli_w", reason="needs tomli_w: saving writes TOML")
     saved, _ = _run(pytester, monkeypatch, "--gpuperf-save")
     assert saved.ret == 0, saved.stdout.str()
     baseline_files = sorted(p.name for p in (pytester.path / "baselines").glob("*.toml"))
