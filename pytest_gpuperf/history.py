@@ -22,13 +22,11 @@ from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
 from pytest_gpuperf.baseline.file_read import read_store_text
 from pytest_gpuperf.baseline.model import BOARD_UNSEEN
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.gate.drift import detect_drift
+from pytest_gpuperf.gate.drift import drift_of
 from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.gate.policy import (
     DEFAULT_TOLERANCE,
     FALSE_ALARM_RATE,
-    Z_95,
-    between_board_spread,
 )
 from pytest_gpuperf.report.explain import band_text, board_level_text
 from pytest_gpuperf.report.text import drift_text
@@ -92,23 +90,12 @@ def entry_history(
             false_alarm_rate=false_alarm_rate,
             simulated_board_spread=DEFAULT_GPU_SPREAD,
         )
-    drift = None
-    if ref.trail:
-        current = TrailPoint(
-            ref.efficiency, ref.run_spread, ref.saves, ref.commit, ref.when, ref.latest_board
-        )
-        between = (
-            DEFAULT_GPU_SPREAD
-            if ref.backend == "sim"
-            else between_board_spread(ref.backend, ref.time_s, ref.cache)
-        )
-        drift = detect_drift(
-            ref.trail,
-            current,
-            tolerance=tolerance,
-            false_alarm_rate=false_alarm_rate,
-            between_sigma=between / Z_95,
-        )
+    drift = drift_of(
+        ref,
+        tolerance=tolerance,
+        false_alarm_rate=false_alarm_rate,
+        simulated_board_spread=DEFAULT_GPU_SPREAD,
+    )
     points = [
         Point(s.when, s.efficiency, *s.efficiency_ci, kind="save", label=s.commit[:12])
         for s in entry.saves

@@ -23,8 +23,36 @@ import math
 from collections.abc import Sequence
 
 from pytest_gpuperf.gate.noise import centre_factor
-from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE, Z_95
-from pytest_gpuperf.results import Drift, TrailPoint
+from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE, Z_95, between_board_spread
+from pytest_gpuperf.results import BaselineRef, Drift, TrailPoint
+
+
+def drift_of(
+    ref: BaselineRef,
+    *,
+    tolerance: float,
+    false_alarm_rate: float = FALSE_ALARM_RATE,
+    simulated_board_spread: float = 0.0,
+) -> Drift | None:
+    """The drift of a stored entry down from the baselines it replaced, or None: the one
+    computation the gate (gate/stored.py) and the history CLI share. Levels saved on other
+    boards differ by the between-board spread too (the simulated device's own figure there)."""
+    if not ref.trail:
+        return None
+    current = TrailPoint(
+        ref.efficiency, ref.run_spread, ref.saves, ref.commit, ref.when, ref.latest_board
+    )
+    if ref.backend == "sim":
+        between = simulated_board_spread
+    else:
+        between = between_board_spread(ref.backend, ref.time_s, ref.cache)
+    return detect_drift(
+        ref.trail,
+        current,
+        tolerance=tolerance,
+        false_alarm_rate=false_alarm_rate,
+        between_sigma=between / Z_95,
+    )
 
 
 def detect_drift(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_gpuperf.gate.drift import detect_drift
+from pytest_gpuperf.gate.drift import drift_of
 from pytest_gpuperf.gate.noise import stored_band
-from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE, Z_95, between_board_spread
+from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE
 from pytest_gpuperf.results import (
     IMPROVED,
     NO_BASELINE,
@@ -16,7 +16,6 @@ from pytest_gpuperf.results import (
     BaselineCheck,
     BaselineRef,
     Measurement,
-    TrailPoint,
 )
 
 
@@ -78,25 +77,12 @@ def check_baseline(
     else:
         outcome = WITHIN_NOISE
     drift = None
-    if baseline.trail and baseline.source == "measured":
-        current = TrailPoint(
-            baseline.efficiency,
-            baseline.run_spread,
-            baseline.saves,
-            baseline.commit,
-            baseline.when,
-            baseline.latest_board,
-        )
-        if baseline.backend == "sim":
-            between = simulated_board_spread
-        else:
-            between = between_board_spread(baseline.backend, baseline.time_s, baseline.cache)
-        drift = detect_drift(
-            baseline.trail,
-            current,
+    if baseline.source == "measured":
+        drift = drift_of(
+            baseline,
             tolerance=tolerance,
             false_alarm_rate=false_alarm_rate,
-            between_sigma=between / Z_95,
+            simulated_board_spread=simulated_board_spread,
         )
     return BaselineCheck(
         outcome=outcome,
