@@ -102,11 +102,11 @@ def kernel_file(directory: Path, permille: int, simulated: bool) -> Path:
 
 def worker(backend_name: str, permilles: dict[str, int], seed: int, budget_s: float) -> None:
     """Every arm in a random order, both rounds each; one JSON line per comparison."""
-    from pytest_gpuperf.api import open_device
+    from pytest_gpuperf.engine.measure import MeasureSettings, measure_pair
+    from pytest_gpuperf.engine.results import AB_REGRESSED
     from pytest_gpuperf.gate.ab import check_comparison, decided
     from pytest_gpuperf.gate.confirm import confirm_comparison
-    from pytest_gpuperf.measure import MeasureSettings, measure_pair
-    from pytest_gpuperf.results import AB_REGRESSED
+    from pytest_gpuperf.session.api import open_device
 
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as scratch, open_device(backend_name) as device:
@@ -233,7 +233,7 @@ def calibrate(backend_name: str, budget_s: float) -> dict[str, Any]:
 
 
 def calibrate_child(backend_name: str, budget_s: float) -> None:
-    from pytest_gpuperf.api import open_device
+    from pytest_gpuperf.session.api import open_device
 
     with tempfile.TemporaryDirectory() as scratch, open_device(backend_name) as device:
         simulated = device.simulated

@@ -4,7 +4,7 @@ For vector add, copy and triad at working sets from 4 KB to 2 GB, every method m
 same operation once per process, in >= 8 separate processes (run-to-run noise only shows up
 between processes):
 
-- engine cold / hot / rotate: pytest_gpuperf.measure.measure_kernel on the .hip kernels
+- engine cold / hot / rotate: pytest_gpuperf.engine.measure.measure_kernel on the .hip kernels
   (hot replays graphs on backends that have them; "engine hot (stream launches)" is the same
   without, and "graph replay (same kernel)" is do_bench_cudagraph's method on the .hip kernel);
 - events (single launch): an event pair around one launch on an idle queue, synchronising
@@ -90,8 +90,8 @@ def _expected(op: Op, inputs: list[np.ndarray]) -> np.ndarray:
 
 def engine_child(backend_name: str, ops: list[str], sizes: list[int]) -> None:
     from pytest_gpuperf import open_device
+    from pytest_gpuperf.engine.measure import MeasureSettings, measure_kernel
     from pytest_gpuperf.errors import ConfigError
-    from pytest_gpuperf.measure import MeasureSettings, measure_kernel
 
     opened = open_device(backend_name)
     if opened.warning:
@@ -244,13 +244,13 @@ def triton_child(ops: list[str], sizes: list[int], with_engine: bool) -> None:
     if with_engine:
         try:
             from pytest_gpuperf import open_device
-            from pytest_gpuperf.measure import MeasureSettings, measure_callable
+            from pytest_gpuperf.engine.measure import MeasureSettings, measure_callable
 
             opened = open_device("cuda")
             engine = (opened.backend, opened.spec, MeasureSettings, measure_callable)
         except Exception as error:  # the engine rows are then missing, the rest still runs
             print(f"engine on Triton kernels unavailable: {error}", file=sys.stderr)
-    from pytest_gpuperf.devices import get_device
+    from pytest_gpuperf.runtime.devices import get_device
 
     peak_bps = engine[1].peak_bps if engine else get_device("h100-sxm").peak_bps
     kernels = {"vector_add": add_kernel, "copy": copy_kernel, "triad": triad_kernel}

@@ -17,9 +17,9 @@ import statistics
 import time
 from typing import Any
 
-from pytest_gpuperf import gpu_probe
-from pytest_gpuperf.options import DEFAULT_GPU_MARGIN
-from pytest_gpuperf.sim import device as sim
+from pytest_gpuperf.config.options import DEFAULT_GPU_MARGIN
+from pytest_gpuperf.session import gpu_probe
+from pytest_gpuperf.simulate import device as sim
 
 
 def probe(seed: int, speeds: tuple[float, ...], device: str, margin: float) -> Any:

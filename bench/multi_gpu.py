@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 COUNT = (
     "import sys\n"
-    "from pytest_gpuperf import session_device\n"
+    "from pytest_gpuperf.session import device as session_device\n"
     "try:\n"
     "    print(session_device.device_count(sys.argv[1]))\n"
     "except Exception as problem:\n"
@@ -133,7 +133,7 @@ def analyse(result: dict) -> dict:
     return summary
 
 
-HOST_WORK_FILES = ("pytest_gpuperf/catalog.py", "tests/perf/conftest.py")
+HOST_WORK_FILES = ("pytest_gpuperf/session/catalog.py", "tests/perf/conftest.py")
 
 
 def before_tree(ref: str, into: Path) -> Path | None:

@@ -75,7 +75,7 @@ class Saved:
 def measurement(kernel: str, run: Saved, bytes_moved: int, backend: str = "cuda") -> Any:
     """`run` as the engine reports it; the declared bytes stay the kernel's own from save to
     save (other bytes would restart its history), so its time follows from the efficiency."""
-    from pytest_gpuperf.results import Measurement
+    from pytest_gpuperf.engine.results import Measurement
 
     time_s = bytes_moved / (run.efficiency * PEAK_BPS)
     return Measurement(

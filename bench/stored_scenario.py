@@ -378,7 +378,7 @@ def analyse(document: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _as_measurement(x: Mapping[str, Any], entry: Any) -> Any:
-    from pytest_gpuperf.results import GpuIdentity, Measurement
+    from pytest_gpuperf.engine.results import GpuIdentity, Measurement
 
     peak_bps = entry.bandwidth_bps / entry.efficiency
     time_s = entry.bytes_moved / (x["efficiency"] * peak_bps)

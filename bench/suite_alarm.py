@@ -47,12 +47,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf.engine.measure import DEFAULT_PAIR_LOADS
+from pytest_gpuperf.engine.results import AB_REGRESSED
 from pytest_gpuperf.gate.ab import ab_state, check_comparison
 from pytest_gpuperf.gate.confirm import confirm_comparison
 from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_THRESHOLD
 from pytest_gpuperf.gate.suite import DEFAULT_SUITE_ALARM, SuiteBudget, interval_confidence
-from pytest_gpuperf.measure import DEFAULT_PAIR_LOADS
-from pytest_gpuperf.results import AB_REGRESSED
 
 SUITE_TESTS = 100
 KERNEL_ELEMENTS = 8 << 20  # a vector add of 96 MiB: ~25 us on the simulated MI300X
@@ -168,7 +168,7 @@ def _variant(directory: Path, name: str, salt: int) -> Path:
 
 def sim_round(job: Mapping[str, Any], seed: int, confidence: float) -> Any:
     from pytest_gpuperf import open_device
-    from pytest_gpuperf.measure import MeasureSettings, measure_pair
+    from pytest_gpuperf.engine.measure import MeasureSettings, measure_pair
 
     with open_device(
         "sim",

@@ -141,8 +141,8 @@ def run_sweep(
 ) -> SweepResult:
     """Measure every (size, kernel, cache mode), smallest size first, until the wall budget
     is spent; what is left is listed in `skipped` rather than silently dropped."""
+    from pytest_gpuperf.engine.measure import MeasureSettings, measure_kernel
     from pytest_gpuperf.errors import GpuPerfError
-    from pytest_gpuperf.measure import MeasureSettings, measure_kernel
     from pytest_gpuperf.runtime.compile import KERNELS_DIR
 
     compiled = {
@@ -445,8 +445,8 @@ def plot(result: SweepResult, path: Path) -> None:
 
 def open_device(backend_name: str, device_key: str | None, seed: int | None) -> tuple[Any, Any]:
     """The backend and the spec to measure against (the table's, or the --device override)."""
-    from pytest_gpuperf.devices import match_device
     from pytest_gpuperf.runtime import open_backend
+    from pytest_gpuperf.runtime.devices import match_device
 
     options: dict[str, Any] = {}
     if backend_name == "sim":

@@ -7,7 +7,7 @@ median of its rounds; a pull request compares the head process's median with the
 process's and fails above a threshold (`--benchmark-compare-fail=median:T%`, scored here for
 T = 1% and 3%). gpu_bench's way: `pytest --gpuperf --gpuperf-compare=<base>`, head and base
 interleaved in one process (the gate's own verdict: the test fails only on a confirmed
-regression). The kernel's own time comes from the library (`pytest_gpuperf.api`), event
+regression). The kernel's own time comes from the library (`pytest_gpuperf.session.api`), event
 timing of back-to-back launches with the queue kept ahead of the host (hot caches, as
 pytest-benchmark's rounds find them) and of cold launches (as gpu_bench measures).
 
@@ -200,7 +200,7 @@ def run_process(
 OWN_TIME_CHILD = """
 import json, sys
 import numpy as np
-from pytest_gpuperf.api import open_device
+from pytest_gpuperf.session.api import open_device
 sys.path.insert(0, {bench!r})
 from gq.kernels import BLOCK, KERNEL
 sizes, extra, project, backend = {sizes!r}, {extra!r}, {project!r}, {backend!r}
@@ -374,7 +374,7 @@ def device_name(backend: str) -> str:
     if backend == "sim":
         return "the SIMULATED MI300X"
     done = subprocess.run(
-        [sys.executable, "-c", f"from pytest_gpuperf.api import open_device as o; "
+        [sys.executable, "-c", f"from pytest_gpuperf.session.api import open_device as o; "
          f"d = o({backend!r}); print(d.info.name); d.close()"],
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True,
     )  # fmt: skip

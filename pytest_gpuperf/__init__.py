@@ -27,27 +27,27 @@ from pytest_gpuperf.errors import (
 __version__ = "0.2.0"
 
 _LAZY = {
-    "open_device": "pytest_gpuperf.api",
-    "Device": "pytest_gpuperf.api",
-    "Measurement": "pytest_gpuperf.results",
-    "PairedComparison": "pytest_gpuperf.results",
-    "MeasureSettings": "pytest_gpuperf.measure",
-    "measure_kernel": "pytest_gpuperf.measure",
-    "measure_callable": "pytest_gpuperf.measure",
-    "measure_pair": "pytest_gpuperf.measure",
-    "DeviceSpec": "pytest_gpuperf.devices",
+    "open_device": "pytest_gpuperf.session.api",
+    "Device": "pytest_gpuperf.session.api",
+    "Measurement": "pytest_gpuperf.engine.results",
+    "PairedComparison": "pytest_gpuperf.engine.results",
+    "MeasureSettings": "pytest_gpuperf.engine.measure",
+    "measure_kernel": "pytest_gpuperf.engine.measure",
+    "measure_callable": "pytest_gpuperf.engine.measure",
+    "measure_pair": "pytest_gpuperf.engine.measure",
+    "DeviceSpec": "pytest_gpuperf.runtime.devices",
 }
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.api import Device, open_device
-    from pytest_gpuperf.devices import DeviceSpec
-    from pytest_gpuperf.measure import (
+    from pytest_gpuperf.engine.measure import (
         MeasureSettings,
         measure_callable,
         measure_kernel,
         measure_pair,
     )
-    from pytest_gpuperf.results import Measurement, PairedComparison
+    from pytest_gpuperf.engine.results import Measurement, PairedComparison
+    from pytest_gpuperf.runtime.devices import DeviceSpec
+    from pytest_gpuperf.session.api import Device, open_device
 
 
 def __getattr__(name: str) -> Any:

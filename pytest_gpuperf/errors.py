@@ -1,14 +1,21 @@
-"""The exceptions pytest-gpuperf raises for its users.
+"""The exceptions pytest-gpuperf raises for its users, and the stop a SIGTERM raises.
 
 One base class so callers can catch everything we raise; each subclass carries the
 facts a message must name (kernel, file:line, device, what was tried) and the way out.
+A stop (Ctrl-C, or SIGTERM raised as Ctrl-C: `stop_on_sigterm`) is a KeyboardInterrupt, not
+one of ours; `stop_words` names which one it was for every message that reports it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
-from collections.abc import Sequence
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from types import FrameType
 
 
 class GpuPerfError(Exception):
@@ -120,8 +127,6 @@ class SaveInterrupted(KeyboardInterrupt):
         self.path = path
         self.phase = phase  # "waiting for its lock" | "writing it"
         self.saved = saved
-        from pytest_gpuperf.stopping import stop_words
-
         super().__init__(f"{path}: interrupted ({stop_words()}) while {phase}")
 
 
@@ -144,3 +149,63 @@ def os_error_remedy(error: OSError, *, elsewhere: str) -> str:
     if code in (errno.EACCES, errno.EPERM):
         return f"make it writable for this user, or write elsewhere with {elsewhere}"
     return f"fix the path, or write elsewhere with {elsewhere}"
+
+
+# -- stops: SIGTERM handled as Ctrl-C ----------------------------------------------------------
+#
+# SIGTERM handled as Ctrl-C: the summary, every report, no temporary file left behind.
+#
+# A CI job that times out or is cancelled ends with SIGTERM (GitHub Actions sends SIGINT, then
+# SIGTERM; GitLab, Jenkins, `timeout` and Kubernetes send SIGTERM), whose default action kills
+# the process where it stands: no summary, no report, exit -15, and a save in progress leaves
+# its `.<file>.XXXX.tmp` for `git status` to show. Raising KeyboardInterrupt from the handler
+# makes it take the road Ctrl-C takes, which the plugin already walks to the end (pytest's
+# INTERRUPTED, exit 2): the tests stop, the saves stop and remove their temporaries, the
+# reports are written and say "interrupted (SIGTERM)".
+#
+# Installed only in the main thread of a run that measures, saves or writes reports, and never
+# over a handler someone else set (a harness with its own SIGTERM plan keeps it).
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: raised where Ctrl-C's KeyboardInterrupt would be."""
+
+
+_received: list[int] = []  # the signals this process was stopped by, in order
+
+
+def stop_on_sigterm(forward: Callable[[], Iterable[int]] = tuple) -> Callable[[], None] | None:
+    """Handle SIGTERM as Ctrl-C from now on; returns what restores the previous handler, or
+    None when nothing was installed (not the main thread, or a handler is already set).
+
+    `forward` names processes that get the signal too: a pytest-xdist controller's workers,
+    which Ctrl-C reaches through the terminal's process group but a SIGTERM sent to the
+    controller alone would not (they would finish, and save, a run that was stopped)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is not signal.SIG_DFL:
+        return None
+    _received.clear()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        _received.append(signum)
+        for pid in forward():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        raise Terminated(
+            "SIGTERM: stopped as Ctrl-C would stop it (the summary and the reports follow)"
+        )
+
+    signal.signal(signal.SIGTERM, stop)
+
+    def restore() -> None:
+        if signal.getsignal(signal.SIGTERM) is stop:
+            signal.signal(signal.SIGTERM, previous)
+
+    return restore
+
+
+def stop_words() -> str:
+    """What stopped this process, as its messages name it: 'SIGTERM' or 'Ctrl-C'."""
+    return "SIGTERM" if signal.SIGTERM in _received else "Ctrl-C"

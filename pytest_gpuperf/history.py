@@ -17,10 +17,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NoReturn
 
-from pytest_gpuperf import ranges
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
 from pytest_gpuperf.baseline.file_read import read_store_text
 from pytest_gpuperf.baseline.model import BOARD_UNSEEN
+from pytest_gpuperf.config import ranges
+from pytest_gpuperf.engine.results import BaselineRef, Drift, NoiseBand, TrailPoint
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.gate.drift import drift_of
 from pytest_gpuperf.gate.noise import stored_band
@@ -30,7 +31,6 @@ from pytest_gpuperf.gate.policy import (
 )
 from pytest_gpuperf.report.explain import band_text, board_level_text
 from pytest_gpuperf.report.text import drift_text
-from pytest_gpuperf.results import BaselineRef, Drift, NoiseBand, TrailPoint
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,9 @@ def entry_history(
     with the spread its file lends it); without it the entry stands alone. The band is the
     gate's own (gate/noise.py, `stored_band`) for a run whose own interval is narrower than the
     spread, as a run that sampled to its target is."""
-    from pytest_gpuperf.sim.model import DEFAULT_GPU_SPREAD  # the simulated boards' spread
+    from pytest_gpuperf.simulate.device_model import (
+        DEFAULT_GPU_SPREAD,  # the simulated boards' spread
+    )
 
     ref = ref or entry.to_ref("")
     band = stored_band(ref, 0.0, false_alarm_rate=false_alarm_rate)

@@ -67,7 +67,7 @@ def calibrate_child(spec: Mapping[str, Any]) -> None:
 
 def _probe_pair(device: Any, base: Any, path: Path, permille: int, args: tuple[Any, ...]) -> Any:
     """measure_pair of vector_add_more reading `permille` more bytes against `base`."""
-    from pytest_gpuperf.measure import MeasureSettings, measure_pair
+    from pytest_gpuperf.engine.measure import MeasureSettings, measure_pair
 
     path.write_text(kernel_source(permille))
     elements = args[-1]

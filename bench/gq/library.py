@@ -66,7 +66,7 @@ def sim_open_kwargs(
 
 
 def _open_sim_parameters() -> tuple[set[str], dict[str, Any]]:
-    from pytest_gpuperf.sim.device import open as open_sim
+    from pytest_gpuperf.simulate.device import open as open_sim
 
     parameters = inspect.signature(open_sim).parameters
     defaults = {k: p.default for k, p in parameters.items() if p.default is not inspect._empty}
@@ -318,7 +318,7 @@ def library_part(options: argparse.Namespace, began: float) -> dict[str, Any]:
 
 def _model_settings(model: Mapping[str, Any]) -> dict[str, Any]:
     """The simulated device's full settings for `model` (what the run really used)."""
-    from pytest_gpuperf.sim import device as sim
+    from pytest_gpuperf.simulate import device as sim
 
     backend = sim.open(0, seed=0, **model)
     try:

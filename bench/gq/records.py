@@ -108,7 +108,7 @@ HISTORY_POINTS = ("long_same", "long_slow3")
 def compact_measurement(measurement: Any) -> dict[str, Any]:
     """A measurement as plain data without its samples (a save records only their count,
     kept as `sample_count`), so a part's file stays small and a merge can judge histories."""
-    from pytest_gpuperf.plain import to_plain
+    from pytest_gpuperf.engine.plain import to_plain
 
     data = dict(to_plain(measurement))
     data["sample_count"] = len(data.pop("samples_s", ()))
@@ -118,8 +118,8 @@ def compact_measurement(measurement: Any) -> dict[str, Any]:
 def measurement_from_compact(data: Mapping[str, Any]) -> Any:
     """compact_measurement's inverse; the samples are stand-ins (time_s, as many as there
     were): only their count is read by the gate's saving code."""
-    from pytest_gpuperf.plain import from_plain
-    from pytest_gpuperf.results import Measurement
+    from pytest_gpuperf.engine.plain import from_plain
+    from pytest_gpuperf.engine.results import Measurement
 
     fields = {k: v for k, v in data.items() if k != "sample_count"}
     fields["samples_s"] = [data["time_s"]] * int(data.get("sample_count", 0))

@@ -31,7 +31,7 @@ from pytest_gpuperf.baseline.toml_check import (
     first_at,
     tomllib,
 )
-from pytest_gpuperf.results import CACHE_MODES
+from pytest_gpuperf.engine.results import CACHE_MODES
 
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)

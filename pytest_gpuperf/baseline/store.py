@@ -28,7 +28,14 @@ from pytest_gpuperf.baseline.file_read import read_store_text
 from pytest_gpuperf.baseline.model import BaselineEntry
 from pytest_gpuperf.baseline.pool import FilePool
 from pytest_gpuperf.baseline.schema import SCHEMA_VERSION, parse, render
+from pytest_gpuperf.baseline.shared_lock import (
+    LockTimeout,
+    SharedFileLock,
+    ensure_lock_dir,
+    lock_dir,
+)
 from pytest_gpuperf.baseline.toml_check import Invalid, TOMLDecodeError, toml_error_line
+from pytest_gpuperf.engine.results import BaselineRef
 from pytest_gpuperf.errors import (
     BaselineError,
     ConfigError,
@@ -37,8 +44,6 @@ from pytest_gpuperf.errors import (
     os_error_remedy,
     os_error_words,
 )
-from pytest_gpuperf.results import BaselineRef
-from pytest_gpuperf.shared_lock import LockTimeout, SharedFileLock, ensure_lock_dir, lock_dir
 
 LOCK_TIMEOUT_S = 120.0
 _DEVICE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")

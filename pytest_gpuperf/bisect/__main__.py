@@ -17,10 +17,10 @@ from pytest_gpuperf.bisect.commits import RangeError
 from pytest_gpuperf.bisect.probe import OWNED_OPTIONS, ProbeError
 from pytest_gpuperf.bisect.runner import Bisection, Plan
 from pytest_gpuperf.bisect.search import Probe
+from pytest_gpuperf.config.options import DEFAULT_BUDGET_S
+from pytest_gpuperf.config.parsing import parse_budget, parse_threshold
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_THRESHOLD
-from pytest_gpuperf.options import DEFAULT_BUDGET_S
-from pytest_gpuperf.parsing import parse_budget, parse_threshold
 
 DEFAULT_ROUNDS = 3
 DEFAULT_MAX_PROBES = 30

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf.engine.results import AB_MODELLED, AB_NO_BASE, AB_UNCHANGED, UNJUDGED
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.results import AB_MODELLED, AB_NO_BASE, AB_UNCHANGED, UNJUDGED
 
 # States of a reading, beside the A/B states (results.AB_*) the plugin reports.
 NO_BUILD = "does not build"

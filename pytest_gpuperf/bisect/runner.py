@@ -25,7 +25,7 @@ from pytest_gpuperf.bisect.probe import (
     run_probe,
 )
 from pytest_gpuperf.bisect.search import Measured, Outcome, Probe, Search
-from pytest_gpuperf.results import AB_INCONCLUSIVE, AB_REGRESSED
+from pytest_gpuperf.engine.results import AB_INCONCLUSIVE, AB_REGRESSED
 
 BUDGET_GROWTH = 4  # each further round of an undecided probe samples for 4x the budget
 

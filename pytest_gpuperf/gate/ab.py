@@ -27,14 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pytest_gpuperf.gate.policy import (
-    BASIS_USER,
-    code_spread_for,
-    compare_threshold,
-    threshold_and_basis,
-)
-from pytest_gpuperf.measure import DEFAULT_PAIR_LOADS
-from pytest_gpuperf.results import (
+from pytest_gpuperf.engine.measure import DEFAULT_PAIR_LOADS
+from pytest_gpuperf.engine.results import (
     AB_IMPROVED,
     AB_INCONCLUSIVE,
     AB_MODELLED,
@@ -49,7 +43,13 @@ from pytest_gpuperf.results import (
     ComparisonCheck,
     PairedComparison,
 )
-from pytest_gpuperf.stats import MIN_LOADS_TO_ESTIMATE
+from pytest_gpuperf.engine.stats import MIN_LOADS_TO_ESTIMATE
+from pytest_gpuperf.gate.policy import (
+    BASIS_USER,
+    code_spread_for,
+    compare_threshold,
+    threshold_and_basis,
+)
 
 
 def ab_state(ratio_ci: tuple[float, float], threshold: float) -> str:

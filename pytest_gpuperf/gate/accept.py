@@ -17,8 +17,8 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable, Sequence
 
+from pytest_gpuperf.engine.results import Acceptance
 from pytest_gpuperf.errors import ConfigError
-from pytest_gpuperf.results import Acceptance
 
 TRAILER = "Gpuperf-Accept"
 OPTION_SOURCE = "--gpuperf-accept"

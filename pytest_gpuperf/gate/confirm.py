@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pytest_gpuperf.results import (
+from pytest_gpuperf.engine.results import (
     AB_INCONCLUSIVE,
     AB_PASS,
     AB_REGRESSED,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_gpuperf.results import FAIL, MARGINAL, PASS, FloorCheck, Measurement
+from pytest_gpuperf.engine.results import FAIL, MARGINAL, PASS, FloorCheck, Measurement
 
 
 def check_floor(

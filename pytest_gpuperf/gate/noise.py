@@ -34,6 +34,7 @@ from scipy.stats import f as f_dist
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
+from pytest_gpuperf.engine.results import BaselineRef, NoiseBand
 from pytest_gpuperf.gate.policy import (
     BETWEEN_BOARD_SOURCE,
     BETWEEN_PRIOR_DF,
@@ -45,7 +46,6 @@ from pytest_gpuperf.gate.policy import (
     prior_df_for,
     prior_run_spread,
 )
-from pytest_gpuperf.results import BaselineRef, NoiseBand
 
 PRIOR, HISTORY, POOLED = "prior", "history", "pooled"
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from pytest_gpuperf.results import BeyondPeak, Measurement
+from pytest_gpuperf.engine.results import BeyondPeak, Measurement
 
 HBM_BOUND_MODES = ("cold", "rotate")
 

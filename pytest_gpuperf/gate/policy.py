@@ -53,7 +53,7 @@ DEFAULT_RUN_SPREAD = {"hip": 0.07, "cuda": 0.003, "sim": 0.07}
 # boards against the committed file: <= 0.5% at >= 129 us, <= 1.2% at 21-37 us, cold 4.5-8 us
 # -2.0% to +5.2%, the 3.4 us hot entry +0.1% and +0.5%: bench/measured/committed-*). HIP: no
 # AMD board was measured: the CUDA figure doubled stands in, stated as assumed. The simulated
-# device: its per-GPU spread setting (sim/model.py).
+# device: its per-GPU spread setting (simulate/device_model.py).
 BETWEEN_BOARD_MODEL = {
     # backend: {cache: (relative sigma, jitter sigma in s)}
     "cuda": {"cold": (0.002, 0.12e-6), "rotate": (0.002, 0.12e-6), "hot": (0.002, 0.02e-6)},
@@ -107,12 +107,6 @@ DEFAULT_TOLERANCE = 0.01
 # The smallest A/B difference (head time / base time - 1) that counts as a regression or an
 # improvement: 0.5% for long kernels on the H100, where A/A ratios stay within +-0.1%.
 DEFAULT_COMPARE_THRESHOLD = 0.005
-# An A/B pair loads each side this many times (one module per load: the same code object
-# loaded again, nothing recompiled) and spreads its pairs over the loads, so the run measures
-# what belongs to a load and not to the code (where it landed, how it meets the instruction
-# caches) instead of assuming it: 8 loads give the between-load variance 7 degrees of freedom
-# (t = 2.36 at 95%, where 4 loads would give 3.18) for a few milliseconds of module loads.
-DEFAULT_COMPARE_LOADS = 8
 # Below this kernel time the threshold grows to this much absolute time: a launch's own
 # jitter (+-20-40 ns between two kernels in one run on the H100) would otherwise decide.
 COMPARE_JITTER_S = 0.04e-6
@@ -153,7 +147,7 @@ def between_board_spread(
 # How much one code object's time may differ from another's of the same speed for the whole
 # of a run, as a +-95% range per code object, ASSUMED where the run cannot measure it: an A/B
 # pair loads each side several times and measures the drift between loads itself
-# (measure.DEFAULT_PAIR_LOADS); this applies only to a pair of fewer than
+# (engine/policy.py DEFAULT_PAIR_LOADS); this applies only to a pair of fewer than
 # stats.MIN_LOADS_TO_ESTIMATE loads per side (docs/measurement.md, "Code-object drift"): the
 # part of the run-to-run spread an A/B pair cannot cancel when head and base are different
 # code, because each was loaded once, at one place, for the run.

@@ -26,8 +26,8 @@ from pytest_gpuperf.baseline.model import (
     utc_now,
     within_spread,
 )
+from pytest_gpuperf.engine.results import FAIL, FloorCheck, Measurement, SaveAction, Verdict
 from pytest_gpuperf.gate.policy import HISTORY_LENGTH, MIN_HISTORY, TRAIL_LENGTH, Z_95
-from pytest_gpuperf.results import FAIL, FloorCheck, Measurement, SaveAction, Verdict
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_gpuperf.gate.drift import drift_of
-from pytest_gpuperf.gate.noise import stored_band
-from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE
-from pytest_gpuperf.results import (
+from pytest_gpuperf.engine.results import (
     IMPROVED,
     NO_BASELINE,
     OTHER_DEVICE,
@@ -17,6 +14,9 @@ from pytest_gpuperf.results import (
     BaselineRef,
     Measurement,
 )
+from pytest_gpuperf.gate.drift import drift_of
+from pytest_gpuperf.gate.noise import stored_band
+from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE
 
 
 def check_baseline(

@@ -46,6 +46,7 @@ _HOMES = {
 }
 
 if TYPE_CHECKING:
+    from pytest_gpuperf.engine.results import Row
     from pytest_gpuperf.report.benchmark_json import benchmark_stats, to_pytest_benchmark_json
     from pytest_gpuperf.report.explain import failure_text, not_measured_reason, one_line
     from pytest_gpuperf.report.faults import (
@@ -73,12 +74,11 @@ if TYPE_CHECKING:
         summary_line,
         verdict_label,
     )
-    from pytest_gpuperf.results import Row
 
 
 def __getattr__(name: str) -> Any:
     if name == "Row":
-        from pytest_gpuperf.results import Row
+        from pytest_gpuperf.engine.results import Row
 
         return Row
     home = _HOMES.get(name)

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_gpuperf.baseline.model import utc_now
-from pytest_gpuperf.plain import to_plain
+from pytest_gpuperf.engine.plain import to_plain
+from pytest_gpuperf.engine.results import Row
 from pytest_gpuperf.report.devices import devices
 from pytest_gpuperf.report.text import ReportMeta
-from pytest_gpuperf.results import Row
 
 # The pytest-benchmark file layout we write (its "version" field): 5.x, read by 3.1 and later.
 PYTEST_BENCHMARK_FORMAT = "5.1.0"

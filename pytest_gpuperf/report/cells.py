@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from pytest_gpuperf.engine.results import FAIL, MODELLED, OTHER_DEVICE, BaselineCheck, Row
 from pytest_gpuperf.report.text import ab_cell, format_gbps, format_time, pct, verdict_label
-from pytest_gpuperf.results import FAIL, MODELLED, OTHER_DEVICE, BaselineCheck, Row
 
 # Every column a row can have, in display order; renderers drop the empty ones.
 COLUMNS = (

@@ -6,9 +6,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_gpuperf.plain import to_plain
+from pytest_gpuperf.engine.plain import to_plain
+from pytest_gpuperf.engine.results import Row
 from pytest_gpuperf.report.text import SIMULATED_BANNER, ReportMeta
-from pytest_gpuperf.results import Row
 
 
 def devices(rows: Sequence[Row], meta: ReportMeta | None) -> list[dict[str, Any]]:

@@ -10,18 +10,7 @@ from __future__ import annotations
 import math
 import time
 
-from pytest_gpuperf.gate.policy import BASIS_DRIFT, BASIS_QUANTUM, Z_95, code_allowance
-from pytest_gpuperf.report.text import (
-    ab_cell,
-    drift_text,
-    format_time,
-    gbps_text,
-    modelled_text,
-    no_base_text,
-    pct,
-    signed_pct,
-)
-from pytest_gpuperf.results import (
+from pytest_gpuperf.engine.results import (
     AB_MODELLED,
     AB_REGRESSED,
     ACCEPTABLE_CHECKS,
@@ -37,6 +26,17 @@ from pytest_gpuperf.results import (
     Measurement,
     NoiseBand,
     Verdict,
+)
+from pytest_gpuperf.gate.policy import BASIS_DRIFT, BASIS_QUANTUM, Z_95, code_allowance
+from pytest_gpuperf.report.text import (
+    ab_cell,
+    drift_text,
+    format_time,
+    gbps_text,
+    modelled_text,
+    no_base_text,
+    pct,
+    signed_pct,
 )
 
 

@@ -47,8 +47,8 @@ class Guarded:
 
     @classmethod
     def of(cls, settings: Any) -> Guarded:
+        from pytest_gpuperf.baseline.shared_lock import lock_dir
         from pytest_gpuperf.runtime.compile import cache_dir
-        from pytest_gpuperf.shared_lock import lock_dir
 
         return cls(Path(settings.baseline_dir), lock_dir(), cache_dir())
 

@@ -9,12 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf.baseline.model import utc_now
-from pytest_gpuperf.gate.suite import SuiteBudget
-from pytest_gpuperf.plain import to_plain
-from pytest_gpuperf.report.devices import devices
-from pytest_gpuperf.report.suite import suite_json
-from pytest_gpuperf.report.text import ReportMeta, summary_line
-from pytest_gpuperf.results import (
+from pytest_gpuperf.engine.plain import to_plain
+from pytest_gpuperf.engine.results import (
     ACCEPTED,
     FAIL,
     MARGINAL,
@@ -24,6 +20,10 @@ from pytest_gpuperf.results import (
     Measurement,
     Row,
 )
+from pytest_gpuperf.gate.suite import SuiteBudget
+from pytest_gpuperf.report.devices import devices
+from pytest_gpuperf.report.suite import suite_json
+from pytest_gpuperf.report.text import ReportMeta, summary_line
 
 REPORT_SCHEMA = "pytest-gpuperf-report"
 # 2: verdicts carry their checks (floor, baseline, A/B comparison, save) as objects; rows
@@ -137,8 +137,8 @@ def measurement_json(measurement: Measurement) -> dict[str, Any]:
 
 def rows_from_json(document: Mapping[str, Any]) -> list[Row]:
     """The rows of a report written by `to_json` (for history plots and offline tools)."""
-    from pytest_gpuperf.plain import from_plain
-    from pytest_gpuperf.results import Verdict
+    from pytest_gpuperf.engine.plain import from_plain
+    from pytest_gpuperf.engine.results import Verdict
 
     derived = {"bandwidth_bps", "efficiency", "efficiency_ci", "relative_ci"}
     rows = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from xml.etree import ElementTree
 
-from pytest_gpuperf.results import FAIL, Measurement, Row, Verdict
+from pytest_gpuperf.engine.results import FAIL, Measurement, Row, Verdict
 
 
 def junit_properties(

@@ -6,6 +6,8 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from pytest_gpuperf.engine.results import FAIL, MARGINAL, Row
+from pytest_gpuperf.errors import stop_words
 from pytest_gpuperf.report.cells import COLUMNS, HEADERS, LEFT_ALIGNED, cells
 from pytest_gpuperf.report.devices import device_lines, gpu_lines
 from pytest_gpuperf.report.explain import failure_text
@@ -16,8 +18,6 @@ from pytest_gpuperf.report.text import (
     run_notes,
     summary_line,
 )
-from pytest_gpuperf.results import FAIL, MARGINAL, Row
-from pytest_gpuperf.stopping import stop_words
 
 # Marks the comment the CI recipe updates in place on every push (docs/ci.md).
 COMMENT_MARKER = "<!-- pytest-gpuperf -->"

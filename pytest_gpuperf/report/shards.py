@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf.engine.results import FAIL, Row
 from pytest_gpuperf.errors import BaselineError, ConfigError
 from pytest_gpuperf.gate.suite import SuiteBudget
 from pytest_gpuperf.report.json_report import REPORT_SCHEMA, rows_from_json
 from pytest_gpuperf.report.suite import suite_lines
 from pytest_gpuperf.report.text import ReportMeta
-from pytest_gpuperf.results import FAIL, Row
 
 PASSED, FAILED = "passed", "failed"
 # pytest's exit statuses a shard may end with and still have passed: all passed, and no tests

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_gpuperf.gate.suite import SuiteBudget, interval_confidence
-from pytest_gpuperf.results import (
+from pytest_gpuperf.engine.results import (
     AB_MODELLED,
     AB_NO_BASE,
     AB_REGRESSED,
@@ -16,6 +15,7 @@ from pytest_gpuperf.results import (
     REGRESSED,
     Row,
 )
+from pytest_gpuperf.gate.suite import SuiteBudget, interval_confidence
 
 
 def suite_counts(rows: Sequence[Row]) -> dict[str, int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from pytest_gpuperf.engine.results import FAIL, Row
 from pytest_gpuperf.report.cells import COLUMNS, HEADERS, LEFT_ALIGNED, cells
 from pytest_gpuperf.report.devices import device_lines
 from pytest_gpuperf.report.text import (
@@ -18,7 +19,6 @@ from pytest_gpuperf.report.text import (
     run_notes,
     summary_line,
 )
-from pytest_gpuperf.results import FAIL, Row
 
 TABLE_WIDTH = 160
 # Columns in the order they are dropped when a row does not fit (first dropped first).

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gpuperf import __version__
-from pytest_gpuperf.results import (
+from pytest_gpuperf.engine.results import (
     AB_IMPROVED,
     AB_INCONCLUSIVE,
     AB_MODELLED,
@@ -40,8 +40,8 @@ from pytest_gpuperf.results import (
     Row,
     Verdict,
 )
+from pytest_gpuperf.errors import stop_words
 from pytest_gpuperf.runtime.info import DeviceInfo
-from pytest_gpuperf.stopping import stop_words
 
 SIMULATED_BANNER = "SIMULATED device — numbers are not measurements"
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 BACKENDS = {
     "hip": "pytest_gpuperf.runtime.hip",
     "cuda": "pytest_gpuperf.runtime.cuda",
-    "sim": "pytest_gpuperf.sim.device",
+    "sim": "pytest_gpuperf.simulate.device",
 }
 # name -> the Backend subclass in that module: its device_count() is part of the interface.
 BACKEND_CLASSES = {"hip": "HipBackend", "cuda": "CudaBackend", "sim": "SimBackend"}

@@ -81,3 +81,17 @@ class KernelResources:
             limiter = f" ({self.occupancy_limiter})" if self.occupancy_limiter else ""
             parts.append(f"occupancy {self.occupancy:.0%}{limiter}")
         return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class ClockReport:
+    """GPU clocks and temperature read around a measurement (NVML / amdsmi / simulated)."""
+
+    sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    memory_clock_mhz: float | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    throttled: bool = False
+    throttle_reasons: tuple[str, ...] = ()
+    source: str = ""  # "nvml", "amdsmi", "sim", "" when nothing could be read

@@ -4,7 +4,7 @@
 kernel; this module adds what the plugin's mode needs around it - nothing to compare with
 ("new"), a build that failed ("error"), the test's ISA expectations, --gpuperf-strict and
 --gpuperf-save - and decides once whether the kernel fails its test. The results are frozen
-dataclasses of plain values (`pytest_gpuperf.plain` carries them from xdist workers to the
+dataclasses of plain values (`pytest_gpuperf.engine.plain` carries them from xdist workers to the
 controller); text is made only by static/render.py.
 """
 

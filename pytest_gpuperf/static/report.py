@@ -471,7 +471,7 @@ def static_json(
     orphans: Sequence[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
     """The static gate's part of the JSON report (docs/json-schema.md, schema version 3)."""
-    from pytest_gpuperf.plain import to_plain
+    from pytest_gpuperf.engine.plain import to_plain
 
     results = list(results)
     checks = [check for result in results for check in result.checks]

@@ -2,7 +2,7 @@
 used and how it launched them, their builds (once per process), what to compare them with,
 and the facts waiting to be saved.
 
-static_plugin.py (the pytest layer) makes one `StaticSession` per process when
+plugin/static_gate.py (the pytest layer) makes one `StaticSession` per process when
 --gpuperf-static is on, attaches a `LaunchLog` to the simulated device, and after each test
 body calls `check(test_id, uses)`; the decisions are static/gate.py's.
 """
@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_gpuperf.errors import CompileError, ConfigError, GpuPerfError, KernelNotFound
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
@@ -36,10 +36,24 @@ from pytest_gpuperf.static.gate import (
 from pytest_gpuperf.static.store import StaticEntry, StaticStore
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.base_tree import BaseTree
     from pytest_gpuperf.runtime.base import Backend, Kernel
 
 Shape = tuple[int, int]  # (threads per block, dynamic LDS bytes)
+
+
+class RevisionSources(Protocol):
+    """The base revision's kernel sources, as the session extracts them for
+    --gpuperf-compare (session/base_tree.py's BaseTree): the static gate compares with them."""
+
+    @property
+    def ref(self) -> str: ...
+
+    @property
+    def commit(self) -> str: ...
+
+    def source_for(self, path: Path) -> tuple[Path | None, str, str]: ...
+
+
 ANY_ARCH = ""
 
 
@@ -194,7 +208,7 @@ class StaticSession:
     saving: bool = False
     strict: bool = False
     compare_ref: str | None = None
-    base_tree: Callable[[], BaseTree] | None = None
+    base_tree: Callable[[], RevisionSources] | None = None
     commit: Callable[[], str] = lambda: ""
     update_command: Callable[[str], str] = lambda test_id: ""
     margins: StaticMargins = DEFAULT_MARGINS

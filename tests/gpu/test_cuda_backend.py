@@ -9,7 +9,6 @@ import zlib
 import numpy as np
 import pytest
 
-from pytest_gpuperf.catalog import KERNELS, KernelCase, bind
 from pytest_gpuperf.errors import (
     ArgumentError,
     CompileError,
@@ -20,6 +19,7 @@ from pytest_gpuperf.errors import (
 )
 from pytest_gpuperf.runtime.base import DeviceBuffer
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
+from pytest_gpuperf.session.catalog import KERNELS, KernelCase, bind
 
 pytestmark = pytest.mark.gpu
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_gpuperf.devices import match_device
-from pytest_gpuperf.measure import MeasureSettings, measure_kernel
+from pytest_gpuperf.engine.measure import MeasureSettings, measure_kernel
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
+from pytest_gpuperf.runtime.devices import match_device
 
 
 def _hot(backend, n, graphs):

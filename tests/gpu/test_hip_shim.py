@@ -102,9 +102,9 @@ def _child_device() -> dict[str, Any]:
     from cuda.bindings import driver
     from hip import hip
 
-    from pytest_gpuperf.devices import match_device
     from pytest_gpuperf.runtime import open_backend
-    from pytest_gpuperf.session_device import device_count
+    from pytest_gpuperf.runtime.devices import match_device
+    from pytest_gpuperf.session.device import device_count
 
     hip_backend = open_backend("hip")  # first: it binds hip-python to $ROCM_PATH/lib
     cuda_backend = open_backend("cuda")
@@ -142,9 +142,9 @@ def _child_kernels() -> dict[str, Any]:
     """Compile every kernels/*.hip, look up every kernel, run every catalog case."""
     import numpy as np
 
-    from pytest_gpuperf.catalog import KERNELS, bind
     from pytest_gpuperf.runtime import open_backend
     from pytest_gpuperf.runtime.compile import KERNELS_DIR
+    from pytest_gpuperf.session.catalog import KERNELS, bind
 
     backend = open_backend("hip")
     compiled: dict[str, Any] = {}
@@ -238,11 +238,11 @@ def _child_compare() -> dict[str, Any]:
     """The MI300X blog post's 32M vector add, cold, measured alternately through both backends."""
     import numpy as np
 
-    from pytest_gpuperf.catalog import KERNELS
-    from pytest_gpuperf.devices import match_device
-    from pytest_gpuperf.measure import MeasureSettings, measure_kernel
+    from pytest_gpuperf.engine.measure import MeasureSettings, measure_kernel
     from pytest_gpuperf.runtime import open_backend
     from pytest_gpuperf.runtime.compile import KERNELS_DIR
+    from pytest_gpuperf.runtime.devices import match_device
+    from pytest_gpuperf.session.catalog import KERNELS
 
     entry = KERNELS["vector_add"]
     case = entry.make_case(SEED_N, np.random.default_rng(2026))
@@ -283,11 +283,11 @@ def _child_graphs() -> dict[str, Any]:
     """A small vector add, hot, through both backends, with and without graph replay."""
     import numpy as np
 
-    from pytest_gpuperf.catalog import KERNELS
-    from pytest_gpuperf.devices import match_device
-    from pytest_gpuperf.measure import MeasureSettings, measure_kernel
+    from pytest_gpuperf.engine.measure import MeasureSettings, measure_kernel
     from pytest_gpuperf.runtime import open_backend
     from pytest_gpuperf.runtime.compile import KERNELS_DIR
+    from pytest_gpuperf.runtime.devices import match_device
+    from pytest_gpuperf.session.catalog import KERNELS
 
     entry = KERNELS["vector_add"]
     case = entry.make_case(GRAPH_N, np.random.default_rng(7))
@@ -501,7 +501,7 @@ def test_every_kernel_compiles_and_every_catalog_case_is_right(shim_env: dict[st
     assert report["compiled"], "no kernels/*.hip found"
     wrong = {label: result for label, result in report["cases"].items() if result != "ok"}
     assert not wrong, "\n".join(f"{label}: {result}" for label, result in wrong.items())
-    from pytest_gpuperf.catalog import KERNELS
+    from pytest_gpuperf.session.catalog import KERNELS
 
     assert len(report["cases"]) == len(KERNELS) * len(CASE_SIZES)
 

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.errors import DeviceUnavailable
-from pytest_gpuperf.session_device import device_count
+from pytest_gpuperf.session.device import device_count
 from tests.toolchains import GPU, skip_or_fail
 
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[2]
 COUNT = (
-    "from pytest_gpuperf.session_device import device_count\n"
+    "from pytest_gpuperf.session.device import device_count\n"
     "try:\n    print(device_count('cuda'))\n"
     "except Exception as problem:\n    print(type(problem).__name__, problem)\n"
 )

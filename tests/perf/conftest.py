@@ -1,5 +1,5 @@
 """The perf suite's shared parts: per-device floors, the opt-in size sweep, and `catalog_bench`,
-which runs a kernel of pytest_gpuperf.catalog through `gpu_bench` and checks its outputs.
+which runs a kernel of pytest_gpuperf.session.catalog through `gpu_bench` and checks its outputs.
 
 Floors. A test names its kernel and working set with `@pytest.mark.perf_floor(kernel,
 working_set_bytes)`; at collection this conftest turns that into the plugin's
@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_gpuperf.catalog import KERNELS, KernelCase, bind
 from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.session.catalog import KERNELS, KernelCase, bind
 
 # -- floors ----------------------------------------------------------------------------------
 #
@@ -144,7 +144,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _cache_bytes(device_key: str | None) -> int:
-    from pytest_gpuperf.devices import get_device
+    from pytest_gpuperf.runtime.devices import get_device
 
     try:
         return int(get_device(device_key or "mi300x").cache_bytes)
@@ -161,8 +161,8 @@ def _floor_device(config: pytest.Config) -> tuple[str | None, float]:
     session measures on (opened now; the plugin opens it right after collection anyway),
     else (smoke mode, --collect-only, the xdist controller, no GPU) none: floors are only
     read when measuring, and each xdist worker collects, and decides, for itself."""
-    from pytest_gpuperf.devices import get_device
-    from pytest_gpuperf.plugin_state import STATE
+    from pytest_gpuperf.plugin.state import STATE
+    from pytest_gpuperf.runtime.devices import get_device
 
     state = config.stash.get(STATE, None)
     settings = state.session.settings if state is not None else None

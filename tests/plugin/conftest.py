@@ -21,7 +21,7 @@ import numpy  # noqa: F401
 import pytest
 import scipy.stats  # noqa: F401
 
-import pytest_gpuperf.fixture  # noqa: F401
+import pytest_gpuperf.session.fixture  # noqa: F401
 from pytest_gpuperf import simulate
 
 REPO = Path(__file__).resolve().parents[2]

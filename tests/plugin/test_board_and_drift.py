@@ -18,7 +18,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from pytest_gpuperf.sim.backend import simulated_uuid
+from pytest_gpuperf.simulate.backend import simulated_uuid
 
 ONE_TEST = """
 def test_add(gpu_bench):

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_gpuperf import stats
+from pytest_gpuperf.engine import stats
 
 PLAIN = """
 def test_add(gpu_bench):

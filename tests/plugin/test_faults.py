@@ -339,7 +339,7 @@ def test_a_relative_lock_dir_lies_in_the_temp_dir_not_in_the_checkout(gp):
 HOLD_THE_SIM_GPU = """
 import os, sys, time
 os.environ["PYTEST_XDIST_WORKER"] = "gw5"
-from pytest_gpuperf.gpu_lock import GpuLock
+from pytest_gpuperf.session.gpu_lock import GpuLock
 from pytest_gpuperf.runtime import open_backend
 
 backend = open_backend("sim", 0, device="mi300x")
@@ -352,7 +352,7 @@ with GpuLock(backend.info).held("test_other.py::test_big [copy]"):
 """
 
 SAY_IT_OFTEN = """
-from pytest_gpuperf import gpu_lock
+from pytest_gpuperf.session import gpu_lock
 
 gpu_lock.WAIT_REPORT_S = 0.5  # every 0.5 s, not every 10 s
 _acquire = gpu_lock.GpuLock._acquire

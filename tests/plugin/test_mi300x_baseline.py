@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.baseline import BaselineStore
-from pytest_gpuperf.devices import get_device
+from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.gate.judge import JudgeContext, Taken, judge
 from pytest_gpuperf.report import failure_text
-from pytest_gpuperf.results import Measurement
+from pytest_gpuperf.runtime.devices import get_device
 
 REPO = Path(__file__).resolve().parents[2]
 SEED_DOC = "Making memory bound kernels go brr on a MI300X"

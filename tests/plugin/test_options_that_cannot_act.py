@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import test_compare
 
-from pytest_gpuperf.settings import MEASURING_ONLY, STATIC_ACTS_ON
+from pytest_gpuperf.config.settings import MEASURING_ONLY, STATIC_ACTS_ON
 
 USAGE = pytest.ExitCode.USAGE_ERROR
 repo = test_compare.repo  # the test directory as a git repository, one commit

@@ -108,7 +108,7 @@ def gpuperf_help_lines(text: str) -> tuple[list[str], list[str]]:
 
 
 def test_help_is_short_and_ini_keys_point_at_their_options(gp):
-    from pytest_gpuperf.options import OPTIONS
+    from pytest_gpuperf.config.options import OPTIONS
 
     gp.monkeypatch.setenv("COLUMNS", "80")
     result = gp.pytester.runpytest_subprocess(*gp.plugin_args, "--help")

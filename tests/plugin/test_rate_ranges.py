@@ -1,4 +1,5 @@
-"""Every option and ini value that sets a rate or a level has a range (pytest_gpuperf/ranges.py);
+"""Every option and ini value that sets a rate or a level has a range
+(pytest_gpuperf/config/ranges.py);
 outside it the run stops before any test with exit 4 naming the range, and no allowance the
 gate computes is ever infinite or NaN (a budget of 1e-17 once made every allowance infinite,
 and a 60% slowdown passed)."""
@@ -10,9 +11,9 @@ import math
 
 import pytest
 
-from pytest_gpuperf import ranges
+from pytest_gpuperf.config import ranges
+from pytest_gpuperf.engine.results import BaselineRef
 from pytest_gpuperf.gate.noise import stored_band
-from pytest_gpuperf.results import BaselineRef
 
 PLAIN = """
 def test_add(gpu_bench):

@@ -442,18 +442,18 @@ def test_b_slow(gpu_bench):
 
 
 def test_a_sigterm_handler_of_the_users_own_is_kept():
-    """stopping.install() never replaces a handler someone else set, and undoes its own."""
-    from pytest_gpuperf import stopping
+    """stop_on_sigterm() never replaces a handler someone else set, and undoes its own."""
+    from pytest_gpuperf.errors import stop_on_sigterm
 
     def own(signum, frame):  # pragma: no cover - never called
         pass
 
     previous = signal.signal(signal.SIGTERM, own)
     try:
-        assert stopping.install() is None
+        assert stop_on_sigterm() is None
         assert signal.getsignal(signal.SIGTERM) is own
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        restore = stopping.install()
+        restore = stop_on_sigterm()
         assert restore is not None and signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
         restore()
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL

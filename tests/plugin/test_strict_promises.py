@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import test_compare
 
-from pytest_gpuperf.options import OPTIONS
+from pytest_gpuperf.config.options import OPTIONS
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
 repo = test_compare.repo

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import pytest_gpuperf as gp
-from pytest_gpuperf import stats
-from pytest_gpuperf.buffers import POISON_BYTE
+from pytest_gpuperf.engine import stats
+from pytest_gpuperf.session.buffers import POISON_BYTE
 
 N = 1 << 20
 

@@ -16,9 +16,9 @@ import pytest
 
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore, SaveRecord
 from pytest_gpuperf.baseline import store as store_module
+from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.errors import BaselineError, ConfigError, SaveInterrupted
 from pytest_gpuperf.gate.saving import entry_from_history
-from pytest_gpuperf.results import Measurement
 
 TEST_ID = "tests/perf/test_vector_add.py::test_vector_add[32M]"
 BYTES = 3 * 4 * 32 * 2**20  # the seed's 32M fp32 vector add: two reads, one write
@@ -620,10 +620,10 @@ def test_an_entry_that_would_not_load_back_is_dropped_from_its_save_not_the_file
     """The session checks each planned entry alone: one that the file's merge would refuse
     (the merge validates the whole file) loses its own save, with the reason on its row,
     and cannot cost the other entries of its file theirs."""
+    from pytest_gpuperf.config.settings import Settings
+    from pytest_gpuperf.engine.results import NO_BASELINE, BaselineCheck, SaveAction, Verdict
     from pytest_gpuperf.gate.judge import Judged
-    from pytest_gpuperf.results import NO_BASELINE, BaselineCheck, SaveAction, Verdict
-    from pytest_gpuperf.session import BenchSession
-    from pytest_gpuperf.settings import Settings
+    from pytest_gpuperf.session.bench_session import BenchSession
 
     session = BenchSession(Settings(baseline_dir=tmp_path), rootdir=tmp_path)
     save = SaveAction(saved=True, path=str(tmp_path / "mi300x.toml"), device_key="mi300x")

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_gpuperf.bisect.probe import BROKEN, NO_BUILD, Key, ProbeError, ProbeRun, Reading
 from pytest_gpuperf.bisect.runner import Bisection, Plan
-from pytest_gpuperf.results import AB_INCONCLUSIVE, AB_PASS, AB_REGRESSED
+from pytest_gpuperf.engine.results import AB_INCONCLUSIVE, AB_PASS, AB_REGRESSED
 
 REPO = Path(__file__).resolve().parents[2]
 FOLLOWED = Key("test_k.py::test_add", "add")

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pytest_gpuperf import stats
-from pytest_gpuperf.api import open_device
-from pytest_gpuperf.devices import get_device
+from pytest_gpuperf.engine import stats
+from pytest_gpuperf.engine.measure import MeasureSettings, measure_pair, pair_buffer_sets, release
 from pytest_gpuperf.errors import ConfigError
-from pytest_gpuperf.measure import MeasureSettings, measure_pair, pair_buffer_sets, release
-from pytest_gpuperf.sim.model import Noise, SimSettings
+from pytest_gpuperf.runtime.devices import get_device
+from pytest_gpuperf.session.api import open_device
+from pytest_gpuperf.simulate.device_model import Noise, SimSettings
 
 LOADS = 8
 KERNEL = """\

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from pytest_gpuperf import catalog
-from pytest_gpuperf.catalog import KERNELS, Ref, bind, dot_partials, emulate
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
 from pytest_gpuperf.runtime.signature import parse_signatures
+from pytest_gpuperf.session import catalog
+from pytest_gpuperf.session.catalog import KERNELS, Ref, bind, dot_partials, emulate
 
 SIZES = (1, 7, 1001, 4099, 70001)
 # Kernels that give each thread one element: the grid alone must cover the problem.

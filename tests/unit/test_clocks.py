@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from pytest_gpuperf import clocks
-from pytest_gpuperf.results import ClockReport
+from pytest_gpuperf.engine import clocks
+from pytest_gpuperf.runtime.info import ClockReport
 
 
 @pytest.fixture(autouse=True)

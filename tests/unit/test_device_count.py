@@ -10,11 +10,11 @@ import types
 
 import pytest
 
-from pytest_gpuperf import session_device
+from pytest_gpuperf.config.settings import Settings, gpu_index_for
 from pytest_gpuperf.errors import DeviceUnavailable
 from pytest_gpuperf.runtime import BACKEND_CLASSES, BACKENDS, backend_class
 from pytest_gpuperf.runtime.base import Backend
-from pytest_gpuperf.settings import Settings, gpu_index_for
+from pytest_gpuperf.session import device as session_device
 
 PCI = b"0000:07:00.0\0"
 UUID = bytes(range(0xA0, 0xB0))
@@ -213,7 +213,7 @@ def test_simulated_gpus_share_the_runs_drift_and_differ_by_their_speed():
     import math
 
     from pytest_gpuperf.errors import ConfigError
-    from pytest_gpuperf.sim import device as sim
+    from pytest_gpuperf.simulate import device as sim
 
     speeds = (1.0, 0.95)
     first, second = (sim.open(i, seed=9, gpu_speeds=speeds) for i in range(2))

@@ -6,7 +6,9 @@ import dataclasses
 
 import pytest
 
-from pytest_gpuperf.devices import (
+from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.runtime.base import DeviceInfo
+from pytest_gpuperf.runtime.devices import (
     KNOWN_DEVICES,
     GiB,
     MiB,
@@ -14,8 +16,6 @@ from pytest_gpuperf.devices import (
     match_device,
     normalize_arch,
 )
-from pytest_gpuperf.errors import ConfigError
-from pytest_gpuperf.runtime.base import DeviceInfo
 
 # The names the runtimes report (hipDeviceProp_t.name / cuDeviceGetName) for each table entry.
 REPORTED_NAMES = {

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pytest_gpuperf.config.options import OPTIONS
 from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_THRESHOLD, DEFAULT_TOLERANCE
-from pytest_gpuperf.options import OPTIONS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "writing-perf-tests.md"
 

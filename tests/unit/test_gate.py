@@ -15,24 +15,7 @@ import pytest
 from scipy.stats import t as student_t
 
 from pytest_gpuperf.baseline import BaselineStore
-from pytest_gpuperf.gate.ab import ab_state, check_comparison, decided, no_base, unchanged
-from pytest_gpuperf.gate.decide import decide
-from pytest_gpuperf.gate.floor import check_floor
-from pytest_gpuperf.gate.judge import AbResult, JudgeContext, Taken, judge
-from pytest_gpuperf.gate.noise import prior_allowance, stored_band
-from pytest_gpuperf.gate.policy import (
-    DEFAULT_CODE_SPREAD,
-    FALSE_ALARM_RATE,
-    PRIOR_DF,
-    RUN_SPREAD_MODEL,
-    code_allowance,
-    compare_threshold,
-    prior_run_spread,
-)
-from pytest_gpuperf.gate.saving import SaveContext, learned_spread, plan_save
-from pytest_gpuperf.gate.stored import check_baseline
-from pytest_gpuperf.report import failure_text
-from pytest_gpuperf.results import (
+from pytest_gpuperf.engine.results import (
     AB_IMPROVED,
     AB_INCONCLUSIVE,
     AB_NO_BASE,
@@ -54,6 +37,23 @@ from pytest_gpuperf.results import (
     Measurement,
     PairedComparison,
 )
+from pytest_gpuperf.gate.ab import ab_state, check_comparison, decided, no_base, unchanged
+from pytest_gpuperf.gate.decide import decide
+from pytest_gpuperf.gate.floor import check_floor
+from pytest_gpuperf.gate.judge import AbResult, JudgeContext, Taken, judge
+from pytest_gpuperf.gate.noise import prior_allowance, stored_band
+from pytest_gpuperf.gate.policy import (
+    DEFAULT_CODE_SPREAD,
+    FALSE_ALARM_RATE,
+    PRIOR_DF,
+    RUN_SPREAD_MODEL,
+    code_allowance,
+    compare_threshold,
+    prior_run_spread,
+)
+from pytest_gpuperf.gate.saving import SaveContext, learned_spread, plan_save
+from pytest_gpuperf.gate.stored import check_baseline
+from pytest_gpuperf.report import failure_text
 
 PEAK_BPS = 5.3e12  # MI300X datasheet
 BYTES = 12 * (32 << 20)  # the seed's 32M-element fp32 vector add

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.gate.policy import prior_run_spread
-from pytest_gpuperf.results import Measurement
 from pytest_gpuperf.runtime import open_backend
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.gpu_lock import GpuLock, lock_key
 from pytest_gpuperf.runtime.info import DeviceInfo
+from pytest_gpuperf.session.gpu_lock import GpuLock, lock_key
 
 INFO = DeviceInfo(
     backend="cuda",
@@ -83,7 +83,7 @@ def _hold(folder: str, ready, release) -> None:
 
 
 def test_a_waiting_process_says_who_holds_the_gpu_and_for_how_long(tmp_path, monkeypatch):
-    monkeypatch.setattr("pytest_gpuperf.gpu_lock.WAIT_REPORT_S", 0.3)
+    monkeypatch.setattr("pytest_gpuperf.session.gpu_lock.WAIT_REPORT_S", 0.3)
     context = multiprocessing.get_context("fork")
     ready, release = context.Event(), context.Event()
     holder = context.Process(target=_hold, args=(str(tmp_path), ready, release))

@@ -7,10 +7,10 @@ import contextlib
 import importlib.util
 from pathlib import Path
 
-from pytest_gpuperf import gpu_probe
-from pytest_gpuperf.gpu_probe import GpuProbe, compare
-from pytest_gpuperf.options import DEFAULT_GPU_MARGIN
-from pytest_gpuperf.sim import device as sim
+from pytest_gpuperf.config.options import DEFAULT_GPU_MARGIN
+from pytest_gpuperf.session import gpu_probe
+from pytest_gpuperf.session.gpu_probe import GpuProbe, compare
+from pytest_gpuperf.simulate import device as sim
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "gpu_probe_rates.py"
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf import history, ranges
+from pytest_gpuperf import history
 from pytest_gpuperf.baseline import BaselineStore
+from pytest_gpuperf.config import ranges
 
 REPO = Path(__file__).resolve().parents[2]
 BASELINE = REPO / "baselines" / "h100-sxm.toml"

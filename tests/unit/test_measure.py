@@ -1,7 +1,7 @@
 """The measurement engine on the simulated device: cache-mode sizing, queue keeping,
 stopping, outputs, calibration, clocks and leaks.
 
-The simulated device (sim/) has a virtual host clock (every API call costs host
+The simulated device (simulate/) has a virtual host clock (every API call costs host
 time), one in-order device queue, an LRU cache over whole buffers and real data movement, so
 with its noise switched off (run_spread=0, jitter=0) a kernel's time is known exactly:
 (launch overhead + missed bytes / (peak x efficiency) + hit bytes / (... x cache speed-up)).
@@ -15,13 +15,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from pytest_gpuperf import measure, timing
-from pytest_gpuperf.devices import KNOWN_DEVICES, get_device
+from pytest_gpuperf.engine import measure, policy, timing
+from pytest_gpuperf.engine.measure import MeasureSettings, measure_callable, measure_kernel
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
-from pytest_gpuperf.measure import MeasureSettings, measure_callable, measure_kernel
 from pytest_gpuperf.runtime import open_backend
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
+from pytest_gpuperf.runtime.devices import KNOWN_DEVICES, get_device
 
 MiB = 2**20
 LAUNCH_OVERHEAD_S = 2e-6  # the simulated device's defaults (docs/simulated-device.md)
@@ -92,7 +92,7 @@ def test_scratch_and_rotation_cover_twice_all_caches(key):
     cache_bytes = KNOWN_DEVICES[key].cache_bytes
     assert cache_bytes >= KNOWN_DEVICES[key].l2_bytes > 0
     assert measure.scratch_bytes_for(cache_bytes) >= 2 * cache_bytes
-    assert measure.scratch_bytes_for(cache_bytes) % timing.FLUSH_ELEMENT_BYTES == 0
+    assert measure.scratch_bytes_for(cache_bytes) % policy.FLUSH_ELEMENT_BYTES == 0
     for working_set in (4096, 12 * MiB, 100 * MiB, 1536 * MiB, 6 * 2**30):
         copies = measure.rotation_copies_for(working_set, cache_bytes)
         assert copies * working_set >= 2 * cache_bytes

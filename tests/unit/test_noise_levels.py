@@ -22,6 +22,7 @@ import pytest
 
 from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.baseline.model import between_spread, within_spread
+from pytest_gpuperf.engine.results import REGRESSED, GpuIdentity, Measurement, TrailPoint
 from pytest_gpuperf.gate.drift import detect_drift
 from pytest_gpuperf.gate.noise import board_added, stored_band
 from pytest_gpuperf.gate.policy import (
@@ -34,7 +35,6 @@ from pytest_gpuperf.gate.policy import (
 from pytest_gpuperf.gate.saving import SaveContext, plan_save
 from pytest_gpuperf.gate.stored import check_baseline
 from pytest_gpuperf.report.explain import band_text
-from pytest_gpuperf.results import REGRESSED, GpuIdentity, Measurement, TrailPoint
 
 PEAK_BPS = 3.352e12
 BOARD_A, BOARD_B, BOARD_C = "GPU-aaaaaaaa-0000", "GPU-bbbbbbbb-0000", "GPU-cccccccc-0000"

@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 
-from pytest_gpuperf.plain import from_plain, to_plain
-from pytest_gpuperf.results import (
+from pytest_gpuperf.engine.plain import from_plain, to_plain
+from pytest_gpuperf.engine.results import (
     Acceptance,
     BaselineCheck,
     BaselineRef,

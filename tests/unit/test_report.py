@@ -13,17 +13,17 @@ import numpy as np
 import pytest
 
 from pytest_gpuperf import report
-from pytest_gpuperf.gate.ab import check_comparison
-from pytest_gpuperf.gate.decide import decide
-from pytest_gpuperf.gate.floor import check_floor
-from pytest_gpuperf.gate.stored import check_baseline
-from pytest_gpuperf.report import ReportMeta, Row
-from pytest_gpuperf.results import (
+from pytest_gpuperf.engine.results import (
     BaselineRef,
     ClockReport,
     Measurement,
     PairedComparison,
 )
+from pytest_gpuperf.gate.ab import check_comparison
+from pytest_gpuperf.gate.decide import decide
+from pytest_gpuperf.gate.floor import check_floor
+from pytest_gpuperf.gate.stored import check_baseline
+from pytest_gpuperf.report import ReportMeta, Row
 from pytest_gpuperf.runtime.info import DeviceInfo, KernelResources
 
 BYTES = 3 * 4 * 32 * 2**20

@@ -8,9 +8,9 @@ import random
 import pytest
 
 from pytest_gpuperf.baseline.model import BaselineEntry, SaveRecord
+from pytest_gpuperf.config.parsing import parse_shard
 from pytest_gpuperf.errors import ConfigError
-from pytest_gpuperf.parsing import parse_shard
-from pytest_gpuperf.shard import (
+from pytest_gpuperf.session.shard import (
     BASIS_BASELINE,
     BASIS_COUNT,
     BASIS_MIXED,

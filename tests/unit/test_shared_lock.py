@@ -24,15 +24,15 @@ import pytest
 
 from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.baseline import store as store_module
-from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.gpu_lock import GpuLock
-from pytest_gpuperf.runtime.info import DeviceInfo
-from pytest_gpuperf.shared_lock import (
+from pytest_gpuperf.baseline.shared_lock import (
     LockTimeout,
     SharedFileLock,
     ensure_lock_dir,
     lock_dir,
 )
+from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.runtime.info import DeviceInfo
+from pytest_gpuperf.session.gpu_lock import GpuLock
 from tests.unit.test_baseline import make_entry
 
 as_root = pytest.mark.skipif(
@@ -275,7 +275,7 @@ sys.path.insert(0, {str(Path(store_module.__file__).parents[2])!r})
 os.environ["GPUPERF_LOCK_DIR"] = {str(shared / "locks")!r}
 from pathlib import Path
 from pytest_gpuperf.baseline import store
-from pytest_gpuperf.shared_lock import SharedFileLock
+from pytest_gpuperf.baseline.shared_lock import SharedFileLock
 from pytest_gpuperf.errors import BaselineError
 real, other = Path({str(real)!r}), Path({str(other)!r})
 assert os.stat(real / "x").st_ino == os.stat(other / "x").st_ino, "not the same folder"

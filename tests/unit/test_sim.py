@@ -1,4 +1,4 @@
-"""The simulated device (sim/): memory, launches and the timing model.
+"""The simulated device (simulate/): memory, launches and the timing model.
 
 Its noise is tested in test_sim_noise.py, models of users' kernels in test_sim_models.py,
 and what it does instead of compiling in test_sim_source.py.
@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from pytest_gpuperf import simulate
-from pytest_gpuperf.devices import get_device
 from pytest_gpuperf.errors import (
     ArgumentError,
     ConfigError,
@@ -24,8 +23,9 @@ from pytest_gpuperf.errors import (
 )
 from pytest_gpuperf.runtime import open_backend
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
-from pytest_gpuperf.sim import device as sim_module
-from pytest_gpuperf.sim.device import SimBackend
+from pytest_gpuperf.runtime.devices import get_device
+from pytest_gpuperf.simulate import device as sim_module
+from pytest_gpuperf.simulate.device import SimBackend
 
 MiB = 2**20
 # A user's kernels (not the plugin's): the default efficiency, and a directive.

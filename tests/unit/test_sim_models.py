@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from pytest_gpuperf import simulate
+from pytest_gpuperf.engine.measure import MeasureSettings, measure_kernel
 from pytest_gpuperf.errors import ConfigError, LaunchError, OutOfDeviceMemory
-from pytest_gpuperf.measure import MeasureSettings, measure_kernel
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
-from pytest_gpuperf.sim import backend as sim_backend
-from pytest_gpuperf.sim import device as sim_module
-from pytest_gpuperf.sim.device import SimBackend
+from pytest_gpuperf.simulate import backend as sim_backend
+from pytest_gpuperf.simulate import device as sim_module
+from pytest_gpuperf.simulate.device import SimBackend
 
 MiB = 2**20
 TRANSPOSE = """#include "gpuperf.h"

@@ -1,4 +1,4 @@
-"""The simulated device's noise (sim/model.py): seeds, the three parts of the run
+"""The simulated device's noise (simulate/device_model.py): seeds, the three parts of the run
 drift, what an A/B comparison on one set of buffers can and cannot cancel, jitter, throttling.
 """
 
@@ -13,8 +13,8 @@ import pytest
 from pytest_gpuperf import simulate
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
-from pytest_gpuperf.sim import device as sim_module
-from pytest_gpuperf.sim.device import SimBackend
+from pytest_gpuperf.simulate import device as sim_module
+from pytest_gpuperf.simulate.device import SimBackend
 
 MiB = 2**20
 VECTOR_ADD = KERNELS_DIR / "vector_add.hip"

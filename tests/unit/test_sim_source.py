@@ -1,4 +1,4 @@
-"""What the simulated device does instead of compiling (sim/source.py): structure
+"""What the simulated device does instead of compiling (simulate/source.py): structure
 checks with file:line, the gpuperf-sim directive, and the kernel fingerprint."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 
 from pytest_gpuperf.errors import CompileError, KernelNotFound
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
-from pytest_gpuperf.sim import device as sim_module
-from pytest_gpuperf.sim.source import check_source, normalise
+from pytest_gpuperf.simulate import device as sim_module
+from pytest_gpuperf.simulate.source import check_source, normalise
 
 SOURCE = """#include "gpuperf.h"
 

@@ -1,5 +1,5 @@
 """`pytest_gpuperf.simulate` is the public module users import in conftest files: every name
-it offered before the simulated device became one package (sim/) still imports from it, and
+it offered before the simulated device became one package (simulate/) still imports from it, and
 is the object the package provides, so a model registered through either is the same model."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import importlib
 
 import pytest
 
-from pytest_gpuperf.sim import kernel_models
+from pytest_gpuperf.simulate import kernel_models
 
 # The public names of pytest_gpuperf.simulate when it held the registry itself: its __all__,
 # then the other names it defined (not the modules and helpers it imported).

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from pytest_gpuperf.engine.plain import from_plain, to_plain
 from pytest_gpuperf.errors import ConfigError
-from pytest_gpuperf.plain import from_plain, to_plain
 from pytest_gpuperf.static import StaticFacts, with_occupancy
 from pytest_gpuperf.static.gate import (
     AGAINST_REF,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pytest_gpuperf import stats
+from pytest_gpuperf.engine import stats
 
 CONFIDENCE = 0.95
 TRIALS = 4000

@@ -23,10 +23,10 @@ from scipy.stats import t as student_t
 from pytest_gpuperf import history
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore, SaveRecord
 from pytest_gpuperf.baseline.pool import FilePool, Pooled
+from pytest_gpuperf.engine.results import REGRESSED, Measurement
 from pytest_gpuperf.gate.noise import centre_factor, stored_band
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, PRIOR_DF, prior_run_spread
 from pytest_gpuperf.gate.stored import check_baseline
-from pytest_gpuperf.results import REGRESSED, Measurement
 
 Z95 = 1.959963984540054
 REPO = Path(__file__).resolve().parents[2]

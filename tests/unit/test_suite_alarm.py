@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from pytest_gpuperf.baseline import BaselineStore
+from pytest_gpuperf.engine.results import AB_INCONCLUSIVE, AB_PASS, AB_REGRESSED, FAIL, PASS
 from pytest_gpuperf.gate.judge import AbResult, JudgeContext, Recheck, Taken, judge
 from pytest_gpuperf.gate.suite import (
     MAX_ROUND_RATE,
@@ -19,7 +20,6 @@ from pytest_gpuperf.gate.suite import (
     suite_red_rate,
 )
 from pytest_gpuperf.report import failure_text
-from pytest_gpuperf.results import AB_INCONCLUSIVE, AB_PASS, AB_REGRESSED, FAIL, PASS
 from tests.unit.test_gate import paired
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.devices import get_device
 from pytest_gpuperf.runtime import open_backend
+from pytest_gpuperf.runtime.devices import get_device
 
 REPO = Path(__file__).resolve().parents[2]
 KiB, MiB = 2**10, 2**20

@@ -1,0 +1,352 @@
+"""Every option of the plugin, declared once: flag, ini key, help text and default.
+
+Registering the options (plugin/__init__.py), building the settings from them (settings.py) and the
+docs' option table read this one table, so a flag, its ini key and its help cannot drift apart.
+The markers' help texts live here too, for the same reason. No pytest import here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_gpuperf.engine.policy import DEFAULT_PAIR_LOADS
+from pytest_gpuperf.gate.policy import (
+    DEFAULT_CODE_SPREAD,
+    DEFAULT_COMPARE_THRESHOLD,
+    DEFAULT_TOLERANCE,
+    HISTORY_LENGTH,
+)
+from pytest_gpuperf.gate.suite import DEFAULT_SUITE_ALARM
+
+BACKEND_NAMES = ("hip", "cuda", "sim")
+DEFAULT_BACKENDS = ("hip", "cuda")
+DEFAULT_SIM_DEVICE = "mi300x"
+REQUIRE_CHOICES = ("gpu", "hip", "cuda", "static")
+DEFAULT_BUDGET_S = 1.0
+DEFAULT_COMPILE_TIMEOUT_S = 300.0
+DEFAULT_CACHE = "cold"
+DEFAULT_BASELINE_DIR = "baselines"
+# A GPU this far (a fraction) below the median of its peers' probe bandwidth is degraded:
+# healthy H200s of one machine measured within 0.995-1.007 of each other, and the probe's own
+# interval is a few tenths of a percent (docs/benchmarks.md, "GPU probe").
+DEFAULT_GPU_MARGIN = 0.03
+MAX_SIM_GPUS = 64
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One command-line option and its ini equivalent (None: deliberately command-line only).
+
+    `help` is what `pytest --help` prints: one or two lines that say what it does and its
+    default (docs/writing-perf-tests.md has the whole story). The ini key's own help only
+    points at the flag, and `ini_type` is its real type (int and float where pytest has them).
+    """
+
+    flag: str  # "--gpuperf-tolerance"
+    dest: str  # "gpuperf_tolerance"
+    help: str
+    ini: str | None
+    is_flag: bool = False
+    metavar: str | None = None
+    ini_type: str = "string"  # "bool" for flags; "int", "float" for numbers
+    repeatable: bool = False  # given several times (the ini key: one value a line)
+
+
+def _spread_defaults() -> str:
+    return ", ".join(f"{k} {v:g}" for k, v in DEFAULT_CODE_SPREAD.items())
+
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        "--gpuperf",
+        "gpuperf",
+        "measure and gate every gpu_bench call. Default: off (smoke: one launch each).",
+        ini="gpuperf",
+        is_flag=True,
+    ),
+    OptionSpec(
+        "--no-gpuperf",
+        "no_gpuperf",
+        "smoke mode for this run, whatever the ini file says.",
+        ini=None,
+        is_flag=True,
+    ),
+    OptionSpec(
+        "--gpuperf-save",
+        "gpuperf_save",
+        "record <baseline-dir>/<device>.toml (<device>-sim.toml when simulated); implies "
+        "--gpuperf.",
+        ini=None,
+        is_flag=True,
+    ),
+    OptionSpec(
+        "--gpuperf-backend",
+        "gpuperf_backend",
+        "backends to try, in order: hip, cuda, sim (SIMULATED). Default: hip,cuda.",
+        ini="gpuperf_backend",
+        metavar="LIST",
+    ),
+    OptionSpec(
+        "--gpuperf-require",
+        "gpuperf_require",
+        "gpu, hip or cuda: without it the run fails before any test (no skip, no sim). "
+        "Default: not required.",
+        ini="gpuperf_require",
+        metavar="KIND",
+    ),
+    OptionSpec(
+        "--gpuperf-device",
+        "gpuperf_device",
+        "device key to measure against (e.g. mi300x, h100-sxm): its peak, caches and "
+        "baseline file. Default: detected (sim: mi300x).",
+        ini="gpuperf_device",
+        metavar="KEY",
+    ),
+    OptionSpec(
+        "--gpuperf-gpu",
+        "gpuperf_gpu",
+        "GPU index. Default: 0 (xdist: worker k mod GPUs).",
+        ini="gpuperf_gpu",
+        metavar="INDEX",
+        ini_type="int",
+    ),
+    OptionSpec(
+        "--gpuperf-gpu-margin",
+        "gpuperf_gpu_margin",
+        "xdist over GPUs: one this fraction below its peers' probe is degraded; 0: no "
+        f"probe. Default: {DEFAULT_GPU_MARGIN}.",
+        ini="gpuperf_gpu_margin",
+        metavar="FRACTION",
+        ini_type="float",
+    ),
+    OptionSpec(
+        "--gpuperf-refuse-degraded",
+        "gpuperf_refuse_degraded",
+        "do not measure on a degraded GPU. Default: marked.",
+        ini="gpuperf_refuse_degraded",
+        is_flag=True,
+    ),
+    OptionSpec(
+        "--gpuperf-sim-gpus",
+        "gpuperf_sim_gpus",
+        "simulated GPUs: N, or speeds (1,1,0.95). Default: 1.",
+        ini="gpuperf_sim_gpus",
+        metavar="SPEEDS",
+    ),
+    OptionSpec(
+        "--gpuperf-baseline-dir",
+        "gpuperf_baseline_dir",
+        "directory of the baseline files. Default: baselines under the rootdir.",
+        ini="gpuperf_baseline_dir",
+        metavar="DIR",
+    ),
+    OptionSpec(
+        "--gpuperf-tolerance",
+        "gpuperf_tolerance",
+        "a drop below the stored baseline fails beyond the larger of this and the noise "
+        f"its saves show. Default: {DEFAULT_TOLERANCE}.",
+        ini="gpuperf_tolerance",
+        metavar="FRACTION",
+        ini_type="float",
+    ),
+    OptionSpec(
+        "--gpuperf-strict",
+        "gpuperf_strict",
+        "fail what was not judged by measuring: a measured test with no baseline for this "
+        "device (while stored baselines gate), a verdict the simulated device only modelled, "
+        "a comparison that stays inconclusive or could not reach the base revision, under "
+        "--gpuperf-static a kernel without stored facts or base version, a drift across "
+        "saves. Default: reported.",
+        ini="gpuperf_strict",
+        is_flag=True,
+    ),
+    OptionSpec(
+        "--gpuperf-compare",
+        "gpuperf_compare",
+        "A/B: each kernel against its source at git REF (origin/main), in this run. Default: off.",
+        ini="gpuperf_compare",
+        metavar="REF",
+    ),
+    OptionSpec(
+        "--gpuperf-head",
+        "gpuperf_head",
+        "build the kernels from git REF, not the work tree (with --gpuperf-compare: one "
+        "commit against another, as bisect probes). Default: the work tree.",
+        ini=None,
+        metavar="REF",
+    ),
+    OptionSpec(
+        "--gpuperf-compare-threshold",
+        "gpuperf_compare_threshold",
+        "smallest A/B change (head/base time - 1) that counts. "
+        f"Default: {DEFAULT_COMPARE_THRESHOLD}.",
+        ini="gpuperf_compare_threshold",
+        metavar="FRACTION",
+        ini_type="float",
+    ),
+    OptionSpec(
+        "--gpuperf-compare-code-spread",
+        "gpuperf_compare_code_spread",
+        "drift between code objects assumed when it is not measured (loads < 3). "
+        f"Default: per backend ({_spread_defaults()}).",
+        ini="gpuperf_compare_code_spread",
+        metavar="FRACTION",
+        ini_type="float",
+    ),
+    OptionSpec(
+        "--gpuperf-compare-loads",
+        "gpuperf_compare_loads",
+        "times each side's code is loaded, to measure the drift between loads. "
+        f"Default: {DEFAULT_PAIR_LOADS}.",
+        ini="gpuperf_compare_loads",
+        metavar="N",
+        ini_type="int",
+    ),
+    OptionSpec(
+        "--gpuperf-compare-buffer-sets",
+        "gpuperf_compare_buffer_sets",
+        "A/B load j runs on buffer set j mod N (1: the test's own). Default: one per load.",
+        ini="gpuperf_compare_buffer_sets",
+        metavar="N",
+        ini_type="int",
+    ),
+    OptionSpec(
+        "--gpuperf-compare-force",
+        "gpuperf_compare_force",
+        "time head and base even when their code is identical. Default: not timed.",
+        ini=None,
+        is_flag=True,
+    ),
+    OptionSpec(
+        "--gpuperf-suite-alarm",
+        "gpuperf_suite_alarm",
+        f"false-alarm budget of the whole run. Default: {DEFAULT_SUITE_ALARM}.",
+        ini="gpuperf_suite_alarm",
+        metavar="FRACTION",
+        ini_type="float",
+    ),
+    OptionSpec(
+        "--gpuperf-accept",
+        "gpuperf_accept",
+        "accept an intended slowdown of the matching tests ('test_rms.py::* why'); "
+        "repeatable; or a 'Gpuperf-Accept: PATTERN why' commit trailer. Default: none.",
+        ini="gpuperf_accept",
+        metavar="PATTERN",
+        ini_type="linelist",
+        repeatable=True,
+    ),
+    OptionSpec(
+        "--gpuperf-shard",
+        "gpuperf_shard",
+        "run shard K of N (e.g. 2/3), one per CI runner, at the whole suite's budget; "
+        "`python -m pytest_gpuperf.merge` joins their JSON. Default: off.",
+        ini=None,
+        metavar="K/N",
+    ),
+    OptionSpec(
+        "--gpuperf-compare-missing-ok",
+        "gpuperf_compare_missing_ok",
+        "run on when git cannot resolve REF (every A/B: no base). Default: exit 4.",
+        ini="gpuperf_compare_missing_ok",
+        is_flag=True,
+    ),
+    OptionSpec(
+        "--gpuperf-prune",
+        "gpuperf_prune",
+        "remove baseline entries no collected test produced. Default: listed.",
+        ini=None,
+        is_flag=True,
+    ),
+    OptionSpec(
+        "--gpuperf-history",
+        "gpuperf_history",
+        f"saves kept per baseline entry. Default: {HISTORY_LENGTH}.",
+        ini="gpuperf_history",
+        metavar="N",
+        ini_type="int",
+    ),
+    OptionSpec(
+        "--gpuperf-budget",
+        "gpuperf_budget",
+        f"seconds of sampling per measurement. Default: {DEFAULT_BUDGET_S}.",
+        ini="gpuperf_budget",
+        metavar="SECONDS",
+        ini_type="float",
+    ),
+    OptionSpec(
+        "--gpuperf-kernel-timeout",
+        "gpuperf_kernel_timeout",
+        "hung-kernel timeout, s. Default: 60 + 10 x budget.",
+        ini="gpuperf_kernel_timeout",
+        metavar="SECONDS",
+        ini_type="float",
+    ),
+    OptionSpec(
+        "--gpuperf-compile-timeout",
+        "gpuperf_compile_timeout",
+        f"seconds a kernel compile may take. Default: {DEFAULT_COMPILE_TIMEOUT_S:g}.",
+        ini="gpuperf_compile_timeout",
+        metavar="SECONDS",
+        ini_type="float",
+    ),
+    OptionSpec(
+        "--gpuperf-cache",
+        "gpuperf_cache",
+        f"cold, hot or rotate. Default: {DEFAULT_CACHE}.",
+        ini="gpuperf_cache",
+        metavar="MODE",
+    ),
+    OptionSpec(
+        "--gpuperf-json",
+        "gpuperf_json",
+        "write the JSON report. Default: none.",
+        ini="gpuperf_json",
+        metavar="PATH",
+    ),
+    OptionSpec(
+        "--gpuperf-benchmark-json",
+        "gpuperf_benchmark_json",
+        "write pytest-benchmark's JSON layout. Default: none.",
+        ini="gpuperf_benchmark_json",
+        metavar="PATH",
+    ),
+    # -- gpuperf-static: the static gate (pytest_gpuperf/plugin/static_gate.py) -------------
+    OptionSpec(
+        "--gpuperf-static",
+        "gpuperf_static",
+        "static gate for these AMD archs, clang alone (none: exit 4): fail on lost "
+        "occupancy, spills, scratch, VGPR/LDS growth. Default: off.",
+        ini="gpuperf_static",
+        metavar="ARCH[,ARCH]",
+    ),
+    OptionSpec(
+        "--gpuperf-clang",
+        "gpuperf_clang",
+        "the static gate's clang. Default: clang-19, clang-22 .. clang-17, clang, ROCm's.",
+        ini="gpuperf_clang",
+        metavar="PATH",
+    ),
+    # -- end gpuperf-static ------------------------------------------------------------------
+    OptionSpec(
+        "--gpuperf-markdown",
+        "gpuperf_markdown",
+        "write a Markdown summary (and append it to $GITHUB_STEP_SUMMARY). Default: none.",
+        ini="gpuperf_markdown",
+        metavar="PATH",
+    ),
+)
+
+MIN_BW_HELP = (
+    "min_bw(fraction, name=None, device=None, cache=None): fail a measurement whose bandwidth "
+    "efficiency (declared bytes / median kernel time / the device's peak bandwidth) is below "
+    "the fraction, 0 < x <= 1 (e.g. min_bw(0.8)). name=, device= and cache= limit it to one "
+    "measurement name, device key or cache mode; several min_bw marks may be stacked and the "
+    "most specific applies. Applies under --gpuperf."
+)
+GPUPERF_HELP = (
+    "gpuperf(tolerance=, cache=, budget_s=, peak_gbps=, strict=): per-test measurement "
+    "settings: baseline tolerance (fraction), default cache mode (cold|hot|rotate), sampling "
+    "budget in seconds, peak bandwidth override in GB/s, and strict (--gpuperf-strict for this "
+    "test). "
+    "Marks on the module, class and test merge by keyword, the closest winning."
+)

@@ -1,0 +1,287 @@
+"""Parsing one option or marker value: its type and range, and an error naming where it was given.
+
+Each `parse_*` takes the raw value (a command-line string, an ini string, a marker's Python
+value) and `where` (the flag, ini key or marker call) and returns the typed value or raises a
+`ConfigError` that names `where` and the values that would do. No pytest import here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+from pytest_gpuperf.config import ranges
+from pytest_gpuperf.config.options import (
+    BACKEND_NAMES,
+    DEFAULT_BACKENDS,
+    MAX_SIM_GPUS,
+    REQUIRE_CHOICES,
+)
+from pytest_gpuperf.config.ranges import Range
+from pytest_gpuperf.engine.results import CACHE_MODES
+from pytest_gpuperf.errors import ConfigError
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def parse_bool(raw: Any, where: str) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(f"{where}: expected true or false, got {raw!r}")
+
+
+def parse_backends(raw: Any, where: str) -> tuple[str, ...]:
+    names = [part.strip().lower() for part in str(raw).split(",") if part.strip()]
+    if not names:
+        raise ConfigError(f"{where}: name at least one backend ({', '.join(BACKEND_NAMES)})")
+    expanded: list[str] = []
+    for name in names:
+        if name == "auto":
+            expanded += DEFAULT_BACKENDS
+        elif name in BACKEND_NAMES:
+            expanded.append(name)
+        else:
+            raise ConfigError(
+                f"{where}: unknown backend {name!r}; choose from {', '.join(BACKEND_NAMES)} "
+                "(comma-separated, in order of preference, e.g. 'hip,cuda,sim')"
+            )
+    return tuple(dict.fromkeys(expanded))
+
+
+def parse_require(raw: Any, where: str) -> str:
+    kind = str(raw).strip().lower()
+    if kind not in REQUIRE_CHOICES:
+        raise ConfigError(
+            f"{where}: expected one of {', '.join(REQUIRE_CHOICES)} (gpu: any real GPU; "
+            "static: the static gate's clang), "
+            f"got {raw!r}"
+        )
+    return kind
+
+
+def parse_ref(raw: Any, where: str) -> str:
+    text = str(raw).strip()
+    if not text or text.startswith("-") or any(c.isspace() for c in text):
+        raise ConfigError(
+            f"{where}: expected a git revision (e.g. origin/main, HEAD~1, a commit id), got {raw!r}"
+        )
+    return text
+
+
+# -- gpuperf-static ---------------------------------------------------------------------------
+_ARCH_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?::[A-Za-z0-9_]+[+-])*$")
+
+
+def parse_static_archs(raw: Any, where: str) -> tuple[str, ...]:
+    """'gfx942' or 'gfx942,gfx90a' (target ids with features, gfx942:xnack-, allowed).
+    Whether clang knows them is checked when the session starts."""
+    names = [part.strip() for part in str(raw).split(",") if part.strip()]
+    if not names:
+        raise ConfigError(f"{where}: name at least one AMD GPU architecture, e.g. gfx942")
+    for name in names:
+        if not _ARCH_NAME.match(name):
+            raise ConfigError(
+                f"{where}: {name!r} is not an architecture name; give clang's processor names, "
+                "comma-separated (e.g. gfx942 for MI300X, gfx90a for MI250X)"
+            )
+    return tuple(dict.fromkeys(names))
+
+
+def parse_clang(raw: Any, where: str) -> str:
+    text = os.path.expanduser(str(raw).strip())
+    if not text:
+        raise ConfigError(f"{where}: expected a clang path or command name, got an empty value")
+    return text
+
+
+# -- end gpuperf-static -------------------------------------------------------------------------
+
+
+def parse_device_key(raw: Any, where: str) -> str:
+    from pytest_gpuperf.runtime.devices import KNOWN_DEVICES
+
+    key = str(raw).strip().lower()
+    if key not in KNOWN_DEVICES:
+        raise ConfigError(
+            f"{where}: unknown device key {raw!r}; known keys: {', '.join(KNOWN_DEVICES)}"
+        )
+    return key
+
+
+def parse_gpu_index(raw: Any, where: str) -> int:
+    text = str(raw).strip()
+    if not (text.isascii() and text.isdigit()):
+        raise ConfigError(f"{where}: expected a device index (0, 1, ...), got {raw!r}")
+    return int(text)
+
+
+def parse_gpu_margin(raw: Any, where: str) -> float:
+    return in_range(raw, where, "the degraded-GPU margin (e.g. 0.03 for 3%)", ranges.GPU_MARGIN)
+
+
+def parse_sim_gpus(raw: Any, where: str) -> tuple[float, ...]:
+    """'4' (four equal GPUs) or '1,1,0.95' (relative speeds, one per GPU)."""
+    text = str(raw).strip()
+    hint = (
+        f"expected a number of simulated GPUs (1 to {MAX_SIM_GPUS}) or their relative speeds, "
+        f"comma-separated (e.g. 1,1,0.95), got {raw!r}"
+    )
+    if text.isascii() and text.isdigit():
+        if not 1 <= int(text) <= MAX_SIM_GPUS:
+            raise ConfigError(f"{where}: {hint}")
+        return (1.0,) * int(text)
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) < 2 or len(parts) > MAX_SIM_GPUS:
+        raise ConfigError(f"{where}: {hint}")
+    speeds = []
+    for part in parts:
+        try:
+            speed = float(part)
+        except ValueError:
+            raise ConfigError(f"{where}: {hint}") from None
+        if not (math.isfinite(speed) and 0 < speed <= 10):
+            raise ConfigError(f"{where}: speed {part!r} must be in (0, 10] (1 is healthy); {hint}")
+        speeds.append(speed)
+    return tuple(speeds)
+
+
+def parse_shard(raw: Any, where: str) -> tuple[int, int]:
+    """'2/3' -> (2, 3): shard K of N, 1 <= K <= N."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(raw))
+    if match is None or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise ConfigError(
+            f"{where}: expected K/N with 1 <= K <= N (shard K of N, e.g. 2/3), got {raw!r}"
+        )
+    return int(match.group(1)), int(match.group(2))
+
+
+def parse_history(raw: Any, where: str) -> int:
+    text = str(raw).strip()
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 100:
+        raise ConfigError(f"{where}: expected a number of saves from 1 to 100, got {raw!r}")
+    return int(text)
+
+
+def in_range(raw: Any, where: str, what: str, allowed: Range) -> float:
+    """A number inside `allowed` (ranges.py), or a ConfigError naming the range."""
+    if isinstance(raw, bool):
+        raise ConfigError(f"{where}: {what} must be a number in {allowed.text}, got {raw!r}")
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"{where}: {what} must be a number in {allowed.text}, got {raw!r}"
+        ) from None
+    if value not in allowed:  # nan and inf included
+        raise ConfigError(f"{where}: {what} must be in {allowed.text}, got {raw!r}")
+    return value
+
+
+def parse_number(raw: Any, where: str, what: str) -> float:
+    if isinstance(raw, bool):
+        raise ConfigError(f"{where}: {what} must be a number, got {raw!r}")
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: {what} must be a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{where}: {what} must be a finite number, got {raw!r}")
+    return value
+
+
+def parse_tolerance(raw: Any, where: str) -> float:
+    return in_range(
+        raw, where, "the tolerance (e.g. 0.01 for 1%; 0 for the noise alone)", ranges.TOLERANCE
+    )
+
+
+def parse_threshold(raw: Any, where: str) -> float:
+    return in_range(
+        raw, where, "the compare threshold (e.g. 0.005 for 0.5%)", ranges.COMPARE_THRESHOLD
+    )
+
+
+def parse_loads(raw: Any, where: str) -> int:
+    text = str(raw).strip()
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 64:
+        raise ConfigError(f"{where}: expected a number of module loads from 1 to 64, got {raw!r}")
+    return int(text)
+
+
+def parse_buffer_sets(raw: Any, where: str) -> int:
+    text = str(raw).strip()
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 64:
+        raise ConfigError(
+            f"{where}: expected a number of buffer sets from 1 to 64 (1: the test's own "
+            f"buffers only), got {raw!r}"
+        )
+    return int(text)
+
+
+def parse_code_spread(raw: Any, where: str) -> float:
+    return in_range(
+        raw, where, "the code-object spread (e.g. 0.015 for +-1.5%)", ranges.CODE_SPREAD
+    )
+
+
+def parse_suite_alarm(raw: Any, where: str) -> float:
+    return in_range(
+        raw, where, "the run's false-alarm budget (e.g. 0.01 for 1% of runs)", ranges.SUITE_ALARM
+    )
+
+
+def seconds_parser(what: str) -> Callable[[Any, str], float]:
+    def parse(raw: Any, where: str) -> float:
+        value = parse_number(raw, where, f"{what} in seconds")
+        if value <= 0:
+            raise ConfigError(f"{where}: {what} must be a positive number of seconds, got {raw!r}")
+        return value
+
+    return parse
+
+
+def parse_budget(raw: Any, where: str) -> float:
+    value = parse_number(raw, where, "the budget in seconds")
+    if value <= 0:
+        raise ConfigError(f"{where}: the budget must be a positive number of seconds, got {raw!r}")
+    return value
+
+
+def parse_cache(raw: Any, where: str) -> str:
+    mode = str(raw).strip().lower() if isinstance(raw, str) else raw
+    if mode not in CACHE_MODES:
+        raise ConfigError(f"{where}: {cache_mode_problem(raw)}")
+    return str(mode)
+
+
+def cache_mode_problem(raw: Any) -> str:
+    """The one sentence every unknown cache mode gets, wherever it was given."""
+    return (
+        f"unknown cache mode {raw!r}; valid modes: cold (clean read-eviction before every "
+        "timed launch), hot (same buffers back to back), rotate (rotating buffer copies)"
+    )
+
+
+def parse_floor(raw: Any, where: str) -> float:
+    """A floor: an efficiency fraction in (0, 1]."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise ConfigError(
+            f"{where}: the floor must be a number, the fraction of the device's peak "
+            "bandwidth the kernel must reach (0 < x <= 1), e.g. min_bw(0.8)"
+        )
+    value = float(raw)
+    if not (math.isfinite(value) and 0 < value <= 1):
+        hint = f" (a percentage? did you mean {value / 100:g}?)" if 2 <= value <= 100 else ""
+        raise ConfigError(
+            f"{where}: the floor is a fraction of the peak bandwidth and must be in (0, 1]{hint}"
+        )
+    return value

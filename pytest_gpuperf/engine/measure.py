@@ -1,0 +1,445 @@
+"""The measurement engine: cache modes, a queue kept ahead of the host, adaptive sampling.
+
+A plain library function in the spirit of `triton.testing.do_bench`: give it a backend, a
+kernel with its launch configuration and arguments, the bytes it must move and the device
+spec; it returns a `Measurement` (median kernel time, its confidence interval, how sampling
+stopped, clocks, and optionally an in-run calibration against a reference copy kernel).
+`measure_pair` times two builds of one kernel (head and base) interleaved on the same buffers
+for an A/B comparison. docs/measurement.md explains every choice.
+
+Three rules shape the code:
+- cold caches are made by READING a scratch buffer >= 2x all caches before every timed
+  launch (a write/memset flush leaves dirty lines the kernel then pays to write back: -3% at
+  400 MB on an H100);
+- an event pair around a launch on an idle device times the host's launch latency (5.8 us
+  for an empty kernel on an H100), so no timed launch may find the device idle: timing.py
+  keeps the queue ahead (a spin kernel per batch, a host-side account of the device's busy
+  time that drops any sample whose launch may have found the queue empty);
+- samples are enqueued a batch at a time and read after one synchronisation, so the host
+  never waits per sample.
+
+`release(backend)` frees what the engine caches per backend (scratch buffer, sink).
+
+The engine's parts: engine/policy.py (`MeasureSettings` and the rules derived from it),
+sampling.py (one measurement run: probe, warm-up, adaptive sampling), timing.py (the queue
+and the event pairs); this module holds the public entry points.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from pytest_gpuperf.engine import stats
+from pytest_gpuperf.engine.policy import (
+    DEFAULT_PAIR_LOADS,
+    MAX_LAUNCHES_PER_PAIR,
+    MAX_ROTATION_COPIES,
+    MAX_ROTATION_MEMORY_FRACTION,
+    PAIR_TARGET_S,
+    WARMUP_BATCH_SAMPLES,
+    MeasureSettings,
+    launches_per_pair,
+    queue_method_for,
+    rotation_copies_for,
+    scratch_bytes_for,
+)
+from pytest_gpuperf.engine.results import Measurement, PairedComparison
+from pytest_gpuperf.engine.sampling import Pairing, Session, check_bytes, is_buffer
+from pytest_gpuperf.engine.timing import Timed, release
+from pytest_gpuperf.errors import ConfigError, GpuPerfError
+from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel, Module, as_dim3
+
+__all__ = [
+    "DEFAULT_PAIR_LOADS",
+    "MAX_LAUNCHES_PER_PAIR",
+    "PAIR_TARGET_S",
+    "WARMUP_BATCH_SAMPLES",
+    "MeasureSettings",
+    "launches_per_pair",
+    "measure_callable",
+    "measure_kernel",
+    "measure_pair",
+    "queue_method_for",
+    "release",
+    "rotation_copies_for",
+    "scratch_bytes_for",
+]
+
+
+# -- the public functions ----------------------------------------------------------------
+
+
+def measure_kernel(
+    backend: Backend,
+    kernel: Kernel,
+    *,
+    grid: int | Sequence[int],
+    block: int | Sequence[int],
+    args: Sequence[Any],
+    bytes_moved: int,
+    device: Any,
+    settings: MeasureSettings = MeasureSettings(),
+    name: str | None = None,
+    shared_bytes: int = 0,
+    setup: Callable[[], None] | None = None,
+) -> Measurement:
+    """Time `kernel` in the settings' cache mode; the caller's buffers end with its output.
+
+    `device` is the devices.DeviceSpec (peak bandwidth, cache sizes). `args` holds
+    DeviceBuffer objects and numbers, in signature order. `setup()`, when given, runs before
+    every launch, outside the timed interval: it must only enqueue device work (a fill, a
+    copy, a reset kernel) on the default stream, e.g. to zero an accumulator; each event pair
+    then holds one launch and hot mode replays no graph.
+    """
+    launch, args, buffers, label = _kernel_launch(backend, kernel, grid, block, args, shared_bytes)
+    label = name or label
+    _check_rotate(settings, buffers, label)
+    session = Session(backend, device, settings, label)
+    try:
+        copies = _copies_needed(settings, buffers, bytes_moved, session, label)
+        placements = session.placements(args, buffers, copies)
+        work = Timed(label, launch, placements, bytes_moved, launch_on=launch, setup=setup)
+        measurement = session.run(
+            [work],
+            kernel_name=kernel.name,
+            extra_fields=_kernel_fields(
+                backend, kernel, grid, block, shared_bytes, copies, settings
+            ),
+        )[0]
+        if settings.cache == "rotate" or settings.reallocation_rounds > 1:
+            if setup is not None:
+                setup()
+            launch(args)  # untimed: the real output lands in the caller's own buffers
+        backend.synchronize()
+        # The backend works out the occupancy of a launch shape at its first launch, which
+        # came after extra_fields was built: read the resources again.
+        return replace(measurement, resources=kernel.resources)
+    finally:
+        session.close()
+
+
+def measure_pair(
+    backend: Backend,
+    head: Kernel,
+    base: Kernel,
+    *,
+    grid: int | Sequence[int],
+    block: int | Sequence[int],
+    args: Sequence[Any],
+    bytes_moved: int,
+    device: Any,
+    settings: MeasureSettings = MeasureSettings(),
+    name: str | None = None,
+    shared_bytes: int = 0,
+    setup: Callable[[], None] | None = None,
+    stop_when: Callable[[tuple[float, float], float], bool] | None = None,
+    seed: int = 0,
+    loads: int = DEFAULT_PAIR_LOADS,
+    buffer_sets: int | None = None,
+) -> PairedComparison:
+    """Time two builds of one kernel (head and base) interleaved, for an A/B comparison.
+
+    Same buffers, launch configuration, cache mode and flush for both; every sample slot runs
+    one head and one base sample back to back, in an order drawn at random per slot (seeded
+    by `seed`), so slow drift of the device, and the placement of the buffers, are shared by
+    the two sides of every pair. Each side is loaded `loads` times (Backend.load_again: the
+    same code object, separate modules) and successive slots take successive loads, so the
+    comparison's interval carries the drift between loads as measured in this run
+    (stats.nested_trimmed_mean). Load j runs on buffer set j % `buffer_sets` (None: one set
+    per load; set 0 is the caller's buffers, the others fresh device copies of them), so
+    where the buffers landed varies between the loads as it would between two runs, and the
+    interval carries that too: a second round on fresh buffers is what it predicts
+    (docs/measurement.md, "Buffer sets"). A call with `setup` runs on the caller's buffers
+    only (the setup resets those), and the sets shrink to what half the device memory holds;
+    `PairedComparison.buffer_sets` says how many were used. The pair does not use
+    `settings.reallocation_rounds`: its buffer sets are those rounds. The statistic is the
+    trimmed mean of the pairs' log time ratios, which resolves below the event timer's step
+    (docs/measurement.md). Sampling stops once the head's median is within the target
+    interval and `stop_when(ratio_ci, base_time_s)` says the comparison is decided (the
+    gate's rule, at `settings.confidence`), or at the budget, which covers both kernels. The
+    caller's buffers end with head's output.
+    """
+    if not isinstance(loads, int) or loads < 1:
+        raise ConfigError(f"loads must be a whole number of module loads >= 1, got {loads!r}")
+    if buffer_sets is not None and (not isinstance(buffer_sets, int) or buffer_sets < 1):
+        raise ConfigError(
+            f"buffer_sets must be a whole number of buffer sets >= 1 (or None: one per load), "
+            f"got {buffer_sets!r}"
+        )
+    _, args, buffers, label = _kernel_launch(backend, head, grid, block, args, shared_bytes)
+    label = name or label
+    _check_rotate(settings, buffers, label)
+    session = Session(backend, device, settings, label)
+    extra_loads: list[Module] = []
+    try:
+        sides = []
+        for kernel in (head, base):
+            again = [backend.load_again(kernel.module) for _ in range(loads - 1)]
+            extra_loads += again
+            sides.append([kernel, *(module.kernel(kernel.name) for module in again)])
+        launch_head, launch_base = (
+            _loaded_launch(backend, kernels, grid, block, shared_bytes) for kernels in sides
+        )
+        for load in range(loads):  # first launches (lazy function loading) stay untimed
+            for launch in (launch_head, launch_base):
+                if setup is not None:
+                    setup()
+                launch((load, *args))
+        backend.synchronize()
+        copies = _copies_needed(
+            replace(settings, reallocation_rounds=1), buffers, bytes_moved, session, label
+        )
+        wanted = loads if buffer_sets is None else buffer_sets
+        sets, sets_note = pair_buffer_sets(
+            wanted,
+            loads,
+            copies,
+            buffers,
+            has_setup=setup is not None,
+            memory_bytes=session.backend.info.memory_bytes,
+            hot_cache_bytes=session.cache_bytes if settings.cache == "hot" else 0,
+        )
+        buffer_sets_of_round = session.placements(args, buffers, copies, rounds=sets)
+        # Placement j runs load j on buffer set j % sets: slot s of a batch takes placement
+        # s % loads, so the slots go round the loads, both sides of a slot on the same load
+        # number and the same buffers.
+        placements = [
+            [(load, *copy) for copy in buffer_sets_of_round[load % sets]] for load in range(loads)
+        ]
+        cursor = [0]  # shared: successive launches of either side take successive copies
+        works = [
+            Timed(
+                label, launch, placements, bytes_moved, launch_on=launch, setup=setup, cursor=cursor
+            )
+            for launch in (launch_head, launch_base)
+        ]
+        fields = _kernel_fields(backend, head, grid, block, shared_bytes, copies, settings)
+        base_fields = {**fields, "fingerprint": backend.kernel_fingerprint(base)}
+        head_m, base_m = session.run(
+            works,
+            kernel_name=head.name,
+            extra_fields=fields,
+            pair=Pairing(np.random.default_rng(seed), stop_when, loads, len(placements)),
+            per_item_fields=[{}, base_fields],
+        )
+        # Untimed: head's output lands in the caller's own buffers (the last timed launch may
+        # have been base's).
+        if setup is not None:
+            setup()
+        launch_head((0, *args))
+        backend.synchronize()
+        pairing = session.pairing
+        assert pairing is not None
+        found = pairing.estimate()
+        return PairedComparison(
+            head=replace(head_m, resources=head.resources),
+            base=replace(base_m, resources=base.resources),
+            ratio=found.ratio,
+            ratio_ci=found.ratio_interval(settings.confidence),
+            pairs=found.pairs,
+            confidence=settings.confidence,
+            stopped_by=head_m.stopped_by,
+            loads=loads,
+            pair_loads=tuple(pairing.loads_of_pairs),
+            log_ratio=found.estimate,
+            log_ratio_se=found.se,
+            df=found.df,
+            within_se=found.within_se,
+            drift=stats.per_side_drift(found.between_sd),
+            drift_basis=found.basis,
+            median_ratio=float(np.median(pairing.ratios)),
+            buffer_sets=sets,
+            buffer_sets_note=sets_note,
+        )
+    finally:
+        session.close()
+        for module in extra_loads:
+            with contextlib.suppress(GpuPerfError):
+                backend.unload(module)
+
+
+def pair_buffer_sets(
+    wanted: int,
+    loads: int,
+    copies: int,
+    buffers: Sequence[DeviceBuffer],
+    *,
+    has_setup: bool,
+    memory_bytes: int,
+    hot_cache_bytes: int = 0,
+) -> tuple[int, str]:
+    """How many buffer sets an A/B pair spreads its loads over, and why fewer than `wanted`
+    ("" when not fewer). At most one per load (the loads are the groups the interval's
+    between-group variance comes from: a set shared by no load tells it nothing); one when
+    the call has a setup (it resets the caller's buffers, not copies) or passes no buffer;
+    no more than half the device memory holds (each set holds `copies` copies of every
+    buffer, rotate mode's included). In hot mode (`hot_cache_bytes`: the caches' size) a
+    working set the caches hold keeps only as many sets as they hold together: the slots go
+    round the sets, and a set evicted by the others would make the first launch of its
+    slot a cold one."""
+    sets = min(wanted, loads)
+    if sets <= 1:
+        return 1, ""
+    if not buffers:
+        return 1, "the launch passes no buffer"
+    if has_setup:
+        return 1, "setup= resets the caller's own buffers, so the pair runs on those only"
+    buffer_bytes = sum(b.nbytes for b in buffers)
+    if hot_cache_bytes and 0 < buffer_bytes <= hot_cache_bytes:
+        held = max(1, hot_cache_bytes // buffer_bytes)
+        if held < sets:
+            return held, f"hot: the caches hold {held} set{'s' if held != 1 else ''} at once"
+    budget_bytes = MAX_ROTATION_MEMORY_FRACTION * memory_bytes
+    fits = int((budget_bytes / buffer_bytes + 1) // copies) if buffer_bytes else sets
+    if fits < sets:
+        fits = max(1, fits)
+        return fits, (
+            f"{sets} sets of {copies * buffer_bytes / 2**30:.2f} GiB would pass half the "
+            f"device memory; {fits} used"
+        )
+    return sets, ""
+
+
+def _kernel_launch(
+    backend: Backend,
+    kernel: Kernel,
+    grid: int | Sequence[int],
+    block: int | Sequence[int],
+    args: Sequence[Any],
+    shared_bytes: int,
+) -> tuple[Callable[..., None], tuple, list[DeviceBuffer], str]:
+    grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
+
+    def launch(call_args: tuple, stream: Any = None) -> None:
+        backend.launch(kernel, grid3, block3, call_args, shared_bytes=shared_bytes, stream=stream)
+
+    call_args = tuple(args)
+    return launch, call_args, _distinct_buffers(call_args), kernel.name
+
+
+def _loaded_launch(
+    backend: Backend,
+    kernels: Sequence[Kernel],
+    grid: int | Sequence[int],
+    block: int | Sequence[int],
+    shared_bytes: int,
+) -> Callable[..., None]:
+    """A launch of one side of an A/B pair whose arguments start with the load to use."""
+    grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
+
+    def launch(call_args: tuple, stream: Any = None) -> None:
+        load, *rest = call_args
+        backend.launch(
+            kernels[load], grid3, block3, tuple(rest), shared_bytes=shared_bytes, stream=stream
+        )
+
+    return launch
+
+
+def _kernel_fields(
+    backend: Backend,
+    kernel: Kernel,
+    grid: int | Sequence[int],
+    block: int | Sequence[int],
+    shared_bytes: int,
+    copies: int,
+    settings: MeasureSettings,
+) -> dict[str, Any]:
+    return {
+        "resources": kernel.resources,
+        "grid": as_dim3(grid, "grid"),
+        "block": as_dim3(block, "block"),
+        "shared_bytes": shared_bytes,
+        "rotation_copies": copies if settings.cache == "rotate" else 0,
+        "fingerprint": backend.kernel_fingerprint(kernel),
+    }
+
+
+def _check_rotate(settings: MeasureSettings, buffers: list[DeviceBuffer], label: str) -> None:
+    if settings.cache == "rotate" and not buffers:
+        raise ConfigError(
+            f"{label}: cache='rotate' rotates copies of the kernel's buffer arguments, and "
+            "this launch has none; use cache='cold'"
+        )
+
+
+def measure_callable(
+    backend: Backend,
+    fn: Callable[[], Any],
+    *,
+    bytes_moved: int,
+    device: Any,
+    settings: MeasureSettings = MeasureSettings(),
+    name: str | None = None,
+    setup: Callable[[], None] | None = None,
+) -> Measurement:
+    """Time work that `fn()` launches on the default stream (PyTorch, Triton, CuPy, ...).
+
+    The engine cannot copy buffers it does not see, so cache="rotate" is refused and
+    reallocation_rounds has no effect; cold and hot work as for kernels. `setup()` runs
+    before every timed call, untimed (see measure_kernel).
+    """
+    label = name or str(getattr(fn, "__name__", "callable"))
+    if settings.cache == "rotate":
+        raise ConfigError(
+            f"{label}: cache='rotate' needs the buffers to copy, which a callable hides; "
+            "use cache='cold', or measure_kernel with the kernel and its arguments"
+        )
+    session = Session(backend, device, settings, label)
+    try:
+        work = Timed(label, lambda _args: fn(), [[()]], bytes_moved, setup=setup)
+        session.check_queues_work(work)
+        return session.run([work], kernel_name=label, extra_fields={})[0]
+    finally:
+        session.close()
+
+
+def _distinct_buffers(args: Sequence[Any]) -> list[DeviceBuffer]:
+    """The buffer arguments, each once (a buffer passed twice is copied once)."""
+    seen: dict[int, DeviceBuffer] = {}
+    for value in args:
+        if is_buffer(value):
+            seen.setdefault(id(value), value)
+    return list(seen.values())
+
+
+def _copies_needed(
+    settings: MeasureSettings,
+    buffers: list[DeviceBuffer],
+    bytes_moved: int,
+    session: Session,
+    label: str,
+) -> int:
+    """Rotation copies for this launch (1 outside rotate mode).
+
+    The working set is the smaller of the buffers' total size and the declared bytes: a
+    kernel that touches only part of a large buffer needs more copies, never fewer.
+    """
+    if settings.cache != "rotate":
+        return 1
+    check_bytes(bytes_moved, label)
+    buffer_bytes = sum(b.nbytes for b in buffers)
+    working_set_bytes = min(buffer_bytes, bytes_moved)
+    copies = rotation_copies_for(working_set_bytes, session.cache_bytes)
+    if copies > MAX_ROTATION_COPIES:
+        smallest = math.ceil(2 * session.cache_bytes / MAX_ROTATION_COPIES)
+        raise ConfigError(
+            f"{label}: cache='rotate' would need {copies} copies of its {working_set_bytes}-byte "
+            f"working set to cover twice the {session.cache_bytes}-byte caches (at most "
+            f"{MAX_ROTATION_COPIES}: rotate needs a working set of at least {smallest} bytes "
+            "here); use cache='cold', which evicts with one scratch buffer instead"
+        )
+    extra_bytes = (copies * settings.reallocation_rounds - 1) * buffer_bytes
+    if extra_bytes > MAX_ROTATION_MEMORY_FRACTION * session.backend.info.memory_bytes:
+        raise ConfigError(
+            f"{label}: cache='rotate' needs {copies} copies of {buffer_bytes} bytes of "
+            f"buffers ({extra_bytes / 2**30:.1f} GiB), more than half the device memory; "
+            "use cache='cold', which evicts with one scratch buffer instead"
+        )
+    return copies

@@ -1,0 +1,125 @@
+"""How the engine measures: `MeasureSettings` and the rules the engine derives from them.
+
+The tunables (launches per event pair, warm-up, rotation limits) and the pure functions that
+turn a cache mode and a kernel time into a plan (flush buffer size, rotation copies, launches
+per event pair, the words that describe it) live here, apart from the code that runs them
+(sampling.py), so each can be read and tested without a device. docs/measurement.md explains
+every figure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pytest_gpuperf.engine.results import CACHE_MODES
+from pytest_gpuperf.errors import ConfigError
+
+# hot/rotate: launches per event pair so that one pair lasts at least this long; the event
+# resolution (~0.5 us) and the gap between back-to-back launches then stay below 1%.
+PAIR_TARGET_S = 100e-6
+MAX_LAUNCHES_PER_PAIR = 256
+WARMUP_BATCH_SAMPLES = 5
+WARMUP_TOLERANCE = 0.02  # warm-up ends when two batch medians agree within 2%
+MIN_WARMUP_S = 0.01  # and at least this long (clock ramp, first-touch page faults)
+MAX_ROTATION_MEMORY_FRACTION = 0.5
+FLUSH_ELEMENT_BYTES = 16  # gpuperf_flush and gpuperf_copy_ref move uint4 elements
+# Each rotation copy is its own allocation (the Backend interface has no sub-buffer views),
+# so a working set far below the caches would need thousands of allocations: refused.
+MAX_ROTATION_COPIES = 1024
+# An A/B pair loads each side this many times (one module per load: the same code object
+# loaded again, nothing recompiled) and spreads its pairs over the loads, so the run measures
+# what belongs to a load and not to the code (where it landed, how it meets the instruction
+# caches) instead of assuming it: 8 loads give the between-load variance 7 degrees of freedom
+# (t = 2.36 at 95%, where 4 loads would give 3.18) for a few milliseconds of module loads.
+DEFAULT_PAIR_LOADS = 8
+# A decision needs at least this many pairs on every load.
+MIN_PAIRS_PER_LOAD = 3
+# A callable whose event pairs take no longer than a pair around nothing plus this queued no
+# GPU work (on the H100 an empty pair reads ~0.002 us, the smallest kernel ~1 us).
+NO_WORK_MARGIN_S = 0.3e-6
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How to measure; the defaults are the documented ones (docs/measurement.md).
+
+    cache: "cold" (clean read-eviction before every timed launch), "hot" (same buffers back
+      to back after warm-up) or "rotate" (N copies of every buffer, each launch on the next).
+    target_rel_ci: stop once the confidence interval's half-width of the median is within
+      this fraction of it (0.005 = +-0.5%).
+    budget_s: wall-clock budget of the sampling phase; warm-up has its own bound, warmup_s.
+    reallocation_rounds: independent placements of the buffers (the caller's + fresh copies)
+      that successive samples alternate between, so no one physical placement decides.
+    calibrate: also time the reference copy kernel at the same working set and cache mode,
+      interleaved with the kernel, and report efficiency relative to it (cancels drift that
+      is common to the whole device; docs/measurement.md shows when that helps).
+    graphs: in hot mode, on a backend with graphs (CUDA), time a graph replay of the launches
+      of each event pair instead of separate stream launches, which leave a ~1 us gap
+      between kernels on an H100 (docs/benchmarks.md); kernels only, never callables.
+    """
+
+    cache: str = "cold"
+    target_rel_ci: float = 0.005
+    confidence: float = 0.95
+    min_samples: int = 10
+    max_samples: int = 2000
+    budget_s: float = 1.0
+    warmup_s: float = 0.2
+    reallocation_rounds: int = 1
+    calibrate: bool = False
+    graphs: bool = True
+
+    def __post_init__(self) -> None:
+        if self.cache not in CACHE_MODES:
+            raise ConfigError(
+                f"cache={self.cache!r} is not a cache mode; choose one of {', '.join(CACHE_MODES)}"
+            )
+        checks = [
+            (0 < self.target_rel_ci < 1, "target_rel_ci must be in (0, 1), e.g. 0.005"),
+            (0 < self.confidence < 1, "confidence must be in (0, 1), e.g. 0.95"),
+            (self.min_samples >= 3, "min_samples must be at least 3"),
+            (self.max_samples >= self.min_samples, "max_samples must be >= min_samples"),
+            (self.budget_s > 0, "budget_s must be positive"),
+            (self.warmup_s >= 0, "warmup_s must be >= 0"),
+            (self.reallocation_rounds >= 1, "reallocation_rounds must be >= 1"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(f"MeasureSettings: {message} (got {self})")
+
+
+def scratch_bytes_for(cache_bytes: int) -> int:
+    """Size of the cold-mode eviction buffer: twice all caches, in whole 16-byte elements."""
+    return round_up(max(2 * cache_bytes, FLUSH_ELEMENT_BYTES), FLUSH_ELEMENT_BYTES)
+
+
+def rotation_copies_for(working_set_bytes: int, cache_bytes: int) -> int:
+    """N such that N copies of the working set cover at least twice all caches."""
+    return max(1, math.ceil(2 * cache_bytes / max(working_set_bytes, 1)))
+
+
+def launches_per_pair(kernel_time_s: float, cache: str, setup: bool = False) -> int:
+    """Launches between one event pair: 1 in cold mode (a flush precedes every launch) and
+    with a per-launch setup (it runs between launches, outside the pair), else enough for the
+    pair to last PAIR_TARGET_S."""
+    if cache == "cold" or setup or kernel_time_s <= 0:
+        return 1
+    return int(min(MAX_LAUNCHES_PER_PAIR, max(1, math.ceil(PAIR_TARGET_S / kernel_time_s))))
+
+
+def queue_method_for(cache: str, launches: int, graph: bool = False, setup: bool = False) -> str:
+    """The words Measurement.queue_method uses for how the queue was kept ahead."""
+    reset = " + setup before every timed launch" if setup else ""
+    if cache == "cold":
+        return "flush-ahead: spin per batch + read-flush before every timed launch" + reset
+    per_pair = "1 launch" if launches == 1 else f"{launches} launches"
+    if setup:
+        return f"spin-ahead: spin per batch + {per_pair} per event pair{reset}"
+    if graph:
+        return f"graph-replay: spin per batch + a graph of {per_pair} per event pair"
+    return f"spin-ahead: spin per batch + {per_pair} per event pair"
+
+
+def round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple

@@ -1,0 +1,545 @@
+"""One measurement run on the device: probe, warm-up, adaptive sampling, the Measurement.
+
+`Session` owns what a measurement allocates (buffer copies, graphs) and frees it whatever
+happens; `run` measures its workloads interleaved, batch by batch, until the median's interval
+is tight enough (and, for an A/B pair, `Pairing` says the comparison is decided) or the budget
+is spent. The public entry points in measure.py build the workloads and call it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pytest_gpuperf.engine import clocks as clock_readings
+from pytest_gpuperf.engine import stats
+from pytest_gpuperf.engine.policy import (
+    FLUSH_ELEMENT_BYTES,
+    MIN_PAIRS_PER_LOAD,
+    MIN_WARMUP_S,
+    NO_WORK_MARGIN_S,
+    WARMUP_BATCH_SAMPLES,
+    WARMUP_TOLERANCE,
+    MeasureSettings,
+    launches_per_pair,
+    queue_method_for,
+    rotation_copies_for,
+    round_up,
+    scratch_bytes_for,
+)
+from pytest_gpuperf.engine.results import GpuIdentity, Measurement
+from pytest_gpuperf.engine.timing import (
+    INTERNAL_BLOCK,
+    LOWER_BOUND_FRACTION,
+    Batch,
+    Pacing,
+    Timed,
+    blocks_for,
+    engine_for,
+    run_batch,
+)
+from pytest_gpuperf.errors import ConfigError, GpuPerfError
+from pytest_gpuperf.runtime.base import Backend, DeviceBuffer
+
+
+@dataclass
+class Pairing:
+    """The state of an A/B measurement: slot order, the ratios so far and the load each
+    pair ran on, the stopping rule."""
+
+    rng: np.random.Generator
+    stop_when: Callable[[tuple[float, float], float], bool] | None
+    loads: int = 1
+    placements: int = 1
+    ratios: list[float] = field(default_factory=list)
+    head_s: list[float] = field(default_factory=list)
+    base_s: list[float] = field(default_factory=list)
+    loads_of_pairs: list[int] = field(default_factory=list)
+    orders: list[tuple[int, int]] = field(default_factory=list)
+
+    def estimate(self) -> stats.NestedEstimate:
+        """The trimmed mean of the log ratios, nested over the loads."""
+        return stats.nested_trimmed_mean(np.log(self.ratios), self.loads_of_pairs)
+
+    def decidable(self, min_samples: int) -> bool:
+        """Enough pairs to decide on: `min_samples`, and MIN_PAIRS_PER_LOAD on every load."""
+        if len(self.ratios) < max(min_samples, 2):
+            return False
+        counts = np.bincount(self.loads_of_pairs, minlength=self.loads)
+        return bool(counts.min() >= MIN_PAIRS_PER_LOAD)
+
+    def plan(self, samples: int) -> None:
+        self.orders = [(0, 1) if self.rng.random() < 0.5 else (1, 0) for _ in range(samples)]
+
+    def order(self, slot: int) -> tuple[int, int]:
+        return self.orders[slot]
+
+    def take(self, batch: Batch) -> None:
+        for slot, (head_s, base_s) in enumerate(batch.slots):
+            if head_s is not None and base_s is not None:
+                self.head_s.append(head_s)
+                self.base_s.append(base_s)
+                self.ratios.append(head_s / base_s)
+                self.loads_of_pairs.append((slot % self.placements) % self.loads)
+
+
+# -- the measurement session -------------------------------------------------------------
+
+
+class Session:
+    """One measurement: owns the copies it allocates and frees them, whatever happens."""
+
+    def __init__(self, backend: Backend, device: Any, settings: MeasureSettings, label: str):
+        self.backend = backend
+        self.device = device
+        self.settings = settings
+        self.label = label
+        self.owned: list[DeviceBuffer] = []
+        self.engine = engine_for(backend)
+        self.cache_bytes = max(int(device.cache_bytes), int(backend.info.l2_bytes))
+        self.cold = settings.cache == "cold"
+        self.clock: Callable[[], float] = backend.host_clock
+        self.timed: list[Timed] = []
+        self.pairing: Pairing | None = None
+
+    def close(self) -> None:
+        """Free the copies and graphs; a device that already failed must not hide the error
+        that is propagating behind a cleanup error (the success path synchronised already)."""
+        with contextlib.suppress(GpuPerfError):
+            self.backend.synchronize()
+        for item in self.timed:
+            with contextlib.suppress(GpuPerfError):
+                item.free_graphs(self.backend)
+        for buffer in self.owned:
+            if not buffer.freed:
+                with contextlib.suppress(GpuPerfError):
+                    buffer.free()
+        self.owned.clear()
+
+    def _copy_of(self, buffer: DeviceBuffer) -> DeviceBuffer:
+        clone = self.backend.alloc(buffer.nbytes)
+        self.owned.append(clone)
+        self.backend.copy(clone, buffer)
+        return clone
+
+    def placements(
+        self, args: tuple, buffers: list[DeviceBuffer], copies: int, rounds: int | None = None
+    ) -> list[list[tuple]]:
+        """Argument tuples per placement and copy; the caller's own buffers are copy 0 of
+        placement 0, every other copy is a fresh allocation initialised from them.
+        `rounds` placements (None: the settings' reallocation_rounds)."""
+        result = []
+        count = self.settings.reallocation_rounds if rounds is None else rounds
+        for round_index in range(count):
+            sets = []
+            for copy_index in range(copies):
+                if round_index == 0 and copy_index == 0:
+                    sets.append(args)
+                    continue
+                clones = {id(b): self._copy_of(b) for b in buffers}
+                sets.append(tuple(clones.get(id(a), a) if is_buffer(a) else a for a in args))
+            result.append(sets)
+        return result
+
+    def check_queues_work(self, work: Timed) -> None:
+        """Refuse a callable that queues no GPU work where it is timed: its event pairs would
+        time nothing, and its 'efficiency' would be thousands of percent. Compared with an
+        event pair around nothing, a real launch takes at least NO_WORK_MARGIN_S more."""
+        nothing = Timed("nothing", lambda _args: None, [[()]], 1)
+        work.launch_next(0)  # first call: lazy compiles and module loads stay out of it
+        self.backend.synchronize()
+        batch = run_batch(
+            self.engine, [work, nothing], 5, cold=False, spin_s=2e-3, clock=self.clock
+        )
+        timed, empty = batch.samples_s
+        if not timed or not empty:
+            return  # the queue starved: no verdict from this probe
+        if min(timed) <= float(np.median(empty)) + NO_WORK_MARGIN_S:
+            raise ConfigError(
+                f"{self.label}: the callable queued no GPU work on the stream being timed "
+                f"(its event pairs took {min(timed) * 1e6:.3f} us, as long as a pair around "
+                "nothing): gpu_bench.run(fn) times what fn launches on the default stream. "
+                "Launch the work there (PyTorch: the current stream; CuPy: the null stream), "
+                "or measure the kernel with gpu_bench(kernel, ...)"
+            )
+
+    def reference(self, bytes_moved: int) -> Timed:
+        """The calibration workload: gpuperf_copy_ref moving the same bytes in the same
+        cache mode (half read, half written), with its own rotation when rotating."""
+        half_bytes = round_up(max(bytes_moved // 2, FLUSH_ELEMENT_BYTES), FLUSH_ELEMENT_BYTES)
+        count = half_bytes // FLUSH_ELEMENT_BYTES
+        source = self.backend.alloc(half_bytes)
+        target = self.backend.alloc(half_bytes)
+        self.owned += [source, target]
+        self.backend.fill(source, 1)
+        args = (source, target, count)
+        copies = 1
+        if self.settings.cache == "rotate":
+            copies = rotation_copies_for(2 * half_bytes, self.cache_bytes)
+        placements = self.placements(args, [source, target], copies)
+        engine, grid = self.engine, blocks_for(count)
+
+        def launch(call_args: tuple, stream: Any = None) -> None:
+            self.backend.launch(engine.copy_ref, grid, INTERNAL_BLOCK, call_args, stream=stream)
+
+        return Timed("gpuperf_copy_ref", launch, placements, 2 * half_bytes, launch_on=launch)
+
+    def run(
+        self,
+        timed: list[Timed],
+        *,
+        kernel_name: str,
+        extra_fields: dict,
+        pair: Pairing | None = None,
+        per_item_fields: list[dict] | None = None,
+    ) -> list[Measurement]:
+        """Measure the workloads in `timed` interleaved: one Measurement each, for the user's
+        workloads (the calibration reference is folded into the first one's fields)."""
+        settings, backend, engine = self.settings, self.backend, self.engine
+        began = self.clock()
+        started_s = time.time()
+        work = timed[0]
+        check_bytes(work.bytes_moved, self.label)
+        if self.cold:
+            engine.scratch_for(scratch_bytes_for(self.cache_bytes))
+        user_count = len(timed)
+        timed = self.timed = list(timed)
+        self.pairing = pair
+        if settings.calibrate and pair is None:
+            timed.append(self.reference(work.bytes_moved))
+        # First launches load modules and compile lazily (Triton); keep them out of timing.
+        for item in timed:
+            if item.setup is not None:
+                item.setup()
+            item.launch_next(0)
+        backend.synchronize()
+        self._probe(timed)
+        if pair is not None:  # both sides get the same launches per event pair
+            launches = max(item.launches for item in timed)
+            for item in timed:
+                item.launches = launches
+        graphs = self._replays_graphs(timed)
+        if graphs:
+            self._capture_graphs(timed)
+        pacing = Pacing(
+            # A first guess of the host's cost per launch; measured from the first batch on.
+            host_per_sample_s=sum(item.launches for item in timed) * 30e-6,
+            device_per_sample_s=self._device_per_sample_s(timed),
+        )
+        warmup_launches = self._warm_up(timed, pacing)
+
+        clocks_before: list = []
+        sampling_began = self.clock()
+        stopped_by, batches, starved = "", 0, 0
+        wanted = settings.min_samples
+        while not stopped_by:
+            samples, spin_s = pacing.plan(min(wanted, settings.max_samples - len(work.samples_s)))
+            batch_began = self.clock()
+            batch = self._batch(
+                timed,
+                samples,
+                spin_s,
+                while_in_flight=(
+                    (lambda: clocks_before.append(clock_readings.read_clocks(backend)))
+                    if batches == 0
+                    else None
+                ),
+            )
+            batches += 1
+            starved += batch.starved
+            if pair is not None:
+                pair.take(batch)
+            else:
+                for item, accepted in zip(timed, batch.samples_s, strict=True):
+                    item.samples_s.extend(accepted)
+            pacing.observe(batch, samples, spin_s)
+            pacing.device_per_sample_s = self._device_per_sample_s(timed)
+            now = self.clock()
+            stopped_by = self._stop_reason(timed, now - sampling_began)
+            # Double the batch, but not past what the remaining budget can pay for.
+            per_sample_wall_s = (now - batch_began) / samples
+            affordable = (settings.budget_s - (now - sampling_began)) / per_sample_wall_s
+            wanted = max(1, min(2 * samples, int(affordable) + 1))
+        clocks = clock_readings.merge(
+            clocks_before[0] if clocks_before else None, clock_readings.read_clocks(backend)
+        )
+        extra: dict[str, Any] = {
+            "starved_samples_dropped": starved,
+            "batches": batches,
+            "launches_per_sample": work.launches,
+            "graph_replay": graphs,
+            "scratch_bytes": engine.scratch.nbytes if self.cold and engine.scratch else 0,
+            "reallocation_rounds": settings.reallocation_rounds,
+        }
+        if pair is not None:
+            extra["paired_with"] = "base" if user_count == 2 else ""
+        wall_s = self.clock() - began
+        extra_fields = {**extra_fields, "started_s": started_s, "ended_s": time.time()}
+        results = []
+        for position in range(user_count):
+            fields = {**extra_fields, **(per_item_fields[position] if per_item_fields else {})}
+            results.append(
+                self._measurement(
+                    timed,
+                    position,
+                    kernel_name=kernel_name,
+                    stopped_by=stopped_by,
+                    warmup_launches=warmup_launches,
+                    wall_s=wall_s,
+                    clocks=clocks,
+                    extra=dict(extra),
+                    extra_fields=fields,
+                    calibrated=settings.calibrate and pair is None and position == 0,
+                )
+            )
+        return results
+
+    def _batch(
+        self,
+        timed: list[Timed],
+        samples: int,
+        spin_s: float,
+        *,
+        while_in_flight: Callable[[], None] | None = None,
+    ) -> Batch:
+        """One batch; what it accepted is added to each workload's samples."""
+        order = None
+        if self.pairing is not None:
+            self.pairing.plan(samples)
+            order = self.pairing.order
+        batch = run_batch(
+            self.engine,
+            timed,
+            samples,
+            cold=self.cold,
+            spin_s=spin_s,
+            clock=self.clock,
+            while_in_flight=while_in_flight,
+            order=order,
+        )
+        for item, accepted in zip(timed, batch.samples_s, strict=True):
+            item.learn(accepted)
+        return batch
+
+    def _device_per_sample_s(self, timed: list[Timed]) -> float:
+        """A lower bound of the device time one sample of every workload takes."""
+        device_s = sum(item.launches * item.lower_bound_s for item in timed)
+        if self.cold:
+            device_s += len(timed) * self.engine.flush_lower_bound_s
+        return device_s
+
+    def _probe(self, timed: list[Timed]) -> None:
+        """First estimate of each workload's time: a few launches, each with its own event
+        pair, behind a spin long enough for the host to enqueue them all (the spin doubles
+        until it is)."""
+        spin_s = 1e-3
+        for _ in range(8):
+            batch = run_batch(
+                self.engine,
+                timed,
+                3,
+                cold=self.cold,
+                spin_s=spin_s,
+                clock=self.clock,
+            )
+            if not batch.starved:
+                break
+            spin_s = 2 * max(spin_s, batch.host_s)
+        if self.cold and not self.engine.flush_lower_bound_s:
+            self.engine.flush_lower_bound_s = LOWER_BOUND_FRACTION * self._flush_time_s()
+        for item, accepted in zip(timed, batch.samples_s, strict=True):
+            if accepted:
+                item.launches = launches_per_pair(
+                    min(accepted), self.settings.cache, item.setup is not None
+                )
+                item.lower_bound_s = LOWER_BOUND_FRACTION * min(accepted)
+
+    def _replays_graphs(self, timed: list[Timed]) -> bool:
+        return (
+            self.settings.graphs
+            and self.settings.cache == "hot"
+            and self.backend.supports_graphs
+            and all(item.launch_on is not None and item.setup is None for item in timed)
+        )
+
+    def _capture_graphs(self, timed: list[Timed]) -> None:
+        """Capture each workload's event-pair launches as a graph, then probe the replays.
+        The stream-launch time the probe saw includes the gap a replay removes, so the queue
+        account's lower bounds are taken again from replays, and where a replay is faster
+        the graph is captured again with more launches, so that a pair still lasts
+        PAIR_TARGET_S and one replay's own overhead stays small against it."""
+        for item in timed:
+            item.capture_graphs(self.backend)
+        batch = run_batch(self.engine, timed, 3, cold=False, spin_s=1e-3, clock=self.clock)
+        wanted = []
+        for item, accepted in zip(timed, batch.samples_s, strict=True):
+            item.lower_bound_s = LOWER_BOUND_FRACTION * min(accepted) if accepted else 0.0
+            launches = launches_per_pair(min(accepted), "hot") if accepted else item.launches
+            wanted.append(max(launches, item.launches))
+        if self.pairing is not None:  # both sides of a pair keep the same launches per pair
+            wanted = [max(wanted)] * len(wanted)
+        for item, launches in zip(timed, wanted, strict=True):
+            if launches > item.launches:
+                item.free_graphs(self.backend)
+                item.launches = launches
+                item.capture_graphs(self.backend)
+
+    def _flush_time_s(self) -> float:
+        """The flush kernel's own time, so the queue account can count on it."""
+        engine, backend = self.engine, self.backend
+        start, end = engine.event_pairs(1)[:2]
+        engine.launch_spin(1e-3)
+        backend.record_event(start)
+        for _ in range(3):
+            engine.launch_flush()
+        backend.record_event(end)
+        backend.synchronize()
+        return backend.elapsed_s(start, end) / 3
+
+    def _warm_up(self, timed: list[Timed], pacing: Pacing) -> int:
+        """Run the real procedure until two batch medians agree (module load, clock ramp,
+        first-touch page faults), bounded by settings.warmup_s; returns the launches spent."""
+        began = self.clock()
+        previous: float | None = None
+        launches, batches = 0, 0
+        while True:
+            samples, spin_s = pacing.plan(WARMUP_BATCH_SAMPLES)
+            batch = self._batch(timed, samples, spin_s)
+            batches += 1
+            launches += samples * timed[0].launches
+            pacing.observe(batch, samples, spin_s)
+            pacing.device_per_sample_s = self._device_per_sample_s(timed)
+            elapsed_s = self.clock() - began
+            if elapsed_s >= self.settings.warmup_s:
+                return launches
+            if not batch.samples_s[0]:
+                continue
+            median_s = float(np.median(batch.samples_s[0]))
+            stable = (
+                previous is not None and abs(median_s - previous) <= WARMUP_TOLERANCE * median_s
+            )
+            if stable and batches >= 2 and elapsed_s >= MIN_WARMUP_S:
+                return launches
+            previous = median_s
+
+    def _stop_reason(self, timed: list[Timed], sampling_s: float) -> str:
+        settings, pair = self.settings, self.pairing
+        if pair is not None:
+            precise = stats.precision_reached(
+                pair.head_s, settings.target_rel_ci, settings.min_samples, settings.confidence
+            )
+            if pair.decidable(settings.min_samples) and precise:
+                ratio_ci = pair.estimate().ratio_interval(settings.confidence)
+                base_time_s = float(np.median(pair.base_s))
+                if pair.stop_when is None or pair.stop_when(ratio_ci, base_time_s):
+                    return "precision"
+            if len(pair.ratios) >= settings.max_samples:
+                return "max_samples"
+        elif all(
+            stats.precision_reached(
+                item.samples_s, settings.target_rel_ci, settings.min_samples, settings.confidence
+            )
+            for item in timed
+        ):
+            return "precision"
+        elif len(timed[0].samples_s) >= settings.max_samples:
+            return "max_samples"
+        if sampling_s >= settings.budget_s:
+            return "budget"
+        return ""
+
+    def _measurement(
+        self,
+        timed: list[Timed],
+        position: int,
+        *,
+        kernel_name: str,
+        stopped_by: str,
+        warmup_launches: int,
+        wall_s: float,
+        clocks: Any,
+        extra: dict,
+        extra_fields: dict,
+        calibrated: bool = False,
+    ) -> Measurement:
+        work = timed[position]
+        pair = self.pairing
+        samples_s = (pair.head_s if position == 0 else pair.base_s) if pair else work.samples_s
+        checked = [len(pair.ratios)] if pair else [len(item.samples_s) for item in timed]
+        if min(checked) < 3:
+            starved = extra["starved_samples_dropped"]
+            way_out = (
+                f"{starved} were dropped because the host could not keep the device queue "
+                "ahead of so short a kernel: use cache='cold' (a flush runs before each "
+                "launch) or a larger problem, or raise budget_s"
+                if starved
+                else "raise budget_s"
+            )
+            raise ConfigError(
+                f"{self.label}: only {min(checked)} usable samples in "
+                f"budget_s={self.settings.budget_s}; {way_out}"
+            )
+        if min(samples_s) <= 0.0:
+            raise ConfigError(
+                f"{self.label}: the timed work took no time on the device (events recorded "
+                "back to back): the callable queued no GPU work on the stream being timed. "
+                "gpu_bench.run(fn) times what fn launches on the default stream; launch the "
+                "work there (or synchronously), or measure the kernel with gpu_bench(kernel, ...)"
+            )
+        summary = stats.summarize(samples_s, self.settings.confidence)
+        peak_bps = float(self.device.peak_bps)
+        efficiency = work.bytes_moved / summary.median / peak_bps
+        reference_efficiency = calibrated_efficiency = None
+        if calibrated and len(timed) > 1:
+            reference = timed[-1]
+            reference_time_s = float(np.median(reference.samples_s))
+            reference_efficiency = reference.bytes_moved / reference_time_s / peak_bps
+            calibrated_efficiency = efficiency / reference_efficiency
+            extra["reference_samples_s"] = tuple(reference.samples_s)
+            extra["reference_bytes_moved"] = reference.bytes_moved
+        info = self.backend.info
+        fields = {
+            "gpu": GpuIdentity(info.index, info.pci_bus_id, info.uuid),
+            "name": self.label,
+            "kernel": kernel_name,
+            "cache": self.settings.cache,
+            "bytes_moved": work.bytes_moved,
+            "time_s": summary.median,
+            "time_ci_s": (summary.ci_low, summary.ci_high),
+            "samples_s": tuple(samples_s),
+            "peak_bps": peak_bps,
+            "device_key": self.device.key,
+            "device_name": self.device.name,
+            "backend": info.backend,
+            "simulated": info.simulated,
+            "queue_method": queue_method_for(
+                self.settings.cache, work.launches, bool(work.graphs), setup=work.setup is not None
+            ),
+            "warmup_count": warmup_launches,
+            "stopped_by": stopped_by,
+            "wall_s": wall_s,
+            "calibrated_efficiency": calibrated_efficiency,
+            "reference_efficiency": reference_efficiency,
+            "clocks": clocks,
+            "outliers": summary.outliers,
+            "extra": extra,
+        }
+        fields.update(extra_fields)
+        return Measurement(**fields)
+
+
+def is_buffer(value: Any) -> bool:
+    return isinstance(value, DeviceBuffer)
+
+
+def check_bytes(bytes_moved: int, label: str) -> None:
+    if not isinstance(bytes_moved, (int, np.integer)) or bytes_moved <= 0:
+        raise ConfigError(
+            f"{label}: bytes_moved must be a positive number of bytes (each input read once "
+            f"+ each output written once), got {bytes_moved!r}"
+        )

@@ -1,0 +1,205 @@
+"""The pytest layer's entry point (the `pytest11` entry point loads this module): options, ini
+keys and markers, the run's settings and state, the header, and the modules that hold the
+rest of the hooks, one question each:
+
+- plugin/collect.py: the run before its first test (checks that stop it, collection, markers);
+- plugin/verdict.py: each test (the `gpu_bench` fixture, the gate once its body is done);
+- plugin/finish.py: the end of the run (saves, orphans, report files, the summary);
+- plugin/state.py: what they share (the per-process state, the typed stash keys);
+- plugin/static_gate.py: the static gate, registered only when it is on.
+
+Loading it is cheap: these import the settings and the errors, nothing else; NumPy, SciPy and
+the backends load when a test first uses `gpu_bench` or a run measures (session/bench_session.py,
+fixture.py, gate/, report/ hold everything that does not need `config`, `item` or `request`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_gpuperf.config import settings as options
+from pytest_gpuperf.config.options import OptionSpec
+from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.plugin.state import (
+    EXIT_NOW,
+    RESTORE_SIGTERM,
+    SIM_SEED_SHARED,
+    STATE,
+    PluginState,
+    state_of,
+    terminal_notifier,
+)
+
+# The documented name: -W error::pytest_gpuperf.plugin.GpuPerfWarning
+from pytest_gpuperf.plugin.state import GpuPerfWarning as GpuPerfWarning
+
+# Registered with this module, in this order, wherever it is loaded from (the entry point,
+# -p, a conftest): a hook in a module pytest does not load as a plugin is never called.
+# Nothing above may import them: pytest rewrites the asserts of a plugin module on its first
+# import, and one imported earlier makes every run print a PytestAssertRewriteWarning.
+pytest_plugins = (
+    "pytest_gpuperf.plugin.collect",
+    "pytest_gpuperf.plugin.verdict",
+    "pytest_gpuperf.plugin.finish",
+)
+
+
+# pytest 8.4 added the int and float ini types; before it numbers are read as strings
+# (and parsed by the plugin, as they are from the command line).
+_NUMERIC_INI = pytest.version_tuple >= (8, 4)
+
+
+def _ini_type(spec: OptionSpec) -> Any:  # pytest's own type alias is private
+    if spec.is_flag:
+        return "bool"
+    numeric = spec.ini_type in ("int", "float")
+    return "string" if numeric and not _NUMERIC_INI else spec.ini_type
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpuperf", "GPU kernel performance (pytest-gpuperf)")
+    for spec in options.OPTIONS:
+        argparse_help = spec.help.replace("%", "%%")  # argparse %-formats help texts
+        if spec.is_flag:
+            group.addoption(
+                spec.flag, action="store_true", default=None, dest=spec.dest, help=argparse_help
+            )
+        elif spec.repeatable:
+            group.addoption(
+                spec.flag,
+                action="append",
+                dest=spec.dest,
+                metavar=spec.metavar,
+                default=None,
+                help=argparse_help,
+            )
+        else:
+            group.addoption(
+                spec.flag, dest=spec.dest, metavar=spec.metavar, default=None, help=argparse_help
+            )
+        if spec.ini:  # one line in --help: the option says what it does
+            parser.addini(spec.ini, help=spec.flag, type=_ini_type(spec), default=None)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's, which reads the option below
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"min_bw(fraction): {options.MIN_BW_HELP}")
+    config.addinivalue_line("markers", f"gpuperf(**settings): {options.GPUPERF_HELP}")
+    cli = {spec.dest: config.getoption(spec.dest) for spec in options.OPTIONS}
+    try:
+        ini = {spec.ini: _getini(config, spec.ini) for spec in options.OPTIONS if spec.ini}
+        built = options.build_settings(
+            cli,
+            ini,
+            rootdir=Path(config.rootpath),
+            invocation_dir=Path(config.invocation_params.dir),
+        )
+    except ConfigError as problem:
+        raise pytest.UsageError(f"pytest-gpuperf: {problem}") from None
+    _quiet_pytest_benchmark(config, built)
+    state = PluginState(built, Path(config.rootpath), options.xdist_worker_number())
+    state.notify = terminal_notifier(config)
+    probe = getattr(config, "workerinput", {}).get("gpuperf_probe")
+    if probe is not None:  # the controller's degraded-GPU probe (pytest_configure_node)
+        from pytest_gpuperf.engine.plain import from_plain
+        from pytest_gpuperf.session.gpu_probe import ProbeReport
+
+        state.probe = from_plain(ProbeReport, probe)
+    config.stash[STATE] = state
+    config.pluginmanager.register(state, "gpuperf-state")
+    if (
+        built.measure
+        or built.static
+        or built.json_path
+        or built.benchmark_json_path
+        or built.markdown_path
+    ):
+        # SIGTERM (a CI timeout, a cancelled job) ends the run as Ctrl-C does, with the
+        # summary and the reports (errors.py); a run with nothing to report keeps pytest's own
+        # handling
+        from pytest_gpuperf.errors import stop_on_sigterm
+
+        config.stash[RESTORE_SIGTERM] = stop_on_sigterm(
+            forward=lambda: tuple(state.worker_pids.values())
+        )
+    # gpuperf-static: the static gate's hooks, only when it is on, or when a save on a GPU
+    # may record the facts of the AMD code objects it loaded (plugin/static_gate.py)
+    if built.static or built.save:
+        from pytest_gpuperf.plugin.static_gate import PLUGIN_NAME, StaticPlugin
+
+        config.pluginmanager.register(StaticPlugin(state), PLUGIN_NAME)
+
+
+def _getini(config: pytest.Config, key: str) -> object:
+    """pytest converts typed ini values itself; a value it cannot convert (gpuperf_budget =
+    fast) is a usage error naming the key, not a traceback."""
+    try:
+        return config.getini(key)
+    except (TypeError, ValueError, pytest.UsageError) as problem:  # 9.x: a UsageError
+        spec = next(s for s in options.OPTIONS if s.ini == key)
+        raise ConfigError(f"{key} (ini): expected {_ini_type(spec)} ({problem})") from None
+
+
+def _quiet_pytest_benchmark(config: pytest.Config, settings: options.Settings) -> None:
+    """pytest-benchmark (installed with us for its JSON layout) turns itself off under
+    pytest-xdist and says so on every such run, a warning about timing this run does not use:
+    a measuring gpuperf run under xdist turns it off quietly instead (the same effect: its
+    `benchmark` fixture then runs each function once, untimed, as docs/writing-perf-tests.md
+    says), unless --benchmark-enable or --benchmark-only asks for it."""
+    option = config.option
+    if not (settings.measure and hasattr(option, "benchmark_disable")):
+        return
+    under_xdist = hasattr(config, "workerinput") or config.getoption("dist", "no") != "no"
+    if under_xdist and not (
+        getattr(option, "benchmark_enable", False) or getattr(option, "benchmark_only", False)
+    ):
+        option.benchmark_disable = True
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    settings = state_of(config).settings
+    if settings.static:  # gpuperf-static: plugin/static_gate.py writes the header
+        return []
+    if not settings.measure:
+        return [
+            "gpuperf: smoke mode (each gpu_bench call launches once, no timing, no gate); "
+            "--gpuperf measures and gates"
+        ]
+    lines = [f"gpuperf: {options.describe(settings)}"]
+    backends = settings.allowed_backends
+    if "sim" in backends:
+        which = (
+            "is the only backend"
+            if backends[0] == "sim"
+            else "is the fallback when no GPU is found"
+        )
+        lines.append(f"gpuperf: the SIMULATED device {which} (--gpuperf-backend)")
+    return lines
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """After a kernel hung, end the process once every report is out: the kernel is still
+    running, and a normal interpreter exit would wait on the driver for it."""
+    shared = config.stash.get(SIM_SEED_SHARED, None)
+    if shared is not None:
+        os.environ.pop(shared[0], None)
+    restore = config.stash.get(RESTORE_SIGTERM, None)
+    if restore is not None:
+        restore()
+    state = config.stash.get(STATE, None)
+    if state is not None:
+        if state._session is not None:
+            state._session.close()
+        config.pluginmanager.unregister(state)
+    status = config.stash.get(EXIT_NOW, None)
+    if status is not None:
+        import sys
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)

@@ -1,0 +1,437 @@
+"""The end of the run: save the baselines, gather the workers' accounts in the controller,
+list or prune orphaned entries, write the JSON and Markdown files, print the summary, and
+turn every fault on the way into a summary line and an exit status.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_gpuperf.errors import GpuPerfError, SaveInterrupted, stop_words
+from pytest_gpuperf.plugin.state import (
+    EXIT_NOW,
+    MAIN_WORKER,
+    STOPPED,
+    PluginState,
+    ctrl_c_stopped,
+    is_xdist_worker,
+    state_of,
+)
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.report import ReportMeta
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Write the saved baselines (each worker its own, one merge per file), then the JSON and
+    Markdown files (once, in the controller), and release the device.
+
+    Every fault on the way (a read-only or full disk, a lock not granted, Ctrl-C) is caught
+    here and becomes a line of the summary; the rows of what was not saved say so, the report
+    files are still written, and the exit status says what happened (docs/reliability.md):
+    1 when a file could not be written, 2 when Ctrl-C stopped the run."""
+    config = session.config
+    state = state_of(config)
+    stopped = session.exitstatus == pytest.ExitCode.INTERRUPTED
+    config.stash[STOPPED] = stopped
+    state.tests_failed, state.exitstatus = session.testsfailed, int(session.exitstatus)
+    try:
+        try:
+            if state._session is not None:
+                outcome = state.session.flush_saves(interrupted=stopped or state.interrupted)
+                state.problems += outcome.problems
+                state.unsaved.update(outcome.unsaved)
+                state.interrupted = state.interrupted or outcome.interrupted
+        except KeyboardInterrupt:
+            state.interrupted = True
+            state.problems.append(f"interrupted ({stop_words()}) while saving baselines")
+        if state._session is not None:
+            state.note_gpu(
+                state.session.gpu_facts(), os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
+            )
+        if is_xdist_worker(config):
+            output = config.workeroutput  # type: ignore[attr-defined]
+            output["gpuperf_gpu"] = state.session.gpu_facts() if state._session else None
+            output["gpuperf_worker"] = os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
+            output["gpuperf_problems"] = list(state.problems)
+            output["gpuperf_unsaved"] = dict(state.unsaved)
+            output["gpuperf_collected"] = sorted(state.collected)
+            output["gpuperf_interrupted"] = state.interrupted
+            output["gpuperf_shard"] = state.shard.to_json() if state.shard is not None else None
+            return
+        _mark_unsaved(state)
+        _confirm_saves(state, stopped=stopped or state.interrupted)
+        try:
+            if not (stopped or state.interrupted):  # pruning writes: not after Ctrl-C
+                _orphans(state)
+            _write_files(config, state)
+        except KeyboardInterrupt as stopped:  # a prune's save, or a report being written
+            state.interrupted = True
+            state.problems.append(
+                f"{stopped}: not saved; the file was left as it was"
+                if isinstance(stopped, SaveInterrupted) and not stopped.saved
+                else f"interrupted ({stop_words()}) while writing the reports"
+            )
+        if stopped or state.interrupted:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+        elif state.problems:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    finally:
+        if state._session is not None:
+            state.session.close()
+            if state.session.hung:
+                config.stash[EXIT_NOW] = int(session.exitstatus or pytest.ExitCode.TESTS_FAILED)
+
+
+def _mark_unsaved(state: PluginState) -> None:
+    """Rows whose save did not reach the disk say "not saved" and why (the gate planned the
+    save; the file system or Ctrl-C had the last word)."""
+    if not state.unsaved:
+        return
+    from dataclasses import replace
+
+    from pytest_gpuperf.gate.saving import not_written
+
+    for test_id, rows in state.rows.items():
+        marked = []
+        for row in rows:
+            save = row.verdict.save
+            reason = state.unsaved.get(save.path) if save is not None else None
+            if reason is not None:
+                row = replace(row, verdict=not_written(row.verdict, reason))
+            marked.append(row)
+        state.rows[test_id] = marked
+
+
+def _confirm_saves(state: PluginState, *, stopped: bool) -> None:
+    """Each "saved" row checked against its file, read back under its lock (save_check.py);
+    stopped while reading back, no save is claimed."""
+    from pytest_gpuperf.gate import save_check
+    from pytest_gpuperf.session.bench_session import relative
+
+    try:
+        checked = save_check.confirm_saves(
+            state.rows,
+            state.session.baselines(),
+            workers=state.row_workers,
+            crashed=state.crashed,
+            stopped=stopped,
+            where=lambda path: relative(path, state.rootdir),
+        )
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while reading the files back
+        state.interrupted = True
+        checked = save_check.unconfirmed(state.rows)
+    state.rows = checked.rows
+    state.problems += checked.problems
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodeready(node: Any) -> None:
+    """pytest-xdist: a worker is up; its pid lets SIGTERM reach it (errors.py)."""
+    popen = getattr(getattr(getattr(node, "gateway", None), "_io", None), "popen", None)
+    pid = getattr(popen, "pid", None)
+    if isinstance(pid, int):
+        state_of(node.config).worker_pids[_worker_id(node)] = pid
+
+
+def _worker_id(node: Any) -> str:
+    return str(getattr(node, "workerinput", {}).get("workerid") or node.gateway.id)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist: a worker's save errors reach the controller's summary and exit code;
+    a worker that died is remembered, so its rows cannot say "saved"."""
+    output = getattr(node, "workeroutput", None) or {}
+    state = state_of(node.config)
+    state.worker_pids.pop(_worker_id(node), None)
+    if error is not None:
+        state.crashed[_worker_id(node)] = _crash_words(error)
+    state.problems.extend(output.get("gpuperf_problems", ()))
+    state.unsaved.update(output.get("gpuperf_unsaved", {}))
+    state.collected.update(output.get("gpuperf_collected", ()))
+    state.interrupted = state.interrupted or bool(output.get("gpuperf_interrupted"))
+    state.note_gpu(output.get("gpuperf_gpu"), output.get("gpuperf_worker") or MAIN_WORKER)
+    if output.get("gpuperf_shard") and state.shard is None:  # every worker plans the same
+        from pytest_gpuperf.session.shard import plan_from_json
+
+        state.shard = plan_from_json(output["gpuperf_shard"])
+        state.count_checks(state.shard.suite_tests)
+
+
+def _crash_words(error: Any) -> str:
+    """xdist's error of a dead worker in a few words ('Not properly terminated', ...)."""
+    text = str(error).strip().splitlines()
+    return text[-1][:120] if text else "it died"
+
+
+def _orphans(state: PluginState) -> None:
+    """List (or with --gpuperf-prune remove) the baseline entries no test of this run made."""
+    rows = state.all_rows
+    if not (state.settings.measure and rows):
+        return
+    from pytest_gpuperf.baseline.orphans import find_orphans, prune
+    from pytest_gpuperf.gate.judge import baseline_keys
+    from pytest_gpuperf.session.bench_session import relative
+
+    produced: dict[str, set[tuple[str, str]]] = {}
+    for row in rows:
+        produced.setdefault(row.test_id, set()).add((row.measurement.name, row.measurement.cache))
+    store = state.session.baselines()
+    keys = {baseline_keys(row.measurement)[0] for row in rows}
+    try:
+        orphans = find_orphans(store, keys, collected=state.collected, produced=produced)
+    except GpuPerfError as problem:
+        state.problems.append(f"orphaned baselines not checked: {problem}")
+        return
+    if not orphans:
+        return
+    if state.settings.prune:
+        try:
+            removed = prune(store, orphans)
+        except GpuPerfError as problem:
+            state.problems.append(f"orphaned baselines not pruned: {problem}")
+            return
+        for path, count in removed.items():
+            state.orphan_lines.append(
+                f"pruned {count} orphaned baseline entr{'ies' if count != 1 else 'y'} from "
+                f"{relative(path, state.rootdir)}"
+            )
+        return
+    shown = orphans[:20]
+    state.orphan_lines.append(
+        f"{len(orphans)} baseline entr{'ies' if len(orphans) != 1 else 'y'} no test of this run "
+        "produced (a renamed or removed test, kernel or measurement? its new name then has no "
+        "baseline): --gpuperf-prune removes them"
+    )
+    for orphan in shown:
+        test_id, name, cache = orphan.key
+        gone = "test not collected" if orphan.why == "test" else "not measured by its test"
+        state.orphan_lines.append(
+            f"  orphan: {test_id} [{name}, {cache}] in {relative(orphan.path, state.rootdir)}"
+            f" ({gone})"
+        )
+    if len(orphans) > len(shown):
+        state.orphan_lines.append(f"  ... and {len(orphans) - len(shown)} more")
+
+
+def _write_files(config: pytest.Config, state: PluginState) -> None:
+    from pytest_gpuperf import report
+
+    settings = state.settings
+    wanted = (settings.json_path, settings.benchmark_json_path, settings.markdown_path)
+    if not any(wanted):
+        return
+    meta = _meta(config, state)
+    rows = state.all_rows
+    command = state.session.update_command
+
+    def attempt(what: str, option: str, write: Any) -> None:  # one failed file must not
+        try:  # cost the others
+            done = write()
+        except OSError as problem:
+            state.problems.append(report.os_fault_line(f"{what} not written", problem, option))
+            return
+        except GpuPerfError as problem:  # the path turned into a device, a FIFO... since
+            state.problems.append(f"{what} not written: {problem}")  # the start
+            return
+        if done is not None:
+            state.written.append(f"{what}: {done}")
+
+    static = config.pluginmanager.get_plugin("gpuperf-static")
+    static_json = static.json() if static is not None and settings.static else None
+    if settings.json_path:
+        attempt(
+            "JSON report",
+            "--gpuperf-json=PATH",
+            lambda: report.write_json(settings.json_path, report.to_json(rows, meta, static_json)),
+        )
+    if settings.benchmark_json_path:
+        attempt(
+            "pytest-benchmark JSON",
+            "--gpuperf-benchmark-json=PATH",
+            lambda: report.write_json(
+                settings.benchmark_json_path, report.to_pytest_benchmark_json(rows, meta)
+            ),
+        )
+    if settings.markdown_path:
+        text = report.markdown(rows, meta, update_command=command)
+        if static is not None and settings.static:  # gpuperf-static: its own summary (the
+            # plugin is also registered by --gpuperf-save, which keeps this run's summary)
+            text = static.markdown(meta)
+        path = settings.markdown_path
+
+        attempt(
+            "Markdown summary",
+            "--gpuperf-markdown=PATH",
+            lambda: report.write_report(path, text),
+        )
+        attempt(
+            "appended to $GITHUB_STEP_SUMMARY",
+            "another $GITHUB_STEP_SUMMARY",
+            lambda: report.append_github_step_summary(text),
+        )
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    from pytest_gpuperf import report
+
+    if is_xdist_worker(config):
+        return
+    state = state_of(config)
+    rows = state.all_rows
+    smoke = sum(state.smoke.values())
+    missing_base = _missing_base_line(state)
+    # a measuring run stopped before its first measurement still says so (and what was saved)
+    stopped_early = ctrl_c_stopped(config) and state.settings.measure
+    if not (rows or state.devices or smoke or state.problems or state.interrupted or stopped_early):
+        if missing_base:
+            terminalreporter.write_line(missing_base, yellow=True)
+        return
+    writer = terminalreporter
+    simulated = any(d.get("simulated") for d in state.devices) or any(
+        row.measurement.simulated for row in rows
+    )
+    title = "gpuperf" + (" — SIMULATED DEVICE" if simulated else "")
+    writer.write_sep("=", title, bold=True, yellow=simulated)
+    shown: set[str] = set()  # several GPUs of one run say the same thing once
+    for device in state.devices:
+        for line in device["lines"][1:] if rows else device["lines"]:
+            if line not in shown:
+                shown.add(line)
+                writer.write_line(line, yellow="SIMULATED" in line or "FELL BACK" in line)
+    table = ""
+    if rows:
+        width = config.get_terminal_writer().fullwidth
+        table = report.terminal_table(
+            rows, _meta(config, state), width=width, update_command=state.session.update_command
+        )
+        writer.write_line(table)
+    elif smoke and not state.settings.static:  # gpuperf-static: nothing is timed there
+        writer.write_line(
+            f"gpuperf: smoke mode: {smoke} gpu_bench call(s) launched once and checked, "
+            "nothing timed (--gpuperf measures and gates)"
+        )
+    if state.shard is not None:
+        writer.write_line(f"gpuperf: {state.shard.describe()}")
+    # The false-alarm budget and the gate's words: with -v, or when a check failed (quiet
+    # by default: a green run needs neither)
+    from pytest_gpuperf.engine.results import FAIL
+
+    failed = [row for row in rows if row.verdict.status == FAIL]
+    if rows and (config.get_verbosity() > 0 or failed):
+        from pytest_gpuperf.gate.suite import SuiteBudget
+        from pytest_gpuperf.report.glossary import glossary_lines
+        from pytest_gpuperf.report.suite import suite_lines
+
+        budget = SuiteBudget(state.settings.suite_alarm, max(state.suite_checks, 1))
+        for line in suite_lines(rows, budget):
+            writer.write_line(f"gpuperf: {line}")
+        texts = [table, *(report.failure_text(r.measurement, r.verdict) for r in failed)]
+        for line in glossary_lines(texts):
+            writer.write_line(f"gpuperf: {line}")
+    from pytest_gpuperf.session.bench_session import relative
+
+    for line in report.saved_lines(rows, state.unsaved, lambda p: relative(p, state.rootdir)):
+        writer.write_line(f"gpuperf: {line}")
+    for line in state.orphan_lines:
+        writer.write_line(f"gpuperf: {line}")
+    for line in state.written:
+        writer.write_line(f"gpuperf: {line}")
+    if missing_base:
+        writer.write_line(missing_base, yellow=True)
+    for line in _accept_warnings(state):
+        writer.write_line(f"gpuperf: WARNING: {line}", yellow=True)
+    for problem in state.problems:
+        writer.write_line(f"gpuperf: ERROR: {problem}", red=True)
+    during_tests = ctrl_c_stopped(config)
+    if state.interrupted or during_tests:
+        line = report.interrupted_line(rows, smoke, during_tests=during_tests)
+        writer.write_line(f"gpuperf: {line}", red=True)
+
+
+def _accept_warnings(state: PluginState) -> tuple[str, ...]:
+    """Accept rules that name no test of the run (a typo excuses nothing, silently otherwise)
+    and Gpuperf-Accept trailers refused for want of a reason."""
+    if not state.settings.measure:
+        return ()
+    from pytest_gpuperf.gate.accept import unmatched, unmatched_line
+
+    try:
+        rules, refused = state.session.accept_rules()
+    except GpuPerfError as problem:
+        return (f"accept rules not read: {problem}",)
+    return (*refused, *(unmatched_line(r) for r in unmatched(rules, sorted(state.collected))))
+
+
+def _missing_base_line(state: PluginState) -> str:
+    """Said once when --gpuperf-compare-missing-ok let a run go on without its base."""
+    settings = state.settings
+    if not (settings.compare_ref and settings.compare_missing_ok):
+        return ""
+    if not (settings.measure or settings.static) or state.session.base_tree().commit:
+        return ""
+    return (
+        f"gpuperf: nothing was compared with {settings.compare_ref}: git cannot resolve it here, "
+        "and --gpuperf-compare-missing-ok runs on without a base (every A/B is 'no base')"
+    )
+
+
+def _meta(config: pytest.Config, state: PluginState) -> ReportMeta:
+    from pytest_gpuperf.engine.plain import from_plain, to_plain
+    from pytest_gpuperf.report import ReportMeta
+    from pytest_gpuperf.runtime.info import DeviceInfo
+    from pytest_gpuperf.session.provenance import git_facts
+
+    if state.meta is not None:
+        return state.meta
+    facts = git_facts(Path(config.rootpath))
+    info = from_plain(DeviceInfo, state.devices[0]["info"]) if state.devices else None
+    compare = state.settings.compare_ref or ""
+    compare_commit = state.session.base_tree().commit if compare else ""
+    head = state.settings.head_ref or ""
+    head_commit = state.session.head_tree().commit if head else ""
+    state.meta = ReportMeta(
+        device=info,
+        project=Path(config.rootpath).name,
+        commit=facts.commit,
+        commit_time=facts.commit_time,
+        branch=facts.branch,
+        dirty=facts.dirty,
+        command=" ".join(["pytest", *config.invocation_params.args]),
+        compare_ref=compare,
+        compare_commit=compare_commit,
+        device_peaks=tuple((d["key"], d["peak_bps"]) for d in state.devices if "key" in d),
+        suite_target=state.settings.suite_alarm,
+        suite_checks=state.suite_checks,
+        problems=tuple(state.problems),
+        interrupted=state.interrupted or ctrl_c_stopped(config),
+        gpus=state.gpu_records(),
+        probe=to_plain(state.probe) if state.probe is not None else None,
+        wall_s=time.monotonic() - state.began_s,
+        accept_warnings=_accept_warnings(state),
+        shard=_shard_json(state),
+        head_ref=head,
+        head_commit=head_commit,
+        tests=tuple({"test_id": k, **v} for k, v in state.tests.items()),
+        rootdir=str(config.rootpath),
+    )
+    return state.meta
+
+
+def _shard_json(state: PluginState) -> dict[str, Any] | None:
+    """The report's "shard" object: the plan, and how pytest ended this shard's tests (the
+    merge fails a shard whose tests failed, whatever its measurements said)."""
+    if state.shard is None:
+        return None
+    return {
+        **state.shard.to_json(),
+        "tests_failed": state.tests_failed,
+        "exitstatus": state.exitstatus,
+    }

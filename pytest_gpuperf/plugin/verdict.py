@@ -1,0 +1,276 @@
+"""Each test: the `gpu_bench` fixture, and the hooks that hand its measurements to the gate
+once its body is done and attach the rows to its report (as plain data, for xdist).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_gpuperf.errors import DeviceFault, DeviceUnavailable, GpuPerfError
+from pytest_gpuperf.plugin.collect import item_settings
+from pytest_gpuperf.plugin.state import (
+    BENCH,
+    FAILED_SUBTESTS,
+    FIXTURE,
+    IN_CALL,
+    JUDGEMENT,
+    MAIN_WORKER,
+    MARKER_PROBLEM,
+    TEST_SETTINGS,
+    GpuPerfWarning,
+    is_xdist_worker,
+    state_of,
+)
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.session.bench_session import Judgement
+    from pytest_gpuperf.session.fixture import GpuBench
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    problem = item.stash.get(MARKER_PROBLEM, None)
+    if problem is not None and FIXTURE in getattr(item, "fixturenames", ()):
+        pytest.fail(problem, pytrace=False)
+
+
+@pytest.fixture
+def gpu_bench(request: pytest.FixtureRequest) -> Iterator[GpuBench]:
+    """Compile, move data to and measure kernels on the session's GPU (see GpuBench).
+
+    Skips, saying what was tried, when no usable GPU is found; fails instead under
+    --gpuperf-require, so a runner that lost its GPU never goes green.
+    """
+    from pytest_gpuperf.session.fixture import GpuBench
+
+    state = state_of(request.config)
+    item = request.node
+    test = item.stash.get(TEST_SETTINGS, None) or item_settings(state.settings, item)
+    try:
+        device = state.session.device()
+    except DeviceUnavailable as unavailable:
+        missing: DeviceUnavailable | None = unavailable
+    else:
+        missing = None
+    if missing is not None:  # outside the except block: no "during handling of" chain
+        if state.settings.require:  # smoke mode too: the runner was meant to have a GPU
+            pytest.fail(f"gpuperf: {missing}", pytrace=False)
+        pytest.skip(f"gpuperf: {missing}")
+    if state.session.fault:
+        pytest.fail(f"gpuperf: not run: {state.session.fault}", pytrace=False)
+    bench = GpuBench(
+        state.session, device, test, test_path=Path(item.path), progress=_progress(request.config)
+    )
+    item.stash[BENCH] = bench
+    try:
+        yield bench
+    finally:
+        bench.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """Gate the measurements once the test body is done: its own output checks come first,
+    so a kernel with wrong results never passes on time alone. A test whose body (or one of
+    its subtests) failed keeps its rows, marked not judged, and saves nothing."""
+    item.stash[IN_CALL] = True
+    unmodelled = ""
+    try:
+        result = yield
+    except BaseException as failure:
+        item.stash[IN_CALL] = False
+        with contextlib.suppress(GpuPerfError):
+            _judge(item, unjudged=True)
+        if isinstance(failure, DeviceFault):  # the facts, not a traceback into the driver
+            pytest.fail(f"gpuperf: {item.nodeid}: {failure}", pytrace=False)
+        unmodelled = _no_model_failure(item, failure)
+        if not unmodelled:
+            raise
+    if unmodelled:  # outside the except block: no "during handling of" chain
+        pytest.fail(unmodelled, pytrace=False)
+    item.stash[IN_CALL] = False
+    failed_subtests = item.stash.get(FAILED_SUBTESTS, 0)
+    try:
+        judgement = _judge(item, unjudged=failed_subtests > 0)
+    except GpuPerfError as problem:  # e.g. a baseline file that cannot be read
+        pytest.fail(f"gpuperf: {problem}", pytrace=False)
+    if judgement is None:
+        return result
+    from pytest_gpuperf.engine.results import FAIL, MARGINAL, MODELLED
+    from pytest_gpuperf.report import failure_text, junit_properties, not_measured_reason
+
+    verdicts = judgement.verdicts
+    verbose = item.config.get_verbosity() > 0  # -v: every check, not only what decided
+    for measurement, verdict in verdicts:
+        prefix = "gpuperf" if len(verdicts) == 1 else f"gpuperf.{measurement.name}"
+        item.user_properties.extend(junit_properties(measurement, verdict, prefix=prefix))
+        if verdict.status == MARGINAL:
+            item.warn(GpuPerfWarning(failure_text(measurement, verdict, verbose=verbose)))
+        if verdict.floor is not None and verdict.floor.hot_floor:
+            item.warn(
+                GpuPerfWarning(
+                    f"{measurement.name}: a floor in hot mode compares cache bandwidth with the "
+                    "HBM peak (hot runs can read over 100%); put floors on cold or rotate "
+                    "measurements"
+                )
+            )
+    failures = [
+        failure_text(m, v, verbose=verbose, test_id=item.nodeid)
+        for m, v in verdicts
+        if v.status == FAIL
+    ]
+    if failures:
+        pytest.fail("\n\n".join(failures), pytrace=False)
+    modelled = [(m, v) for m, v in verdicts if v.status == MODELLED]
+    if modelled:  # only a measured verdict is green: xfailed, with the reason on its line
+        pytest.xfail(not_measured_reason(modelled))
+    return result
+
+
+def _no_model_failure(item: pytest.Item, failure: BaseException) -> str:
+    """An output check that failed because the simulated device computed no outputs for a
+    kernel it has no model of: the message that says so first ("" for any other failure)."""
+    bench = item.stash.get(BENCH, None)
+    if bench is None or not isinstance(failure, AssertionError):
+        return ""
+    try:
+        kernels = bench.uncomputed()
+    except GpuPerfError:
+        return ""
+    if not kernels:
+        return ""
+    import traceback
+
+    from pytest_gpuperf.report import no_model_text
+
+    where = ""
+    for frame, line in traceback.walk_tb(failure.__traceback__):
+        if Path(frame.f_code.co_filename) == Path(item.path):
+            where = f"{Path(item.path).name}:{line}"
+    named = [(k.name, str(k.module.source_path or k.module.source_name)) for k in kernels]
+    return no_model_text(named, where, str(failure))
+
+
+def _judge(item: pytest.Item, *, unjudged: bool) -> Judgement | None:
+    bench = item.stash.get(BENCH, None)
+    if bench is None or not bench.measuring or not bench.taken:
+        return None
+    judgement = state_of(item.config).session.judge(
+        bench.test, bench.taken, unjudged=unjudged, remeasure=None if unjudged else bench.confirm
+    )
+    item.stash[JUDGEMENT] = judgement
+    return judgement
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Attach the test's rows to its report as plain data: pytest-xdist carries extra report
+    attributes from workers to the controller, where the summary and files are made. A report
+    made while the body still runs is a subtest's: a failed one keeps the test unjudged."""
+    report = yield
+    if call.when != "call":
+        return report
+    if item.stash.get(IN_CALL, False):
+        if call.excinfo is not None:
+            item.stash[FAILED_SUBTESTS] = item.stash.get(FAILED_SUBTESTS, 0) + 1
+        return report
+    bench = item.stash.get(BENCH, None)
+    if bench is None:
+        return report
+    check_failed = call.excinfo is not None and call.excinfo.errisinstance(AssertionError)
+    if (
+        report.failed
+        and bench.measuring
+        and bench.taken
+        and check_failed
+        and not _uncomputed(bench)
+    ):
+        report.sections.append(("gpuperf", _repeated_launches_hint(bench)))
+    from pytest_gpuperf.engine.plain import to_plain
+    from pytest_gpuperf.engine.results import Row
+
+    payload: dict[str, Any] = {
+        "rows": [],
+        "smoke": sum(1 for r in bench.results if not r.measured),
+        "suite_checks": state_of(item.config).suite_checks,
+        "kernel_files": bench.kernel_files(Path(item.config.rootpath)),
+        "error": _gpuperf_error(call),
+    }
+    judgement = item.stash.get(JUDGEMENT, None)
+    if judgement is not None:
+        payload["rows"] = [
+            to_plain(Row(item.nodeid, m, v, test_outcome=report.outcome))
+            for m, v in judgement.verdicts
+        ]
+    session = state_of(item.config).session
+    if session.opened:
+        with contextlib.suppress(GpuPerfError):
+            device = session.device()
+            payload["device"] = {
+                "info": to_plain(device.info),
+                "lines": device.describe(),
+                "simulated": device.simulated,
+                "key": device.match.spec.key,
+                "peak_bps": device.match.spec.peak_bps,
+            }
+            payload["gpu"] = session.gpu_facts()
+    payload["worker"] = os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
+    report.gpuperf = payload  # type: ignore[attr-defined]
+    return report
+
+
+def _gpuperf_error(call: pytest.CallInfo[None]) -> str:
+    """The first line of the gpuperf error that stopped the test body ("" for none): a
+    kernel that does not compile, a missing kernel file, a launch that failed."""
+    if call.excinfo is None or not call.excinfo.errisinstance(GpuPerfError):
+        return ""
+    lines = str(call.excinfo.value).strip().splitlines()
+    return f"{call.excinfo.typename}: {lines[0] if lines else ''}"
+
+
+def _uncomputed(bench: GpuBench) -> bool:
+    try:
+        return bool(bench.uncomputed())
+    except GpuPerfError:
+        return False
+
+
+def _repeated_launches_hint(bench: GpuBench) -> str:
+    """Why an output check that passes in smoke mode can fail under --gpuperf."""
+    counts = ", ".join(
+        f"{t.measurement.name}: {t.measurement.warmup_count + len(t.measurement.samples_s)}+"
+        for t in bench.taken
+    )
+    return (
+        "The output check failed after gpu_bench measured: under --gpuperf each kernel runs "
+        f"many times on the same buffers (launches per measurement: {counts}). If the kernel "
+        "updates a buffer in place or accumulates into its output, that buffer now holds the "
+        "effect of all of them: reset it before every timed launch, e.g. "
+        "gpu_bench(kernel, ..., setup=lambda: gpu_bench.fill(out, 0)), or check outputs of a "
+        "separate untimed gpu_bench.launch(...) on fresh buffers (docs/writing-perf-tests.md)."
+    )
+
+
+def _progress(config: pytest.Config) -> Any:
+    """Under -v (and not on an xdist worker, which has no terminal), a line per measurement as
+    it completes: a long suite shows where it is."""
+    if config.option.verbose < 1 or is_xdist_worker(config):
+        return None
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if reporter is None:
+        return None
+
+    def write(line: str) -> None:
+        suspended = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
+        with suspended:
+            reporter.write_line(line)
+
+    return write

@@ -1,0 +1,197 @@
+"""The base revision's source tree for an A/B comparison (--gpuperf-compare=REF).
+
+REF is resolved to a commit once per session and its tree is extracted with `git archive`
+into a cache directory outside the work tree (keyed by the commit, so it is reused across runs
+and shared by pytest-xdist workers under a lock). Nothing in the work tree, the index or the
+repository's refs is touched. A kernel's base source is the file at the same path relative to
+the repository's top level, compiled with its includes as they were at REF.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import filelock
+
+from pytest_gpuperf.engine.results import NO_BASE_FILE, NO_BASE_REF
+from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.session.provenance import run_git
+
+ARCHIVE_TIMEOUT_S = 300.0
+_COMPLETE = ".gpuperf-complete"
+
+
+class RefUnresolved(GpuPerfError):
+    """git cannot resolve --gpuperf-compare's REF to a commit: a configuration error (a typo,
+    a ref a shallow clone lacks), not a kernel without a base."""
+
+
+@dataclass(frozen=True)
+class BaseTree:
+    """REF's tree, or why there is none (`problem`; `commit` is "" when REF did not resolve)."""
+
+    ref: str
+    commit: str = ""
+    toplevel: Path | None = None
+    root: Path | None = None
+    problem: str = ""
+
+    def source_for(self, path: Path) -> tuple[Path | None, str, str]:
+        """(the base version of `path`, "", "") or (None, NO_BASE_*, what is missing).
+
+        A file outside the repository is not versioned by it: it is its own base (a kernel
+        shipped with the plugin, say) and the comparison will find it unchanged.
+        """
+        if self.root is None or self.toplevel is None:
+            return None, NO_BASE_REF, self.problem
+        resolved = path.resolve()
+        try:
+            relative = resolved.relative_to(self.toplevel)
+        except ValueError:
+            return resolved, "", ""
+        base = self.root / relative
+        if not base.is_file():
+            return None, NO_BASE_FILE, f"{relative.as_posix()} does not exist at {self.ref}"
+        return base, "", ""
+
+
+def resolve_ref(ref: str, start: Path) -> tuple[Path, str]:
+    """(the repository's top level, REF's commit); `RefUnresolved` quotes git and says how to
+    fetch the ref when git cannot resolve it."""
+    toplevel_text = run_git(start, "rev-parse", "--show-toplevel")
+    if not toplevel_text:
+        raise RefUnresolved(
+            f"--gpuperf-compare={ref}: {start} is not inside a git work tree (or git is not "
+            "installed), so there is no base revision to compare with"
+        )
+    toplevel = Path(toplevel_text).resolve()
+    commit = run_git(toplevel, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if commit:
+        return toplevel, commit
+    raise RefUnresolved(
+        f"--gpuperf-compare={ref}: git cannot resolve {ref!r} to a commit in {toplevel}: "
+        f"{_git_words(toplevel, ref)}. {_fetch_hint(toplevel, ref)}"
+    )
+
+
+def _git_words(toplevel: Path, ref: str) -> str:
+    """git's own first line about `ref` ("fatal: ambiguous argument 'orgin/main': unknown
+    revision or path not in the working tree.")."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", ref], cwd=toplevel, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError) as failure:
+        return str(failure)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    return lines[0].strip().rstrip(".") if lines else f"git rev-parse exited {done.returncode}"
+
+
+def _fetch_hint(toplevel: Path, ref: str) -> str:
+    """How to get `ref` (a shallow clone fetches only what it was told to), and the remotes
+    there are when `ref` names one that is not."""
+    remotes = (run_git(toplevel, "remote") or "").split()
+    remote, _, branch = ref.partition("/")
+    if branch and remote in remotes:
+        return f"A shallow clone? Fetch it first: `git fetch --depth=1 {remote} {branch}`"
+    hint = "A shallow clone? Fetch it first, e.g. `git fetch --depth=1 origin main` for origin/main"
+    if branch and remotes:
+        hint = f"There is no remote {remote!r} (remotes: {', '.join(remotes)}); a typo? " + hint
+    return hint
+
+
+def materialise(ref: str, start: Path, cache_root: Path) -> BaseTree:
+    """REF's tree for the repository that holds `start`, extracted under `cache_root`; an
+    unresolved REF is a BaseTree whose `problem` is RefUnresolved's text and `commit` ""."""
+    try:
+        toplevel, commit = resolve_ref(ref, start)
+    except RefUnresolved as unresolved:
+        return BaseTree(ref, problem=str(unresolved))
+    target = cache_root / commit
+    try:
+        _extract(toplevel, commit, target)
+    except (OSError, subprocess.SubprocessError, tarfile.TarError) as failure:
+        return BaseTree(
+            ref,
+            commit=commit,
+            toplevel=toplevel,
+            problem=f"could not extract {ref} ({commit[:12]}) with git archive: {failure}",
+        )
+    return BaseTree(ref, commit=commit, toplevel=toplevel, root=target)
+
+
+def _extract(toplevel: Path, commit: str, target: Path) -> None:
+    """`git archive <commit>` into `target`, once: other processes wait on the lock and reuse
+    it; a half-extracted tree is never seen (extract next to it, then rename)."""
+    if (target / _COMPLETE).exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(f"{target}.lock", timeout=ARCHIVE_TIMEOUT_S):
+        if (target / _COMPLETE).exists():
+            return
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", commit],
+            cwd=toplevel,
+            capture_output=True,
+            timeout=ARCHIVE_TIMEOUT_S,
+            check=False,
+        )
+        if archive.returncode != 0:
+            raise subprocess.SubprocessError(archive.stderr.decode(errors="replace").strip())
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{commit[:12]}-"))
+        try:
+            # An empty tree (a first commit with no files) archives to a tar the reader
+            # cannot open: nothing to extract, every kernel then has no base.
+            if run_git(toplevel, "ls-tree", "--name-only", commit) != "":
+                with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+                    _safe_extract(tar, staging)
+            (staging / _COMPLETE).write_text(commit + "\n")
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+
+def _safe_extract(tar: tarfile.TarFile, destination: Path) -> None:
+    """Extract without letting a member escape `destination` (git archive never makes one,
+    but the tar reader should not have to trust it)."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(destination, filter="data")
+        return
+    root = destination.resolve()  # pragma: no cover - Python without extraction filters
+    for member in tar.getmembers():
+        if not (root / member.name).resolve().is_relative_to(root):
+            raise tarfile.TarError(f"unsafe path in archive: {member.name}")
+    tar.extractall(destination)
+
+
+def accept_trailers(start: Path, base_commit: str, head: str = "HEAD") -> list[tuple[str, str]]:
+    """(commit, value) of every `Gpuperf-Accept:` trailer in the commits a comparison with
+    `base_commit` covers (`base_commit..head`: what head adds; `head` is --gpuperf-head's
+    commit when the kernels come from there), newest first; [] outside a repository. The
+    trailer's meaning is gate/accept.py's."""
+    toplevel = run_git(start, "rev-parse", "--show-toplevel")
+    if not toplevel or not base_commit:
+        return []
+    log = run_git(
+        Path(toplevel),
+        "log",
+        "--format=%H%x1f%(trailers:key=Gpuperf-Accept,valueonly,separator=%x1e)%x1d",
+        f"{base_commit}..{head}",
+    )
+    found = []
+    for record in (log or "").split("\x1d"):
+        commit, _, values = record.strip().partition("\x1f")
+        for value in values.split("\x1e"):
+            if commit and value.strip():
+                found.append((commit, value.strip()))
+    return found

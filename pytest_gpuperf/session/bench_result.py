@@ -1,0 +1,88 @@
+"""`BenchResult`: what one `gpu_bench(...)` call hands back to the test.
+
+A plain frozen value: the measurement (under --gpuperf) or, in smoke mode, the launch facts
+and a note saying why nothing was timed; its properties read the timing from the measurement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_gpuperf.engine.results import Measurement, PairedComparison
+from pytest_gpuperf.runtime.base import KernelResources
+from pytest_gpuperf.runtime.info import ClockReport
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """What one `gpu_bench(...)` call produced.
+
+    Measured (under --gpuperf): `measurement` holds the median time, its interval, the samples,
+    clocks and the device; the properties below read from it. In smoke mode only the launch
+    facts are known and the timing properties are None; `note` says why.
+    """
+
+    name: str
+    kernel: str
+    bytes_moved: int
+    cache: str
+    measurement: Measurement | None = None
+    resources: KernelResources | None = None
+    note: str = ""
+    comparison: PairedComparison | None = None  # head vs base under --gpuperf-compare
+
+    @property
+    def measured(self) -> bool:
+        return self.measurement is not None
+
+    @property
+    def time_s(self) -> float | None:
+        return self.measurement.time_s if self.measurement else None
+
+    @property
+    def time_ci_s(self) -> tuple[float, float] | None:
+        return self.measurement.time_ci_s if self.measurement else None
+
+    @property
+    def bandwidth_bps(self) -> float | None:
+        return self.measurement.bandwidth_bps if self.measurement else None
+
+    @property
+    def gbps(self) -> float | None:
+        return self.measurement.bandwidth_bps / 1e9 if self.measurement else None
+
+    @property
+    def efficiency(self) -> float | None:
+        return self.measurement.efficiency if self.measurement else None
+
+    @property
+    def efficiency_ci(self) -> tuple[float, float] | None:
+        return self.measurement.efficiency_ci if self.measurement else None
+
+    @property
+    def samples(self) -> int:
+        return len(self.measurement.samples_s) if self.measurement else 0
+
+    @property
+    def samples_s(self) -> tuple[float, ...]:
+        return self.measurement.samples_s if self.measurement else ()
+
+    @property
+    def clocks(self) -> ClockReport | None:
+        return self.measurement.clocks if self.measurement else None
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.measurement and self.measurement.simulated)
+
+    def __str__(self) -> str:
+        m = self.measurement
+        if m is None:
+            return f"{self.name}: {self.note}"
+        low_s, high_s = m.time_ci_s
+        text = (
+            f"{self.name}: {m.time_s * 1e6:.2f} us [{low_s * 1e6:.2f}, {high_s * 1e6:.2f}], "
+            f"{m.bandwidth_bps / 1e9:.1f} GB/s, {m.efficiency:.1%} of {m.peak_bps / 1e12:.2f} "
+            f"TB/s ({m.cache}, {len(m.samples_s)} samples, {m.device_key})"
+        )
+        return text + (" SIMULATED" if m.simulated else "")

@@ -1,0 +1,611 @@
+"""`GpuBench`, the object behind the `gpu_bench` fixture, and the result it hands back.
+
+A test compiles a kernel, puts its inputs on the device, and calls the bench with the launch
+configuration and the bytes the kernel must move. Under --gpuperf the call measures (one GPU
+lock held, see gpu_lock.py) and returns the time, its interval, GB/s and efficiency; without
+it the kernel is launched once, so the test's own output checks still run as a correctness
+smoke test. The verdict comes later, after the test body has passed (plugin/verdict.py), so a kernel
+with wrong outputs never passes on time alone. The result type lives in bench_result.py and
+the checks of what a test declares (bytes moved, kernel file) in declared.py. No pytest
+import here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_gpuperf.config.parsing import parse_cache, parse_floor
+from pytest_gpuperf.config.settings import TestSettings
+from pytest_gpuperf.engine.measure import (
+    MeasureSettings,
+    measure_callable,
+    measure_kernel,
+    measure_pair,
+)
+from pytest_gpuperf.engine.results import NO_BASE_CALLABLE, PairedComparison
+from pytest_gpuperf.errors import ConfigError, GpuPerfError
+from pytest_gpuperf.gate.ab import decided as ab_decided
+from pytest_gpuperf.gate.ab import pair_code_spread
+from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
+from pytest_gpuperf.gate.suite import interval_confidence
+from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel
+from pytest_gpuperf.runtime.devices import DeviceSpec
+from pytest_gpuperf.session.bench_result import BenchResult
+from pytest_gpuperf.session.bench_session import BenchSession
+from pytest_gpuperf.session.buffers import poisoned_buffer, shape_dims
+from pytest_gpuperf.session.declared import declared_bytes, resolve_kernel_path
+from pytest_gpuperf.session.device import OpenDevice
+from pytest_gpuperf.static.session import expect_isa_spec  # gpuperf-static
+
+SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
+# An A/B pair samples until its state is decided or the budget is spent: on the H100 the ratio
+# of two 8 us cold kernels varies by ~5% from pair to pair, so +-0.5% takes ~20000 pairs.
+PAIR_MAX_SAMPLES = 20000
+# A pair that is still undecided may sample for 4 budgets (both kernels share them); a decided
+# one stops at once, so only the undecided pay. On the H100 (2026-11-25) with 2 budgets, 15-18%
+# of identical 7.7 us cold kernels ended INCONCLUSIVE after 4000-6600 pairs: their interval,
+# +-0.3-0.5%, was as wide as the 0.5% threshold; twice the pairs narrow it by about 1.4.
+PAIR_BUDGETS = 4
+
+
+@dataclass(frozen=True)
+class _Recipe:
+    """How one measurement was taken, so a confirming round can take it again: the kernel
+    (and the base build it was paired with) and the call's arguments, or the callable."""
+
+    label: str
+    mode: str
+    common: Mapping[str, Any]
+    kernel: Kernel | None = None
+    base: Kernel | None = None
+    fn: Callable[[], Any] | None = None
+
+
+class GpuBench:
+    """The `gpu_bench` fixture: compile, move data, and measure kernels on the session's GPU.
+
+    ```python
+    kernel = gpu_bench.kernel("kernels/vector_add.hip", "vector_add")
+    result = gpu_bench(kernel, grid=n // 256, block=256, args=(da, db, dc, n),
+                       reads=(a, b), writes=(c,))
+    ```
+    One object per test: it refuses to measure once its test has ended.
+    """
+
+    def __init__(
+        self,
+        session: BenchSession,
+        device: OpenDevice,
+        test: TestSettings,
+        *,
+        test_path: Path | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self._session = session
+        self._progress = progress
+        self._device = device
+        self.test = test
+        self._test_dir = test_path.parent if test_path else None
+        self._results: list[BenchResult] = []
+        self._taken: list[Taken] = []
+        self._recipes: list[_Recipe] = []
+        self._owned: list[DeviceBuffer] = []
+        self._loaded: list[tuple[Kernel, Mapping[str, tuple[str, ...]]]] = []  # gpuperf-static
+        self._kernel_files: list[Path] = []  # the work tree's files, in order of first use
+        self._closed = False
+        spec = device.match.spec
+        if test.peak_bps is not None:
+            spec = replace(spec, peak_bps=test.peak_bps, source=f"{spec.source}; peak_gbps marker")
+        self._spec = spec
+
+    # -- what the test can look at -------------------------------------------------------
+    @property
+    def measuring(self) -> bool:
+        """True under --gpuperf (or --gpuperf-save): calls measure; else they launch once."""
+        return self._session.settings.measure
+
+    @property
+    def backend(self) -> Backend:
+        return self._device.backend
+
+    @property
+    def info(self) -> DeviceInfo:
+        return self._device.info
+
+    @property
+    def device(self) -> DeviceSpec:
+        """The device spec efficiencies are computed against (peak bandwidth, caches)."""
+        return self._spec
+
+    @property
+    def simulated(self) -> bool:
+        return self._device.info.simulated
+
+    @property
+    def results(self) -> tuple[BenchResult, ...]:
+        return tuple(self._results)
+
+    @property
+    def taken(self) -> tuple[Taken, ...]:
+        """The measurements for the gate, with their floors and A/B results."""
+        return tuple(self._taken)
+
+    # -- code and data -------------------------------------------------------------------
+    def kernel(
+        self,
+        path: str | Path,
+        name: str,
+        options: Sequence[str] = (),
+        defines: Mapping[str, str | int] | None = None,
+        expect_isa: Sequence[str] | Mapping[str, Sequence[str]] = (),
+    ) -> Kernel:
+        """Kernel `name` from a .hip file, found next to the test file, then under the
+        rootdir, then among the kernels shipped with the plugin; compiled once per session
+        for each (file, options, defines).
+
+        `expect_isa`: instructions the kernel's code must contain, e.g.
+        ["global_load_dwordx4"] or ["global_load_dword ... sc0 sc1"] (or a mapping arch ->
+        list), checked by the static gate (--gpuperf-static) only."""
+        self._check_open("kernel")
+        # gpuperf-static: validated in every mode, recorded for the static gate
+        expect = expect_isa_spec(expect_isa, f"{self.test.test_id}: gpu_bench.kernel({name!r})")
+        source = resolve_kernel_path(path, test_dir=self._test_dir, rootdir=self._session.rootdir)
+        if source not in self._kernel_files:
+            self._kernel_files.append(source)
+        module = self._session.head_module(source, tuple(options), dict(defines or {}))
+        kernel = module.kernel(name)
+        self._loaded.append((kernel, expect))  # gpuperf-static
+        return kernel
+
+    def kernel_files(self, rootdir: Path) -> list[str]:
+        """The work tree's kernel files this test asked for (a file that did not compile
+        too), relative to `rootdir` where they lie under it: what a change can slow down."""
+        named = []
+        for path in self._kernel_files:
+            resolved = path.resolve()
+            root = rootdir.resolve()
+            shown = resolved.relative_to(root) if resolved.is_relative_to(root) else resolved
+            named.append(shown.as_posix())
+        return named
+
+    @property
+    def loaded(self) -> tuple[tuple[Kernel, Mapping[str, tuple[str, ...]]], ...]:
+        """Each kernel this test loaded, with its ISA expectations (for the static gate)."""
+        return tuple(self._loaded)
+
+    def uncomputed(self) -> tuple[Kernel, ...]:
+        """The kernels this test loaded that the device launched without computing their
+        outputs (the simulated device, for a kernel it has no model of)."""
+        return tuple(k for k, _ in self._loaded if not self.backend.outputs_computed(k))
+
+    def to_device(self, array: Any) -> DeviceBuffer:
+        """A device copy of a host array, freed when the test ends."""
+        self._check_open("to_device")
+        buffer = self.backend.to_device(np.ascontiguousarray(array))
+        self._owned.append(buffer)
+        return buffer
+
+    def empty(self, shape: int | Sequence[int], dtype: Any = np.float32) -> DeviceBuffer:
+        """An output buffer of `shape` x `dtype`, filled with 0xFF bytes (NaN for floats), so
+        an element the kernel forgets to write fails the output check."""
+        self._check_open("empty")
+        buffer = poisoned_buffer(self.backend, shape, dtype, "empty")
+        self._owned.append(buffer)
+        return buffer
+
+    def fill(self, buffer: DeviceBuffer, byte: int = 0) -> None:
+        """Set every byte of `buffer` to `byte`, on the device, asynchronously: what a `setup`
+        that resets an accumulator before every timed launch calls."""
+        self._check_open("fill")
+        self.backend.fill(buffer, byte)
+
+    def from_device(
+        self,
+        buffer: DeviceBuffer,
+        dtype: Any = np.float32,
+        shape: int | Sequence[int] | None = None,
+    ) -> np.ndarray:
+        """The buffer's contents as a host array of `dtype`, `shape` (default: all of it)."""
+        self._check_open("from_device")
+        self.backend.synchronize()
+        flat = buffer.download(dtype)
+        if shape is None:
+            return flat
+        dims = shape_dims(shape, "from_device")
+        count = math.prod(dims)
+        if count > flat.size:
+            raise ConfigError(
+                f"from_device: shape {tuple(dims)} needs {count} x {np.dtype(dtype)} but the "
+                f"buffer holds {buffer.nbytes} bytes ({flat.size} elements)"
+            )
+        return flat[:count].reshape(dims).copy()
+
+    def launch(
+        self,
+        kernel: Kernel,
+        *,
+        grid: int | Sequence[int],
+        block: int | Sequence[int],
+        args: Sequence[Any],
+        shared_bytes: int = 0,
+    ) -> None:
+        """Launch `kernel` once, untimed, and wait for it (set-up work, a reference pass)."""
+        self._check_open("launch")
+        self._check_kernel(kernel)
+        self.backend.launch(kernel, grid, block, tuple(args), shared_bytes=shared_bytes)
+        self.backend.synchronize()
+
+    # -- measuring -----------------------------------------------------------------------
+    def __call__(
+        self,
+        kernel: Kernel,
+        *,
+        grid: int | Sequence[int],
+        block: int | Sequence[int],
+        args: Sequence[Any],
+        bytes: int | None = None,
+        reads: Any = None,
+        writes: Any = None,
+        cache: str | None = None,
+        name: str | None = None,
+        shared_bytes: int = 0,
+        floor: float | None = None,
+        setup: Callable[[], Any] | None = None,
+    ) -> BenchResult:
+        """Measure `kernel` (under --gpuperf) or launch it once (otherwise).
+
+        Declare the bytes the kernel must move: `bytes=` a count, or `reads=` / `writes=`
+        arrays, device buffers or byte counts (each read once, each written once).
+        `cache`: "cold" | "hot" | "rotate" (default: the gpuperf marker's, else
+        --gpuperf-cache). `name` tells several measurements in one test apart. `floor` is this
+        measurement's min_bw (it wins over the test's markers). `setup()` runs before every
+        timed launch, untimed: it must only queue device work (e.g. `gpu_bench.fill(acc, 0)`
+        for a kernel that accumulates into its output).
+        """
+        self._check_open("measure")
+        self._check_kernel(kernel)
+        label = self._claim(name if name is not None else kernel.name)
+        bytes_moved = declared_bytes(label, bytes, reads, writes)
+        mode = self._cache(cache, label)
+        floor_rule = self._floor(floor, label, mode)
+        call_args = tuple(args)
+        _check_setup(setup, label)
+        if not self.measuring:
+            if setup is not None:
+                setup()
+            self.backend.launch(kernel, grid, block, call_args, shared_bytes=shared_bytes)
+            self.backend.synchronize()
+            return self._record(
+                BenchResult(
+                    label, kernel.name, bytes_moved, mode, None, kernel.resources, SMOKE_NOTE
+                )
+            )
+        common: dict[str, Any] = {
+            "grid": grid,
+            "block": block,
+            "args": call_args,
+            "bytes_moved": bytes_moved,
+            "device": self._spec,
+            "name": label,
+            "shared_bytes": shared_bytes,
+            "setup": setup,
+        }
+        ab: AbResult | None = None
+        paired = None
+        with self._device.lock.held(f"{self.test.test_id} [{label}]"):
+            base, why, detail = self._base_of(kernel)
+            settings = self._measure_settings(mode)
+            if base is None:
+                measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
+                if why:
+                    ab = AbResult(no_base_why=why, detail=detail)
+            else:
+                head_print = self.backend.kernel_fingerprint(kernel)
+                base_print = self.backend.kernel_fingerprint(base)
+                model = self.backend.speed_model(kernel)
+                if head_print == base_print and not self._forced:
+                    measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
+                    ab = AbResult(unchanged_fingerprint=head_print)
+                elif (
+                    model is not None
+                    and not self._forced
+                    and model == self.backend.speed_model(base)
+                ):
+                    # The simulated device times both from one model: timing the pair would
+                    # measure its noise and call it a verdict on the edit.
+                    measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
+                    ab = AbResult(
+                        modelled_by=model.efficiency_from,
+                        modelled_efficiency=model.efficiency,
+                        head_fingerprint=head_print,
+                        base_fingerprint=base_print,
+                    )
+                else:
+                    first = interval_confidence(self._session.suite.ab_round_rate)
+                    paired = self._pair(kernel, base, settings, first, len(self._taken), common)
+                    measurement = paired.head
+                    ab = AbResult(paired=paired)
+        self._taken.append(
+            Taken(
+                measurement,
+                *floor_rule,
+                ab=ab,
+                cache_bytes=self._cache_bytes,
+                device_peak_bps=self._device.match.spec.peak_bps,
+            )
+        )
+        paired_base = base if paired is not None else None
+        self._recipes.append(_Recipe(label, mode, common, kernel=kernel, base=paired_base))
+        return self._record(
+            BenchResult(
+                label,
+                kernel.name,
+                bytes_moved,
+                mode,
+                measurement,
+                kernel.resources,
+                comparison=paired,
+            )
+        )
+
+    def run(
+        self,
+        fn: Callable[[], Any],
+        *,
+        bytes: int | None = None,
+        reads: Any = None,
+        writes: Any = None,
+        cache: str | None = None,
+        name: str | None = None,
+        floor: float | None = None,
+        setup: Callable[[], Any] | None = None,
+    ) -> BenchResult:
+        """Measure work that `fn()` launches on the default stream (PyTorch, Triton, CuPy).
+
+        The engine cannot see the callable's buffers, so cache="rotate" is refused. Under
+        --gpuperf-compare a callable has no source to build at the base revision: it is
+        measured and gated on its floor and baseline only.
+        """
+        self._check_open("run")
+        if not callable(fn):
+            raise ConfigError(f"{self.test.test_id}: gpu_bench.run needs a callable, got {fn!r}")
+        label = self._claim(name if name is not None else getattr(fn, "__name__", "callable"))
+        bytes_moved = declared_bytes(label, bytes, reads, writes)
+        mode = self._cache(cache, label)
+        floor_rule = self._floor(floor, label, mode)
+        _check_setup(setup, label)
+        if not self.measuring:
+            if setup is not None:
+                setup()
+            fn()
+            self.backend.synchronize()
+            return self._record(BenchResult(label, label, bytes_moved, mode, note=SMOKE_NOTE))
+        with self._device.lock.held(f"{self.test.test_id} [{label}]"):
+            measurement = measure_callable(
+                self.backend,
+                fn,
+                bytes_moved=bytes_moved,
+                device=self._spec,
+                settings=self._measure_settings(mode),
+                name=label,
+                setup=setup,
+            )
+        ab = None
+        if self._session.settings.compare_ref:
+            ab = AbResult(
+                no_base_why=NO_BASE_CALLABLE, detail="gpu_bench.run times a Python callable"
+            )
+        self._taken.append(
+            Taken(
+                measurement,
+                *floor_rule,
+                ab=ab,
+                cache_bytes=self._cache_bytes,
+                device_peak_bps=self._device.match.spec.peak_bps,
+            )
+        )
+        common = {"bytes_moved": bytes_moved, "name": label, "setup": setup}
+        self._recipes.append(_Recipe(label, mode, common, fn=fn))
+        return self._record(BenchResult(label, label, bytes_moved, mode, measurement))
+
+    def confirm(self, recheck: Recheck) -> tuple[Taken | None, str]:
+        """A second round of measurement `recheck.position`, for the gate to confirm a
+        regression before the test fails: the kernel (and its base build) loaded afresh as
+        new modules, on fresh device copies of the buffers the call passed (its own buffers
+        when it has a `setup=`, which resets those). A callable is timed again as it is.
+        Returns (None, why) when it cannot be measured again."""
+        if not 0 <= recheck.position < len(self._recipes):
+            return None, f"no measurement {recheck.position} in this test"
+        recipe = self._recipes[recheck.position]
+        taken = self._taken[recheck.position]
+        if self._session.fault:
+            return None, f"the device can no longer be used: {self._session.fault}"
+        settings = replace(self._measure_settings(recipe.mode), confidence=recheck.confidence)
+        try:
+            with self._device.lock.held(f"{self.test.test_id} [{recipe.label}] (confirming)"):
+                if recipe.fn is not None:
+                    fn, common = recipe.fn, recipe.common
+                    measurement = measure_callable(
+                        self.backend, fn, device=self._spec, settings=settings, **common
+                    )
+                    return replace(taken, measurement=measurement, ab=None), ""
+                assert recipe.kernel is not None
+                return self._again(recipe, taken, recheck, settings)
+        except GpuPerfError as failure:
+            return None, f"measuring again failed: {failure}"
+
+    def _again(
+        self, recipe: _Recipe, taken: Taken, recheck: Recheck, settings: MeasureSettings
+    ) -> tuple[Taken | None, str]:
+        assert recipe.kernel is not None
+        if recheck.paired and recipe.base is None:
+            return None, "the first round was not an A/B pair"
+        args = tuple(recipe.common["args"])
+        freed = [a for a in args if isinstance(a, DeviceBuffer) and a.freed]
+        if freed:
+            return None, "a buffer the call passed was freed before the test ended"
+        fresh: dict[int, DeviceBuffer] = {}
+        if recipe.common.get("setup") is None:
+            for arg in args:
+                if isinstance(arg, DeviceBuffer) and id(arg) not in fresh:
+                    copy = self.backend.alloc(arg.nbytes)
+                    self.backend.copy(copy, arg)
+                    fresh[id(arg)] = copy
+        common = {
+            **recipe.common,
+            "args": tuple(fresh.get(id(a), a) if isinstance(a, DeviceBuffer) else a for a in args),
+        }
+        try:
+            kernel = self._session.reload(recipe.kernel)
+            if not recheck.paired:
+                measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
+                return replace(taken, measurement=measurement, ab=None), ""
+            assert recipe.base is not None
+            base = self._session.reload(recipe.base)
+            seed = 1_000_003 + recheck.position  # another slot order than the first round's
+            paired = self._pair(kernel, base, settings, recheck.confidence, seed, common)
+            return replace(taken, measurement=paired.head, ab=AbResult(paired=paired)), ""
+        finally:
+            self.backend.synchronize()
+            for copy in fresh.values():
+                copy.free()
+
+    def _pair(
+        self,
+        head: Kernel,
+        base: Kernel,
+        settings: MeasureSettings,
+        confidence: float,
+        seed: int,
+        common: Mapping[str, Any],
+    ) -> PairedComparison:
+        """An A/B pair, its interval at `confidence` (the round's level of the run's budget,
+        gate/suite.py), sampled until the gate's state is known or the budget is spent."""
+        head_print = self.backend.kernel_fingerprint(head)
+        base_print = self.backend.kernel_fingerprint(base)
+        return measure_pair(
+            self.backend,
+            head,
+            base,
+            # A pair's ratio is noisier than one kernel's time, so short kernels may take
+            # many more samples (PAIR_BUDGETS).
+            settings=replace(
+                settings,
+                budget_s=PAIR_BUDGETS * settings.budget_s,
+                max_samples=max(settings.max_samples, PAIR_MAX_SAMPLES),
+                confidence=confidence,
+            ),
+            stop_when=ab_decided(
+                self._session.settings.compare_threshold,
+                pair_code_spread(
+                    self.backend.info.backend,
+                    head_print,
+                    base_print,
+                    self._session.settings.compare_code_spread,
+                    self._session.settings.compare_loads,
+                ),
+            ),
+            seed=seed,
+            loads=self._session.settings.compare_loads,
+            buffer_sets=self._session.settings.compare_buffer_sets,
+            **common,
+        )
+
+    def close(self) -> None:
+        """Free the buffers this test allocated through the fixture (best effort: a device
+        that already failed must not hide the test's own error behind a cleanup error).
+        Afterwards the object refuses to measure: a test that kept it would go ungated."""
+        self._closed = True
+        with contextlib.suppress(GpuPerfError):
+            self.backend.synchronize()
+        for buffer in self._owned:
+            if not buffer.freed:
+                with contextlib.suppress(GpuPerfError):
+                    buffer.free()
+        self._owned.clear()
+
+    # -- helpers -------------------------------------------------------------------------
+    @property
+    def _cache_bytes(self) -> int:
+        return max(int(self._spec.cache_bytes), int(self.info.l2_bytes))
+
+    @property
+    def _forced(self) -> bool:
+        return self._session.settings.compare_force
+
+    def _base_of(self, kernel: Kernel) -> tuple[Kernel | None, str, str]:
+        if not self._session.settings.compare_ref:
+            return None, "", ""
+        return self._session.base_kernel(kernel)
+
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise ConfigError(
+                f"{self.test.test_id}: gpu_bench.{what}(...) on the fixture of a test that has "
+                "ended: measurements are gated only inside their own test; request gpu_bench "
+                "in the test that measures (do not keep it in a global or a wider-scoped fixture)"
+            )
+
+    def _check_kernel(self, kernel: Any) -> None:
+        if not isinstance(kernel, Kernel):
+            raise ConfigError(
+                f"{self.test.test_id}: gpu_bench(...) needs a kernel from "
+                f"gpu_bench.kernel(path, name), got {type(kernel).__name__}"
+            )
+
+    def _claim(self, name: Any) -> str:
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(
+                f"{self.test.test_id}: name= must be a non-empty string, got {name!r}"
+            )
+        if any(result.name == name for result in self._results):
+            raise ConfigError(
+                f"{self.test.test_id}: a measurement named {name!r} was already taken in this "
+                "test; give each gpu_bench(...) call in a test its own name=... (names key the "
+                "baselines and the report rows)"
+            )
+        return name
+
+    def _cache(self, cache: str | None, label: str) -> str:
+        if cache is None:
+            return self.test.cache
+        return parse_cache(cache, f"{self.test.test_id} [{label}]: gpu_bench(cache=...)")
+
+    def _floor(self, floor: Any, label: str, mode: str) -> tuple[float | None, str]:
+        if floor is not None:
+            where = f"{self.test.test_id} [{label}]: gpu_bench(floor={floor!r})"
+            return parse_floor(floor, where), "floor="
+        rule = self.test.floor_for(label, self._spec.key, mode)
+        return (rule.value, rule.origin) if rule is not None else (None, "")
+
+    def _measure_settings(self, cache: str) -> MeasureSettings:
+        return MeasureSettings(cache=cache, budget_s=self.test.budget_s)
+
+    def _record(self, result: BenchResult) -> BenchResult:
+        self._results.append(result)
+        if self._progress is not None and result.measurement is not None:
+            m = result.measurement
+            compared = ""
+            if result.comparison is not None:
+                compared = f", {result.comparison.ratio:.4f}x base's time"
+            self._progress(
+                f"gpuperf: measured {self.test.test_id} [{m.name}, {m.cache}]: "
+                f"{m.time_s * 1e6:.2f} us, {m.efficiency:.1%} of peak{compared} "
+                f"({len(m.samples_s)} samples, {m.wall_s:.2f} s)"
+            )
+        return result
+
+
+def _check_setup(setup: Any, label: str) -> None:
+    if setup is not None and not callable(setup):
+        raise ConfigError(f"{label}: setup= must be a callable (it runs before each launch)")
+
+
+__all__ = ["BenchResult", "GpuBench"]
