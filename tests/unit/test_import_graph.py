@@ -1,9 +1,15 @@
-"""No module of pytest_gpuperf imports itself back, not even from inside a function.
+"""No module of pytest_gpuperf imports itself back; each folder imports only the layers below.
 
 A circle of imports is a layering mistake that a function-level import only hides: the two
 modules are one unit split across two files, and each can only be read with the other open.
-The walk is static (`ast`), so it sees the imports a run never reaches; imports made only for
-the type checker (`if TYPE_CHECKING:`) do not count, as nothing runs them.
+An import made for the type checker alone (`if TYPE_CHECKING:`) is no different to the reader
+(and to mypy), so it counts too. The walk is static (`ast`), so it sees the imports a run never
+reaches.
+
+The folders of the package are its layers (docs/architecture.md); LAYERS orders them from the
+top (the commands, then the pytest layer) to the bottom (the runtimes, then errors.py), and an
+import may only point down. The package's own `__init__` (the library's front door: lazy names
+for users, and `__version__`) stands outside the order; the circle check still covers it.
 """
 
 from __future__ import annotations
@@ -28,24 +34,12 @@ def modules_of(package_dir: Path) -> dict[str, Path]:
     return found
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    if isinstance(test, ast.Name):
-        return test.id == "TYPE_CHECKING"
-    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-
-
-def _run_time_imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement under `node`, at any depth (functions and methods too), except
-    those of an `if TYPE_CHECKING:` body (its `else:` runs, so it counts)."""
-    if isinstance(node, ast.Import | ast.ImportFrom):
-        yield node
-        return
-    if isinstance(node, ast.If) and _is_type_checking(node.test):
-        for child in node.orelse:
-            yield from _run_time_imports(child)
-        return
-    for child in ast.iter_child_nodes(node):
-        yield from _run_time_imports(child)
+def _imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement under `node`, at any depth: functions, methods and
+    `if TYPE_CHECKING:` bodies too."""
+    for child in ast.walk(node):
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child
 
 
 def _owning_module(name: str, modules: dict[str, Path]) -> str | None:
@@ -79,13 +73,13 @@ def _imported(
 
 
 def import_graph(package_dir: Path) -> Graph:
-    """Which modules of the package each of its modules imports at run time."""
+    """Which modules of the package each of its modules imports (for the run or the checker)."""
     modules = modules_of(package_dir)
     graph: Graph = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         graph[name] = set()
-        for statement in _run_time_imports(tree):
+        for statement in _imports(tree):
             graph[name] |= _imported(name, statement, modules)
     return graph
 
@@ -138,7 +132,8 @@ def test_the_walk_finds_a_cycle_of_function_level_imports(tmp_path):
     (package / "__init__.py").write_text("")
     (package / "sub" / "__init__.py").write_text("")
     # a -> sub.b (relative, inside a method) -> c (`from pkg import c`, inside a function)
-    # -> a (absolute, in the else of a TYPE_CHECKING guard); d's import is for the checker only
+    # -> a (absolute, in the else of a TYPE_CHECKING guard); c -> d and e -> a are imports for
+    # the type checker alone, and count as much
     (package / "a.py").write_text(
         "class A:\n    def f(self):\n        from .sub import b\n        return b\n"
     )
@@ -157,7 +152,89 @@ def test_the_walk_finds_a_cycle_of_function_level_imports(tmp_path):
 
     assert graph["pkg.a"] == {"pkg.sub.b"}
     assert graph["pkg.sub.b"] == {"pkg.c"}
-    assert graph["pkg.c"] == {"pkg.a"}
+    assert graph["pkg.c"] == {"pkg.a", "pkg.d"}
     assert graph["pkg.d"] == {"pkg.c"}
-    assert graph["pkg.e"] == set()
-    assert cycles(graph) == [["pkg.a", "pkg.c", "pkg.sub.b"]]
+    assert graph["pkg.e"] == {"pkg.a"}
+    assert cycles(graph) == [["pkg.a", "pkg.c", "pkg.d", "pkg.sub.b"]]
+
+
+# The layers, top to bottom: a module may import its own layer and those below it, never one
+# above. A name at the top level of the package is a layer of its own (a folder, or a module).
+LAYERS: list[set[str]] = [
+    {"bisect", "history", "merge"},  # the `python -m` commands
+    {"plugin"},  # the only layer that knows pytest
+    {"session"},  # one process's view of the device: the fixture, the library's front door
+    {"static"},  # the static gate (compiled code objects, no GPU)
+    {"config"},  # options, parsing, the frozen settings
+    {"report"},  # renderers of a run's results
+    {"gate"},  # what a measurement means for its test
+    {"baseline"},  # stored baselines: the model, the files
+    {"engine"},  # the measurement: sampling, timing, statistics, result values
+    {"simulate"},  # the simulated device (a runtime backend) and users' kernel models
+    {"runtime"},  # the vendor-neutral device interface and its backends
+    {"errors"},  # the exceptions and the stop a SIGTERM raises
+]
+
+
+def layer_of(module: str) -> str | None:
+    """The top-level name of the package `module` lives under (None for the package itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def upward_imports(graph: Graph, layers: list[set[str]]) -> list[str]:
+    """Every import that points to a layer above its module's, as 'module -> target'."""
+    rank = {name: position for position, names in enumerate(layers) for name in names}
+    found = []
+    for module, targets in sorted(graph.items()):
+        source = layer_of(module)
+        if source is None:
+            continue
+        for target in sorted(targets):
+            layer = layer_of(target)
+            if layer is None or layer == source:
+                continue
+            if rank[layer] <= rank[source]:
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def test_every_top_level_name_is_placed_in_one_layer():
+    package_dir = Path(pytest_gpuperf.__file__).parent
+    names = {
+        path.stem if path.suffix == ".py" else path.name
+        for path in package_dir.iterdir()
+        if path.name != "__init__.py" and (path.suffix == ".py" or (path / "__init__.py").is_file())
+    }
+    placed = [name for names in LAYERS for name in names]
+    assert len(placed) == len(set(placed))
+    assert names == set(placed)
+
+
+def test_the_top_level_shows_the_layers_in_at_most_15_names():
+    # the checkout's folder: an installed wheel adds kernels/ (the shipped .hip sources)
+    package_dir = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
+    entries = [path.name for path in package_dir.iterdir() if path.name != "__pycache__"]
+    assert len(entries) <= 15, sorted(entries)
+
+
+def test_imports_point_down_the_layers():
+    package_dir = Path(pytest_gpuperf.__file__).parent
+    found = upward_imports(import_graph(package_dir), LAYERS)
+    assert not found, "imports of a layer above:\n" + "\n".join(found)
+
+
+def test_an_upward_import_is_found(tmp_path):
+    package = tmp_path / "pkg"
+    for folder in ("top", "bottom"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "top" / "a.py").write_text("from pkg.bottom import b\n")
+    (package / "bottom" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.top.a import A\n"
+    )
+
+    found = upward_imports(import_graph(package), [{"top"}, {"bottom"}])
+
+    assert found == ["pkg.bottom.b -> pkg.top.a"]
