@@ -198,6 +198,9 @@ def merge_reports(shards: Sequence[ShardReport], *, command: str = "") -> Merged
             ]
         ),
         interrupted=any(shard.document.get("interrupted") for shard in ordered),
+        # what `python -m pytest_gpuperf.bisect` reads: each test's kernel files, once
+        tests=tuple(_tests(ordered)),
+        rootdir=str(first.get("rootdir") or ""),
         wall_s=max(
             (float((s.document.get("timing") or {}).get("wall_s") or 0.0) for s in ordered),
             default=None,
@@ -216,6 +219,15 @@ def merge_reports(shards: Sequence[ShardReport], *, command: str = "") -> Merged
         reasons=tuple(reasons),
         shards=tuple(ordered),
     )
+
+
+def _tests(shards: Sequence[ShardReport]) -> list[dict[str, Any]]:
+    """Every shard's tests that used gpu_bench, each once, grouped by test file as the rows."""
+    found: dict[str, dict[str, Any]] = {}
+    for shard in shards:
+        for test in shard.document.get("tests", ()):
+            found.setdefault(str(test.get("test_id", "")), dict(test))
+    return sorted(found.values(), key=lambda test: str(test.get("test_id", "")).split("::", 1)[0])
 
 
 def _shard_record(shard: ShardReport) -> dict[str, Any]:

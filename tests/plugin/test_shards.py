@@ -143,6 +143,14 @@ def test_the_merged_report_holds_every_test_once_at_the_unsharded_suite_budget(r
     assert merged["suite"]["stored_rate"] == full["suite"]["stored_rate"]
     assert merged["merge"]["verdict"] == "passed" and merged["merge"]["reasons"] == []
     assert merged["summary"]["tests"] == full["summary"]["tests"]
+    # the tests' kernel files (what bisect reads) come through the merge, each test once
+    assert merged["rootdir"] == full["rootdir"] != ""
+    assert sorted(t["test_id"] for t in merged["tests"]) == sorted(
+        t["test_id"] for t in full["tests"]
+    )
+    assert {t["test_id"]: t["kernel_files"] for t in merged["tests"]} == {
+        t["test_id"]: t["kernel_files"] for t in full["tests"]
+    }
     assert (
         "merged 3 shards (17 measuring tests in the suite; 17 measured, 19 measurements): PASSED"
         in done.stdout
