@@ -1,0 +1,227 @@
+"""Where the README's main job spends its time: wall, pytest's session, the GPU lock, a profile.
+
+The main job (`python3 -m pytest --gpuperf --gpuperf-backend=hip,cuda,sim tests/perf`, as the
+README prints it) is run as separate processes from the repository root:
+
+  warm      once, untimed: byte-compiles the tree and fills the compiled-kernel cache, so
+            the timed runs see what a CI runner sees from its second job on.
+  serial    timed: wall time of the process, pytest's own session time (the "in 12.34s" of
+            its last line), the GPU-lock time (the JSON report's timing.gpu_lock_held_s:
+            what the process spent holding the GPU, i.e. measuring) and every measurement's
+            efficiency with the stored baseline's allowance for it.
+  profile   the serial run again under cProfile (`-m cProfile -o`), its top entries by
+            cumulative and by own time; the .prof file is kept for snakeviz / pstats.
+  xdist     the same with `-n 2` (two workers share the one GPU through the GPU lock).
+
+`--compare BEFORE.json AFTER.json` puts two runs' efficiencies side by side with the band
+each measurement's stored baseline allows (the change under test must not move what is
+measured), and their times.
+
+Usage (on the GPU machine, from the repository root):
+  PYTHONPATH=. python3 bench/main_job.py --out measured/ --label before
+  python3 bench/main_job.py --compare measured/main-job-before.json measured/main-job-after.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import pstats
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import REPO_ROOT, markdown_table, text_table, write_json
+
+MAIN_JOB = ("--gpuperf", "--gpuperf-backend=hip,cuda,sim", "tests/perf")
+SESSION_LINE = re.compile(r" in ([0-9.]+)s(?: \([0-9:]+\))? =*\s*$", re.MULTILINE)
+TOP = 25
+
+
+def run_job(
+    report: Path, extra: Sequence[str] = (), profile: Path | None = None, timeout_s: float = 280
+) -> dict[str, Any]:
+    """One main-job process: its wall and session time, GPU-lock account and measurements."""
+    prefix = ["-m", "cProfile", "-o", str(profile)] if profile else []
+    command = [
+        sys.executable, *prefix, "-m", "pytest", *MAIN_JOB, f"--gpuperf-json={report}", *extra,
+    ]  # fmt: skip
+    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    started = time.monotonic()
+    done = subprocess.run(
+        command,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": path},
+        timeout=timeout_s,
+    )
+    wall_s = time.monotonic() - started
+    found = SESSION_LINE.findall(done.stdout)
+    run: dict[str, Any] = {
+        "command": " ".join(["python3", *prefix, "-m", "pytest", *MAIN_JOB, *extra]),
+        "exit": done.returncode,
+        "wall_s": wall_s,
+        "session_s": float(found[-1]) if found else None,
+        "summary": done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "",
+    }
+    if not report.exists():
+        run["error"] = (done.stdout + done.stderr)[-3000:]
+        return run
+    document = json.loads(report.read_text())
+    timing = document.get("timing") or {}
+    run["report_wall_s"] = timing.get("wall_s")
+    run["gpu_lock_held_s"] = timing.get("gpu_lock_held_s")
+    run["gpu_lock_waited_s"] = timing.get("gpu_lock_waited_s")
+    devices = document.get("devices", ())
+    run["gpu_lock_holds"] = sum(d.get("lock_holds") or 0 for d in devices)
+    run["boards"] = sorted({d["uuid"] for d in devices if d.get("uuid")})
+    run["device"] = sorted({d.get("runtime_name") or d.get("name", "") for d in devices})
+    run["measurements"] = [_measurement(result) for result in document.get("results", ())]
+    return run
+
+
+def _measurement(result: Mapping[str, Any]) -> dict[str, Any]:
+    m, check = result["measurement"], result["verdict"].get("baseline") or {}
+    return {
+        "key": f"{result['test_id']} {m.get('name') or ''} [{m['cache']}]",
+        "efficiency": m["efficiency"],
+        "time_s": m["time_s"],
+        "status": result["verdict"]["status"],
+        "baseline_outcome": check.get("outcome"),
+        "allowance": check.get("allowance"),
+    }
+
+
+def profile_tops(path: Path, count: int = TOP) -> dict[str, str]:
+    """The profile's top `count` entries by cumulative and by own time, as pstats prints."""
+    tops = {}
+    for order in ("cumulative", "tottime"):
+        text = io.StringIO()
+        stats = pstats.Stats(str(path), stream=text)
+        stats.strip_dirs().sort_stats(order).print_stats(count)
+        tops[order] = text.getvalue()
+    return tops
+
+
+def measure(options: argparse.Namespace) -> dict[str, Any]:
+    out = Path(options.out)
+    out.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="main-job-"))
+    document: dict[str, Any] = {
+        "title": "the README's main job (bench/main_job.py)",
+        "label": options.label,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    for _ in range(options.warm):
+        document.setdefault("warm", []).append(_brief(run_job(scratch / "warm.json")))
+    document["serial"] = run_job(scratch / "serial.json")
+    profile = out / f"main-job-{options.label}.prof"
+    document["profile"] = _brief(run_job(scratch / "profile.json", profile=profile))
+    tops = profile_tops(profile)
+    for order, text in tops.items():
+        (out / f"main-job-{options.label}-{order}.txt").write_text(text)
+    document["profile_top"] = {order: _entries(text) for order, text in tops.items()}
+    if options.xdist:
+        document["xdist"] = run_job(scratch / "xdist.json", extra=("-n", "2"))
+    write_json(str(out / f"main-job-{options.label}.json"), document)
+    return document
+
+
+def _brief(run: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in run.items() if k != "measurements"}
+
+
+def _entries(text: str) -> list[str]:
+    """The table rows of a pstats listing (ncalls tottime percall cumtime percall where)."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip().startswith("ncalls")), None)
+    return [] if start is None else [line.rstrip() for line in lines[start + 1 :] if line.strip()]
+
+
+def render(document: Mapping[str, Any], markdown: bool = False) -> str:
+    table = markdown_table if markdown else text_table
+    rows = []
+    for name in ("serial", "profile", "xdist"):
+        run = document.get(name)
+        if not run:
+            continue
+        rows.append(
+            (
+                name,
+                run["exit"],
+                f"{run['wall_s']:.1f} s",
+                _s(run.get("session_s")),
+                _s(run.get("gpu_lock_held_s"), 2),
+                run.get("gpu_lock_holds", "-"),
+                run.get("summary", "")[-60:],
+            )
+        )
+    head = ("run", "exit", "wall", "pytest session", "GPU lock held", "holds", "summary")
+    lines = [f"{document.get('title', '')}, {document.get('label', '')}, {document['started']}"]
+    lines += [table(head, rows)]
+    for order, entries in (document.get("profile_top") or {}).items():
+        lines += ["", f"profile, top by {order}:", *entries[:15]]
+    return "\n".join(lines)
+
+
+def compare(before: Mapping[str, Any], after: Mapping[str, Any], markdown: bool) -> str:
+    """Each measurement's efficiency before and after, against its stored baseline's band."""
+    table = markdown_table if markdown else text_table
+    old = {m["key"]: m for m in before["serial"].get("measurements", ())}
+    rows, outside = [], 0
+    for m in after["serial"].get("measurements", ()):
+        was = old.get(m["key"])
+        if was is None:
+            continue
+        change = m["efficiency"] / was["efficiency"] - 1
+        band = m.get("allowance") or was.get("allowance")
+        inside = band is None or abs(change) <= band
+        outside += not inside
+        rows.append(
+            (
+                m["key"].replace("tests/perf/", ""),
+                f"{was['efficiency']:.2%}",
+                f"{m['efficiency']:.2%}",
+                f"{change:+.2%}",
+                "-" if band is None else f"±{band:.2%}",
+                "yes" if inside else "NO",
+            )
+        )
+    head = ("measurement", "before", "after", "change", "band", "within")
+    return f"{table(head, rows)}\n{len(rows)} measurements, {outside} outside their band"
+
+
+def _s(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f} s"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="main-job", help="folder for the JSON, profile, tops")
+    parser.add_argument("--label", default="run", help="names the files: main-job-LABEL.*")
+    parser.add_argument("--warm", type=int, default=1, help="untimed runs first")
+    parser.add_argument("--no-xdist", dest="xdist", action="store_false")
+    parser.add_argument("--render", help="print a saved main-job-LABEL.json")
+    parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
+    parser.add_argument("--markdown", action="store_true")
+    options = parser.parse_args(argv)
+    if options.compare:
+        before, after = (json.loads(Path(p).read_text()) for p in options.compare)
+        print(compare(before, after, options.markdown))
+        return 0
+    document = json.loads(Path(options.render).read_text()) if options.render else measure(options)
+    print(render(document, options.markdown))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,263 @@
+"""Inputs made on the device and outputs checked on the device (kernels/gpuperf_check.hip).
+
+A perf test's host work used to dwarf its GPU work: 32M-element random inputs drawn and
+uploaded by NumPy, every output downloaded and compared in float64 on the host (on the H100
+about 4.5 s of a 12 s main job, for 1.3 s of GPU time). Here the inputs come from a
+counter-based hash on the device, reproducible by seed, the same bits on every backend and in
+NumPy (`Values.host`), and a compare kernel counts the elements outside the tolerance against
+a float64 reference computed on the device, returning the count and the first bad index.
+NumPy runs only to explain a failure (the caller recomputes the bad elements on the host).
+
+The simulated device runs the same kernels through `emulate` (NumPy, bit for bit for the
+hash), so a suite that uses them runs without a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel
+from pytest_gpuperf.runtime.compile import KERNELS_DIR
+
+CHECK_SOURCE = "gpuperf_check.hip"
+CHECK_KERNELS = frozenset(
+    {
+        "gpuperf_fill_values",
+        "gpuperf_ref_axpby",
+        "gpuperf_ref_silu_and_mul",
+        "gpuperf_ref_rmsnorm",
+        "gpuperf_ref_rope",
+        "gpuperf_ref_dot_partials",
+        "gpuperf_ref_sum",
+        "gpuperf_compare",
+    }
+)
+BLOCK = 256  # threads per block of every check kernel (gpuperf_ref_rmsnorm's shared array)
+MAX_BLOCKS = 65535  # grid-stride kernels: any grid covers everything
+NO_INDEX = 2**64 - 1  # the compare kernel's "no bad element" (~0ull)
+_MIX1, _MIX2, _GOLDEN = np.uint32(0x7FEB352D), np.uint32(0x846CA68B), np.uint32(0x9E3779B9)
+_CHUNK = 1 << 22  # elements per pass of the NumPy hash: its temporaries stay small
+
+
+# -- the hash, in NumPy: bit for bit what gpuperf_check.hip computes -----------------------------
+
+
+def _mix32(x: np.ndarray) -> np.ndarray:
+    """lowbias32 on uint32 words, in place (wrapping multiplies, as on the device)."""
+    x ^= x >> np.uint32(16)
+    x *= _MIX1
+    x ^= x >> np.uint32(15)
+    x *= _MIX2
+    x ^= x >> np.uint32(16)
+    return x
+
+
+def hash_bits(seed: int, count: int, start: int = 0) -> np.ndarray:
+    """gp_hash(i, seed) for i in [start, start + count), as uint32."""
+    index = np.arange(start, start + count, dtype=np.uint64)
+    high = (index >> np.uint64(32)).astype(np.uint32)
+    high += _GOLDEN
+    stream = _mix32(high)
+    stream ^= np.uint32(seed & 0xFFFFFFFF)
+    _mix32(stream)
+    low = index.astype(np.uint32)
+    low ^= stream
+    return _mix32(low)
+
+
+@dataclass(frozen=True)
+class Values:
+    """`count` float32 inputs made by gpuperf_fill_values from `seed`: magnitudes in
+    [low, low + width), uniform on a grid of width / 2^24, negative at random when `signed`.
+    `width` is a power of two, so the device's arithmetic (fused or not) and NumPy's agree
+    exactly; `low` > 0 keeps every value away from zero (relative tolerances hold)."""
+
+    count: int
+    seed: int
+    low: float = 0.1
+    width: float = 1.0
+    signed: bool = True
+
+    def __post_init__(self) -> None:
+        if not (self.width > 0 and math.frexp(self.width)[0] == 0.5):
+            raise ConfigError(f"Values: width {self.width} is not a power of two")
+        if self.count < 0 or not 0 <= self.seed < 2**32:
+            raise ConfigError(f"Values: count {self.count} and seed {self.seed} must fit uint")
+
+    @property
+    def scale(self) -> float:
+        return self.width / 2**24
+
+    def host(self) -> np.ndarray:
+        """The same values made by NumPy (to explain a failure, and for the tests)."""
+        out = np.empty(self.count, dtype=np.float32)
+        for start in range(0, self.count, _CHUNK):
+            bits = hash_bits(self.seed, min(_CHUNK, self.count - start), start)
+            out[start : start + bits.size] = values_from_bits(
+                bits, self.low, self.scale, self.signed
+            )
+        return out
+
+
+def values_from_bits(bits: np.ndarray, low: float, scale: float, signed: bool) -> np.ndarray:
+    """What gpuperf_fill_values makes of hash words: float32 arithmetic, as on the device."""
+    values = (bits >> np.uint32(8)).astype(np.float32)
+    values *= np.float32(scale)
+    values += np.float32(low)
+    if signed:
+        np.negative(values, out=values, where=(bits & np.uint32(1)).astype(bool))
+    return values
+
+
+# -- the kernels on a backend ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """What the compare kernel found: how many elements are wrong and the first of them."""
+
+    wrong: int
+    first_index: int | None
+
+
+def grid_for(work_items: int) -> int:
+    """Blocks of BLOCK threads for a grid-stride kernel over `work_items`."""
+    return max(1, min(MAX_BLOCKS, math.ceil(work_items / BLOCK)))
+
+
+# Kept on the backend itself, as the measurement engine keeps its kernels (timing.engine_for).
+_ATTRIBUTE = "_gpuperf_device_data"
+
+
+class DeviceData:
+    """gpuperf_check.hip loaded on one backend: fill, reference launches, compare."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.module = backend.compile(KERNELS_DIR / CHECK_SOURCE)
+        self._kernels: dict[str, Kernel] = {}
+
+    def kernel(self, name: str) -> Kernel:
+        if name not in self._kernels:
+            self._kernels[name] = self.module.kernel(name)
+        return self._kernels[name]
+
+    def fill(self, buffer: DeviceBuffer, values: Values) -> None:
+        """Write `values` into the start of `buffer` (asynchronously, default stream)."""
+        if values.count * 4 > buffer.nbytes:
+            raise ConfigError(
+                f"fill: {values.count} float32 values overrun the {buffer.nbytes}-byte buffer"
+            )
+        args = (buffer, values.count, values.seed, values.low, values.scale, int(values.signed))
+        self.launch("gpuperf_fill_values", values.count, args)
+
+    def launch(self, name: str, work_items: int, args: Sequence[Any], grid: int | None = None):
+        """Launch check kernel `name` over `work_items` (grid-stride; `grid` overrides)."""
+        blocks = grid if grid is not None else grid_for(work_items)
+        self.backend.launch(self.kernel(name), blocks, BLOCK, tuple(args))
+
+    def compare(
+        self, got: DeviceBuffer, expected: DeviceBuffer, count: int, rtol: float, atol: float
+    ) -> Mismatch:
+        """Count the float32 elements of `got` outside atol + rtol |expected| of the float64
+        `expected` (NaN counts as wrong), on the device; waits for the answer (16 bytes)."""
+        result = self.backend.to_device(np.array([0, NO_INDEX], dtype=np.uint64))
+        try:
+            self.launch("gpuperf_compare", count, (got, expected, count, rtol, atol, result))
+            found = np.empty(2, dtype=np.uint64)
+            self.backend.synchronize()
+            self.backend.download(found, result)
+        finally:
+            result.free()
+        wrong = int(found[0])
+        return Mismatch(wrong, int(found[1]) if wrong else None)
+
+
+def device_data(backend: Backend) -> DeviceData:
+    """The check kernels on `backend`, compiled (through the compile cache) on first use."""
+    loaded = getattr(backend, _ATTRIBUTE, None)
+    if loaded is None:
+        loaded = DeviceData(backend)
+        setattr(backend, _ATTRIBUTE, loaded)
+    return loaded
+
+
+# -- the simulated device: the same kernels in NumPy --------------------------------------------
+
+
+def emulate(name: str, args: list, grid: int | None = None, block: int | None = None) -> bool:
+    """Run check kernel `name` in place on `args` (flat NumPy views typed by the signature,
+    scalars as numbers); False for a name that is not one. IndexError where the kernel would
+    access past a buffer. `grid` and `block` (x) matter to none of them but
+    gpuperf_ref_dot_partials' loop over blocks, which any grid covers: they are ignored."""
+    from pytest_gpuperf.session import catalog  # the NumPy references of the user kernels
+
+    f64 = np.float64
+    if name == "gpuperf_fill_values":
+        out, count, seed, low, scale, signed = args
+        count = int(count)
+        _need(out, count, "out")[:] = Values(
+            count, int(seed), float(low), scale * 2**24, bool(signed)
+        ).host()
+    elif name == "gpuperf_ref_axpby":
+        a, b, out, n, alpha, beta = args
+        n = int(n)
+        _need(out, n, "out")[:] = alpha * _need(a, n, "a").astype(f64) + beta * _need(
+            b, n, "b"
+        ).astype(f64)
+    elif name == "gpuperf_ref_silu_and_mul":
+        x, out, rows, d = (args[0], args[1], int(args[2]), int(args[3]))
+        shaped = _need(x, rows * 2 * d, "x").reshape(rows, 2 * d)
+        _need(out, rows * d, "out")[:] = catalog.silu_and_mul_reference(shaped, d).ravel()
+    elif name == "gpuperf_ref_rmsnorm":
+        x, w, y, rows, cols, eps = args
+        rows, cols = int(rows), int(cols)
+        shaped = _need(x, rows * cols, "x").reshape(rows, cols)
+        result = catalog.rmsnorm_reference(shaped, _need(w, cols, "w"), float(eps))
+        _need(y, rows * cols, "y")[:] = result.ravel()
+    elif name == "gpuperf_ref_rope":
+        x, cos, sin, y, tokens, heads, half = args
+        tokens, heads, half = int(tokens), int(heads), int(half)
+        size = tokens * heads * 2 * half
+        result = catalog.rope_reference(
+            _need(x, size, "x").reshape(tokens, heads, 2 * half),
+            _need(cos, tokens * half, "cos").reshape(tokens, half),
+            _need(sin, tokens * half, "sin").reshape(tokens, half),
+        )
+        _need(y, size, "y")[:] = result.ravel()
+    elif name == "gpuperf_ref_dot_partials":
+        a, b, partial, n, blocks, threads = args
+        n, blocks, threads = int(n), int(blocks), int(threads)
+        found = catalog.dot_partials(_need(a, n, "a"), _need(b, n, "b"), n, blocks, threads)
+        _need(partial, blocks, "partial")[:] = found
+    elif name == "gpuperf_ref_sum":
+        values, out, count = args
+        _need(out, 1, "out")[0] = _need(values, int(count), "values").sum(dtype=f64)
+    elif name == "gpuperf_compare":
+        got, expected, count, rtol, atol, result = args
+        count = int(count)
+        want = _need(expected, count, "expected")
+        diff = np.abs(_need(got, count, "got").astype(f64) - want)
+        bad = np.flatnonzero(~(diff <= atol + rtol * np.abs(want)))
+        _need(result, 2, "result")
+        if bad.size:
+            result[0] += np.uint64(bad.size)
+            result[1] = min(int(result[1]), int(bad[0]))
+    else:
+        return False
+    return True
+
+
+def _need(view: np.ndarray, count: int, what: str) -> np.ndarray:
+    """The first `count` elements; IndexError where the kernel would access past the buffer."""
+    if count > view.size:
+        raise IndexError(
+            f"{what}: the kernel touches {count} elements, the buffer holds {view.size}"
+        )
+    return view[:count]
