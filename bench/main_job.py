@@ -12,6 +12,14 @@ README prints it) is run as separate processes from the repository root:
   profile   the serial run again under cProfile (`-m cProfile -o`), its top entries by
             cumulative and by own time; the .prof file is kept for snakeviz / pstats.
   xdist     the same with `-n 2` (two workers share the one GPU through the GPU lock).
+  fixture   what `gpu_bench` costs a user's test with NumPy inputs, per call, beyond the
+            user's own code: a throwaway project of K tests (NumPy inputs, to_device, one
+            measured launch of a small kernel, from_device, assert_allclose) run with K = 1
+            and K = FIXTURE_TESTS; per call = (the difference in session time - in GPU-lock
+            time - in the time the tests spent in their own NumPy code) / (K - 1).
+
+Python writes bytecode in every child (PYTHONDONTWRITEBYTECODE is dropped: an image that
+sets it recompiles every module, pytest's assertion rewrites included, in every process).
 
 `--compare BEFORE.json AFTER.json` puts two runs' efficiencies side by side with the band
 each measurement's stored baseline allows (the change under test must not move what is
@@ -44,30 +52,76 @@ from _common import REPO_ROOT, markdown_table, text_table, write_json
 MAIN_JOB = ("--gpuperf", "--gpuperf-backend=hip,cuda,sim", "tests/perf")
 SESSION_LINE = re.compile(r" in ([0-9.]+)s(?: \([0-9:]+\))? =*\s*$", re.MULTILINE)
 TOP = 25
+FIXTURE_TESTS = 41
+USER_KERNEL = """\
+#include "gpuperf.h"
+
+GPUPERF_KERNEL void scale(const float* x, float* y, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+}
+"""
+USER_CONFTEST = """\
+from pytest_gpuperf import simulate  # the simulated device's model, for a run without a GPU
+
+
+@simulate.model("scale.hip", "scale")
+def scale(args, launch):
+    x, y, a, n = args
+    y[:n] = a * x[:n]
+"""
+USER_TEST = """\
+import os
+import time
+
+import numpy as np
+import pytest
+
+N = 1 << 20  # 8 MiB moved: a ~5 us kernel on an H100
+
+
+@pytest.mark.parametrize("index", range(int(os.environ["MAIN_JOB_TESTS"])))
+def test_user(gpu_bench, index):
+    started = time.perf_counter()
+    x = np.random.default_rng(index).random(N, dtype=np.float32)
+    own_s = time.perf_counter() - started
+    kernel = gpu_bench.kernel("scale.hip", "scale")
+    dx, dy = gpu_bench.to_device(x), gpu_bench.empty(N)
+    gpu_bench(kernel, grid=N // 256, block=256, args=(dx, dy, 2.0, N), reads=(x,), writes=(x,))
+    y = gpu_bench.from_device(dy, np.float32, N)
+    started = time.perf_counter()
+    np.testing.assert_allclose(y, 2 * x, rtol=1e-6)
+    own_s += time.perf_counter() - started
+    with open(os.environ["MAIN_JOB_OWN"], "a") as out:
+        out.write(f"{own_s}\\n")
+"""
 
 
 def run_job(
-    report: Path, extra: Sequence[str] = (), profile: Path | None = None, timeout_s: float = 280
+    report: Path,
+    extra: Sequence[str] = (),
+    profile: Path | None = None,
+    timeout_s: float = 280,
+    job: Sequence[str] = MAIN_JOB,
+    cwd: Path = REPO_ROOT,
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """One main-job process: its wall and session time, GPU-lock account and measurements."""
     prefix = ["-m", "cProfile", "-o", str(profile)] if profile else []
     command = [
-        sys.executable, *prefix, "-m", "pytest", *MAIN_JOB, f"--gpuperf-json={report}", *extra,
+        sys.executable, *prefix, "-m", "pytest", *job, f"--gpuperf-json={report}", *extra,
     ]  # fmt: skip
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    environment = {**os.environ, **(env or {}), "PYTHONPATH": path}
+    environment.pop("PYTHONDONTWRITEBYTECODE", None)
     started = time.monotonic()
     done = subprocess.run(
-        command,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": path},
-        timeout=timeout_s,
+        command, cwd=cwd, capture_output=True, text=True, env=environment, timeout=timeout_s
     )
     wall_s = time.monotonic() - started
     found = SESSION_LINE.findall(done.stdout)
     run: dict[str, Any] = {
-        "command": " ".join(["python3", *prefix, "-m", "pytest", *MAIN_JOB, *extra]),
+        "command": " ".join(["python3", *prefix, "-m", "pytest", *job, *extra]),
         "exit": done.returncode,
         "wall_s": wall_s,
         "session_s": float(found[-1]) if found else None,
@@ -120,6 +174,7 @@ def measure(options: argparse.Namespace) -> dict[str, Any]:
         "title": "the README's main job (bench/main_job.py)",
         "label": options.label,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "environment_dont_write_bytecode": os.environ.get("PYTHONDONTWRITEBYTECODE"),
     }
     for _ in range(options.warm):
         document.setdefault("warm", []).append(_brief(run_job(scratch / "warm.json")))
@@ -132,8 +187,43 @@ def measure(options: argparse.Namespace) -> dict[str, Any]:
     document["profile_top"] = {order: _entries(text) for order, text in tops.items()}
     if options.xdist:
         document["xdist"] = run_job(scratch / "xdist.json", extra=("-n", "2"))
+    if options.fixture:
+        document["fixture"] = fixture_overhead(scratch / "user", options.fixture_tests)
     write_json(str(out / f"main-job-{options.label}.json"), document)
     return document
+
+
+def fixture_overhead(project: Path, tests: int) -> dict[str, Any]:
+    """What gpu_bench costs per call beyond the user's own code (see the module's text)."""
+    project.mkdir(parents=True, exist_ok=True)
+    (project / "scale.hip").write_text(USER_KERNEL)
+    (project / "test_user.py").write_text(USER_TEST)
+    (project / "conftest.py").write_text(USER_CONFTEST)
+    job = ("-p", "pytest_gpuperf.plugin", "--gpuperf", "--gpuperf-backend=hip,cuda,sim", ".")
+    runs = {}
+    for count in (1, 1, tests):  # the first K = 1 run warms bytecode and the kernel cache
+        own = project / f"own-{count}.txt"
+        own.unlink(missing_ok=True)
+        env = {
+            "MAIN_JOB_TESTS": str(count),
+            "MAIN_JOB_OWN": str(own),
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # -p names the plugin
+        }
+        run = run_job(project / f"user-{count}.json", ("-p", "no:cacheprovider"), job=job,
+                      cwd=project, env=env)  # fmt: skip
+        run["own_s"] = sum(float(x) for x in own.read_text().split()) if own.exists() else None
+        runs[count] = _brief(run)
+    one, many = runs[1], runs[tests]
+    parts = ("session_s", "gpu_lock_held_s", "own_s")
+    if any(one.get(p) is None or many.get(p) is None for p in parts):
+        return {"runs": runs, "error": "a run made no session time, report or own time"}
+    session, lock, own = ((many[p] - one[p]) / (tests - 1) for p in parts)
+    return {
+        "tests": tests,
+        "runs": {str(k): v for k, v in runs.items()},
+        "per_call_s": {"session": session, "gpu_lock": lock, "own_code": own},
+        "overhead_per_call_s": session - lock - own,
+    }
 
 
 def _brief(run: Mapping[str, Any]) -> dict[str, Any]:
@@ -168,6 +258,17 @@ def render(document: Mapping[str, Any], markdown: bool = False) -> str:
     head = ("run", "exit", "wall", "pytest session", "GPU lock held", "holds", "summary")
     lines = [f"{document.get('title', '')}, {document.get('label', '')}, {document['started']}"]
     lines += [table(head, rows)]
+    fixture = document.get("fixture")
+    if fixture and "per_call_s" in fixture:
+        per = fixture["per_call_s"]
+        lines.append(
+            f"gpu_bench per call (a user's test, NumPy inputs, {fixture['tests']} tests): "
+            f"session {per['session'] * 1e3:.1f} ms = GPU lock {per['gpu_lock'] * 1e3:.1f} ms + "
+            f"the test's own NumPy {per['own_code'] * 1e3:.1f} ms + the fixture "
+            f"{fixture['overhead_per_call_s'] * 1e3:.1f} ms"
+        )
+    elif fixture:
+        lines.append(f"gpu_bench per call: {fixture.get('error')}")
     for order, entries in (document.get("profile_top") or {}).items():
         lines += ["", f"profile, top by {order}:", *entries[:15]]
     return "\n".join(lines)
@@ -210,6 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--label", default="run", help="names the files: main-job-LABEL.*")
     parser.add_argument("--warm", type=int, default=1, help="untimed runs first")
     parser.add_argument("--no-xdist", dest="xdist", action="store_false")
+    parser.add_argument("--no-fixture", dest="fixture", action="store_false")
+    parser.add_argument("--fixture-tests", type=int, default=FIXTURE_TESTS)
     parser.add_argument("--render", help="print a saved main-job-LABEL.json")
     parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
     parser.add_argument("--markdown", action="store_true")
