@@ -127,11 +127,12 @@ GPUPERF_KERNEL void gpuperf_ref_dot_partials(const float* a, const float* b, dou
     }
 }
 
-// out[0] = the sum of `count` float64 values (dot_finish's reference): one thread.
-GPUPERF_KERNEL void gpuperf_ref_sum(const double* values, double* out, unsigned long long count) {
+// out[0] = the sum of `count` float32 values in float64 (dot_finish's reference, from the
+// partials it was given): one thread.
+GPUPERF_KERNEL void gpuperf_ref_sum(const float* values, double* out, unsigned long long count) {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         double sum = 0.0;
-        for (unsigned long long i = 0; i < count; ++i) sum += values[i];
+        for (unsigned long long i = 0; i < count; ++i) sum += (double)values[i];
         out[0] = sum;
     }
 }

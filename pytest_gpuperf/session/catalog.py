@@ -1,11 +1,14 @@
-"""What every user-facing kernel in kernels/ computes, as concrete NumPy problems.
+"""What every user-facing kernel in kernels/ computes, as concrete problems.
 
-Two users: the GPU tests launch a `KernelCase` and compare the outputs with `expected`; the
-simulated device calls `emulate` so the outputs of its launches are right, for the kernels
-of the plugin's own files in kernels/ only (a user's kernel of the same name is not these;
-models of users' kernels are registered through `pytest_gpuperf.simulate`). One NumPy
-reference per kernel (float64 arithmetic on the float32 inputs) serves both. Tolerances
-cover float32 rounding and each kernel's own summation order.
+Three users: the perf suite launches a `KernelCase` with inputs made on the device and checks
+its outputs on the device against float64 references computed there (`checks`, kernels of
+gpuperf_check.hip; session/device_data.py); NumPy explains a failure (`args` and `expected`,
+the same inputs bit for bit, made on first use); the simulated device calls `emulate` so the
+outputs of its launches are right, for the kernels of the plugin's own files in kernels/ only
+(a user's kernel of the same name is not these; models of users' kernels are registered
+through `pytest_gpuperf.simulate`). One NumPy reference per kernel (float64 arithmetic on the
+float32 inputs) serves the explanation, the simulated device and its models of the device
+references. Tolerances cover float32 rounding and each kernel's own summation order.
 
 A multi-kernel scheme (dot, then dot_finish) describes its further launches as
 `KernelCase.follow_ups`: their arguments may be `Ref(i)`, meaning "argument i of the first
@@ -14,12 +17,18 @@ launch" (the same device buffer), so the second pass reads what the first one wr
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from pytest_gpuperf.runtime.base import Backend, DeviceBuffer
+from pytest_gpuperf.session import device_data
+from pytest_gpuperf.session.buffers import poisoned_buffer
+from pytest_gpuperf.session.device_data import CHECK_KERNELS, Values
 
 BLOCK = 256  # threads per block in every case (THREADS_PER_BLOCK of the MI300X blog's vector add)
 MAX_GRID_Y = 65535  # CUDA's grid.y limit; kernels walk further rows grid-stride
@@ -29,24 +38,76 @@ EPS32 = float(np.finfo(np.float32).eps)
 _F32, _F64 = np.float32, np.float64
 
 
+@dataclass(frozen=True)
+class Poison:
+    """An output of `count` float32 elements, NaN until written: an element the kernel leaves
+    unwritten fails the check."""
+
+    count: int
+
+    def host(self) -> np.ndarray:
+        return np.full(self.count, np.nan, dtype=_F32)
+
+
+@dataclass(frozen=True)
+class Arg:
+    """An argument of a device reference launch: argument `index` of the checked launch."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class Expected:
+    """An argument of a device reference launch: the float64 buffer it fills, the reference
+    the output is compared with."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """How output `output` is checked on the device: `kernel` (gpuperf_check.hip) computes its
+    float64 reference from `args` (`Arg`, `Expected`, numbers) over `work_items`."""
+
+    output: int
+    kernel: str
+    args: tuple
+    work_items: int
+
+
 @dataclass(frozen=True, eq=False)
 class KernelCase:
     """One concrete launch of a kernel, made from a size and a seeded RNG.
 
-    `args` are in signature order: NumPy arrays for pointer parameters (inputs random and
-    never zero, outputs poisoned with NaN so an element left unwritten fails), Python numbers
-    for scalars. `bytes_moved` declares each input read once and each output written once.
+    `layout` holds the arguments in signature order: `Values` for inputs (random, never zero;
+    made by the counter-based hash, on the device or, the same bits, by NumPy), `Poison` for
+    outputs, `Ref` in follow-ups, Python numbers for scalars. `bytes_moved` declares each
+    input read once and each output written once. `checks` compute each output's reference on
+    the device; `reference` computes them with NumPy from `args` (the layout as host arrays).
     """
 
-    args: tuple
+    layout: tuple
     outputs: tuple[int, ...]
-    expected: dict[int, np.ndarray]
+    reference: Callable[[tuple], dict[int, np.ndarray]]
+    checks: tuple[Check, ...]
     bytes_moved: int
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     rtol: float
     atol: float
     follow_ups: tuple[FollowUp, ...] = ()
+
+    @functools.cached_property
+    def args(self) -> tuple:
+        """The arguments as NumPy arrays (the device's inputs, bit for bit) and numbers."""
+        return tuple(a.host() if isinstance(a, (Values, Poison)) else a for a in self.layout)
+
+    @functools.cached_property
+    def expected(self) -> dict[int, np.ndarray]:
+        """The NumPy reference of each output, from `args`."""
+        return self.reference(self.args)
+
+    def count(self, index: int) -> int:
+        """Elements of output (or input) `index`."""
+        return self.layout[index].count
 
 
 @dataclass(frozen=True)
@@ -75,6 +136,68 @@ class CatalogKernel:
 def bind(args: Sequence[Any], first_args: Sequence[Any]) -> list:
     """A follow-up's arguments with each `Ref(i)` replaced by `first_args[i]`."""
     return [first_args[a.index] if isinstance(a, Ref) else a for a in args]
+
+
+# -- on a device: inputs made there, outputs checked there ---------------------------------
+
+
+def device_args(
+    backend: Backend,
+    layout: Sequence[Any],
+    first: Sequence[Any] = (),
+    allocate: Callable[[int], DeviceBuffer] | None = None,
+) -> tuple:
+    """A launch's arguments on `backend`: a buffer of NaN for each `Values` (then filled by
+    the hash kernel) and `Poison`, `first[i]` for `Ref(i)`, numbers as they are. `allocate`
+    makes a NaN-filled float32 buffer of n elements (gpu_bench.empty, which frees it when the
+    test ends); by default the caller frees the buffers."""
+    data = device_data.device_data(backend)
+    make = allocate or (lambda count: poisoned_buffer(backend, count, np.float32, "catalog"))
+    args = []
+    for item in layout:
+        if isinstance(item, (Values, Poison)):
+            buffer = make(item.count)
+            if isinstance(item, Values):
+                data.fill(buffer, item)
+            args.append(buffer)
+        else:
+            args.append(first[item.index] if isinstance(item, Ref) else item)
+    return tuple(args)
+
+
+def check_on_device(
+    backend: Backend, case: KernelCase, args: Sequence[Any], keep: bool = False
+) -> dict[int, device_data.Mismatch]:
+    """Each output of `case`, launched with `args`, compared on the device with its float64
+    reference computed there (`case.checks`): what the compare kernel found, per output.
+    `keep`: the reference buffers are returned too, as (mismatch, buffer) (the caller frees
+    them; tests compare them with NumPy's)."""
+    data = device_data.device_data(backend)
+    found: dict[int, Any] = {}
+    for index in case.outputs:
+        count = case.count(index)
+        expected = backend.alloc(8 * count)
+        try:
+            for check in (c for c in case.checks if c.output == index):
+                resolved = tuple(
+                    args[a.index]
+                    if isinstance(a, Arg)
+                    else expected
+                    if isinstance(a, Expected)
+                    else a
+                    for a in check.args
+                )
+                data.launch(check.kernel, check.work_items, resolved)
+            mismatch = data.compare(args[index], expected, count, case.rtol, case.atol)
+        except BaseException:
+            expected.free()
+            raise
+        if keep:
+            found[index] = (mismatch, expected)
+        else:
+            expected.free()
+            found[index] = mismatch
+    return found
 
 
 # -- NumPy references (float64 arithmetic) ------------------------------------------------
@@ -121,33 +244,24 @@ def dot_partials(a: np.ndarray, b: np.ndarray, n: int, blocks: int, threads: int
 
 
 def _values(
-    rng: np.random.Generator, count: int, low: float = 0.1, high: float = 1.0, signed: bool = True
-) -> np.ndarray:
-    """float32 values with magnitude in [low, high]: never zero, random sign when `signed`.
-
-    One draw of 32 random bits per value, worked in float32 and in place: the top 24 bits give
-    the magnitude, the lowest the sign bit. A float64 uniform draw, a separate sign draw and
-    a conversion took 2 s for the suite's 32M-element inputs (most of the suite's host time)."""
-    bits = rng.integers(0, 2**32, count, dtype=np.uint32)
-    values = np.right_shift(bits, 8).astype(_F32)
-    values *= _F32((high - low) / 2**24)
-    values += _F32(low)
-    if signed:
-        np.left_shift(bits, 31, out=bits)
-        values.view(np.uint32)[...] |= bits
-    return values
+    rng: np.random.Generator, count: int, low: float = 0.1, width: float = 1.0, signed: bool = True
+) -> Values:
+    """float32 inputs with magnitude in [low, low + width): never zero, random sign when
+    `signed`; the seed drawn from `rng`. Made by the device's hash kernel (the suite's 32M-
+    element inputs once cost 2 s of NumPy draws and the uploads), or by NumPy, the same bits."""
+    return Values(count, int(rng.integers(0, 2**32)), low, width, signed)
 
 
-def _poison(count: int) -> np.ndarray:
-    return np.full(count, np.nan, dtype=_F32)
+def _poison(count: int) -> Poison:
+    return Poison(count)
 
 
 def _blocks(work_items: int) -> int:
     return max(1, math.ceil(work_items / BLOCK))
 
 
-def _nbytes(*arrays: np.ndarray) -> int:
-    return sum(a.nbytes for a in arrays)
+def _nbytes(*arrays: Values | Poison) -> int:
+    return sum(4 * a.count for a in arrays)  # float32 elements
 
 
 def _grid(x: int, y: int = 1) -> tuple[int, int, int]:
@@ -157,14 +271,20 @@ def _grid(x: int, y: int = 1) -> tuple[int, int, int]:
 _BLOCK3 = (BLOCK, 1, 1)
 
 
+def _axpby(output: int, a: int, b: int, n: int, alpha: float, beta: float) -> tuple[Check, ...]:
+    """out = alpha * a + beta * b in float64 on the device: the streaming kernels' check."""
+    return (Check(output, "gpuperf_ref_axpby", (Arg(a), Arg(b), Expected(), n, alpha, beta), n),)
+
+
 def _vector_add_case(vec4: bool) -> Callable[[int, np.random.Generator], KernelCase]:
     def make(size: int, rng: np.random.Generator) -> KernelCase:
         n = max(1, size)
         a, b, c = _values(rng, n), _values(rng, n), _poison(n)
         return KernelCase(
-            args=(a, b, c, n),
+            layout=(a, b, c, n),
             outputs=(2,),
-            expected={2: a.astype(_F64) + b},
+            reference=lambda args: {2: args[0].astype(_F64) + args[1]},
+            checks=_axpby(2, 0, 1, n, 1.0, 1.0),
             bytes_moved=_nbytes(a, b, c),
             grid=_grid(_blocks(math.ceil(n / 4) if vec4 else n)),
             block=_BLOCK3,
@@ -180,9 +300,10 @@ def _copy_case(vec4: bool) -> Callable[[int, np.random.Generator], KernelCase]:
         n = max(1, size)
         a, b = _values(rng, n), _poison(n)
         return KernelCase(
-            args=(a, b, n),
+            layout=(a, b, n),
             outputs=(1,),
-            expected={1: a.astype(_F64)},
+            reference=lambda args: {1: args[0].astype(_F64)},
+            checks=_axpby(1, 0, 0, n, 1.0, 0.0),
             bytes_moved=_nbytes(a, b),
             grid=_grid(_blocks(math.ceil(n / 4) if vec4 else n)),
             block=_BLOCK3,
@@ -198,9 +319,10 @@ def _scale_case(size: int, rng: np.random.Generator) -> KernelCase:
     a, b = _values(rng, n), _poison(n)
     s = float(_F32(rng.uniform(0.5, 2.0)))
     return KernelCase(
-        args=(a, b, s, n),
+        layout=(a, b, s, n),
         outputs=(1,),
-        expected={1: s * a.astype(_F64)},
+        reference=lambda args: {1: s * args[0].astype(_F64)},
+        checks=_axpby(1, 0, 0, n, s, 0.0),
         bytes_moved=_nbytes(a, b),
         grid=_grid(_blocks(n)),
         block=_BLOCK3,
@@ -215,9 +337,10 @@ def _triad_case(vec4: bool) -> Callable[[int, np.random.Generator], KernelCase]:
         a, b, c = _values(rng, n), _values(rng, n), _poison(n)
         s = float(_F32(rng.uniform(0.5, 2.0)))
         return KernelCase(
-            args=(a, b, c, s, n),
+            layout=(a, b, c, s, n),
             outputs=(2,),
-            expected={2: a.astype(_F64) + s * b.astype(_F64)},
+            reference=lambda args: {2: args[0].astype(_F64) + s * args[1].astype(_F64)},
+            checks=_axpby(2, 0, 1, n, 1.0, s),
             bytes_moved=_nbytes(a, b, c),
             grid=_grid(_blocks(math.ceil(n / 4) if vec4 else n)),
             block=_BLOCK3,
@@ -234,14 +357,19 @@ def _sum_rtol(terms_per_thread: int) -> float:
     return max(1e-5, EPS32 * (terms_per_thread + 2 * math.log2(BLOCK) + 4))
 
 
-def _dot_finish_case(partial: Any, expected_total: float, count: int, rtol: float) -> KernelCase:
+def _dot_finish_case(
+    partial: Values | Ref, total: Callable[[tuple], float], count: int, rtol: float
+) -> KernelCase:
+    """dot_finish over `count` partials. On the device its output is checked against the sum
+    of the partials it was given (dot's own check covers those); NumPy's `total` is the exact
+    sum of the products where the partials come from dot."""
     out = _poison(1)
-    inputs = count * 4
     return KernelCase(
-        args=(partial, out, count),
+        layout=(partial, out, count),
         outputs=(1,),
-        expected={1: np.array([expected_total])},
-        bytes_moved=inputs + out.nbytes,
+        reference=lambda args: {1: np.array([total(args)])},
+        checks=(Check(1, "gpuperf_ref_sum", (Arg(0), Expected(), count), 1),),
+        bytes_moved=count * 4 + 4,
         grid=_grid(1),
         block=_BLOCK3,
         rtol=rtol,
@@ -252,16 +380,30 @@ def _dot_finish_case(partial: Any, expected_total: float, count: int, rtol: floa
 def _dot_case(size: int, rng: np.random.Generator) -> KernelCase:
     n = max(1, size)
     # Positive inputs: every partial is a sum of positive terms, so a relative tolerance holds.
-    a, b = _values(rng, n, 0.5, 1.5, signed=False), _values(rng, n, 0.5, 1.5, signed=False)
+    a, b = _values(rng, n, 0.5, signed=False), _values(rng, n, 0.5, signed=False)
     blocks = min(DOT_MAX_BLOCKS, _blocks(math.ceil(n / 4)))
     partial = _poison(blocks)
-    expected = dot_partials(a, b, n, blocks, BLOCK)
     rtol = _sum_rtol(math.ceil(n / (blocks * BLOCK)))
-    finish = _dot_finish_case(Ref(2), float(expected.sum()), blocks, max(rtol, _sum_rtol(8)))
+
+    def partials(args: tuple) -> np.ndarray:
+        return dot_partials(args[0], args[1], n, blocks, BLOCK)
+
+    def total(_args: tuple) -> float:  # the follow-up's args hold Ref(2): use a and b
+        return float(dot_partials(a.host(), b.host(), n, blocks, BLOCK).sum())
+
+    finish = _dot_finish_case(Ref(2), total, blocks, max(rtol, _sum_rtol(8)))
     return KernelCase(
-        args=(a, b, partial, n),
+        layout=(a, b, partial, n),
         outputs=(2,),
-        expected={2: expected},
+        reference=lambda args: {2: partials(args)},
+        checks=(
+            Check(
+                2,
+                "gpuperf_ref_dot_partials",
+                (Arg(0), Arg(1), Expected(), n, blocks, BLOCK),
+                blocks,
+            ),
+        ),
         bytes_moved=_nbytes(a, b, partial),
         grid=_grid(blocks),
         block=_BLOCK3,
@@ -273,20 +415,30 @@ def _dot_case(size: int, rng: np.random.Generator) -> KernelCase:
 
 def _dot_finish_alone(size: int, rng: np.random.Generator) -> KernelCase:
     count = max(1, size)
-    partial = _values(rng, count, 0.5, 1.5, signed=False)
+    partial = _values(rng, count, 0.5, signed=False)
     rtol = _sum_rtol(math.ceil(count / BLOCK))
-    return _dot_finish_case(partial, float(partial.astype(_F64).sum()), count, rtol)
+    return _dot_finish_case(partial, lambda args: float(args[0].astype(_F64).sum()), count, rtol)
 
 
 def _rmsnorm_case(size: int, rng: np.random.Generator) -> KernelCase:
     cols = min(max(1, size), 4096)  # a hidden size; small sizes give one odd-length row
     rows = max(1, size // cols)
-    x, w = _values(rng, rows * cols), _values(rng, cols, 0.5, 1.5, signed=False)
+    x, w = _values(rng, rows * cols), _values(rng, cols, 0.5, signed=False)
     y, eps = _poison(rows * cols), 1e-6
     return KernelCase(
-        args=(x, w, y, rows, cols, eps),
+        layout=(x, w, y, rows, cols, eps),
         outputs=(2,),
-        expected={2: rmsnorm_reference(x.reshape(rows, cols), w, eps).ravel()},
+        reference=lambda args: {
+            2: rmsnorm_reference(args[0].reshape(rows, cols), args[1], eps).ravel()
+        },
+        checks=(
+            Check(
+                2,
+                "gpuperf_ref_rmsnorm",
+                (Arg(0), Arg(1), Expected(), rows, cols, eps),
+                rows * BLOCK,  # a block per row
+            ),
+        ),
         bytes_moved=_nbytes(x, w, y),
         grid=_grid(rows),
         block=_BLOCK3,
@@ -301,9 +453,10 @@ def _silu_and_mul_case(size: int, rng: np.random.Generator) -> KernelCase:
     x, out = _values(rng, rows * 2 * d, 0.1, 4.0), _poison(rows * d)
     columns = math.ceil(d / 4) if d % 4 == 0 else d
     return KernelCase(
-        args=(x, out, rows, d),
+        layout=(x, out, rows, d),
         outputs=(1,),
-        expected={1: silu_and_mul_reference(x.reshape(rows, 2 * d), d).ravel()},
+        reference=lambda args: {1: silu_and_mul_reference(args[0].reshape(rows, 2 * d), d).ravel()},
+        checks=(Check(1, "gpuperf_ref_silu_and_mul", (Arg(0), Expected(), rows, d), rows * d),),
         bytes_moved=_nbytes(x, out),
         grid=_grid(_blocks(columns), min(rows, MAX_GRID_Y)),
         block=_BLOCK3,
@@ -320,16 +473,31 @@ def _rope_case(size: int, rng: np.random.Generator) -> KernelCase:
     half = head_dim // 2
     tokens = max(1, size // (heads * head_dim))
     x, y = _values(rng, tokens * heads * head_dim), _poison(tokens * heads * head_dim)
-    angles = rng.uniform(0.0, 2 * np.pi, tokens * half)
-    cos, sin = np.cos(angles).astype(_F32), np.sin(angles).astype(_F32)
+    # cos and sin of random angles would cost the host the transcendentals; the kernel needs
+    # only numbers in [-1, 1] (it does not rely on cos^2 + sin^2 = 1)
+    cos, sin = _values(rng, tokens * half, 0.0), _values(rng, tokens * half, 0.0)
     pairs = heads * (half // 4 if half % 4 == 0 else half)
-    expected = rope_reference(
-        x.reshape(tokens, heads, head_dim), cos.reshape(tokens, half), sin.reshape(tokens, half)
-    )
+
+    def reference(args: tuple) -> dict[int, np.ndarray]:
+        found = rope_reference(
+            args[0].reshape(tokens, heads, head_dim),
+            args[1].reshape(tokens, half),
+            args[2].reshape(tokens, half),
+        )
+        return {3: found.ravel()}
+
     return KernelCase(
-        args=(x, cos, sin, y, tokens, heads, head_dim),
+        layout=(x, cos, sin, y, tokens, heads, head_dim),
         outputs=(3,),
-        expected={3: expected.ravel()},
+        reference=reference,
+        checks=(
+            Check(
+                3,
+                "gpuperf_ref_rope",
+                (Arg(0), Arg(1), Arg(2), Expected(), tokens, heads, half),
+                tokens * heads * half,
+            ),
+        ),
         bytes_moved=_nbytes(x, cos, sin, y),
         grid=_grid(_blocks(pairs), min(tokens, MAX_GRID_Y)),
         block=_BLOCK3,
@@ -459,6 +627,66 @@ def _emulate_rope(args: list) -> None:
         _span(y, size, "y")[:] = result.ravel()
 
 
+def _emulate_check(name: str, args: list) -> bool:
+    """Check kernel `name` of gpuperf_check.hip in place on `args`: the hash as Values.host
+    makes it, the references as NumPy computes them, the compare kernel's count and first
+    index. None of them depends on the launch shape (grid-stride, or a loop over blocks)."""
+    f64 = np.float64
+    if name == "gpuperf_fill_values":
+        out, count, seed, low, scale, signed = args
+        count = int(count)
+        _span(out, count, "out")[:] = Values(
+            count, int(seed), float(low), scale * 2**24, bool(signed)
+        ).host()
+    elif name == "gpuperf_ref_axpby":
+        a, b, out, n, alpha, beta = args
+        n = int(n)
+        _span(out, n, "out")[:] = alpha * _span(a, n, "a").astype(f64) + beta * _span(
+            b, n, "b"
+        ).astype(f64)
+    elif name == "gpuperf_ref_silu_and_mul":
+        x, out, rows, d = (args[0], args[1], int(args[2]), int(args[3]))
+        shaped = _span(x, rows * 2 * d, "x").reshape(rows, 2 * d)
+        _span(out, rows * d, "out")[:] = silu_and_mul_reference(shaped, d).ravel()
+    elif name == "gpuperf_ref_rmsnorm":
+        x, w, y, rows, cols, eps = args
+        rows, cols = int(rows), int(cols)
+        shaped = _span(x, rows * cols, "x").reshape(rows, cols)
+        result = rmsnorm_reference(shaped, _span(w, cols, "w"), float(eps))
+        _span(y, rows * cols, "y")[:] = result.ravel()
+    elif name == "gpuperf_ref_rope":
+        x, cos, sin, y, tokens, heads, half = args
+        tokens, heads, half = int(tokens), int(heads), int(half)
+        size = tokens * heads * 2 * half
+        result = rope_reference(
+            _span(x, size, "x").reshape(tokens, heads, 2 * half),
+            _span(cos, tokens * half, "cos").reshape(tokens, half),
+            _span(sin, tokens * half, "sin").reshape(tokens, half),
+        )
+        _span(y, size, "y")[:] = result.ravel()
+    elif name == "gpuperf_ref_dot_partials":
+        a, b, partial, n, blocks, threads = args
+        n, blocks, threads = int(n), int(blocks), int(threads)
+        found = dot_partials(_span(a, n, "a"), _span(b, n, "b"), n, blocks, threads)
+        _span(partial, blocks, "partial")[:] = found
+    elif name == "gpuperf_ref_sum":
+        values, out, count = args
+        _span(out, 1, "out")[0] = _span(values, int(count), "values").astype(f64).sum()
+    elif name == "gpuperf_compare":
+        got, expected, count, rtol, atol, result = args
+        count = int(count)
+        want = _span(expected, count, "expected")
+        diff = np.abs(_span(got, count, "got").astype(f64) - want)
+        bad = np.flatnonzero(~(diff <= atol + rtol * np.abs(want)))
+        _span(result, 2, "result")
+        if bad.size:
+            result[0] += np.uint64(bad.size)
+            result[1] = min(int(result[1]), int(bad[0]))
+    else:
+        return False
+    return True
+
+
 # One element per thread (`if (i < n)`), and float4 grid-stride with a scalar tail.
 _ONE_PER_THREAD = {"vector_add", "vector_add_bypass", "vector_add_nt", "copy", "scale", "triad"}
 _ELEMENTWISE = _ONE_PER_THREAD | {"vector_add_vec4", "copy_vec4", "triad_vec4"}
@@ -486,8 +714,12 @@ def emulate(
     and `dot` writes one exact partial per block. Without them every element is written,
     and `dot` assumes one block of 256 threads per element of `partial` (the catalog's
     layout), which keeps dot_finish's total right whenever `partial` is exactly one float
-    per block. gpuperf_* kernels are not here: the simulated device models them itself.
+    per block. The check kernels of gpuperf_check.hip (CHECK_KERNELS) run as
+    device_data.emulate; the measurement engine's gpuperf_* kernels are not here: the
+    simulated device models them itself.
     """
+    if name in CHECK_KERNELS:
+        return _emulate_check(name, args)
     if name in _ELEMENTWISE:
         _emulate_elementwise(name, args, _threads_x(grid, block))
     elif name == "dot":

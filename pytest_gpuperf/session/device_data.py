@@ -8,7 +8,7 @@ NumPy (`Values.host`), and a compare kernel counts the elements outside the tole
 a float64 reference computed on the device, returning the count and the first bad index.
 NumPy runs only to explain a failure (the caller recomputes the bad elements on the host).
 
-The simulated device runs the same kernels through `emulate` (NumPy, bit for bit for the
+The simulated device runs the same kernels in NumPy (catalog.emulate; bit for bit for the
 hash), so a suite that uses them runs without a GPU.
 """
 
@@ -186,78 +186,3 @@ def device_data(backend: Backend) -> DeviceData:
         loaded = DeviceData(backend)
         setattr(backend, _ATTRIBUTE, loaded)
     return loaded
-
-
-# -- the simulated device: the same kernels in NumPy --------------------------------------------
-
-
-def emulate(name: str, args: list, grid: int | None = None, block: int | None = None) -> bool:
-    """Run check kernel `name` in place on `args` (flat NumPy views typed by the signature,
-    scalars as numbers); False for a name that is not one. IndexError where the kernel would
-    access past a buffer. `grid` and `block` (x) matter to none of them but
-    gpuperf_ref_dot_partials' loop over blocks, which any grid covers: they are ignored."""
-    from pytest_gpuperf.session import catalog  # the NumPy references of the user kernels
-
-    f64 = np.float64
-    if name == "gpuperf_fill_values":
-        out, count, seed, low, scale, signed = args
-        count = int(count)
-        _need(out, count, "out")[:] = Values(
-            count, int(seed), float(low), scale * 2**24, bool(signed)
-        ).host()
-    elif name == "gpuperf_ref_axpby":
-        a, b, out, n, alpha, beta = args
-        n = int(n)
-        _need(out, n, "out")[:] = alpha * _need(a, n, "a").astype(f64) + beta * _need(
-            b, n, "b"
-        ).astype(f64)
-    elif name == "gpuperf_ref_silu_and_mul":
-        x, out, rows, d = (args[0], args[1], int(args[2]), int(args[3]))
-        shaped = _need(x, rows * 2 * d, "x").reshape(rows, 2 * d)
-        _need(out, rows * d, "out")[:] = catalog.silu_and_mul_reference(shaped, d).ravel()
-    elif name == "gpuperf_ref_rmsnorm":
-        x, w, y, rows, cols, eps = args
-        rows, cols = int(rows), int(cols)
-        shaped = _need(x, rows * cols, "x").reshape(rows, cols)
-        result = catalog.rmsnorm_reference(shaped, _need(w, cols, "w"), float(eps))
-        _need(y, rows * cols, "y")[:] = result.ravel()
-    elif name == "gpuperf_ref_rope":
-        x, cos, sin, y, tokens, heads, half = args
-        tokens, heads, half = int(tokens), int(heads), int(half)
-        size = tokens * heads * 2 * half
-        result = catalog.rope_reference(
-            _need(x, size, "x").reshape(tokens, heads, 2 * half),
-            _need(cos, tokens * half, "cos").reshape(tokens, half),
-            _need(sin, tokens * half, "sin").reshape(tokens, half),
-        )
-        _need(y, size, "y")[:] = result.ravel()
-    elif name == "gpuperf_ref_dot_partials":
-        a, b, partial, n, blocks, threads = args
-        n, blocks, threads = int(n), int(blocks), int(threads)
-        found = catalog.dot_partials(_need(a, n, "a"), _need(b, n, "b"), n, blocks, threads)
-        _need(partial, blocks, "partial")[:] = found
-    elif name == "gpuperf_ref_sum":
-        values, out, count = args
-        _need(out, 1, "out")[0] = _need(values, int(count), "values").sum(dtype=f64)
-    elif name == "gpuperf_compare":
-        got, expected, count, rtol, atol, result = args
-        count = int(count)
-        want = _need(expected, count, "expected")
-        diff = np.abs(_need(got, count, "got").astype(f64) - want)
-        bad = np.flatnonzero(~(diff <= atol + rtol * np.abs(want)))
-        _need(result, 2, "result")
-        if bad.size:
-            result[0] += np.uint64(bad.size)
-            result[1] = min(int(result[1]), int(bad[0]))
-    else:
-        return False
-    return True
-
-
-def _need(view: np.ndarray, count: int, what: str) -> np.ndarray:
-    """The first `count` elements; IndexError where the kernel would access past the buffer."""
-    if count > view.size:
-        raise IndexError(
-            f"{what}: the kernel touches {count} elements, the buffer holds {view.size}"
-        )
-    return view[:count]

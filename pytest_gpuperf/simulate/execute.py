@@ -2,9 +2,9 @@
 
 A kernel's semantics come from, in this order: a model registered for its source file and
 name (`pytest_gpuperf.simulate`); for the plugin's own kernels only (files in kernels/),
-the catalog's NumPy version (`pytest_gpuperf.session.catalog.emulate`) and the measurement engine's
-gpuperf_* kernels. Anything else is launched without computing its outputs, with one
-`SimulationWarning` per kernel.
+the catalog's NumPy version (`pytest_gpuperf.session.catalog.emulate`, the check kernels of
+gpuperf_check.hip among them) and the measurement engine's gpuperf_* kernels. Anything else
+is launched without computing its outputs, with one `SimulationWarning` per kernel.
 
 Outputs are not recomputed when nothing changed: every buffer has a write version, and a
 launch whose kernel, launch shape, scalars and input versions equal those of the last launch
@@ -190,7 +190,8 @@ class Executor:
             catalog = importlib.import_module("pytest_gpuperf.session.catalog")
         except ImportError:
             return None
-        if handle.name not in getattr(catalog, "KERNELS", {}):
+        known = getattr(catalog, "KERNELS", {}), getattr(catalog, "CHECK_KERNELS", ())
+        if not any(handle.name in names for names in known):
             return None
         return (
             "catalog",

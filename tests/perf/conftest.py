@@ -15,9 +15,7 @@ Sweep. Sizes beyond the default ones carry `@pytest.mark.sweep` and are deselect
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +23,8 @@ import numpy as np
 import pytest
 
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.session.catalog import KERNELS, KernelCase, bind
+from pytest_gpuperf.session.catalog import KERNELS, KernelCase, check_on_device, device_args
+from pytest_gpuperf.session.device_data import Mismatch
 
 # -- floors ----------------------------------------------------------------------------------
 #
@@ -192,14 +191,6 @@ def _floor_device(config: pytest.Config) -> tuple[str | None, float]:
 # -- catalog_bench -----------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=1)
-def _case(make_case: Callable[..., KernelCase], n: int, seed: int) -> KernelCase:
-    """Cases are costly to build at 32M elements (~2 s) and identical for the same maker,
-    size and seed, so parametrized cache modes and the vector_add variants share one. One
-    case is kept: at the sweep's 2 GB per buffer a case holds several GB of host memory."""
-    return make_case(n, np.random.default_rng(seed))
-
-
 CHECK_CHUNK = 2**18  # elements per pass: the temporaries stay in the CPU's caches
 
 
@@ -227,16 +218,19 @@ def wrong_elements(got: np.ndarray, expected: Any, rtol: float, atol: float) -> 
 
 @dataclass
 class CatalogBench:
-    """Runs a catalog kernel through gpu_bench: random inputs, the declared bytes from the
-    catalog, and, after the measurement, the outputs checked against the NumPy reference
-    (the caller's buffers hold a real launch's output then, in every cache mode)."""
+    """Runs a catalog kernel through gpu_bench: inputs made on the device (the counter-based
+    hash of kernels/gpuperf_check.hip, seeded), the declared bytes from the catalog, and,
+    after the measurement, every output compared on the device with a float64 reference
+    computed there (the caller's buffers hold a real launch's output then, in every cache
+    mode). Only a failure brings data to the host: NumPy makes the same inputs and explains
+    which elements are wrong. Host work per test is a few launches, not 32M-element arrays."""
 
     gpu_bench: Any
     node: pytest.Item
     seed: int = 20250601
 
     def case(self, kernel: str, n: int) -> KernelCase:
-        return _case(KERNELS[kernel].make_case, n, self.seed)
+        return KERNELS[kernel].make_case(n, np.random.default_rng(self.seed))
 
     def measure(self, kernel: str, n: int, *, cache: str | None = None, name: str | None = None):
         """Measure `kernel` at size `n` (elements, as the catalog counts them)."""
@@ -247,7 +241,7 @@ class CatalogBench:
         compiled = bench.kernel(
             f"kernels/{entry.file}", entry.name, expect_isa=EXPECT_ISA.get(entry.name)
         )
-        args = tuple(bench.to_device(a) if isinstance(a, np.ndarray) else a for a in case.args)
+        args = self.device_args(case.layout)
         label = name or kernel
         if case.follow_ups:
             result = self._measure_scheme(entry.file, compiled, case, args, cache, label)
@@ -264,6 +258,12 @@ class CatalogBench:
             self.check_outputs(case, args)
         return result
 
+    def device_args(self, layout: tuple, first: tuple = ()) -> tuple:
+        """The launch's arguments on the device, inputs made there (catalog.device_args);
+        gpu_bench frees the buffers when the test ends."""
+        bench = self.gpu_bench
+        return device_args(bench.backend, layout, first, lambda count: bench.empty(count))
+
     def _measure_scheme(self, file, first, case, args, cache, label):
         """A multi-launch scheme (dot, then dot_finish) measured as one piece of work: both
         launches inside every timed interval, bytes declared for both."""
@@ -271,11 +271,7 @@ class CatalogBench:
         launches = [(first, case, args)]
         for follow in case.follow_ups:
             kernel = bench.kernel(f"kernels/{file}", follow.name)
-            bound = bind(follow.case.args, args)
-            device_args = tuple(
-                bench.to_device(a) if isinstance(a, np.ndarray) else a for a in bound
-            )
-            launches.append((kernel, follow.case, device_args))
+            launches.append((kernel, follow.case, self.device_args(follow.case.layout, args)))
 
         def scheme() -> None:
             for kernel, part, part_args in launches:
@@ -287,23 +283,37 @@ class CatalogBench:
             self.check_outputs(part, part_args)
         return result
 
-    def check_outputs(self, case: KernelCase, device_args: tuple) -> None:
-        for index in case.outputs:
-            host = case.args[index]
-            got = self.gpu_bench.from_device(device_args[index], host.dtype, host.shape)
-            expected = case.expected[index]
-            bad = wrong_elements(got, expected, case.rtol, case.atol)
-            if bad.size:  # assert_allclose words the message from the bad elements alone
-                np.testing.assert_allclose(
-                    got.reshape(-1)[bad],
-                    np.asarray(expected).reshape(-1)[bad],
-                    rtol=case.rtol,
-                    atol=case.atol,
-                    err_msg=(
-                        f"output {index} of {self.node.nodeid}: {bad.size} of {got.size} "
-                        f"elements wrong, the first at index {bad[0]}"
-                    ),
-                )
+    def check_outputs(self, case: KernelCase, args: tuple) -> None:
+        """Each output against its float64 reference, both on the device; a failure names
+        the count of wrong elements and the first, and NumPy shows their values."""
+        for index, found in check_on_device(self.gpu_bench.backend, case, args).items():
+            if found.wrong:
+                self.explain(case, index, args[index], found)
+
+    def explain(self, case: KernelCase, index: int, buffer: Any, found: Mismatch) -> None:
+        """Raise for output `index`: the device's count and first bad index, and NumPy's view
+        of the wrong elements (the same inputs made on the host, the NumPy reference)."""
+        host = case.args[index]  # the host's copy of the inputs: the same bits as the device's
+        got = self.gpu_bench.from_device(buffer, host.dtype, host.shape)
+        expected = case.expected[index]
+        bad = wrong_elements(got, expected, case.rtol, case.atol)
+        what = (
+            f"output {index} of {self.node.nodeid}: {found.wrong} of {got.size} elements wrong "
+            f"(checked on the device), the first at index {found.first_index}"
+        )
+        if bad.size:  # assert_allclose words the message from the bad elements alone
+            np.testing.assert_allclose(
+                got.reshape(-1)[bad],
+                np.asarray(expected).reshape(-1)[bad],
+                rtol=case.rtol,
+                atol=case.atol,
+                err_msg=what,
+            )
+        first = found.first_index or 0
+        raise AssertionError(
+            f"{what}: got {got.reshape(-1)[first]!r}, the device's reference disagrees with "
+            f"NumPy's {np.asarray(expected).reshape(-1)[first]!r}, which accepts every element"
+        )
 
     def _check_floor_size(self, case: KernelCase) -> None:
         """The floor was computed from the working set the test declared at collection;

@@ -35,9 +35,11 @@ def each_launch(name: str, case: catalog.KernelCase):
 def test_every_user_facing_kernel_has_a_case():
     shipped = set()
     for path in KERNELS_DIR.glob("*.hip"):
-        if path.name not in ("gpuperf_internal.hip", "bench_variants.hip"):
+        if path.name not in ("gpuperf_internal.hip", "bench_variants.hip", "gpuperf_check.hip"):
             shipped |= set(parse_signatures(path.read_text()))
     assert shipped == set(KERNELS)
+    check_kernels = set(parse_signatures((KERNELS_DIR / "gpuperf_check.hip").read_text()))
+    assert check_kernels == catalog.CHECK_KERNELS  # each one emulated on the simulated device
     for name, entry in KERNELS.items():
         assert entry.name == name and entry.description
         assert name in parse_signatures((KERNELS_DIR / entry.file).read_text())
