@@ -191,6 +191,7 @@ def _floor_device(config: pytest.Config) -> tuple[str | None, float]:
 # -- catalog_bench -----------------------------------------------------------------------------
 
 
+EXPLAINED = 5  # wrong elements a failure lists with their values
 CHECK_CHUNK = 2**18  # elements per pass: the temporaries stay in the CPU's caches
 
 
@@ -297,22 +298,29 @@ class CatalogBench:
         got = self.gpu_bench.from_device(buffer, host.dtype, host.shape)
         expected = case.expected[index]
         bad = wrong_elements(got, expected, case.rtol, case.atol)
+        flat_got, flat_expected = got.reshape(-1), np.asarray(expected).reshape(-1)
+        shown = "; ".join(
+            f"[{i}] got {float(flat_got[i]):.9g}, expected {float(flat_expected[i]):.17g}"
+            for i in bad[:EXPLAINED]
+        )
         what = (
             f"output {index} of {self.node.nodeid}: {found.wrong} of {got.size} elements wrong "
             f"(checked on the device), the first at index {found.first_index}"
+            + (f"; NumPy: {shown}" if shown else "")
         )
         if bad.size:  # assert_allclose words the message from the bad elements alone
             np.testing.assert_allclose(
-                got.reshape(-1)[bad],
-                np.asarray(expected).reshape(-1)[bad],
+                flat_got[bad],
+                flat_expected[bad],
                 rtol=case.rtol,
                 atol=case.atol,
                 err_msg=what,
             )
         first = found.first_index or 0
         raise AssertionError(
-            f"{what}: got {got.reshape(-1)[first]!r}, the device's reference disagrees with "
-            f"NumPy's {np.asarray(expected).reshape(-1)[first]!r}, which accepts every element"
+            f"{what}: got {float(flat_got[first]):.9g}; NumPy's reference "
+            f"({float(flat_expected[first]):.17g} there) accepts every element: the device's "
+            "reference kernel and NumPy's disagree"
         )
 
     def _check_floor_size(self, case: KernelCase) -> None:
