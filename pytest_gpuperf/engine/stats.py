@@ -20,10 +20,19 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as sps
 
 from pytest_gpuperf.engine.results import DRIFT_ASSUMED, DRIFT_MEASURED, DRIFT_NONE
 from pytest_gpuperf.engine.student_t import t_interval
+
+
+def _scipy_stats():
+    """scipy.stats, imported on first use: the plugin loads this module in every process that
+    uses gpu_bench, also one that only launches once (no --gpuperf), and SciPy's import cost
+    0.5-2.7 s a process (H100 machine, 2026-11-25)."""
+    from scipy import stats
+
+    return stats
+
 
 # Iglewicz & Hoaglin's cut-off for the modified z-score: |x - median| / MAD > 3.5.
 OUTLIER_THRESHOLD = 3.5
@@ -55,11 +64,11 @@ def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int, float]:
 @functools.lru_cache(maxsize=4096)
 def _ranks(n: int, confidence: float) -> tuple[int, int, float]:
     tail = (1.0 - confidence) / 2.0
-    j = int(sps.binom.ppf(tail, n, 0.5))
-    if sps.binom.cdf(j, n, 0.5) > tail:
+    j = int(_scipy_stats().binom.ppf(tail, n, 0.5))
+    if _scipy_stats().binom.cdf(j, n, 0.5) > tail:
         j -= 1  # ppf gives the first rank whose tail reaches `tail`; we need it not to exceed
     j = max(j, 0)
-    coverage = 1.0 - 2.0 * float(sps.binom.cdf(j, n, 0.5))
+    coverage = 1.0 - 2.0 * float(_scipy_stats().binom.cdf(j, n, 0.5))
     return j, n - 1 - j, coverage
 
 
@@ -77,7 +86,7 @@ def median_ci(samples: Samples, confidence: float = 0.95) -> tuple[float, float]
 
 def mad(samples: Samples) -> float:
     """Median absolute deviation scaled to estimate sigma for normal data (1.4826 x raw MAD)."""
-    return float(sps.median_abs_deviation(_array(samples), scale="normal"))
+    return float(_scipy_stats().median_abs_deviation(_array(samples), scale="normal"))
 
 
 def relative_spread(samples: Samples) -> float:
@@ -216,21 +225,25 @@ def compare(
     first, second = _array(a), _array(b)
     if first.size < 2 or second.size < 2:
         raise ValueError("compare needs at least two samples on each side")
-    p_value = float(sps.mannwhitneyu(first, second, alternative="two-sided").pvalue)
+    p_value = float(_scipy_stats().mannwhitneyu(first, second, alternative="two-sided").pvalue)
 
     def ratio_of_medians(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
         return np.median(y, axis=axis) / np.median(x, axis=axis)
 
-    interval = sps.bootstrap(
-        (first, second),
-        ratio_of_medians,
-        n_resamples=n_resamples,
-        vectorized=True,
-        paired=False,
-        confidence_level=confidence,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    ).confidence_interval
+    interval = (
+        _scipy_stats()
+        .bootstrap(
+            (first, second),
+            ratio_of_medians,
+            n_resamples=n_resamples,
+            vectorized=True,
+            paired=False,
+            confidence_level=confidence,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
+        .confidence_interval
+    )
     median_a, median_b = float(np.median(first)), float(np.median(second))
     return Comparison(
         median_a=median_a,
@@ -285,12 +298,11 @@ def trimmed_mean(values: Samples, trim: float = TRIM) -> TrimmedMean:
         raise ValueError(f"trim must be in [0, 0.5), not {trim}")
     cut = int(trim * data.size)
     kept = data.size - 2 * cut
-    winsorised = np.asarray(
-        sps.mstats.winsorize(data, limits=(trim, trim), inclusive=(False, False)), dtype=float
-    )
+    clipped = _scipy_stats().mstats.winsorize(data, limits=(trim, trim), inclusive=(False, False))
+    winsorised = np.asarray(clipped, dtype=float)
     spread = float(np.std(winsorised, ddof=1))
     return TrimmedMean(
-        mean=float(sps.trim_mean(data, trim)),
+        mean=float(_scipy_stats().trim_mean(data, trim)),
         se=spread / ((1.0 - 2.0 * trim) * math.sqrt(data.size)),
         df=float(max(kept - 1, 1)),
         n=int(data.size),

@@ -30,10 +30,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.stats import f as f_dist
-from scipy.stats import norm
-from scipy.stats import t as student_t
-
 from pytest_gpuperf.engine.results import BaselineRef, NoiseBand
 from pytest_gpuperf.gate.policy import (
     BETWEEN_BOARD_SOURCE,
@@ -50,8 +46,15 @@ from pytest_gpuperf.gate.policy import (
 PRIOR, HISTORY, POOLED = "prior", "history", "pooled"
 
 
+def _scipy_stats():
+    """scipy.stats, imported on first use (a run that judges nothing never loads it)."""
+    from scipy import stats
+
+    return stats
+
+
 def _z(confidence: float) -> float:
-    return float(norm.ppf(0.5 + confidence / 2.0))
+    return float(_scipy_stats().norm.ppf(0.5 + confidence / 2.0))
 
 
 def prior_allowance(
@@ -72,7 +75,7 @@ def prior_allowance(
         + (measured_rel_ci / z_ci) ** 2
         + (baseline_rel_ci / z_ci) ** 2
     )
-    return float(norm.isf(false_alarm_rate)) * sigma
+    return float(_scipy_stats().norm.isf(false_alarm_rate)) * sigma
 
 
 def centre_factor(saves: int) -> float:
@@ -137,11 +140,11 @@ def stored_band(
     squares = ref.history_sd**2 * history_df
     df = prior_weight + history_df
     if math.isinf(df):  # a spread known exactly: the saves cannot add to it
-        sigma, quantile = prior_sigma, float(norm.isf(false_alarm_rate))
+        sigma, quantile = prior_sigma, float(_scipy_stats().norm.isf(false_alarm_rate))
     else:
         sigma = math.sqrt((prior_weight * prior_sigma**2 + squares) / df)
         # isf, not ppf(1 - rate): 1 - 1e-17 rounds to 1, whose quantile is infinite
-        quantile = float(student_t.isf(false_alarm_rate, df))
+        quantile = float(_scipy_stats().t.isf(false_alarm_rate, df))
     measured_sigma = measured_rel_ci / _z(confidence) if measured_rel_ci > 0 else 0.0
     factor = centre_factor(saves)
     between = _between(ref, simulated_board_spread)
@@ -153,9 +156,9 @@ def stored_band(
         added = between_sigma**2 * (1.0 + 1.0 / max(ref.boards, 1))
         total_df = _satterthwaite(own, df, added, between_df)
         if math.isinf(total_df):
-            quantile = float(norm.isf(false_alarm_rate))
+            quantile = float(_scipy_stats().norm.isf(false_alarm_rate))
         else:
-            quantile = float(student_t.isf(false_alarm_rate, total_df))
+            quantile = float(_scipy_stats().t.isf(false_alarm_rate, total_df))
         noise = quantile * math.sqrt(own + added)
         df = total_df
     else:
@@ -241,5 +244,5 @@ def pool_conflict(ref: BaselineRef, history_df: int) -> float:
     ratio = (ref.history_sd * _z(RUN_SPREAD_CONFIDENCE) / ref.pooled_spread) ** 2
     if ratio <= 1.0:
         return 0.0
-    p_value = float(f_dist.sf(ratio, history_df, ref.pooled_df))
+    p_value = float(_scipy_stats().f.sf(ratio, history_df, ref.pooled_df))
     return p_value if p_value < POOL_CONFLICT_P else 0.0

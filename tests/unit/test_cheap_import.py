@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 HEAVY = {"scipy", "numpy", "cuda", "hip", "matplotlib", "filelock", "tomli_w", "msgpack"}
 
@@ -78,3 +80,57 @@ def test_no_submodule_shadows_a_lazy_name():
     for package in (pytest_gpuperf, report):
         submodules = {info.name for info in pkgutil.iter_modules(package.__path__)}
         assert not submodules & set(package.__all__), package.__name__
+
+
+SMOKE_KERNEL = """\
+#include "gpuperf.h"
+GPUPERF_KERNEL void vector_add(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+"""
+SMOKE_CONFTEST = """\
+from pytest_gpuperf import simulate
+
+
+@simulate.model("vadd.hip", "vector_add")
+def vector_add(args, launch):
+    a, b, c, n = args
+    c[:n] = a[:n] + b[:n]
+"""
+SMOKE_TEST = """\
+import sys
+
+import numpy as np
+
+
+def test_add(gpu_bench):
+    n = 4096
+    a = np.ones(n, np.float32)
+    kernel = gpu_bench.kernel("vadd.hip", "vector_add")
+    da, dc = gpu_bench.to_device(a), gpu_bench.empty(n)
+    gpu_bench(kernel, grid=n // 256, block=256, args=(da, da, dc, n), reads=(a, a), writes=(a,))
+    assert (gpu_bench.from_device(dc, np.float32, n) == 2).all()
+    print("LOADED", sorted({m.split('.')[0] for m in sys.modules}))
+"""
+
+
+def test_a_smoke_run_of_gpu_bench_loads_no_scipy(tmp_path):
+    """Without --gpuperf a test launches its kernel once and checks it: nothing is timed or
+    judged, so the statistics' SciPy (0.5-2.7 s a process on the H100 machine) stays out."""
+    (tmp_path / "vadd.hip").write_text(SMOKE_KERNEL)
+    (tmp_path / "conftest.py").write_text(SMOKE_CONFTEST)
+    (tmp_path / "test_smoke.py").write_text(SMOKE_TEST)
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-s", "-q", "-p", "pytest_gpuperf.plugin",
+         "-p", "no:cacheprovider", "--gpuperf-backend=sim", str(tmp_path)],
+        capture_output=True, text=True, cwd=tmp_path,
+        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+             "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("LOADED"))
+    loaded = set(ast.literal_eval(line.removeprefix("LOADED ")))
+    assert "numpy" in loaded and "pytest_gpuperf" in loaded
+    assert not loaded & {"scipy", "matplotlib"}
