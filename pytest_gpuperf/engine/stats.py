@@ -34,6 +34,12 @@ def _scipy_stats():
     return stats
 
 
+def load_scipy() -> None:
+    """Import SciPy now: a measuring session calls this when it opens the device, so the
+    import is not paid inside the first measurement, which holds the GPU lock."""
+    _scipy_stats()
+
+
 # Iglewicz & Hoaglin's cut-off for the modified z-score: |x - median| / MAD > 3.5.
 OUTLIER_THRESHOLD = 3.5
 # sqrt(pi / 2): makes the mean absolute deviation estimate sigma for normal data; used

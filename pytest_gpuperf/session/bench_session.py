@@ -132,6 +132,12 @@ class BenchSession:
         backend = self._device.backend
         backend.kernel_timeout_s = self.settings.watchdog_s
         backend.compile_timeout_s = self.settings.compile_timeout_s
+        if self.settings.measure:
+            # The statistics load SciPy on first use; here, not inside the first measurement,
+            # which holds the GPU lock (on the H100 its import took 1.7 s of lock time).
+            from pytest_gpuperf.engine.stats import load_scipy
+
+            load_scipy()
         return self._device
 
     @property
