@@ -60,15 +60,21 @@ def _mix32(x: np.ndarray) -> np.ndarray:
 
 def hash_bits(seed: int, count: int, start: int = 0) -> np.ndarray:
     """gp_hash(i, seed) for i in [start, start + count), as uint32."""
-    index = np.arange(start, start + count, dtype=np.uint64)
-    high = (index >> np.uint64(32)).astype(np.uint32)
-    high += _GOLDEN
-    stream = _mix32(high)
-    stream ^= np.uint32(seed & 0xFFFFFFFF)
-    _mix32(stream)
-    low = index.astype(np.uint32)
-    low ^= stream
-    return _mix32(low)
+    out = np.empty(count, dtype=np.uint32)
+    done = 0
+    while done < count:  # per run of indices that share their high 32 bits: one stream word
+        first = start + done
+        high, low = first >> 32, first & 0xFFFFFFFF
+        size = min(count - done, 2**32 - low)
+        word = _mix32(np.array([(high + 0x9E3779B9) & 0xFFFFFFFF], dtype=np.uint32))
+        word ^= np.uint32(seed & 0xFFFFFFFF)
+        stream = _mix32(word)[0]
+        part = out[done : done + size]
+        part[:] = np.arange(low, low + size, dtype=np.uint32)
+        part ^= stream
+        _mix32(part)
+        done += size
+    return out
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,8 @@ class Values:
     def __post_init__(self) -> None:
         if not (self.width > 0 and math.frexp(self.width)[0] == 0.5):
             raise ConfigError(f"Values: width {self.width} is not a power of two")
+        if not self.low >= 0:
+            raise ConfigError(f"Values: low {self.low} must be >= 0 (the sign is drawn)")
         if self.count < 0 or not 0 <= self.seed < 2**32:
             raise ConfigError(f"Values: count {self.count} and seed {self.seed} must fit uint")
 
@@ -106,12 +114,14 @@ class Values:
 
 
 def values_from_bits(bits: np.ndarray, low: float, scale: float, signed: bool) -> np.ndarray:
-    """What gpuperf_fill_values makes of hash words: float32 arithmetic, as on the device."""
+    """What gpuperf_fill_values makes of hash words: float32 arithmetic, as on the device.
+    The sign: negation flips the sign bit alone, so setting it from the hash's lowest bit is
+    the same (magnitudes are >= low >= 0)."""
     values = (bits >> np.uint32(8)).astype(np.float32)
     values *= np.float32(scale)
     values += np.float32(low)
     if signed:
-        np.negative(values, out=values, where=(bits & np.uint32(1)).astype(bool))
+        values.view(np.uint32)[...] |= bits << np.uint32(31)
     return values
 
 

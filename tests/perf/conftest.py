@@ -23,7 +23,13 @@ import numpy as np
 import pytest
 
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.session.catalog import KERNELS, KernelCase, check_on_device, device_args
+from pytest_gpuperf.session.catalog import (
+    KERNELS,
+    KernelCase,
+    check_on_device,
+    device_args,
+    wrong_elements,
+)
 from pytest_gpuperf.session.device_data import Mismatch
 
 # -- floors ----------------------------------------------------------------------------------
@@ -192,29 +198,6 @@ def _floor_device(config: pytest.Config) -> tuple[str | None, float]:
 
 
 EXPLAINED = 5  # wrong elements a failure lists with their values
-CHECK_CHUNK = 2**18  # elements per pass: the temporaries stay in the CPU's caches
-
-
-def wrong_elements(got: np.ndarray, expected: Any, rtol: float, atol: float) -> np.ndarray:
-    """Flat indices of the elements outside |got - expected| <= atol + rtol |expected| (NaN,
-    the poison, counts as wrong). Worked in chunks with in-place arithmetic: the whole-array
-    expression made five 32M-element float64 temporaries and cost more host time than the
-    measurement it guards."""
-    flat_got = got.reshape(-1)
-    flat_expected = np.broadcast_to(np.asarray(expected), got.shape).reshape(-1)
-    bad = []
-    for start in range(0, flat_got.size, CHECK_CHUNK):
-        part = slice(start, start + CHECK_CHUNK)
-        want = flat_expected[part]
-        diff = np.subtract(flat_got[part], want, dtype=np.float64)
-        np.abs(diff, out=diff)
-        bound = np.abs(want, dtype=np.float64)
-        bound *= rtol
-        bound += atol
-        wrong = ~(diff <= bound)
-        if wrong.any():
-            bad.append(np.flatnonzero(wrong) + start)
-    return np.concatenate(bad) if bad else np.empty(0, dtype=np.intp)
 
 
 @dataclass
