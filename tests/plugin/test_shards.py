@@ -167,7 +167,6 @@ def test_the_shards_planned_costs_are_within_20_percent(runs):
     assert {plan["digest"] for plan in plans} == {plans[0]["digest"]}  # one plan, three runners
     assert all(plan["basis"] == "baseline" and plan["costed"] == 17 for plan in plans)
     costs = plans[0]["planned_cost_s"]
-    assert max(costs) <= 1.2 * min(costs), costs
     # what each shard ran is its part of that plan, and the parts cover the suite once
     ran = [set(plan["measuring"]) for plan in plans]
     assert sum(map(len, ran)) == len(set().union(*ran)) == 17
@@ -176,6 +175,17 @@ def test_the_shards_planned_costs_are_within_20_percent(runs):
     for entry in base.entries.values():
         save = entry.saves[-1]
         recorded[entry.test_id] = recorded.get(entry.test_id, 0.0) + save.time_s * save.samples
+    # Within 20%, unless one test costs more than an even share: no split does better than a
+    # shard of that test alone (LPT gives it one), and the others share the rest evenly. (The
+    # simulated rotate measurement samples until its two buffer sets' placements, drawn by
+    # allocation number, agree: 10 samples or 2000 as the suite's allocations fall.)
+    largest = max(recorded.values())
+    if largest > sum(costs) / SHARDS:
+        assert max(costs) == pytest.approx(largest, rel=1e-9), (costs, largest)
+        rest = sorted(costs)[:-1]
+        assert max(rest) <= 1.2 * min(rest), costs
+    else:
+        assert max(costs) <= 1.2 * min(costs), costs
     for plan in plans:
         mine = sum(recorded[test] for test in plan["measuring"])
         assert mine == pytest.approx(costs[plan["index"] - 1], rel=1e-9)
