@@ -193,8 +193,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         restore()
     state = config.stash.get(STATE, None)
     if state is not None:
-        if state._session is not None:
-            state._session.close()
+        if (opened := state.opened_session) is not None:
+            opened.close()
         config.pluginmanager.unregister(state)
     status = config.stash.get(EXIT_NOW, None)
     if status is not None:

@@ -43,21 +43,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state.tests_failed, state.exitstatus = session.testsfailed, int(session.exitstatus)
     try:
         try:
-            if state._session is not None:
-                outcome = state.session.flush_saves(interrupted=stopped or state.interrupted)
+            if (opened := state.opened_session) is not None:
+                outcome = opened.flush_saves(interrupted=stopped or state.interrupted)
                 state.problems += outcome.problems
                 state.unsaved.update(outcome.unsaved)
                 state.interrupted = state.interrupted or outcome.interrupted
         except KeyboardInterrupt:
             state.interrupted = True
             state.problems.append(f"interrupted ({stop_words()}) while saving baselines")
-        if state._session is not None:
-            state.note_gpu(
-                state.session.gpu_facts(), os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
-            )
+        facts = opened.gpu_facts() if (opened := state.opened_session) is not None else None
+        state.note_gpu(facts, os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER))
         if is_xdist_worker(config):
             output = config.workeroutput  # type: ignore[attr-defined]
-            output["gpuperf_gpu"] = state.session.gpu_facts() if state._session else None
+            output["gpuperf_gpu"] = facts
             output["gpuperf_worker"] = os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
             output["gpuperf_problems"] = list(state.problems)
             output["gpuperf_unsaved"] = dict(state.unsaved)
@@ -83,9 +81,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         elif state.problems:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
     finally:
-        if state._session is not None:
-            state.session.close()
-            if state.session.hung:
+        if (opened := state.opened_session) is not None:
+            opened.close()
+            if opened.hung:
                 config.stash[EXIT_NOW] = int(session.exitstatus or pytest.ExitCode.TESTS_FAILED)
 
 

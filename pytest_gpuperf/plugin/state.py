@@ -83,6 +83,12 @@ class PluginState:
             self._session.suite_checks = max(self.suite_checks, 1)
         return self._session
 
+    @property
+    def opened_session(self) -> BenchSession | None:
+        """The session if a test or hook has opened it, else None: the end of the run asks
+        this so that it never opens a device (and compiles nothing) only to close it."""
+        return self._session
+
     def count_checks(self, checks: int) -> None:
         self.suite_checks = max(self.suite_checks, checks)
         if self._session is not None:
