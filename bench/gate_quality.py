@@ -75,68 +75,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common and gq, run 
 
 from _common import REPO_ROOT, write_json
 from gq import docs
-from gq.ab import ab_row, meets, score_ab
 from gq.calibrate import calibrate_child
-from gq.history import HISTORY_SAVES, history_check, score_history
-from gq.kernels import (
-    BEGIN,
-    END,
-    MAX_PERMILLE,
-    SIM_EFFICIENCY,
-    extra_floats,
-    kernel_block,
-    kernel_source,
-    sim_efficiency,
-)
-from gq.library import CODE_SHARES, library_part, sim_open_kwargs
+from gq.library import CODE_SHARES, library_part
 from gq.merge import merge
-from gq.plan import (
-    FALLBACK_BYTES_PER_TIME,
-    interpolate_permille,
-    permille_for,
-    plan_from,
-    plan_from_json,
-    plan_json,
-)
-from gq.points import AA, LONG_ELEMENTS, MID_ELEMENTS, POINT, POINTS, SHORT_ELEMENTS, SIZES
+from gq.points import LONG_ELEMENTS, MID_ELEMENTS, SHORT_ELEMENTS
 from gq.processes import Stopped, processes_part
-from gq.records import ProcessRecord, Trial
 from gq.render import describe, render
-
-# The command, and through it every part of the benchmark: the unit tests load this file and
-# reach the parts by one name.
-__all__ = [
-    "AA",
-    "BEGIN",
-    "END",
-    "FALLBACK_BYTES_PER_TIME",
-    "HISTORY_SAVES",
-    "MAX_PERMILLE",
-    "POINT",
-    "POINTS",
-    "SIM_EFFICIENCY",
-    "SIZES",
-    "ProcessRecord",
-    "Trial",
-    "ab_row",
-    "extra_floats",
-    "history_check",
-    "interpolate_permille",
-    "kernel_block",
-    "kernel_source",
-    "main",
-    "meets",
-    "merge",
-    "permille_for",
-    "plan_from",
-    "plan_from_json",
-    "plan_json",
-    "score_ab",
-    "score_history",
-    "sim_efficiency",
-    "sim_open_kwargs",
-    "update_docs",
-]
 
 DOCS = REPO_ROOT / "docs" / "benchmarks.md"
 
