@@ -102,10 +102,11 @@ def kernel_file(directory: Path, permille: int, simulated: bool) -> Path:
 
 def worker(backend_name: str, permilles: dict[str, int], seed: int, budget_s: float) -> None:
     """Every arm in a random order, both rounds each; one JSON line per comparison."""
-    from pytest_gpuperf.engine.measure import MeasureSettings, measure_pair
+    from pytest_gpuperf.engine.measure import MeasureSettings
     from pytest_gpuperf.engine.results import AB_REGRESSED
-    from pytest_gpuperf.gate.ab import check_comparison, decided
+    from pytest_gpuperf.gate.ab import check_comparison
     from pytest_gpuperf.gate.confirm import confirm_comparison
+    from pytest_gpuperf.gate.pairing import PairPolicy, measure_ab
     from pytest_gpuperf.session.api import open_device
 
     rng = random.Random(seed)
@@ -120,9 +121,7 @@ def worker(backend_name: str, permilles: dict[str, int], seed: int, budget_s: fl
         x, y = device.to_device(host), device.empty(ELEMENTS)
         extra = device.to_device(np.zeros(ELEMENTS, dtype=np.float32))
         args = (x, y, extra, np.float32(2.0), np.int32(ELEMENTS))
-        settings = MeasureSettings(
-            cache="cold", budget_s=4 * budget_s, max_samples=20000, confidence=0.95
-        )
+        settings = MeasureSettings(cache="cold", budget_s=budget_s)  # one kernel's budget
         arms = [(kind, sets) for kind in KINDS for sets in SET_COUNTS]
         rng.shuffle(arms)
         for index, (kind, sets) in enumerate(arms):
@@ -133,20 +132,22 @@ def worker(backend_name: str, permilles: dict[str, int], seed: int, budget_s: fl
                 base = backend.load_again(kernels[0].module).kernel("scale_some")
                 round_args, copies = (args, []) if round_index == 0 else _fresh(backend, args)
                 began = time.perf_counter()
-                paired = measure_pair(
+                # The fixture's pairing policy (gate/pairing.py): its budgets and pair limit
+                paired = measure_ab(
                     backend,
                     head,
                     base,
+                    policy=PairPolicy(
+                        threshold=THRESHOLD, code_spread=0.0, loads=LOADS, buffer_sets=sets
+                    ),
+                    settings=settings,
+                    confidence=0.95,
                     grid=ELEMENTS // BLOCK,
                     block=BLOCK,
                     args=round_args,
                     bytes_moved=8 * ELEMENTS,
                     device=device.spec,
-                    settings=settings,
-                    stop_when=decided(THRESHOLD, 0.0),
                     seed=seed * 1000 + index * 2 + round_index,
-                    loads=LOADS,
-                    buffer_sets=sets,
                 )
                 wall_s = time.perf_counter() - began
                 backend.synchronize()
@@ -251,7 +252,7 @@ def calibrate_child(backend_name: str, budget_s: float) -> None:
             block=BLOCK,
             args=(x, y, extra, np.float32(2.0), np.int32(ELEMENTS)),
             bytes=8 * ELEMENTS,
-            budget_s=2 * budget_s,
+            budget_s=budget_s,  # the pair gets the fixture's budgets (gate/pairing.py)
         )
         print(json.dumps({"ratio": paired.ratio, "time_s": paired.base.time_s}), flush=True)
 

@@ -30,7 +30,6 @@ from pytest_gpuperf.engine.measure import (
     MeasureSettings,
     measure_callable,
     measure_kernel,
-    measure_pair,
 )
 from pytest_gpuperf.engine.results import Measurement, PairedComparison
 from pytest_gpuperf.errors import ConfigError
@@ -154,51 +153,51 @@ class Device:
         args: Sequence[Any],
         bytes: int,
         cache: str = "cold",
-        budget_s: float = 2.0,
+        budget_s: float = 1.0,
         name: str | None = None,
         threshold: float | None = None,
         code_spread: float | None = None,
         loads: int | None = None,
         confidence: float = 0.95,
         buffer_sets: int | None = None,
+        budgets: float | None = None,
+        max_pairs: int | None = None,
     ) -> PairedComparison:
         """Two builds of one kernel measured interleaved on the same buffers (an A/B pair),
-        each side loaded `loads` times (default engine.policy.DEFAULT_PAIR_LOADS) so the
-        interval at `confidence` carries the drift between loads; with `threshold`, sampling
-        stops once the gate's A/B state is decided (with fewer than 3 loads, for different
-        code, at the larger of `threshold` and what `code_spread`, default the backend's,
-        explains; gate.ab.check_comparison decides the same way). Load j runs on buffer
-        set j % `buffer_sets` (None: one set per load: fresh copies of the buffers, so the
-        interval also carries where they landed; 1: the caller's buffers only)."""
-        from pytest_gpuperf.engine.policy import DEFAULT_PAIR_LOADS
+        sampled by the pairing policy the `gpu_bench` fixture uses (gate/pairing.py): for
+        `budgets` times `budget_s` (default PAIR_BUDGETS, as one kernel's budget_s in
+        `measure`) and at most `max_pairs` pairs (default PAIR_MAX_SAMPLES). Each side is
+        loaded `loads` times (default engine.policy.DEFAULT_PAIR_LOADS) so the interval at
+        `confidence` carries the drift between loads; with `threshold`, sampling stops once
+        the gate's A/B state is decided (with fewer than 3 loads, for different code, at the
+        larger of `threshold` and what `code_spread`, default the backend's, explains;
+        gate.ab.check_comparison decides the same way). Load j runs on buffer set j %
+        `buffer_sets` (None: one set per load: fresh copies of the buffers, so the interval
+        also carries where they landed; 1: the caller's buffers only)."""
+        from pytest_gpuperf.gate.pairing import PairPolicy, measure_ab
 
-        loads = DEFAULT_PAIR_LOADS if loads is None else loads
-        stop_when = None
-        if threshold is not None:
-            from pytest_gpuperf.gate.ab import decided, pair_code_spread
-
-            spread = pair_code_spread(
-                self.backend.info.backend,
-                self.backend.kernel_fingerprint(head),
-                self.backend.kernel_fingerprint(base),
-                code_spread,
-                loads,
-            )
-            stop_when = decided(threshold, spread)
-        return measure_pair(
+        defaults = PairPolicy()
+        policy = PairPolicy(
+            threshold=threshold,
+            code_spread=code_spread,
+            loads=defaults.loads if loads is None else loads,
+            buffer_sets=buffer_sets,
+            budgets=defaults.budgets if budgets is None else budgets,
+            max_samples=defaults.max_samples if max_pairs is None else max_pairs,
+        )
+        return measure_ab(
             self.backend,
             head,
             base,
+            policy=policy,
+            settings=MeasureSettings(cache=cache, budget_s=budget_s),
+            confidence=confidence,
             grid=grid,
             block=block,
             args=args,
             bytes_moved=_count(bytes),
             device=self.spec,
-            settings=MeasureSettings(cache=cache, budget_s=budget_s, confidence=confidence),
             name=name,
-            stop_when=stop_when,
-            loads=loads,
-            buffer_sets=buffer_sets,
         )
 
     def close(self) -> None:

@@ -38,6 +38,7 @@ from pytest_gpuperf.session.provenance import GitFacts, git_facts
 if TYPE_CHECKING:
     from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
     from pytest_gpuperf.gate.judge import Judged, Remeasure, Taken
+    from pytest_gpuperf.gate.pairing import PairPolicy
     from pytest_gpuperf.gate.suite import SuiteBudget
     from pytest_gpuperf.runtime.base import Backend, Kernel, Module
     from pytest_gpuperf.session.base_tree import BaseTree
@@ -98,6 +99,20 @@ class BenchSession:
         from pytest_gpuperf.gate.suite import SuiteBudget
 
         return SuiteBudget(self.settings.suite_alarm, max(self.suite_checks, 1))
+
+    @property
+    def pair_policy(self) -> PairPolicy:
+        """How this run's A/B pairs sample: the gate's rule at --gpuperf-compare-threshold,
+        with the run's loads, buffer sets and code spread, and the budgets the library's
+        Device.compare gives a pair too (gate/pairing.py)."""
+        from pytest_gpuperf.gate.pairing import PairPolicy
+
+        return PairPolicy(
+            threshold=self.settings.compare_threshold,
+            code_spread=self.settings.compare_code_spread,
+            loads=self.settings.compare_loads,
+            buffer_sets=self.settings.compare_buffer_sets,
+        )
 
     # -- the device ----------------------------------------------------------------------
     @property

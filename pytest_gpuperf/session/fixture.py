@@ -27,13 +27,11 @@ from pytest_gpuperf.engine.measure import (
     MeasureSettings,
     measure_callable,
     measure_kernel,
-    measure_pair,
 )
-from pytest_gpuperf.engine.results import NO_BASE_CALLABLE, PairedComparison
+from pytest_gpuperf.engine.results import NO_BASE_CALLABLE, Measurement, PairedComparison
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
-from pytest_gpuperf.gate.ab import decided as ab_decided
-from pytest_gpuperf.gate.ab import pair_code_spread
 from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
+from pytest_gpuperf.gate.pairing import measure_ab
 from pytest_gpuperf.gate.suite import interval_confidence
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel
 from pytest_gpuperf.runtime.devices import DeviceSpec
@@ -45,14 +43,6 @@ from pytest_gpuperf.session.device import OpenDevice
 from pytest_gpuperf.static.session import expect_isa_spec  # gpuperf-static
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
-# An A/B pair samples until its state is decided or the budget is spent: on the H100 the ratio
-# of two 8 us cold kernels varies by ~5% from pair to pair, so +-0.5% takes ~20000 pairs.
-PAIR_MAX_SAMPLES = 20000
-# A pair that is still undecided may sample for 4 budgets (both kernels share them); a decided
-# one stops at once, so only the undecided pay. On the H100 (2026-11-25) with 2 budgets, 15-18%
-# of identical 7.7 us cold kernels ended INCONCLUSIVE after 4000-6600 pairs: their interval,
-# +-0.3-0.5%, was as wide as the 0.5% threshold; twice the pairs narrow it by about 1.4.
-PAIR_BUDGETS = 4
 
 
 @dataclass(frozen=True)
@@ -332,17 +322,9 @@ class GpuBench:
                     paired = self._pair(kernel, base, settings, first, len(self._taken), common)
                     measurement = paired.head
                     ab = AbResult(paired=paired)
-        self._taken.append(
-            Taken(
-                measurement,
-                *floor_rule,
-                ab=ab,
-                cache_bytes=self._cache_bytes,
-                device_peak_bps=self._device.match.spec.peak_bps,
-            )
-        )
         paired_base = base if paired is not None else None
-        self._recipes.append(_Recipe(label, mode, common, kernel=kernel, base=paired_base))
+        recipe = _Recipe(label, mode, common, kernel=kernel, base=paired_base)
+        self._keep(measurement, floor_rule, ab, recipe)
         return self._record(
             BenchResult(
                 label,
@@ -402,17 +384,8 @@ class GpuBench:
             ab = AbResult(
                 no_base_why=NO_BASE_CALLABLE, detail="gpu_bench.run times a Python callable"
             )
-        self._taken.append(
-            Taken(
-                measurement,
-                *floor_rule,
-                ab=ab,
-                cache_bytes=self._cache_bytes,
-                device_peak_bps=self._device.match.spec.peak_bps,
-            )
-        )
         common = {"bytes_moved": bytes_moved, "name": label, "setup": setup}
-        self._recipes.append(_Recipe(label, mode, common, fn=fn))
+        self._keep(measurement, floor_rule, ab, _Recipe(label, mode, common, fn=fn))
         return self._record(BenchResult(label, label, bytes_moved, mode, measurement))
 
     def confirm(self, recheck: Recheck) -> tuple[Taken | None, str]:
@@ -487,34 +460,16 @@ class GpuBench:
         common: Mapping[str, Any],
     ) -> PairedComparison:
         """An A/B pair, its interval at `confidence` (the round's level of the run's budget,
-        gate/suite.py), sampled until the gate's state is known or the budget is spent."""
-        head_print = self.backend.kernel_fingerprint(head)
-        base_print = self.backend.kernel_fingerprint(base)
-        return measure_pair(
+        gate/suite.py), sampled by the run's pairing policy until the gate's state is known
+        or the budget is spent."""
+        return measure_ab(
             self.backend,
             head,
             base,
-            # A pair's ratio is noisier than one kernel's time, so short kernels may take
-            # many more samples (PAIR_BUDGETS).
-            settings=replace(
-                settings,
-                budget_s=PAIR_BUDGETS * settings.budget_s,
-                max_samples=max(settings.max_samples, PAIR_MAX_SAMPLES),
-                confidence=confidence,
-            ),
-            stop_when=ab_decided(
-                self._session.settings.compare_threshold,
-                pair_code_spread(
-                    self.backend.info.backend,
-                    head_print,
-                    base_print,
-                    self._session.settings.compare_code_spread,
-                    self._session.settings.compare_loads,
-                ),
-            ),
+            policy=self._session.pair_policy,
+            settings=settings,
+            confidence=confidence,
             seed=seed,
-            loads=self._session.settings.compare_loads,
-            buffer_sets=self._session.settings.compare_buffer_sets,
             **common,
         )
 
@@ -532,6 +487,27 @@ class GpuBench:
         self._owned.clear()
 
     # -- helpers -------------------------------------------------------------------------
+    def _keep(
+        self,
+        measurement: Measurement,
+        floor_rule: tuple[float | None, str],
+        ab: AbResult | None,
+        recipe: _Recipe,
+    ) -> None:
+        """Hand a measurement to the gate with the device facts its peak check reads (the
+        same for a kernel and a callable), and keep how to take it again at the same
+        position, where `confirm` looks for it."""
+        self._taken.append(
+            Taken(
+                measurement,
+                *floor_rule,
+                ab=ab,
+                cache_bytes=self._cache_bytes,
+                device_peak_bps=self._device.match.spec.peak_bps,
+            )
+        )
+        self._recipes.append(recipe)
+
     @property
     def _cache_bytes(self) -> int:
         return max(int(self._spec.cache_bytes), int(self.info.l2_bytes))

@@ -1,0 +1,111 @@
+"""How an A/B pair samples: one policy for the `gpu_bench` fixture and the library.
+
+A pair samples until the gate's state is known (gate/ab.py's rule) or its budget is spent.
+The fixture (session/fixture.py) and `Device.compare` (session/api.py) both measure through
+`measure_ab` with a `PairPolicy`, so a kernel compared through the library gets the budget
+and the pair limit the fixture gives it, and stops (decided or not) where the fixture would.
+It lives in the gate because the stopping rule is the gate's; the engine only samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pytest_gpuperf.engine.measure import MeasureSettings, measure_pair
+from pytest_gpuperf.engine.policy import DEFAULT_PAIR_LOADS
+from pytest_gpuperf.engine.results import PairedComparison
+from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.gate.ab import decided, pair_code_spread
+from pytest_gpuperf.runtime.base import Backend, Kernel
+
+# On the H100 the ratio of two 8 us cold kernels varies by ~5% from pair to pair, so +-0.5%
+# takes ~20000 pairs.
+PAIR_MAX_SAMPLES = 20000
+# A pair that is still undecided may sample for 4 budgets of one kernel (both kernels share
+# them); a decided one stops at once, so only the undecided pay. On the H100 (2026-11-25) with
+# 2 budgets, 15-18% of identical 7.7 us cold kernels ended INCONCLUSIVE after 4000-6600 pairs:
+# their interval, +-0.3-0.5%, was as wide as the 0.5% threshold; twice the pairs narrow it by
+# about 1.4.
+PAIR_BUDGETS = 4.0
+
+
+@dataclass(frozen=True)
+class PairPolicy:
+    """What an A/B pair samples with.
+
+    threshold: stop once the gate's state at this threshold is known (None: sample until the
+      head's interval is tight or the budget is spent, the gate not asked).
+    code_spread: the assumed code-object spread for a pair with too few loads to measure it
+      (None: the backend's; gate/ab.py's pair_code_spread).
+    loads, buffer_sets: loads per side, and the buffer sets they run on (engine.measure_pair).
+    budgets: the pair's wall-clock budget in budgets of one kernel (MeasureSettings.budget_s).
+    max_samples: the most pairs (the kernel's own max_samples, when larger, wins).
+    """
+
+    threshold: float | None = None
+    code_spread: float | None = None
+    loads: int = DEFAULT_PAIR_LOADS
+    buffer_sets: int | None = None
+    budgets: float = PAIR_BUDGETS
+    max_samples: int = PAIR_MAX_SAMPLES
+
+    def __post_init__(self) -> None:
+        if not self.budgets > 0:
+            raise ConfigError(f"an A/B pair's budgets must be positive, got {self.budgets!r}")
+        if self.max_samples < 3:
+            raise ConfigError(f"an A/B pair needs max_samples >= 3, got {self.max_samples!r}")
+
+    def settings(self, kernel: MeasureSettings, confidence: float) -> MeasureSettings:
+        """The pair's settings from one kernel's: `budgets` times its budget, at least
+        `max_samples` pairs (a pair's ratio is noisier than one kernel's time), its interval at
+        `confidence`."""
+        return replace(
+            kernel,
+            budget_s=self.budgets * kernel.budget_s,
+            max_samples=max(kernel.max_samples, self.max_samples),
+            confidence=confidence,
+        )
+
+    def stop_when(
+        self, backend: Backend, head: Kernel, base: Kernel
+    ) -> Callable[[tuple[float, float], float], bool] | None:
+        """The gate's stopping rule for this pair (None without a threshold)."""
+        if self.threshold is None:
+            return None
+        spread = pair_code_spread(
+            backend.info.backend,
+            backend.kernel_fingerprint(head),
+            backend.kernel_fingerprint(base),
+            self.code_spread,
+            self.loads,
+        )
+        return decided(self.threshold, spread)
+
+
+def measure_ab(
+    backend: Backend,
+    head: Kernel,
+    base: Kernel,
+    *,
+    policy: PairPolicy,
+    settings: MeasureSettings,
+    confidence: float,
+    seed: int = 0,
+    **launch: Any,
+) -> PairedComparison:
+    """An A/B pair of `head` and `base` sampled by `policy` from one kernel's `settings`, its
+    interval at `confidence`; `launch` is measure_pair's (grid, block, args, bytes_moved,
+    device, name, shared_bytes, setup)."""
+    return measure_pair(
+        backend,
+        head,
+        base,
+        settings=policy.settings(settings, confidence),
+        stop_when=policy.stop_when(backend, head, base),
+        seed=seed,
+        loads=policy.loads,
+        buffer_sets=policy.buffer_sets,
+        **launch,
+    )
