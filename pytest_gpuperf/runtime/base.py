@@ -162,6 +162,9 @@ class Backend(abc.ABC):
         self.fault = ""  # why this device can no longer be used (a sticky fault, a hang)
         self.hung = False  # a kernel is still running that will not finish
         self.last_kernel = ""
+        # Every module handle loaded and not yet unloaded (compile and load_again add,
+        # unload and close remove): one bookkeeping, the backends only make the driver calls.
+        self._module_handles: list[Any] = []
 
     # -- the watchdog and faults ----------------------------------------------------------
     def _await(self, finished: Callable[[], bool], what: str) -> None:
@@ -313,14 +316,36 @@ class Backend(abc.ABC):
         several loads per side to measure that drift (docs/measurement.md); nothing is
         compiled again."""
         self._check_open()
-        return replace(module, handle=self._load_binary(module), _kernels={})
+        handle = self._hold_module(self._load_binary(module))
+        return replace(module, handle=handle, _kernels={})
 
-    def unload(self, module: Module) -> None:  # noqa: B027 (a backend that holds nothing)
-        """Unload a module from load_again (the backend's close unloads the rest)."""
+    def unload(self, module: Module) -> None:
+        """Unload a module from load_again now (close unloads the rest). A module this
+        backend no longer holds (unloaded already, or another backend's) is left alone, so
+        no handle reaches the driver twice."""
+        for index, handle in enumerate(self._module_handles):
+            if handle is module.handle:
+                del self._module_handles[index]
+                self._unload_module(handle)
+                return
+
+    def _hold_module(self, handle: Any) -> Any:
+        """Keep a handle the driver just loaded (compile, load_again) until it is unloaded."""
+        self._module_handles.append(handle)
+        return handle
+
+    def _release_modules(self) -> list[Any]:
+        """The handles still held, for close to unload; none is held afterwards."""
+        handles, self._module_handles = self._module_handles, []
+        return handles
 
     def _load_binary(self, module: Module) -> Any:
-        """The handle of a new load of `module.binary` (backends that can load override)."""
+        """The driver's handle of a new load of `module.binary` (backends that can load
+        override; load_again holds it)."""
         raise GpuPerfError(f"the {self.name} backend cannot load a module again")
+
+    def _unload_module(self, handle: Any) -> None:  # noqa: B027 (a backend that holds nothing)
+        """The driver's unload of one held handle, its failure raised (backends override)."""
 
     @abc.abstractmethod
     def _get_function(self, module: Module, name: str) -> Any: ...

@@ -187,7 +187,6 @@ class CudaBackend(Backend):
         _ok(d.cuCtxSetCurrent(self._context), "cuCtxSetCurrent", GpuPerfError)
         self._attrs = {name: self._attribute(name) for name in _ATTRIBUTES}
         self._info = self._query_info()
-        self._modules: list[Any] = []
         self._events: list[Any] = []
         self._streams: list[Any] = []
         self._graphs: list[_Graph] = []
@@ -320,10 +319,9 @@ class CudaBackend(Backend):
                 log=result.log,
                 source_path=request.source_name,
             )
-        self._modules.append(handle)
         return Module(
             backend=self,
-            handle=handle,
+            handle=self._hold_module(handle),
             source_name=request.source_name,
             signatures=parse_signatures(request.source),
             binary=result.binary,
@@ -340,15 +338,10 @@ class CudaBackend(Backend):
                 f"{_error_text(err)} (driver {self._info.driver_version})",
                 source_path=module.source_name,
             )
-        self._modules.append(handle)
         return handle
 
-    def unload(self, module: Module) -> None:
-        """Unload a module from load_again now (close unloads whatever is left)."""
-        held = [index for index, h in enumerate(self._modules) if h is module.handle]
-        if held:
-            del self._modules[held[0]]
-            _ok(self._d.cuModuleUnload(module.handle), "cuModuleUnload")
+    def _unload_module(self, handle: Any) -> None:
+        _ok(self._d.cuModuleUnload(handle), "cuModuleUnload")
 
     def _get_function(self, module: Module, name: str) -> Any:
         err, function = self._d.cuModuleGetFunction(module.handle, name.encode())
@@ -531,8 +524,8 @@ class CudaBackend(Backend):
             d.cuEventDestroy(event)
         for stream in self._streams:
             d.cuStreamDestroy(stream)
-        for module in self._modules:
-            d.cuModuleUnload(module)
+        for handle in self._release_modules():
+            d.cuModuleUnload(handle)
         d.cuDevicePrimaryCtxRelease(self._device)
 
 

@@ -144,7 +144,6 @@ class HipBackend(Backend):
         self._hip = hip
         self._ok(hip.hipSetDevice(device_index), "hipSetDevice", GpuPerfError)
         self._info = self._query_info()
-        self._modules: list[Any] = []
         self._events: list[Any] = []
         self._streams: list[Any] = []
         self._graphs: list[Any] = []
@@ -377,10 +376,9 @@ class HipBackend(Backend):
                 log=result.log,
                 source_path=request.source_name,
             )
-        self._modules.append(handle)
         return Module(
             backend=self,
-            handle=handle,
+            handle=self._hold_module(handle),
             source_name=request.source_name,
             signatures=parse_signatures(request.source),
             binary=result.binary,
@@ -398,15 +396,10 @@ class HipBackend(Backend):
                 f"{_name(err)} (runtime {self._info.runtime_version})",
                 source_path=module.source_name,
             )
-        self._modules.append(handle)
         return handle
 
-    def unload(self, module: Module) -> None:
-        """Unload a module from load_again now (close unloads whatever is left)."""
-        held = [index for index, h in enumerate(self._modules) if h is module.handle]
-        if held:
-            del self._modules[held[0]]
-            self._ok(self._hip.hipModuleUnload(module.handle), "hipModuleUnload")
+    def _unload_module(self, handle: Any) -> None:
+        self._ok(self._hip.hipModuleUnload(handle), "hipModuleUnload")
 
     def _get_function(self, module: Module, name: str) -> Any:
         hip = self._hip
@@ -573,8 +566,8 @@ class HipBackend(Backend):
             hip.hipEventDestroy(event)
         for stream in self._streams:
             hip.hipStreamDestroy(stream)
-        for module in self._modules:
-            hip.hipModuleUnload(module)
+        for handle in self._release_modules():
+            hip.hipModuleUnload(handle)
 
 
 def _hip_version(value: int) -> str:

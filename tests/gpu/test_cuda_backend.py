@@ -99,9 +99,21 @@ def test_a_second_compile_comes_from_the_cache(cuda_backend):
     assert second.kernel("twice").name == "twice"
 
 
-def test_a_module_loaded_again_is_a_separate_module_of_the_same_code(cuda_backend, device):
+def test_a_module_loaded_again_is_a_separate_module_of_the_same_code(
+    cuda_backend, device, monkeypatch
+):
     """load_again: cuModuleLoadData of the same CUBIN gives another module (another
-    function handle) running the same code; unload frees it and only it."""
+    function handle) running the same code; unload frees it and only it, once (the base
+    class's bookkeeping: a second unload never reaches the driver)."""
+    driver = cuda_backend._d
+    unloaded = []
+    real_unload = driver.cuModuleUnload
+
+    def unload(handle):
+        unloaded.append(handle)
+        return real_unload(handle)
+
+    monkeypatch.setattr(driver, "cuModuleUnload", unload)
     source = '#include "gpuperf.h"\nGPUPERF_KERNEL void put(float* x) { x[0] = 3.0f; }\n'
     module = cuda_backend.compile(source, name="put.hip")
     again = cuda_backend.load_again(module)
@@ -113,6 +125,8 @@ def test_a_module_loaded_again_is_a_separate_module_of_the_same_code(cuda_backen
     cuda_backend.synchronize()
     assert out.download(np.float32)[0] == 3.0
     cuda_backend.unload(again)
+    cuda_backend.unload(again)
+    assert unloaded == [again.handle]
     cuda_backend.launch(first, 1, 1, (out,))  # the first load is untouched
     cuda_backend.synchronize()
 

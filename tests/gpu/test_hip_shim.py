@@ -313,7 +313,63 @@ def _child_graphs() -> dict[str, Any]:
     return report
 
 
+def _child_modules() -> dict[str, Any]:
+    """Both backends' module bookkeeping (runtime/base.py) on the real drivers: compile, load
+    twice more, launch each load, unload one twice, close; the loads and the driver's unload
+    calls after each step, handles numbered in load order."""
+    import numpy as np
+
+    from pytest_gpuperf.runtime import open_backend
+
+    source = '#include "gpuperf.h"\nGPUPERF_KERNEL void put(float* x, float v) { x[0] = v; }\n'
+    report: dict[str, Any] = {}
+    for name, runtime_of, unload_name in (
+        ("hip", lambda b: b._hip, "hipModuleUnload"),
+        ("cuda", lambda b: b._d, "cuModuleUnload"),
+    ):
+        backend = open_backend(name)
+        runtime = runtime_of(backend)
+        real_unload = getattr(runtime, unload_name)
+        numbers: dict[int, int] = {}
+        unloaded: list[int] = []
+
+        def unload(
+            handle: Any, _real: Any = real_unload, _seen: list = unloaded, _of: dict = numbers
+        ) -> Any:
+            _seen.append(_of.get(id(handle), -1))
+            return _real(handle)
+
+        setattr(runtime, unload_name, unload)
+        steps = []
+        try:
+            module = backend.compile(source, name="put.hip")
+            loads = [module, backend.load_again(module), backend.load_again(module)]
+            for number, load in enumerate(loads, 1):
+                numbers[id(load.handle)] = number
+            out = backend.alloc(4)
+            values = []
+            for number, load in enumerate(loads, 1):
+                backend.launch(load.kernel("put"), 1, 1, (out, np.float32(number)))
+                backend.synchronize()
+                values.append(float(out.download(np.float32)[0]))
+            steps.append(["loaded", len(backend._module_handles), list(unloaded), values])
+            backend.unload(loads[1])
+            backend.unload(loads[1])
+            steps.append(["unloaded twice", len(backend._module_handles), list(unloaded)])
+            backend.launch(loads[2].kernel("put"), 1, 1, (out, np.float32(7)))
+            backend.synchronize()
+            steps.append(["still runs", float(out.download(np.float32)[0])])
+            out.free()
+            backend.close()
+            steps.append(["closed", len(backend._module_handles), list(unloaded)])
+        finally:
+            setattr(runtime, unload_name, real_unload)
+        report[name] = steps
+    return report
+
+
 CHILD_TASKS = {
+    "modules": _child_modules,
     "device": _child_device,
     "kernels": _child_kernels,
     "errors": _child_errors,
@@ -526,6 +582,21 @@ def test_hip_and_cuda_backends_measure_the_same_efficiency(shim_env: dict[str, s
     cuda_eff = statistics.median(r["efficiency"] for r in cuda_runs)
     print(f"32M vector add, cold: hip {hip_eff:.4f}, cuda {cuda_eff:.4f}; runs: {report['runs']}")
     assert abs(hip_eff / cuda_eff - 1) <= AGREEMENT, (hip_eff, cuda_eff, report["runs"])
+
+
+def test_both_backends_unload_every_module_once(shim_env: dict[str, str]) -> None:
+    """One module bookkeeping (runtime/base.py) on both real runtimes: each load runs its
+    own kernel, a second unload never reaches the driver, close unloads the rest once, and
+    the hip backend (through the shim) leaves the trace the cuda backend leaves."""
+    report = run_child("modules", shim_env)
+    expected = [
+        ["loaded", 3, [], [1.0, 2.0, 3.0]],
+        ["unloaded twice", 2, [2]],
+        ["still runs", 7.0],
+        ["closed", 0, [2, 1, 3]],
+    ]
+    assert report["hip"] == expected, report
+    assert report["cuda"] == expected, report
 
 
 def test_hot_mode_replays_graphs_through_the_hip_backend(shim_env: dict[str, str]) -> None:
