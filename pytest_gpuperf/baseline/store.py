@@ -13,11 +13,9 @@ errno's words and what to do.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
-import stat
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from pytest_gpuperf.baseline.file_read import read_store_text
+from pytest_gpuperf.baseline.file_write import remove_stale_temporaries, write_whole
 from pytest_gpuperf.baseline.model import BaselineEntry
 from pytest_gpuperf.baseline.pool import FilePool
 from pytest_gpuperf.baseline.schema import SCHEMA_VERSION, parse, render
@@ -348,7 +347,7 @@ def write_locked(
             phase = "writing it"
             _refuse_link(path)
             remove_stale_temporaries(path)
-            _atomic_write(path, merged_text())
+            write_whole(path, merged_text(), new_mode=0o644, durable=True)
             replaced = True
     except KeyboardInterrupt:
         raise SaveInterrupted(str(path), phase, saved=replaced) from None
@@ -393,19 +392,6 @@ def lock_path_for(path: Path) -> Path:
     return lock_path
 
 
-def remove_stale_temporaries(path: Path) -> list[Path]:
-    """Remove the temporaries `_atomic_write` made for `path` that a killed save left (called
-    under the file's lock, so no live save owns one). Returns what was removed."""
-    pattern = re.compile(rf"^\.{re.escape(path.name)}\.[A-Za-z0-9_]+\.tmp$")
-    removed = []
-    for candidate in path.parent.iterdir():
-        if pattern.match(candidate.name) and not candidate.is_dir():
-            with contextlib.suppress(FileNotFoundError):
-                candidate.unlink()
-                removed.append(candidate)
-    return removed
-
-
 def _read_only_mount(path: Path) -> bool:
     try:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
@@ -445,20 +431,3 @@ def read_checked(path: Path, kind: str, parse_text: Callable[[str], R]) -> R:
         raise BaselineError(
             str(path), "nests too deep to parse; fix the file or restore it from git"
         ) from None
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write a temporary file next to `path`, fsync it, then rename it over `path`."""
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,37 +199,11 @@ def write_report(path: str | os.PathLike[str], text: str) -> Path:
     odd = _system_file(Path(path)) or not_regular(target)
     if odd:
         raise ReportPathError(f"{path}: {odd}; nothing was written")
+    from pytest_gpuperf.baseline.file_write import write_whole
+
     target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~current_umask()
-    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(temporary, mode)
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    write_whole(target, text)
     return Path(path)
-
-
-def current_umask() -> int:
-    """The process's umask, read without changing it where Linux says it (/proc), else by
-    setting and restoring it."""
-    with (
-        contextlib.suppress(OSError, ValueError),
-        open("/proc/self/status", encoding="ascii", errors="replace") as status,
-    ):
-        for line in status:
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def _real(path: Path) -> Path:
@@ -244,7 +217,6 @@ def _inside(real: Path, folder: Path) -> bool:
 __all__ = [
     "Guarded",
     "ReportPathError",
-    "current_umask",
     "not_regular",
     "report_paths",
     "unwritable",

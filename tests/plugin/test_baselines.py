@@ -113,13 +113,13 @@ def test_a_session_of_saves_writes_each_file_once(gp):
     from pytest_gpuperf.baseline import store
 
     writes = []
-    real_write = store._atomic_write
+    real_write = store.write_whole
 
-    def counting_write(path, text):
+    def counting_write(path, text, **knobs):
         writes.append(path.name)
-        real_write(path, text)
+        real_write(path, text, **knobs)
 
-    gp.monkeypatch.setattr(store, "_atomic_write", counting_write)
+    gp.monkeypatch.setattr(store, "write_whole", counting_write)
     gp.test_file(
         """
 @pytest.mark.parametrize("n", range(12))

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gpuperf.baseline.file_write import current_umask
 from pytest_gpuperf.report.files import (
     ReportPathError,
-    current_umask,
     not_regular,
     write_report,
 )
