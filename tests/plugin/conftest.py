@@ -23,6 +23,7 @@ import scipy.stats  # noqa: F401
 
 import pytest_gpuperf.session.fixture  # noqa: F401
 from pytest_gpuperf import simulate
+from tests.git_repo import commit_all
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = "1234"
@@ -211,3 +212,19 @@ def hidden_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make every real GPU invisible to a subprocess run, so "no GPU" is tested everywhere."""
     for variable in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
         monkeypatch.setenv(variable, "-1")
+
+
+ONE_TEST = """
+def test_add(gpu_bench):
+    add(gpu_bench)
+"""
+
+
+@pytest.fixture
+def repo(gp: GpuPerfPytester, tmp_path_factory, monkeypatch: pytest.MonkeyPatch) -> GpuPerfPytester:
+    """The pytester project (one test of the shared kernel) as a git repository with one
+    commit, "base", and a kernel cache of its own (a base revision's builds stay its own)."""
+    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    gp.test_file(ONE_TEST)
+    commit_all(gp.path, "base")
+    return gp

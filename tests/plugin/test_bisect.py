@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.git_repo import git
+
 REPO = Path(__file__).resolve().parents[2]
 THRESHOLD = 0.005
 
@@ -57,17 +59,6 @@ GPUPERF_KERNEL void vector_add(const float* a, const float* b, float* c, int n) 
     if (i < n) c[i] = a[i] + b[i];{broken}
 }}
 """
-
-
-def git(directory: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
 
 
 def make_project(root: Path, plan: list[tuple[str, float, str]]) -> list[str]:

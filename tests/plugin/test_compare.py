@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pytest_gpuperf.engine import stats
+from tests.git_repo import git
 
 PLAIN = """
 def test_add(gpu_bench):
@@ -26,28 +25,6 @@ def test_add(gpu_bench):
 def test_new(gpu_bench):
     add(gpu_bench, path="new.hip")
 """
-
-
-def git(directory: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
-@pytest.fixture
-def repo(gp, tmp_path_factory, monkeypatch):
-    """The pytester directory as a git repository with one commit (the base)."""
-    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    gp.test_file(PLAIN)
-    git(gp.path, "init", "-q")
-    git(gp.path, "add", "-A")
-    git(gp.path, "commit", "-qm", "base")
-    return gp
 
 
 def set_efficiency(gp, efficiency: float | None) -> None:

@@ -5,38 +5,18 @@ another, as a bisection probe does; the JSON report names each test's kernel fil
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
-PLAIN = """
-def test_add(gpu_bench):
-    add(gpu_bench)
-"""
-
-
-def git(directory, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
+from tests.git_repo import commit_all, git
 
 
 @pytest.fixture
-def history(gp, tmp_path_factory, monkeypatch):
-    """Two commits: the kernel at the sim's default speed, then slower (efficiency 0.5)."""
-    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    gp.test_file(PLAIN)
-    git(gp.path, "init", "-q")
-    git(gp.path, "add", "-A")
-    git(gp.path, "commit", "-qm", "fast")
-    gp.write_kernel(0.5)
-    git(gp.path, "commit", "-qam", "slow")
-    return gp
+def history(repo):
+    """Two commits: the kernel at the sim's default speed ("base"), then slower (0.5)."""
+    repo.write_kernel(0.5)
+    commit_all(repo.path, "slow")
+    return repo
 
 
 def report(gp) -> dict:

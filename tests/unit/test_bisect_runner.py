@@ -16,18 +16,11 @@ import pytest
 from pytest_gpuperf.bisect.probe import BROKEN, NO_BUILD, Key, ProbeError, ProbeRun, Reading
 from pytest_gpuperf.bisect.runner import Bisection, Plan
 from pytest_gpuperf.engine.results import AB_INCONCLUSIVE, AB_PASS, AB_REGRESSED
+from tests.git_repo import git
 
 REPO = Path(__file__).resolve().parents[2]
 FOLLOWED = Key("test_k.py::test_add", "add")
 OTHER = Key("test_k.py::test_copy", "copy")
-
-
-def git(directory: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=directory, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return done.stdout.strip()
 
 
 @pytest.fixture
