@@ -6,6 +6,7 @@ cannot drift apart again. tests/gpu runs the same on the H100 (CUDA, and HIP ove
 
 from __future__ import annotations
 
+import importlib
 import itertools
 
 import pytest
@@ -52,37 +53,37 @@ def no_compiler(monkeypatch):
         monkeypatch.setattr(module, "compile_source", lambda request, **_: result)
 
 
-@pytest.fixture
-def cuda_backend(driver, monkeypatch):
-    from pytest_gpuperf.runtime import cuda
+# Per backend: the fixture of its driver module (conftest.py), its success and bad-handle
+# codes, its load and unload calls, and the calls its close makes besides.
+STUBS = {
+    "cuda": (
+        "driver",
+        lambda d: (d.CUresult.CUDA_SUCCESS, d.CUresult.CUDA_ERROR_INVALID_HANDLE),
+        ("cuModuleLoadData", "cuModuleUnload", "cuCtxSynchronize", "cuDevicePrimaryCtxRelease"),
+    ),
+    "hip": (
+        "hip_runtime",
+        lambda h: (h.hipError_t.hipSuccess, h.hipError_t.hipErrorInvalidHandle),
+        ("hipModuleLoadData", "hipModuleUnload", "hipDeviceSynchronize"),
+    ),
+}
 
-    ok, failed = driver.CUresult.CUDA_SUCCESS, driver.CUresult.CUDA_ERROR_INVALID_HANDLE
+
+@pytest.fixture(params=sorted(STUBS))
+def backend(request, monkeypatch):
+    """The backend opened over its driver module, the module calls answered by a Driver
+    that records them (an unload fails while it is told to)."""
+    fixture, codes, (load, unload, *others) = STUBS[request.param]
+    runtime = request.getfixturevalue(fixture)
+    ok, failed = codes(runtime)
     calls = Driver()
-    monkeypatch.setattr(driver, "cuModuleLoadData", lambda binary: (ok, calls.load(binary)))
-    monkeypatch.setattr(
-        driver, "cuModuleUnload", lambda handle: (ok if calls.unload(handle) else failed,)
-    )
-    for name in ("cuCtxSynchronize", "cuDevicePrimaryCtxRelease"):
-        monkeypatch.setattr(driver, name, lambda *args: (ok,))
-    backend = cuda.open(0)
-    backend.calls = calls  # type: ignore[attr-defined]
-    return backend
-
-
-@pytest.fixture
-def hip_backend(hip_runtime, monkeypatch):
-    from pytest_gpuperf.runtime import hip
-
-    ok, failed = hip_runtime.hipError_t.hipSuccess, hip_runtime.hipError_t.hipErrorInvalidHandle
-    calls = Driver()
-    monkeypatch.setattr(hip_runtime, "hipModuleLoadData", lambda binary: (ok, calls.load(binary)))
-    monkeypatch.setattr(
-        hip_runtime, "hipModuleUnload", lambda handle: (ok if calls.unload(handle) else failed,)
-    )
-    monkeypatch.setattr(hip_runtime, "hipDeviceSynchronize", lambda: (ok,))
-    backend = hip.open(0)
-    backend.calls = calls  # type: ignore[attr-defined]
-    return backend
+    monkeypatch.setattr(runtime, load, lambda binary: (ok, calls.load(binary)))
+    monkeypatch.setattr(runtime, unload, lambda handle: (ok if calls.unload(handle) else failed,))
+    for name in others:
+        monkeypatch.setattr(runtime, name, lambda *args: (ok,))
+    opened = importlib.import_module(f"pytest_gpuperf.runtime.{request.param}").open(0)
+    opened.calls = calls
+    return opened
 
 
 def trace(backend) -> list[tuple[str, list[int], list[int]]]:
@@ -121,17 +122,12 @@ EXPECTED = [
 ]
 
 
-def test_cuda_unloads_every_module_once(cuda_backend):
-    assert trace(cuda_backend) == EXPECTED
+def test_each_backend_unloads_every_module_once(backend):
+    """Both backends are held to one trace: neither can drift from the base's bookkeeping."""
+    assert trace(backend) == EXPECTED
 
 
-def test_hip_unloads_every_module_once(hip_backend):
-    assert trace(hip_backend) == EXPECTED
-
-
-@pytest.mark.parametrize("which", ["cuda_backend", "hip_backend"])
-def test_a_failed_unload_names_the_call_and_is_not_retried(which, request):
-    backend = request.getfixturevalue(which)
+def test_a_failed_unload_names_the_call_and_is_not_retried(backend):
     module = backend.compile(SOURCE, name="put.hip")
     again = backend.load_again(module)
     backend.calls.fail_unload = True
