@@ -26,9 +26,10 @@ from pytest_gpuperf.errors import (
     LaunchError,
 )
 from pytest_gpuperf.runtime.compile import DEFAULT_TIMEOUT_S as DEFAULT_COMPILE_TIMEOUT_S
+from pytest_gpuperf.runtime.compile import CompileRequest, CompileResult
 from pytest_gpuperf.runtime.device_buffer import DeviceBuffer
 from pytest_gpuperf.runtime.info import DeviceInfo, KernelResources
-from pytest_gpuperf.runtime.signature import KernelParam, check_arguments
+from pytest_gpuperf.runtime.signature import KernelParam, check_arguments, parse_signatures
 
 
 @dataclass(eq=False)
@@ -328,6 +329,18 @@ class Backend(abc.ABC):
                 del self._module_handles[index]
                 self._unload_module(handle)
                 return
+
+    def _loaded_module(self, request: CompileRequest, result: CompileResult, handle: Any) -> Module:
+        """The Module of a compile whose code object the driver loaded as `handle` (held)."""
+        return Module(
+            backend=self,
+            handle=self._hold_module(handle),
+            source_name=request.source_name,
+            signatures=parse_signatures(request.source),
+            binary=result.binary,
+            log=result.log,
+            from_cache=result.from_cache,
+        )
 
     def _hold_module(self, handle: Any) -> Any:
         """Keep a handle the driver just loaded (compile, load_again) until it is unloaded."""

@@ -36,7 +36,6 @@ from pytest_gpuperf.runtime.base import (
     Module,
 )
 from pytest_gpuperf.runtime.compile import compile_source, source_request
-from pytest_gpuperf.runtime.signature import parse_signatures
 
 # Errors after which the context is unusable: every later call fails the same way.
 _STICKY = {
@@ -319,15 +318,7 @@ class CudaBackend(Backend):
                 log=result.log,
                 source_path=request.source_name,
             )
-        return Module(
-            backend=self,
-            handle=self._hold_module(handle),
-            source_name=request.source_name,
-            signatures=parse_signatures(request.source),
-            binary=result.binary,
-            log=result.log,
-            from_cache=result.from_cache,
-        )
+        return self._loaded_module(request, result, handle)
 
     def _load_binary(self, module: Module) -> Any:
         """cuModuleLoadData of the same CUBIN: the driver gives a separate module."""

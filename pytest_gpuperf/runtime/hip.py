@@ -43,7 +43,7 @@ from pytest_gpuperf.runtime.base import (
 )
 from pytest_gpuperf.runtime.compile import compile_source, source_request
 from pytest_gpuperf.runtime.hip_compiler import RocmUnavailable, load_hip_python
-from pytest_gpuperf.runtime.signature import pack_arguments, parse_signatures
+from pytest_gpuperf.runtime.signature import pack_arguments
 
 # hipModuleLaunchKernel's `extra` markers (hip_runtime_api.h; END is 0x03, unlike CUDA's 0).
 HIP_LAUNCH_PARAM_BUFFER_POINTER = 0x01
@@ -376,15 +376,7 @@ class HipBackend(Backend):
                 log=result.log,
                 source_path=request.source_name,
             )
-        return Module(
-            backend=self,
-            handle=self._hold_module(handle),
-            source_name=request.source_name,
-            signatures=parse_signatures(request.source),
-            binary=result.binary,
-            log=result.log,
-            from_cache=result.from_cache,
-        )
+        return self._loaded_module(request, result, handle)
 
     def _load_binary(self, module: Module) -> Any:
         """hipModuleLoadData of the same code object: the runtime gives a separate module."""
