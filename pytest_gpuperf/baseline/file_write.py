@@ -6,7 +6,8 @@ full disk mid-write leaves the old file and no temporary. The callers differ onl
 knobs: a baseline is fsynced before the rename (it must survive a power cut after the save
 said "saved") and a new one gets 0644 (a file meant for git); a report is not fsynced and a
 new one gets the umask's mode, as `touch` would give. An existing file keeps its mode.
-It sits with the store's reader (file_read.py), below the reports, so both layers use it.
+It sits with the store's reader (file_read.py), below the reports and the static gate's
+build cache, so each of them uses it.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from pathlib import Path
 
 
 def write_whole(
-    path: Path, text: str, *, new_mode: int | None = None, durable: bool = False
+    path: Path, data: str | bytes, *, new_mode: int | None = None, durable: bool = False
 ) -> None:
-    """Write `text` (UTF-8, "\\n" line ends) to `path` through a temporary and a rename.
+    """Write `data` (text as UTF-8 with "\\n" line ends, or bytes as they are) to `path`
+    through a temporary and a rename.
 
     `new_mode`: the mode of a file that did not exist (None: 0o666 less the umask);
     `durable`: fsync the temporary before the rename. The caller has checked what lies at
@@ -33,8 +35,9 @@ def write_whole(
         mode = 0o666 & ~current_umask() if new_mode is None else new_mode
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        raw = data.encode("utf-8") if isinstance(data, str) else data
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())

@@ -222,12 +222,12 @@ def _run(
 
 
 def _store(path: Path, data: bytes) -> None:
-    """Write atomically; a read-only cache costs a recompile, never a failure."""
+    """Write whole or not at all; a read-only or full cache costs a recompile, never a
+    failure (and leaves no temporary)."""
+    from pytest_gpuperf.baseline.file_write import write_whole
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
+        write_whole(path, data)
     except OSError:
         pass

@@ -58,9 +58,28 @@ def test_a_new_file_gets_the_callers_mode_and_an_existing_one_keeps_its_own(tmp_
         os.umask(old)
 
 
-def test_line_ends_are_newlines_whatever_the_platform(tmp_path):
-    write_whole(tmp_path / "f.txt", "a\nb\n")
-    assert (tmp_path / "f.txt").read_bytes() == b"a\nb\n"
+def test_line_ends_are_newlines_whatever_the_platform_and_bytes_stay_bytes(tmp_path):
+    write_whole(tmp_path / "f.txt", "a\nb\u00e9\n")
+    assert (tmp_path / "f.txt").read_bytes() == "a\nb\u00e9\n".encode()
+    write_whole(tmp_path / "f.o", b"\x7fELF\r\n\x00")
+    assert (tmp_path / "f.o").read_bytes() == b"\x7fELF\r\n\x00"
+
+
+def test_the_static_build_cache_writes_through_it_and_a_full_disk_costs_nothing(
+    tmp_path, monkeypatch
+):
+    from pytest_gpuperf.static import build
+
+    build._store(tmp_path / "cache" / "k.o", b"code")
+    assert (tmp_path / "cache" / "k.o").read_bytes() == b"code"
+
+    def full_disk(source, destination):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    build._store(tmp_path / "cache" / "k.o", b"other code")  # no error: a recompile later
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["k.o"]
+    assert (tmp_path / "cache" / "k.o").read_bytes() == b"code"
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
