@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from test_hip_shim import CHILD_TIMEOUT_S, shim_env, shim_root  # noqa: F401 (fixtures)
 
+from tests.git_repo import commit_all
+
 REPO = Path(__file__).resolve().parents[2]
 
 KERNEL = """\
@@ -54,20 +56,11 @@ def test_add_more(gpu_bench):
 """
 
 
-def _git(directory: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=directory, check=True, capture_output=True,
-    )  # fmt: skip
-
-
 def _project(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "add_more.hip").write_text(KERNEL.format(permille=0))
     (root / "test_add_more.py").write_text(TEST)
-    _git(root, "init", "-q")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "base")
+    commit_all(root, "base")
     return root
 
 

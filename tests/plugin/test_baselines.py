@@ -24,6 +24,7 @@ else:  # pragma: no cover
 
 from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.gate.policy import DEFAULT_RUN_SPREAD
+from tests.git_repo import commit_all
 
 TWO_TESTS = """
 def test_add(gpu_bench):
@@ -202,11 +203,8 @@ def test_repeated_saves_of_the_same_code_learn_the_run_spread(gp):
     of the kernel is not noise: the history starts again from the prior."""
     gp.test_file(TWO_TESTS)
     gp.baseline("mi300x-sim", [{"id": "test_other.py::test_kept", "efficiency": 0.7}])
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q"], cwd=gp.path, check=True)
     (gp.path / ".gitignore").write_text(".locks/\n__pycache__/\n")
-    subprocess.run([*git, "add", "-A"], cwd=gp.path, check=True)
-    subprocess.run([*git, "commit", "-qm", "x"], cwd=gp.path, check=True)
+    commit_all(gp.path, "x")
     key = ("test_perf.py::test_add", "vector_add")
     path = gp.path / "baselines" / "mi300x-sim.toml"
 

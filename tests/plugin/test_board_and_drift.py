@@ -19,16 +19,12 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from pytest_gpuperf.simulate.backend import simulated_uuid
+from tests.git_repo import git
 
 ONE_TEST = """
 def test_add(gpu_bench):
     add(gpu_bench)
 """
-GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-
-
-def _git(gp, *args: str) -> None:
-    subprocess.run([*GIT, *args], cwd=gp.path, check=True, capture_output=True)
 
 
 def _baseline(gp) -> dict:
@@ -88,8 +84,8 @@ def _commit_kernel(gp, k: int, efficiency: float) -> None:
     """Commit k: the code changes (a new code object) and the directive sets its speed."""
     path = gp.write_kernel(efficiency)
     path.write_text(path.read_text().replace("a[i] + b[i];", f"a[i] + b[i] + 0.0f * {k};"))
-    _git(gp, "add", "-A")
-    _git(gp, "commit", "-qm", f"commit {k}")
+    git(gp.path, "add", "-A")
+    git(gp.path, "commit", "-qm", f"commit {k}")
 
 
 def test_a_drift_across_re_saves_is_reported_and_fails_under_strict(gp):
@@ -98,7 +94,7 @@ def test_a_drift_across_re_saves_is_reported_and_fails_under_strict(gp):
     gp.monkeypatch.setenv("GPUPERF_SIM_RUN_SPREAD", "0.002")
     gp.test_file(ONE_TEST)
     (gp.path / ".gitignore").write_text(".locks/\n__pycache__/\nreport.json\n")
-    _git(gp, "init", "-q")
+    git(gp.path, "init", "-q")
     levels = [0.7 * 0.99**k for k in range(5)]
     for k, efficiency in enumerate(levels):
         _commit_kernel(gp, k, efficiency)

@@ -21,6 +21,7 @@ import pytest
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
 from pytest_gpuperf.static import compile_static, find_clang, kernel_asm, kernel_names
 from pytest_gpuperf.static.store import StaticStore
+from tests.git_repo import git
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/doc_samples.py
 from doc_samples import check_sample, excerpt
@@ -314,13 +315,6 @@ def test_expect_isa_per_arch_only_applies_to_that_arch(sgp):
 
 
 # -- A/B against a git revision --------------------------------------------------------------
-
-
-def git(path: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=gpuperf", "-c", "user.email=gpuperf@example.invalid", *args],
-        cwd=path, check=True, capture_output=True,
-    )  # fmt: skip
 
 
 def test_compare_with_a_revision_makes_a_markdown_table_for_the_pull_request(sgp):
