@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import test_compare
-from test_compare import git
 
-repo = test_compare.repo  # the test directory as a git repository, one commit (the base)
+from tests.git_repo import git
 
 TWO = """
 def test_add(gpu_bench):

@@ -7,12 +7,10 @@ cannot resolve is exit 4 either way."""
 from __future__ import annotations
 
 import pytest
-import test_compare
 
 from pytest_gpuperf.config.settings import MEASURING_ONLY, STATIC_ACTS_ON
 
 USAGE = pytest.ExitCode.USAGE_ERROR
-repo = test_compare.repo  # the test directory as a git repository, one commit
 
 PLAIN = "def test_add(gpu_bench):\n    add(gpu_bench)\n"
 # a value each option accepts (a bad value would be an error of its own)

@@ -8,9 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import test_compare
-
-repo = test_compare.repo  # the fixture: the test directory as a git repository, one commit
 
 PLAIN = """
 def test_add(gpu_bench):

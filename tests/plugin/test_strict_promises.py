@@ -12,12 +12,10 @@ import importlib
 from pathlib import Path
 
 import pytest
-import test_compare
 
 from pytest_gpuperf.config.options import OPTIONS
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
-repo = test_compare.repo
 
 PLAIN = """
 def test_add(gpu_bench):
