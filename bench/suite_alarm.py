@@ -168,7 +168,8 @@ def _variant(directory: Path, name: str, salt: int) -> Path:
 
 def sim_round(job: Mapping[str, Any], seed: int, confidence: float) -> Any:
     from pytest_gpuperf import open_device
-    from pytest_gpuperf.engine.measure import MeasureSettings, measure_pair
+    from pytest_gpuperf.engine.measure import MeasureSettings
+    from pytest_gpuperf.gate.pairing import PairPolicy, measure_ab
 
     with open_device(
         "sim",
@@ -182,22 +183,13 @@ def sim_round(job: Mapping[str, Any], seed: int, confidence: float) -> Any:
         backend = device.backend
         n = KERNEL_ELEMENTS
         args = (backend.alloc(4 * n), backend.alloc(4 * n), backend.alloc(4 * n), n)
-        from pytest_gpuperf.gate.ab import decided, pair_code_spread
-
-        spread = pair_code_spread(  # the gate's rule: none once the loads measure the drift
-            backend.info.backend,
-            backend.kernel_fingerprint(head),
-            backend.kernel_fingerprint(base),
-            loads=DEFAULT_PAIR_LOADS,
-        )
-        settings = MeasureSettings(
-            cache="cold", budget_s=2.0, max_samples=20000, confidence=confidence
-        )
-        paired = measure_pair(
-            backend, head, base, grid=n // BLOCK, block=BLOCK, args=args, bytes_moved=12 * n,
-            device=device.spec, settings=settings,
-            stop_when=decided(DEFAULT_COMPARE_THRESHOLD, spread), seed=seed,
-            loads=DEFAULT_PAIR_LOADS,
+        # The fixture's pairing policy (gate/pairing.py) over 0.5 s kernels: a 2 s pair
+        policy = PairPolicy(threshold=DEFAULT_COMPARE_THRESHOLD, loads=DEFAULT_PAIR_LOADS)
+        paired = measure_ab(
+            backend, head, base, policy=policy,
+            settings=MeasureSettings(cache="cold", budget_s=0.5), confidence=confidence,
+            grid=n // BLOCK, block=BLOCK, args=args, bytes_moved=12 * n, device=device.spec,
+            seed=seed,
         )  # fmt: skip
     return check_comparison(
         paired,
