@@ -618,13 +618,18 @@ def _emulate_rope(args: list) -> None:
     x, cos, sin, y, tokens, heads, head_dim = args
     tokens, heads, half = _count(tokens), _count(heads), _count(head_dim) // 2
     if tokens and heads and half:
-        size = tokens * heads * 2 * half
-        result = rope_reference(
-            _span(x, size, "x").reshape(tokens, heads, 2 * half),
-            _span(cos, tokens * half, "cos").reshape(tokens, half),
-            _span(sin, tokens * half, "sin").reshape(tokens, half),
-        )
-        _span(y, size, "y")[:] = result.ravel()
+        _rope_into(x, cos, sin, y, tokens, heads, half)
+
+
+def _rope_into(x: Any, cos: Any, sin: Any, y: Any, tokens: int, heads: int, half: int) -> None:
+    """y = rope(x) over tokens x heads rows of 2 * half (the kernel's and the reference's)."""
+    size = tokens * heads * 2 * half
+    result = rope_reference(
+        _span(x, size, "x").reshape(tokens, heads, 2 * half),
+        _span(cos, tokens * half, "cos").reshape(tokens, half),
+        _span(sin, tokens * half, "sin").reshape(tokens, half),
+    )
+    _span(y, size, "y")[:] = result.ravel()
 
 
 CHECK_CHUNK = 2**18  # elements per pass: the temporaries stay in the CPU's caches
@@ -681,14 +686,7 @@ def _emulate_check(name: str, args: list) -> bool:
         _span(y, rows * cols, "y")[:] = result.ravel()
     elif name == "gpuperf_ref_rope":
         x, cos, sin, y, tokens, heads, half = args
-        tokens, heads, half = int(tokens), int(heads), int(half)
-        size = tokens * heads * 2 * half
-        result = rope_reference(
-            _span(x, size, "x").reshape(tokens, heads, 2 * half),
-            _span(cos, tokens * half, "cos").reshape(tokens, half),
-            _span(sin, tokens * half, "sin").reshape(tokens, half),
-        )
-        _span(y, size, "y")[:] = result.ravel()
+        _rope_into(x, cos, sin, y, int(tokens), int(heads), int(half))
     elif name == "gpuperf_ref_dot_partials":
         a, b, partial, n, blocks, threads = args
         n, blocks, threads = int(n), int(blocks), int(threads)
