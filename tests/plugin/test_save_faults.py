@@ -301,36 +301,6 @@ def test_ctrl_c_while_waiting_for_the_baseline_lock(gp):
     left_intact(path, before)
 
 
-def test_ctrl_c_during_the_tests_saves_nothing_and_keeps_what_was_measured(gp):
-    gp.test_file(
-        """
-import os, time
-
-def test_a_first(gpu_bench):
-    add(gpu_bench)
-
-def test_b_slow(gpu_bench):
-    open(os.environ["H25_MARKER"], "w").close()
-    time.sleep(60)
-"""
-    )
-    path = gp.baseline("mi300x-sim", OLD_ENTRIES)
-    before = path.read_bytes()
-    marker = gp.path / "testing"
-    process = start(gp, "--gpuperf-save", "--gpuperf-json=report.json", marker=marker)
-    wait_for(marker, process)
-    process.send_signal(signal.SIGINT)
-    code, output = finish(process)
-    assert code == pytest.ExitCode.INTERRUPTED, output
-    assert "gpuperf: interrupted (Ctrl-C): 1 measurement in 1 test taken (above); the tests " in (
-        output
-    )
-    assert "test_a_first" in output and "NOT saved" in output
-    no_traceback(output)
-    assert [r["test_id"] for r in report(gp)["results"]] == ["test_perf.py::test_a_first"]
-    reported_interrupted(gp, path, before)
-
-
 # -- SIGTERM: a CI timeout or a cancelled job ----------------------------------------------
 
 
@@ -366,7 +336,24 @@ def test_sigterm_during_the_save_is_handled_as_ctrl_c_and_leaves_no_temporary(gp
     reported_interrupted(gp, path, before)  # no temporary beside the file
 
 
-def test_sigterm_during_the_tests_keeps_the_summary_and_the_reports(gp):
+@pytest.mark.parametrize(
+    ("stop", "words", "said"),
+    [
+        (signal.SIGINT, "Ctrl-C", ["test_a_first", "NOT saved"]),
+        (
+            signal.SIGTERM,
+            "SIGTERM",
+            [
+                "Terminated: SIGTERM: stopped as Ctrl-C would stop it",
+                "NOT saved: 1 measurement to baselines/mi300x-sim.toml (interrupted (SIGTERM))",
+            ],
+        ),
+    ],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_a_stop_during_the_tests_saves_nothing_and_keeps_what_was_measured(gp, stop, words, said):
+    """Ctrl-C, or SIGTERM handled as Ctrl-C, while a test runs: the summary and the reports
+    keep the measurements taken, and nothing is saved."""
     gp.test_file(
         """
 import os, time
@@ -384,15 +371,16 @@ def test_b_slow(gpu_bench):
     marker = gp.path / "testing"
     process = start(gp, "--gpuperf-save", "--gpuperf-json=report.json", marker=marker)
     wait_for(marker, process)
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(stop)
     code, output = finish(process)
     assert code == pytest.ExitCode.INTERRUPTED, output
     no_traceback(output)
-    assert "Terminated: SIGTERM: stopped as Ctrl-C would stop it" in output
-    assert "gpuperf: interrupted (SIGTERM): 1 measurement in 1 test taken (above); the tests " in (
-        output
+    assert (
+        f"gpuperf: interrupted ({words}): 1 measurement in 1 test taken (above); the tests "
+        in output
     )
-    assert "NOT saved: 1 measurement to baselines/mi300x-sim.toml (interrupted (SIGTERM))" in output
+    for words_said in said:
+        assert words_said in output
     assert [r["test_id"] for r in report(gp)["results"]] == ["test_perf.py::test_a_first"]
     reported_interrupted(gp, path, before)
 
