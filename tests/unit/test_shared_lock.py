@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,28 +32,16 @@ from pytest_gpuperf.baseline.shared_lock import (
     lock_dir,
 )
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.runtime.info import DeviceInfo
 from pytest_gpuperf.session.gpu_lock import GpuLock
 from tests.unit.test_baseline import make_entry
+from tests.unit.test_gpu_lock import INFO
 
 as_root = pytest.mark.skipif(
     not hasattr(os, "geteuid") or os.geteuid() != 0,
     reason="needs root to switch to other users (CI runs as root)",
 )
 
-GPU1 = DeviceInfo(
-    backend="cuda",
-    index=1,
-    name="NVIDIA H100 80GB HBM3",
-    arch="sm_90",
-    compute_units=132,
-    l2_bytes=50 << 20,
-    memory_bytes=80 << 30,
-    warp_size=32,
-    max_threads_per_block=1024,
-    shared_bytes_per_block=49152,
-    pci_bus_id="0000:C2:00.0",
-)
+GPU1 = replace(INFO, index=1, pci_bus_id="0000:C2:00.0")  # another GPU than test_gpu_lock's
 
 
 @pytest.fixture
