@@ -174,6 +174,7 @@ def pytest_runtest_makereport(
     """Attach the test's rows to its report as plain data: pytest-xdist carries extra report
     attributes from workers to the controller, where the summary and files are made. A report
     made while the body still runs is a subtest's: a failed one keeps the test unjudged."""
+    _hide_plugin_frames(item, call)
     report = yield
     if call.when != "call":
         return report
@@ -192,7 +193,7 @@ def pytest_runtest_makereport(
         and check_failed
         and not _uncomputed(bench)
     ):
-        report.sections.append(("gpuperf", _repeated_launches_hint(bench)))
+        report.sections.append(("gpuperf", _check_failed_hint(bench)))
     from pytest_gpuperf.engine.plain import to_plain
     from pytest_gpuperf.engine.results import Row
 
@@ -226,6 +227,44 @@ def pytest_runtest_makereport(
     return report
 
 
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def _hide_plugin_frames(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+    """A mistake in a test (a missing kernel file, a wrong argument count, no declared bytes)
+    raises one of our errors deep in the plugin; the report shows the user's frames and our
+    message, not the ~40 lines of our own stack between them (pytest hides its own frames the
+    same way). --fulltrace still shows everything; an error that is not ours (a bug in the
+    plugin) keeps its whole traceback.
+
+    The frames are unlinked from the raw traceback, not only filtered from pytest's view of
+    it: pytest cuts the traceback at the test function by following the raw links again."""
+    excinfo = call.excinfo
+    if excinfo is None or not excinfo.errisinstance(GpuPerfError):
+        return
+    if item.config.getoption("fulltrace", False):
+        return
+    frames = []
+    tb = excinfo.tb
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    kept = [tb for tb in frames if not _ours(tb.tb_frame.f_code.co_filename)]
+    if not kept or len(kept) == len(frames) or kept[0] is not frames[0]:
+        return
+    for earlier, later in zip(kept, kept[1:]):
+        earlier.tb_next = later
+    kept[-1].tb_next = None
+    excinfo.traceback = type(excinfo.traceback)(kept[0])  # pytest's own Traceback type
+
+
+def _ours(filename: str) -> bool:
+    try:
+        return Path(filename).resolve().is_relative_to(_PACKAGE)
+    except (OSError, ValueError):
+        return False
+
+
 def _gpuperf_error(call: pytest.CallInfo[None]) -> str:
     """The first line of the gpuperf error that stopped the test body ("" for none): a
     kernel that does not compile, a missing kernel file, a launch that failed."""
@@ -240,6 +279,39 @@ def _uncomputed(bench: GpuBench) -> bool:
         return bool(bench.uncomputed())
     except GpuPerfError:
         return False
+
+
+def _check_failed_hint(bench: GpuBench) -> str:
+    """Why the output check failed after measuring: elements no launch wrote (a grid that
+    does not cover the data: measuring does not cause that, and blaming repeated launches
+    would send the user the wrong way), else what repeated launches do to in-place updates."""
+    try:
+        unwritten = bench.unwritten()
+    except GpuPerfError:
+        unwritten = []
+    if not unwritten:
+        return _repeated_launches_hint(bench)
+    outputs = "; ".join(
+        f"{u.count:,} of {u.total:,} elements of gpu_bench.empty #{u.number}" for u in unwritten
+    )
+    launches = ", ".join(
+        f"{t.measurement.name} on grid {_dims(t.measurement.grid)} x block "
+        f"{_dims(t.measurement.block)}"
+        for t in bench.taken
+        if t.measurement.grid and t.measurement.block
+    )
+    return (
+        f"The output check failed on elements no launch wrote: {outputs} still hold its 0xFF "
+        "fill. Does the grid cover every element?"
+        + (f" Launched: {launches}." if launches else "")
+    )
+
+
+def _dims(dims: tuple[int, ...]) -> str:
+    used = list(dims)
+    while len(used) > 1 and used[-1] == 1:
+        used.pop()
+    return "x".join(str(d) for d in used)
 
 
 def _repeated_launches_hint(bench: GpuBench) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,3 +38,22 @@ def poisoned_buffer(
     buffer = backend.alloc(max(int(count) * np.dtype(dtype).itemsize, 1))
     backend.fill(buffer, POISON_BYTE)
     return buffer
+
+
+@dataclass(frozen=True)
+class Unwritten:
+    """Output buffer `number` (the test's n-th `empty`) still has `count` of its `total`
+    elements as they were made: every byte POISON_BYTE."""
+
+    number: int
+    count: int
+    total: int
+
+
+def unwritten_elements(number: int, buffer: DeviceBuffer, dtype: np.dtype) -> Unwritten:
+    """How many of `buffer`'s `dtype` elements are still nothing but POISON_BYTE."""
+    raw = buffer.download(np.uint8)
+    whole = raw.size // dtype.itemsize * dtype.itemsize
+    elements = raw[:whole].reshape(-1, dtype.itemsize)
+    count = int(np.count_nonzero((elements == POISON_BYTE).all(axis=1)))
+    return Unwritten(number, count, len(elements))

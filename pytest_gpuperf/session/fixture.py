@@ -37,7 +37,12 @@ from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kerne
 from pytest_gpuperf.runtime.devices import DeviceSpec
 from pytest_gpuperf.session.bench_result import BenchResult
 from pytest_gpuperf.session.bench_session import BenchSession
-from pytest_gpuperf.session.buffers import poisoned_buffer, shape_dims
+from pytest_gpuperf.session.buffers import (
+    Unwritten,
+    poisoned_buffer,
+    shape_dims,
+    unwritten_elements,
+)
 from pytest_gpuperf.session.declared import declared_bytes, resolve_kernel_path
 from pytest_gpuperf.session.device import OpenDevice
 from pytest_gpuperf.static.session import expect_isa_spec  # gpuperf-static
@@ -87,6 +92,7 @@ class GpuBench:
         self._taken: list[Taken] = []
         self._recipes: list[_Recipe] = []
         self._owned: list[DeviceBuffer] = []
+        self._empties: list[tuple[DeviceBuffer, np.dtype]] = []  # outputs made by empty()
         self._loaded: list[tuple[Kernel, Mapping[str, tuple[str, ...]]]] = []  # gpuperf-static
         self._kernel_files: list[Path] = []  # the work tree's files, in order of first use
         self._closed = False
@@ -188,7 +194,20 @@ class GpuBench:
         self._check_open("empty")
         buffer = poisoned_buffer(self.backend, shape, dtype, "empty")
         self._owned.append(buffer)
+        self._empties.append((buffer, np.dtype(dtype)))
         return buffer
+
+    def unwritten(self) -> list[Unwritten]:
+        """The outputs made by `empty` that still hold elements of its 0xFF fill alone: after
+        a failed output check, elements no launch wrote (a grid too small for the data)
+        rather than elements written too often (an in-place update repeated by measuring)."""
+        self.backend.synchronize()
+        found = (
+            unwritten_elements(number, buffer, dtype)
+            for number, (buffer, dtype) in enumerate(self._empties, 1)
+            if not buffer.freed
+        )
+        return [u for u in found if u.count]
 
     def fill(self, buffer: DeviceBuffer, byte: int = 0) -> None:
         """Set every byte of `buffer` to `byte`, on the device, asynchronously: what a `setup`
