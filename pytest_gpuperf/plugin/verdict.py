@@ -5,6 +5,7 @@ once its body is done and attach the rows to its report (as plain data, for xdis
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -252,7 +253,7 @@ def _hide_plugin_frames(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
     kept = [tb for tb in frames if not _ours(tb.tb_frame.f_code.co_filename)]
     if not kept or len(kept) == len(frames) or kept[0] is not frames[0]:
         return
-    for earlier, later in zip(kept, kept[1:]):
+    for earlier, later in itertools.pairwise(kept):
         earlier.tb_next = later
     kept[-1].tb_next = None
     excinfo.traceback = type(excinfo.traceback)(kept[0])  # pytest's own Traceback type
@@ -302,8 +303,7 @@ def _check_failed_hint(bench: GpuBench) -> str:
     )
     return (
         f"The output check failed on elements no launch wrote: {outputs} still hold its 0xFF "
-        "fill. Does the grid cover every element?"
-        + (f" Launched: {launches}." if launches else "")
+        "fill. Does the grid cover every element?" + (f" Launched: {launches}." if launches else "")
     )
 
 

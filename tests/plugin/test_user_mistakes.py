@@ -61,7 +61,7 @@ def test_a_mistake_shows_the_users_line_and_the_message_only(gp, name, measure):
 
 
 def test_fulltrace_still_shows_the_plugins_frames(gp):
-    line, message = MISTAKES["wrong_argc"]
+    line, _ = MISTAKES["wrong_argc"]
     gp.test_file(BODY.format(name="wrong_argc", line=line))
     result = gp.run("--gpuperf", "--fulltrace")
     result.assert_outcomes(failed=1)
