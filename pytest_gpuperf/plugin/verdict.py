@@ -9,6 +9,7 @@ import itertools
 import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -245,11 +246,11 @@ def _hide_plugin_frames(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
         return
     if item.config.getoption("fulltrace", False):
         return
-    frames = []
-    tb = excinfo.tb
-    while tb is not None:
-        frames.append(tb)
-        tb = tb.tb_next
+    frames: list[TracebackType] = []
+    link: TracebackType | None = excinfo.tb
+    while link is not None:
+        frames.append(link)
+        link = link.tb_next
     kept = [tb for tb in frames if not _ours(tb.tb_frame.f_code.co_filename)]
     if not kept or len(kept) == len(frames) or kept[0] is not frames[0]:
         return
