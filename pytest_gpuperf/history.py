@@ -308,8 +308,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(options: argparse.Namespace) -> int:
     path: Path = options.baseline
     _check_file(path, "the baseline file")
+    if path.suffix != ".toml":
+        raise _BadInput(
+            f"{path} is not a baseline file (baselines/<device>.toml); a JSON report goes "
+            "after the baseline file: history BASELINE.toml REPORT.json ..."
+        )
     store = BaselineStore(path.parent)
     loaded = store.load(path.stem)
+    if not loaded.entries:
+        print(f"{path} holds no entries yet (--gpuperf-save records them)", file=sys.stderr)
+        return 1
     reports = [_report(p) for p in options.reports]
     chosen = [
         entry

@@ -7,6 +7,7 @@ The markers' help texts live here too, for the same reason. No pytest import her
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pytest_gpuperf.engine.policy import DEFAULT_PAIR_LOADS
@@ -31,6 +32,7 @@ DEFAULT_BASELINE_DIR = "baselines"
 # interval is a few tenths of a percent (docs/benchmarks.md, "GPU probe").
 DEFAULT_GPU_MARGIN = 0.03
 MAX_SIM_GPUS = 64
+INI_HELP_WIDTH = 52  # what fits beside the key in `pytest --help` at 80 columns
 
 
 @dataclass(frozen=True)
@@ -38,8 +40,8 @@ class OptionSpec:
     """One command-line option and its ini equivalent (None: deliberately command-line only).
 
     `help` is what `pytest --help` prints: one or two lines that say what it does and its
-    default (docs/writing-perf-tests.md has the whole story). The ini key's own help only
-    points at the flag, and `ini_type` is its real type (int and float where pytest has them).
+    default (docs/writing-perf-tests.md has the whole story). The ini key's own help is the
+    start of it, and `ini_type` is its real type (int and float where pytest has them).
     """
 
     flag: str  # "--gpuperf-tolerance"
@@ -50,6 +52,16 @@ class OptionSpec:
     metavar: str | None = None
     ini_type: str = "string"  # "bool" for flags; "int", "float" for numbers
     repeatable: bool = False  # given several times (the ini key: one value a line)
+
+    @property
+    def ini_help(self) -> str:
+        """The ini key's line in `pytest --help`: the start of the option's own help, within
+        the one line pytest leaves beside the key (the option's help says the rest)."""
+        sentence_end = r"(?<=[.;])(?<!e\.g\.)(?<!i\.e\.)\s"  # "e.g. mi300x" goes on
+        first = re.split(sentence_end, self.help, maxsplit=1)[0].rstrip(".;")
+        if len(first) <= INI_HELP_WIDTH:
+            return first
+        return first[: INI_HELP_WIDTH - 1].rsplit(" ", 1)[0] + "…"
 
 
 def _spread_defaults() -> str:

@@ -127,6 +127,9 @@ class Settings:
     accept: tuple[Acceptance, ...] = ()  # --gpuperf-accept / gpuperf_accept (gate/accept.py)
     static_archs: tuple[str, ...] = ()  # gpuperf-static: --gpuperf-static (empty: off)
     clang: str | None = None  # gpuperf-static: --gpuperf-clang
+    # option dests set by the ini file: a command printed for the user leaves them out (the
+    # ini file still sets them when the user runs it)
+    from_ini: frozenset[str] = frozenset()
 
     @property
     def static(self) -> bool:
@@ -154,16 +157,17 @@ class Settings:
 
     def command_options(self) -> list[str]:
         """The options a re-run needs to measure the same way (for the update command)."""
-        options = []
-        if self.backends != DEFAULT_BACKENDS:
-            options.append(f"--gpuperf-backend={','.join(self.backends)}")
-        if self.require:
-            options.append(f"--gpuperf-require={self.require}")
-        if self.device_key:
-            options.append(f"--gpuperf-device={self.device_key}")
-        if self.cache != DEFAULT_CACHE:
-            options.append(f"--gpuperf-cache={self.cache}")
-        return options
+        wanted = (
+            ("gpuperf_backend", self.backends != DEFAULT_BACKENDS, ",".join(self.backends)),
+            ("gpuperf_require", bool(self.require), self.require),
+            ("gpuperf_device", bool(self.device_key), self.device_key),
+            ("gpuperf_cache", self.cache != DEFAULT_CACHE, self.cache),
+        )
+        return [
+            f"--{dest.replace('_', '-')}={value}"
+            for dest, differs, value in wanted
+            if differs and dest not in self.from_ini
+        ]
 
 
 @dataclass(frozen=True)
@@ -352,6 +356,9 @@ def build_settings(
         accept=accept,
         static_archs=static_archs,  # gpuperf-static
         clang=get("gpuperf_clang", parse_clang, None),  # gpuperf-static
+        from_ini=frozenset(
+            dest for dest, (_, where, _) in values.items() if where.endswith("(ini)")
+        ),
     )
 
 
@@ -487,8 +494,9 @@ def gpu_index_for(
     return usable[worker % len(usable)]
 
 
-def describe(settings: Settings) -> str:
-    """One header line with the settings that decide a verdict."""
+def describe(settings: Settings, rootdir: Path | None = None, width: int = 110) -> list[str]:
+    """The header's lines with the settings that decide a verdict, as few as fit `width`
+    characters each (the baseline folder relative to `rootdir` when it lies inside)."""
     mode = "save baselines" if settings.save else "measure and gate"
     parts = [
         mode,
@@ -524,8 +532,18 @@ def describe(settings: Settings) -> str:
         parts.append(f"gpu {settings.gpu_index}")
     if settings.strict:
         parts.append("strict")
-    parts.append(f"baselines {settings.baseline_dir}")
-    return ", ".join(parts)
+    folder = settings.baseline_dir
+    if rootdir is not None and folder.is_relative_to(rootdir):
+        folder = folder.relative_to(rootdir)
+    parts.append(f"baselines {folder}")
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1]) + 2 + len(part) > width:
+            lines[-1] += ","
+            lines.append(part)
+        else:
+            lines[-1] += f", {part}"
+    return lines
 
 
 # OPTIONS and the markers' help texts are re-exported for plugin/__init__.py, which registers them.

@@ -81,8 +81,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             group.addoption(
                 spec.flag, dest=spec.dest, metavar=spec.metavar, default=None, help=argparse_help
             )
-        if spec.ini:  # one line in --help: the option says what it does
-            parser.addini(spec.ini, help=spec.flag, type=_ini_type(spec), default=None)
+        if spec.ini:  # one line in --help: the start of what the option says
+            parser.addini(spec.ini, help=spec.ini_help, type=_ini_type(spec), default=None)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's, which reads the option below
@@ -169,7 +169,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             "gpuperf: smoke mode (each gpu_bench call launches once, no timing, no gate); "
             "--gpuperf measures and gates"
         ]
-    lines = [f"gpuperf: {options.describe(settings)}"]
+    lines = [f"gpuperf: {line}" for line in options.describe(settings, Path(config.rootpath))]
     backends = settings.allowed_backends
     if "sim" in backends:
         which = (

@@ -225,7 +225,7 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     if not any(FIXTURE in getattr(item, "fixturenames", ()) for item in items):
         return shard
     try:
-        return shard + state.session.device().describe()
+        return shard + state.session.device().describe(verbose=config.get_verbosity() > 0)
     except DeviceUnavailable as unavailable:
         if state.settings.require:  # with or without --gpuperf: a missing GPU fails
             return [

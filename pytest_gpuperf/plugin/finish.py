@@ -299,8 +299,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     title = "gpuperf" + (" — SIMULATED DEVICE" if simulated else "")
     writer.write_sep("=", title, bold=True, yellow=simulated)
     shown: set[str] = set()  # several GPUs of one run say the same thing once
+    verbose = config.get_verbosity() > 0
     for device in state.devices:
         for line in device["lines"][1:] if rows else device["lines"]:
+            if "FELL BACK" in line and not verbose:
+                continue  # the header said it; the title and the SIMULATED line say enough
             if line not in shown:
                 shown.add(line)
                 writer.write_line(line, yellow="SIMULATED" in line or "FELL BACK" in line)
@@ -318,12 +321,16 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         )
     if state.shard is not None:
         writer.write_line(f"gpuperf: {state.shard.describe()}")
-    # The false-alarm budget and the gate's words: with -v, or when a check failed (quiet
-    # by default: a green run needs neither)
-    from pytest_gpuperf.engine.results import FAIL
+    # What the second measurement of a flagged regression said; with -v also the false-alarm
+    # budget and the gate's words (a line each: quiet by default, a green or red run needs
+    # neither to act)
+    if rows:
+        from pytest_gpuperf.report.suite import confirmation_lines
 
-    failed = [row for row in rows if row.verdict.status == FAIL]
-    if rows and (config.get_verbosity() > 0 or failed):
+        for line in confirmation_lines(rows):
+            writer.write_line(f"gpuperf: {line}")
+    if rows and config.get_verbosity() > 0:
+        from pytest_gpuperf.engine.results import FAIL
         from pytest_gpuperf.gate.suite import SuiteBudget
         from pytest_gpuperf.report.glossary import glossary_lines
         from pytest_gpuperf.report.suite import suite_lines
@@ -331,6 +338,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         budget = SuiteBudget(state.settings.suite_alarm, max(state.suite_checks, 1))
         for line in suite_lines(rows, budget):
             writer.write_line(f"gpuperf: {line}")
+        failed = [row for row in rows if row.verdict.status == FAIL]
         texts = [table, *(report.failure_text(r.measurement, r.verdict) for r in failed)]
         for line in glossary_lines(texts):
             writer.write_line(f"gpuperf: {line}")

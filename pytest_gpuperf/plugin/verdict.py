@@ -218,7 +218,7 @@ def pytest_runtest_makereport(
             device = session.device()
             payload["device"] = {
                 "info": to_plain(device.info),
-                "lines": device.describe(),
+                "lines": device.describe(verbose=True),
                 "simulated": device.simulated,
                 "key": device.match.spec.key,
                 "peak_bps": device.match.spec.peak_bps,

@@ -22,7 +22,7 @@ from pytest_gpuperf.engine.results import FAIL, Row
 from pytest_gpuperf.errors import BaselineError, ConfigError
 from pytest_gpuperf.gate.suite import SuiteBudget
 from pytest_gpuperf.report.json_report import REPORT_SCHEMA, rows_from_json
-from pytest_gpuperf.report.suite import suite_lines
+from pytest_gpuperf.report.suite import confirmation_lines, suite_lines
 from pytest_gpuperf.report.text import ReportMeta
 
 PASSED, FAILED = "passed", "failed"
@@ -110,7 +110,7 @@ class MergedReport:
         lines = []
         if self.rows and meta.suite_target > 0:
             budget = SuiteBudget(meta.suite_target, max(meta.suite_checks, 1))
-            lines += suite_lines(self.rows, budget)
+            lines += suite_lines(self.rows, budget) + confirmation_lines(self.rows)
         lines += [shard_line(record) for record in merge.get("shards", ())]
         spread = merge.get("cost_spread")
         if spread is not None:

@@ -6,6 +6,7 @@ the gate's; this module only says them.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -365,14 +366,30 @@ def run_notes(
         ] = []
     if missing:
         devices = ", ".join(sorted({_own_key(row) for row in missing}))
-        files = list(dict.fromkeys(row.test_id.split("::")[0] for row in missing))
+        files = _record_targets(
+            [row.test_id.split("::")[0] for row in missing],
+            [row.test_id.split("::")[0] for row in rows],
+        )
         command = update_command(*files) if update_command else "pytest --gpuperf --gpuperf-save"
         text = (
             f"{len(missing)} of {len(rows)} measurements have no baseline for {devices} "
-            f"(reported, not failed; --gpuperf-strict fails them); record them with: {command}"
+            "(reported, not failed; --gpuperf-strict fails them)"
         )
         found[text] = []
+        found[f"record them with: {command}"] = []
     return [RunNote(text, tuple(labels)) for text, labels in found.items()]
+
+
+def _record_targets(missing: Sequence[str], measured: Sequence[str]) -> list[str]:
+    """The files a record command names: their common folder when every file this run
+    measured lacks a baseline and they are several (one short word instead of a line of
+    paths), else each file."""
+    files = list(dict.fromkeys(missing))
+    if len(files) > 2 and set(files) == set(measured):
+        folder = posixpath.commonpath(files)
+        if folder and folder not in files:
+            return [folder]
+    return files
 
 
 def _own_key(row: Row) -> str:

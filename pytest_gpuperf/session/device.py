@@ -4,6 +4,7 @@ against, and its GPU lock; and saying loudly what was passed over to reach it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,8 +40,9 @@ class OpenDevice:
     def simulated(self) -> bool:
         return self.backend.info.simulated
 
-    def describe(self) -> list[str]:
-        """Header lines: the device, and loudly, whether it is simulated and why."""
+    def describe(self, *, verbose: bool = False) -> list[str]:
+        """Header lines: the device, and loudly, whether it is simulated and why (each
+        backend passed over in a few words; `verbose`: its whole reason and way out)."""
         info, spec = self.info, self.match.spec
         where = f"GPU {info.index}" + (f" ({info.pci_bus_id})" if info.pci_bus_id else "")
         # The device table's name, as the summary and the baselines name it; the runtime's own
@@ -52,16 +54,25 @@ class OpenDevice:
         lines = [f"gpuperf device: {line}"]
         if self.simulated:
             seed = self.backend.seed
-            seeded = f", seed {seed} (GPUPERF_SIM_SEED={seed} reproduces it)" if seed else ""
+            seeded = f" (GPUPERF_SIM_SEED={seed} reproduces it)" if seed else ""
             lines.append(
                 f"gpuperf device: *** SIMULATED *** times come from a model, not a GPU{seeded}"
             )
         if self.passed_over:
-            tried = "; ".join(f"{a.backend}: {a.reason}" for a in self.passed_over)
-            lines.append(f"gpuperf device: *** FELL BACK to {info.backend}: {tried}")
+            tried = "; ".join(
+                f"{a.backend}: {a.reason if verbose else _gist(a.reason)}" for a in self.passed_over
+            )
+            why = "" if verbose else " (-v: why)"
+            lines.append(f"gpuperf device: *** FELL BACK to {info.backend}: {tried}{why}")
         if self.match.warning:
             lines.append(f"gpuperf device: warning: {self.match.warning}")
         return lines
+
+
+def _gist(reason: str, limit: int = 40) -> str:
+    """A backend's reason in a few words: up to its first colon, bracket or semicolon."""
+    gist = re.split(r": |; | \(", reason, maxsplit=1)[0].strip()
+    return gist if len(gist) <= limit else gist[: limit - 1].rstrip() + "…"
 
 
 def open_device(

@@ -62,12 +62,20 @@ def test_fallback_to_the_simulated_device_says_so_in_header_and_summary(gp, hidd
             "collected 1 item",
             "gpuperf device: AMD Instinct MI300X [[]mi300x[]] via sim*",
             "gpuperf device: *** SIMULATED *** times come from a model, not a GPU*",
-            "gpuperf device: *** FELL BACK to sim: hip: *; cuda: *",
+            "gpuperf device: *** FELL BACK to sim: hip: *; cuda: * (-v: why)",
             "*= gpuperf — SIMULATED DEVICE =*",
-            "gpuperf device: *** FELL BACK to sim: hip: *; cuda: *",
+            "gpuperf device: *** SIMULATED *** times come from a model, not a GPU*",
             "SIMULATED device — numbers are not measurements",
         ]
     )
+    output = result.stdout.str()
+    assert output.count("FELL BACK") == 1  # said once, in the header
+    fell_back = next(line for line in output.splitlines() if "FELL BACK" in line)
+    assert len(fell_back) <= 120, fell_back
+    verbose = gp.run_subprocess("--gpuperf", "-v", backend="hip,cuda,sim")
+    # -v: each backend's whole reason and way out (ROCM_PATH, the driver), header and summary
+    assert verbose.stdout.str().count("FELL BACK") == 2
+    assert "(-v: why)" not in verbose.stdout.str()
 
 
 def test_device_option_selects_the_simulated_model(gp):

@@ -55,12 +55,18 @@ def test_a_green_run_prints_no_budget_line_and_no_glossary(gp):
     )
 
 
-def test_a_failed_check_prints_the_budget_line_and_explains_its_words(gp):
+def test_a_failed_check_says_what_its_confirmation_said_and_the_rest_under_v(gp):
+    """A failure's own text says how sure and how to act; the budget and the glossary are
+    reading for -v (each a line a newcomer called hard to read at the end of a red run)."""
     gp.test_file(PLAIN)
     gp.baseline("mi300x-sim", [{"id": "test_perf.py::test_add", "efficiency": 0.9}])
     result = gp.run("--gpuperf")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(
+    result.stdout.fnmatch_lines(["gpuperf: confirmation: 1 regression measured again*"])
+    output = result.stdout.str()
+    assert "false alarms:" not in output and "words:" not in output
+    verbose = gp.run("--gpuperf", "-v")
+    verbose.stdout.fnmatch_lines(
         [
             "gpuperf: false alarms: 1 check judged (0 A/B, 1 stored) in 1 measuring test*",
             "gpuperf: words: band = *",
@@ -102,8 +108,8 @@ def gpuperf_help_lines(text: str) -> tuple[list[str], list[str]]:
         if line.startswith("  gpuperf"):
             ini.append(line)
             following = lines[index + 1]
-            if following.startswith(" " * 24 + "--"):
-                ini.append(following)
+            if following.startswith(" " * 24) and not following.strip().startswith("-"):
+                ini.append(following)  # a long key puts its help on the next line
     return lines[start:end], ini
 
 
@@ -114,12 +120,15 @@ def test_help_is_short_and_ini_keys_point_at_their_options(gp):
     result = gp.pytester.runpytest_subprocess(*gp.plugin_args, "--help")
     options, ini = gpuperf_help_lines(result.stdout.str())
     assert len(options) + len(ini) <= 150, "\n".join(options + ini)
-    text = "\n".join(ini)
+    text = re.sub(r"\n {24}", " ", "\n".join(ini))  # each key and its help on one line
     for spec in OPTIONS:
         if spec.ini is None:
             continue
-        # the entry names its option and nothing else: the option's help says the rest
-        assert re.search(rf"  {spec.ini} \(\w+\):\s+{re.escape(spec.flag)}$", text, re.M), spec
+        # the entry says what it sets in one line, the start of its option's help (which
+        # says the rest): never only the option's name
+        assert re.search(rf"  {spec.ini} \(\w+\):\s+{re.escape(spec.ini_help)}$", text, re.M), spec
+        assert spec.ini_help != spec.flag and len(spec.ini_help) <= 52
+        assert spec.help.startswith(spec.ini_help.rstrip("…"))
     numeric = pytest.version_tuple >= (8, 4)
     assert ("gpuperf_budget (float):" in text) == numeric
     assert ("gpuperf_compare_loads (int):" in text) == numeric
@@ -128,3 +137,27 @@ def test_help_is_short_and_ini_keys_point_at_their_options(gp):
         assert len(line) <= 80
     helps = " ".join(line.strip() for line in options)
     assert helps.count("Default") >= sum(1 for spec in OPTIONS if not spec.is_flag)
+
+
+def test_every_line_of_a_plain_run_is_short_and_the_record_command_repeats_no_ini(gp):
+    """A new user's first runs: settings from pytest.ini are not repeated in the command the
+    summary prints (the ini file sets them again), several files without a baseline are
+    recorded by their folder, and no line of ours is longer than ~120 characters."""
+    gp.pytester.makeini("[pytest]\ngpuperf = true\ngpuperf_backend = sim\ngpuperf_budget = 0.02\n")
+    folder = gp.path / "perf"
+    folder.mkdir()
+    for number in range(3):
+        (folder / f"test_k{number}.py").write_text(
+            "from gpuperf_helpers import add\n\n\ndef test_add(gpu_bench):\n    add(gpu_bench)\n"
+        )
+    result = gp.run_plain("perf")
+    result.assert_outcomes(passed=3)
+    output = result.stdout.str()
+    assert "note: record them with: pytest --gpuperf --gpuperf-save perf\n" in output, output
+    ours = [
+        line
+        for line in output.splitlines()
+        if line.startswith(("gpuperf", "note:", "SIMULATED")) or "measurement" in line
+    ]
+    assert ours
+    assert all(len(line) <= 120 for line in ours), [line for line in ours if len(line) > 120]

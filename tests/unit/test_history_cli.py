@@ -134,6 +134,24 @@ def test_reports_that_are_missing_broken_or_not_reports(run, tmp_path):
     one_line_exit_2(run(str(BASELINE), "--reports", "latin1.json", cwd=tmp_path), "not UTF-8")
 
 
+def test_a_file_that_is_not_a_baseline_file_says_so(run, tmp_path):
+    """A JSON report given where the baseline file goes was read as an empty store of the
+    same name (report.toml, absent): "no entry matches", the wrong way out."""
+    (tmp_path / "report.json").write_text(json.dumps({"schema_version": 3, "results": []}))
+    one_line_exit_2(
+        run("report.json", cwd=tmp_path), "report.json is not a baseline file (baselines/"
+    )
+
+
+def test_a_baseline_file_with_no_entries_says_so_not_that_nothing_matches(run, tmp_path):
+    (tmp_path / "baselines").mkdir()
+    (tmp_path / "baselines" / "h100-sxm.toml").write_text('schema = 2\ndevice = "h100-sxm"\n')
+    result = run("baselines/h100-sxm.toml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "holds no entries yet (--gpuperf-save records them)" in result.stderr
+    assert "matches" not in result.stderr
+
+
 def test_no_entry_matching_the_filters_is_still_exit_1(run, tmp_path):
     result = run(str(BASELINE), "--test", "no-such-test", cwd=tmp_path)
     assert result.returncode == 1 and "no entry in" in result.stderr
