@@ -60,9 +60,19 @@ def terminal_table(
     else:
         lines += _grouped(rows, table, columns, width)
     for note in run_notes(rows, labels, update_command=update_command):
-        lines.append(f"note: {note.text}" + _about(note.labels, len(rows)))
+        about = _about(note.labels, len(rows))
+        line = f"note: {note.text}{about}"
+        if len(line) > NOTE_WIDTH and about.startswith(" (") and ";" in about:
+            # the rows it is about, each on a line of its own (test ids are never cut)
+            lines.append(f"note: {note.text}:")
+            lines += [f"  {label}" for label in note.labels]
+        else:
+            lines.append(line)
     lines.append(summary_line(rows))
     return "\n".join(lines)
+
+
+NOTE_WIDTH = 120  # a note longer than this lists the rows it is about below it
 
 
 def _about(labels: Sequence[str], total: int) -> str:

@@ -425,8 +425,8 @@ def row_notes(row: Row) -> list[str]:
         )
     if baseline.info is not None:
         notes.append(
-            "simulated numbers are not judged against a real device's baselines "
-            f"({baseline.info.device_key}.toml); its entries are shown for information"
+            "simulated numbers are never judged against a real device's baselines "
+            f"({baseline.info.device_key}.toml), only shown beside them"
         )
     if v.status == ACCEPTED:
         notes.append(f"accepted slowdown: {acceptance_text(v)}")
