@@ -12,13 +12,15 @@ import pytest
 
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
 from pytest_gpuperf.runtime.signature import parse_signatures
+from pytest_gpuperf.static.build import hip_flags
 
 pytestmark = pytest.mark.compile
 
 KERNEL_FILES = sorted(KERNELS_DIR.glob("*.hip"))
-# Device code only, no ROCm device libraries, optimised assembly: Debian's clang-19 emits real
-# gfx942 code this way without ROCm installed.
-FLAGS = ["-x", "hip", "--offload-arch=gfx942", "--cuda-device-only", "-nogpulib", "-O3", "-S"]
+# Device code only, optimised assembly, and the HIP device API the static gate provides
+# (-nogpulib -nogpuinc and the plugin's own header): Debian's clang-19 emits real gfx942 code
+# this way with no ROCm package installed, and the same way where one is.
+FLAGS = ["-x", "hip", "--offload-arch=gfx942", "--cuda-device-only", "-O3", *hip_flags(), "-S"]
 
 
 @pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.name)
