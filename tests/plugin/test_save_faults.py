@@ -100,6 +100,7 @@ def pytest_sessionfinish(session):
 
     if marker and fault not in ("slow", "enospc", "locked"):
         open(marker, "w").close()
+    time.sleep(float(os.environ.get("H25_LATE_S") or 0))  # a busy machine's child, slower
     tempfile.mkstemp, os.fsync, shared_lock._flock = mkstemp, fsync, flock
     try:
         return (yield)
@@ -254,8 +255,12 @@ def test_add(gpu_bench):
 # -- Ctrl-C and SIGKILL (separate processes) ---------------------------------------------
 
 
-def start(gp, *args: str, fault: str = "", marker: Path | None = None) -> subprocess.Popen:
-    env = dict(os.environ, H25_FAULT=fault, H25_MARKER=str(marker or ""))
+def start(
+    gp, *args: str, fault: str = "", marker: Path | None = None, late_s: float = 0.0
+) -> subprocess.Popen:
+    """The child pytest; `late_s` delays its save as a busy machine would (a signal sent on
+    time, not on the child's word, would then land before the save)."""
+    env = dict(os.environ, H25_FAULT=fault, H25_MARKER=str(marker or ""), H25_LATE_S=str(late_s))
     return subprocess.Popen(
         [sys.executable, "-m", "pytest", *gp.args(*args)],
         cwd=gp.path,
@@ -311,13 +316,19 @@ def test_ctrl_c_during_the_save_stops_it_and_still_reports(gp):
     reported_interrupted(gp, path, before)
 
 
-def test_ctrl_c_while_waiting_for_the_baseline_lock(gp):
+@pytest.mark.parametrize("late_s", [0.0, 2.0], ids=["", "busy-machine"])
+def test_ctrl_c_while_waiting_for_the_baseline_lock(gp, late_s):
     path = setup_project(gp)
     before = path.read_bytes()
     marker = gp.path / "saving"
     with filelock.FileLock(str(lock_path_for(path))):  # another process is saving
         process = start(
-            gp, "--gpuperf-save", "--gpuperf-json=report.json", fault="locked", marker=marker
+            gp,
+            "--gpuperf-save",
+            "--gpuperf-json=report.json",
+            fault="locked",
+            marker=marker,
+            late_s=late_s,
         )
         wait_for(marker, process)  # its lock was refused once: it polls the lock now
         process.send_signal(signal.SIGINT)
