@@ -261,15 +261,27 @@ def test_imports_point_down_the_layers():
     assert not found, "imports of a layer above:\n" + "\n".join(found)
 
 
-def test_an_upward_import_is_found(tmp_path):
+def two_layers(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A package `pkg` with the layers top/ and bottom/ and `files` (path: text) in them."""
     package = tmp_path / "pkg"
     for folder in ("top", "bottom"):
         (package / folder).mkdir(parents=True)
         (package / folder / "__init__.py").write_text("")
     (package / "__init__.py").write_text("")
-    (package / "top" / "a.py").write_text("from pkg.bottom import b\n")
-    (package / "bottom" / "b.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.top.a import A\n"
+    for relative, text in files.items():
+        (package / relative).write_text(text)
+    return package
+
+
+def test_an_upward_import_is_found(tmp_path):
+    package = two_layers(
+        tmp_path,
+        {
+            "top/a.py": "from pkg.bottom import b\n",
+            "bottom/b.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.top.a import A\n"
+            ),
+        },
     )
 
     found = upward_imports(import_graph(package), [{"top"}, {"bottom"}])
@@ -280,21 +292,22 @@ def test_an_upward_import_is_found(tmp_path):
 def test_an_upward_import_through_importlib_is_found(tmp_path):
     """simulate/execute.py once reached up into session/catalog.py with
     importlib.import_module("pytest_gpuperf.session.catalog"), which the walk did not see."""
-    package = tmp_path / "pkg"
-    for folder in ("top", "bottom"):
-        (package / folder).mkdir(parents=True)
-        (package / folder / "__init__.py").write_text("")
-    (package / "__init__.py").write_text("")
-    (package / "top" / "a.py").write_text("A = 1\n")
-    (package / "top" / "c.py").write_text("C = 1\n")
-    (package / "top" / "d.py").write_text("D = 1\n")
-    (package / "bottom" / "b.py").write_text(
-        "import importlib\ndef f():\n    return importlib.import_module('pkg.top.a')\n"
-    )
-    (package / "bottom" / "e.py").write_text(
-        "from importlib import import_module\n"
-        "def g():\n    return import_module('..top.c', __package__), __import__('pkg.top.d')\n"
-        "def h(name):\n    return import_module(name)  # not a literal: not followed\n"
+    package = two_layers(
+        tmp_path,
+        {
+            "top/a.py": "A = 1\n",
+            "top/c.py": "C = 1\n",
+            "top/d.py": "D = 1\n",
+            "bottom/b.py": (
+                "import importlib\ndef f():\n    return importlib.import_module('pkg.top.a')\n"
+            ),
+            "bottom/e.py": (
+                "from importlib import import_module\n"
+                "def g():\n"
+                "    return import_module('..top.c', __package__), __import__('pkg.top.d')\n"
+                "def h(name):\n    return import_module(name)  # not a literal: not followed\n"
+            ),
+        },
     )
 
     found = upward_imports(import_graph(package), [{"top"}, {"bottom"}])
