@@ -76,7 +76,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common and gq, run 
 from _common import REPO_ROOT, write_json
 from gq import docs
 from gq.calibrate import calibrate_child
-from gq.library import CODE_SHARES, library_part
+from gq.library import CODE_SHARES, library_part, sim_device_key
 from gq.merge import merge
 from gq.points import LONG_ELEMENTS, MID_ELEMENTS, SHORT_ELEMENTS
 from gq.processes import Stopped, processes_part
@@ -184,6 +184,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=float,
         default=0.05,
         help="library part: the code share of the history path's model (0.05)",
+    )
+    parser.add_argument(
+        "--sim-device",
+        type=sim_device_key,
+        default="mi300x",
+        help="library part: the simulated device, a key of the device table (mi300x; a "
+        "device with smaller caches, e.g. mi250x, has a smaller cold-mode flush buffer)",
     )
     parser.add_argument(
         "--sim-option",

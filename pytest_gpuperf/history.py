@@ -29,7 +29,7 @@ from pytest_gpuperf.gate.policy import (
     DEFAULT_TOLERANCE,
     FALSE_ALARM_RATE,
 )
-from pytest_gpuperf.report.explain import band_text, board_level_text
+from pytest_gpuperf.report.band_words import band_text, board_level_text
 from pytest_gpuperf.report.text import drift_text
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
 from pytest_gpuperf.session.catalog import KERNELS, KernelCase, check_on_device, device_args
-from pytest_gpuperf.session.device_data import Values
+from pytest_gpuperf.simulate.input_hash import Values
 
 
 def check_case_on(backend, name: str, size: int) -> None:

@@ -37,11 +37,13 @@ def sim_open_kwargs(
     common_fraction: float | None,
     code_share: float | None,
     extra: Mapping[str, float],
+    device: str = "mi300x",
 ) -> dict[str, Any]:
-    """open_sim's model options: run_spread, and the variance split where the simulator
-    takes it (common_fraction; placement_fraction = what the common and code shares leave)."""
+    """open_sim's model options: the device (a key of the device table), run_spread, and the
+    variance split where the simulator takes it (common_fraction; placement_fraction = what
+    the common and code shares leave)."""
     accepted = set(accepted)
-    kwargs: dict[str, Any] = {"device": "mi300x", "run_spread": run_spread}
+    kwargs: dict[str, Any] = {"device": device, "run_spread": run_spread}
     if common_fraction is not None and "common_fraction" in accepted:
         kwargs["common_fraction"] = common_fraction
     if code_share is not None:
@@ -227,6 +229,8 @@ def _pool_map(
 
 def library_part(options: argparse.Namespace, began: float) -> dict[str, Any]:
     """The simulated MI300X through the library: the A/B grid, then the history path."""
+    from pytest_gpuperf.runtime.devices import KNOWN_DEVICES
+
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     accepted, defaults = _open_sim_parameters()
     common = options.common_fraction
@@ -242,7 +246,9 @@ def library_part(options: argparse.Namespace, began: float) -> dict[str, Any]:
     try:
         kernels = write_sim_kernels(root / "kernels")
         models = {
-            share: sim_open_kwargs(accepted, options.run_spread, common, share, extra)
+            share: sim_open_kwargs(
+                accepted, options.run_spread, common, share, extra, options.sim_device
+            )
             for share in shares
         }
         sizes = {"long": options.long_elements, "short": options.short_elements}
@@ -273,7 +279,9 @@ def library_part(options: argparse.Namespace, began: float) -> dict[str, Any]:
                     ]
         ab_trials = _pool_map(sim_ab_trial, jobs, options.workers, "A/B")
         history_share = options.history_share if shares != [None] else None
-        history_model = sim_open_kwargs(accepted, options.run_spread, common, history_share, extra)
+        history_model = sim_open_kwargs(
+            accepted, options.run_spread, common, history_share, extra, options.sim_device
+        )
         slowed = [(s, *kernels.slowed[s]) for s in SIM_HISTORY_SLOWDOWNS]
         history_jobs = [
             {
@@ -298,7 +306,8 @@ def library_part(options: argparse.Namespace, began: float) -> dict[str, Any]:
         "title": "",
         "part": "library",
         "backend": "sim",
-        "device": "Simulated AMD Instinct MI300X",
+        "device": f"Simulated {KNOWN_DEVICES[options.sim_device].name}",
+        "device_key": options.sim_device,
         "command": options.command,
         "started": started,
         "complete": True,
@@ -394,6 +403,17 @@ def score_sim_history(trials: Sequence[Mapping[str, Any]]) -> list[dict]:
         ordered.update((k, v) for k, v in checks.items() if k != "unchanged")
         rows.append(history_row(saves, tolerance, ordered))
     return rows
+
+
+def sim_device_key(text: str) -> str:
+    """--sim-device: a key of the device table, checked when the arguments are parsed."""
+    from pytest_gpuperf.runtime.devices import KNOWN_DEVICES
+
+    if text not in KNOWN_DEVICES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a simulated device; one of {', '.join(KNOWN_DEVICES)}"
+        )
+    return text
 
 
 def _parse_option(text: str) -> tuple[str, float]:

@@ -131,7 +131,8 @@ def describe(document: dict[str, Any], options: argparse.Namespace) -> None:
     else:
         settings = document["model"]["settings"]
         document["title"] = (
-            f"Gate quality on the SIMULATED MI300X (library), {date}: {options.trials} trials per "
+            f"Gate quality on the SIMULATED {document.get('device_key', 'mi300x').upper()} "
+            f"(library), {date}: {options.trials} trials per "
             f"point, each a fresh simulated device, {document['wall_s']:.0f} s"
         )
         document["notes"] = [

@@ -1,7 +1,9 @@
 """What a gpuperf session reports, one renderer a module; none of them imports pytest or
 decides anything (the gate's verdicts are read, never changed):
 
-- terminal.py: the table at the end of a session; explain.py: a failing test's message;
+- terminal.py: the table at the end of a session;
+- failure.py: a failing test's message, in the words of stored_words.py (the stored baseline),
+  ab_words.py (head against base) and band_words.py (a baseline's noise band);
 - markdown_summary.py: the job summary / pull-request comment; junit.py: JUnit XML properties;
 - json_report.py: our versioned JSON; benchmark_json.py: pytest-benchmark's layout;
 - text.py, cells.py, devices.py: the words and cells they share;
@@ -20,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 _HOMES = {
     "benchmark_stats": "benchmark_json",
     "to_pytest_benchmark_json": "benchmark_json",
-    "failure_text": "explain",
-    "not_measured_reason": "explain",
+    "failure_text": "failure",
+    "not_measured_reason": "failure",
     "interrupted_line": "faults",
     "no_model_text": "faults",
     "os_fault_line": "faults",
     "saved_lines": "faults",
-    "one_line": "explain",
+    "one_line": "failure",
     "REPORT_SCHEMA": "json_report",
     "REPORT_SCHEMA_VERSION": "json_report",
     "rows_from_json": "json_report",
@@ -48,7 +50,7 @@ _HOMES = {
 if TYPE_CHECKING:
     from pytest_gpuperf.engine.results import Row
     from pytest_gpuperf.report.benchmark_json import benchmark_stats, to_pytest_benchmark_json
-    from pytest_gpuperf.report.explain import failure_text, not_measured_reason, one_line
+    from pytest_gpuperf.report.failure import failure_text, not_measured_reason, one_line
     from pytest_gpuperf.report.faults import (
         interrupted_line,
         no_model_text,

@@ -79,7 +79,7 @@ def junit_xml(
     processes): one testcase per measurement with its properties, a failing one carrying its
     failure message, and one more testcase, "run", failing with `failures` (a missing or
     disagreeing shard) when there are any, so a CI test view shows why the run is red."""
-    from pytest_gpuperf.report.explain import failure_text, one_line
+    from pytest_gpuperf.report.failure import failure_text, one_line
 
     suite = ElementTree.Element("testsuite", name=suite_name)
     failed = 0

@@ -10,7 +10,7 @@ from pytest_gpuperf.engine.results import FAIL, MARGINAL, Row
 from pytest_gpuperf.errors import stop_words
 from pytest_gpuperf.report.cells import COLUMNS, HEADERS, LEFT_ALIGNED, cells
 from pytest_gpuperf.report.devices import device_lines, gpu_lines
-from pytest_gpuperf.report.explain import failure_text
+from pytest_gpuperf.report.failure import failure_text
 from pytest_gpuperf.report.text import (
     SIMULATED_BANNER,
     ReportMeta,

@@ -38,6 +38,7 @@ from pytest_gpuperf.engine.results import (
     UNJUDGED,
     ComparisonCheck,
     Drift,
+    Measurement,
     Row,
     Verdict,
 )
@@ -508,3 +509,22 @@ def row_notes(row: Row) -> list[str]:
 
 def distinct(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
+
+
+def measured_text(m: Measurement) -> str:
+    """'81.20% of peak = 4.30 TB/s (95% CI ...; median 12.3 µs of 40 samples)': one measurement,
+    as every message that quotes it says it."""
+    low, high = m.efficiency_ci
+    stopped = f", stopped by {m.stopped_by}" if m.stopped_by else ""
+    return (
+        f"{pct(m.efficiency)} of peak = {gbps_text(m.bandwidth_bps)} "
+        f"(95% CI {pct(low)} to {pct(high)}, +-{m.relative_ci:.2%}; "
+        f"median {format_time(m.time_s)} of {len(m.samples_s)} samples{stopped})"
+    )
+
+
+def difference_text(value: float, expected: float) -> str:
+    """An efficiency against the one expected, in points of peak and relative."""
+    return (
+        f"{(value - expected) * 100:+.2f} points of peak ({value / expected - 1.0:+.2%} relative)"
+    )

@@ -29,8 +29,10 @@ through `device.open()`; its modules answer one question each:
   time of a launch;
 - backend.py: `SimBackend`, the Backend interface (memory, compile, launch, events), and
   the module loads that each draw their own code drift;
-- execute.py: what a launch computes (registered models, the plugin's catalog) and which
+- execute.py: what a launch computes (registered models, the shipped kernels) and which
   bytes it touches;
+- shipped_kernels.py, input_hash.py: what the plugin's own kernels compute, in NumPy, and the
+  inputs gpuperf_check.hip's hash makes, bit for bit;
 - source.py: `check_source` (what a compiler would fail on first), the gpuperf-sim
   directives, and the code object a kernel's fingerprint hashes;
 - kernel_models.py: the registry of users' models behind the names above.

@@ -2,8 +2,8 @@
 
 A kernel's semantics come from, in this order: a model registered for its source file and
 name (`pytest_gpuperf.simulate`); for the plugin's own kernels only (files in kernels/),
-the catalog's NumPy version (`pytest_gpuperf.session.catalog.emulate`, the check kernels of
-gpuperf_check.hip among them) and the measurement engine's gpuperf_* kernels. Anything else
+their NumPy version (`shipped_kernels.emulate`, the check kernels of gpuperf_check.hip among
+them) and the measurement engine's gpuperf_* kernels. Anything else
 is launched without computing its outputs, with one `SimulationWarning` per kernel.
 
 Outputs are not recomputed when nothing changed: every buffer has a write version, and a
@@ -15,7 +15,6 @@ reads_outputs=True and is always recomputed.
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from pytest_gpuperf.runtime.compile import KERNELS_DIR
 from pytest_gpuperf.runtime.signature import KernelParam
 from pytest_gpuperf.simulate import kernel_models
 from pytest_gpuperf.simulate.device_model import Access
+from pytest_gpuperf.simulate.shipped_kernels import EMULATED, emulate
 
 FLUSH_ELEMENT_BYTES = 16  # gpuperf_flush and gpuperf_copy_ref move uint4 elements
 INTERNAL_SOURCE = "gpuperf_internal.hip"
@@ -184,19 +184,14 @@ class Executor:
                 return None
             compute = model.compute
             return (model, lambda views: compute(views, shape))
-        if not handle.plugin_kernel:
+        if not handle.plugin_kernel or handle.name not in EMULATED:
             return None
-        try:
-            catalog = importlib.import_module("pytest_gpuperf.session.catalog")
-        except ImportError:
-            return None
-        known = getattr(catalog, "KERNELS", {}), getattr(catalog, "CHECK_KERNELS", ())
-        if not any(handle.name in names for names in known):
-            return None
-        return (
-            "catalog",
-            lambda views: catalog.emulate(handle.name, views, grid=shape.grid, block=shape.block),
-        )
+        name = handle.name
+
+        def run(views: list[Any]) -> None:
+            emulate(name, views, grid=shape.grid, block=shape.block)
+
+        return ("shipped", run)
 
     def _run_memoised(
         self,

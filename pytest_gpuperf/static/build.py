@@ -101,7 +101,7 @@ def compile_static(
     if compiler is None:
         compiler = find_clang(clang.path if isinstance(clang, Clang) else clang, arch)
     text, source_name, directory = read_source(source, name)
-    flags = _flags(hip_runtime, options, defines or {})
+    flags = hip_flags(hip_runtime, options, defines or {})
     includes = [*([directory] if directory else []), *map(Path, include_dirs), KERNELS_DIR]
     key = _cache_key(compiler, arch, hip_runtime, flags, text, includes)
     cached = cache_dir() / "static" / key
@@ -138,14 +138,21 @@ def compile_static(
     return build
 
 
-def _flags(hip_runtime: str, options: Sequence[str], defines: Mapping[str, str | int]) -> list[str]:
+def hip_flags(
+    hip_runtime: str = "gpuperf",
+    options: Sequence[str] = (),
+    defines: Mapping[str, str | int] | None = None,
+) -> list[str]:
+    """The flags after `-x hip --offload-arch=<arch> --cuda-device-only -O3` that provide the
+    HIP device API `hip_runtime` names (see above), then the test's options and defines: the
+    project's own compile tests use them too, so they need no more than the gate does."""
     user = [o for o in options if not o.startswith(("--offload-arch", "-offload-arch"))]
     flags = []
     if hip_runtime == "gpuperf":
         flags += ["-nogpulib", "-nogpuinc", "-D__HIPCC_RTC__", f"-I{SHIM_DIR}"]
         if not any(o.startswith("-mcode-object-version") for o in user):
             flags.append("-mcode-object-version=5")  # the shim reads v5 implicit arguments
-    return [*flags, *user, *(f"-D{key}={value}" for key, value in defines.items())]
+    return [*flags, *user, *(f"-D{key}={value}" for key, value in (defines or {}).items())]
 
 
 def _cache_key(

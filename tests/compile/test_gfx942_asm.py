@@ -22,6 +22,7 @@ from pytest_gpuperf.runtime.occupancy import (
     occupancy,
     register_waves_per_simd,
 )
+from pytest_gpuperf.static.build import hip_flags
 
 pytestmark = pytest.mark.compile
 
@@ -37,10 +38,12 @@ _STAT_RE = re.compile(r"^; (\w+): (\d+)", re.M)
 
 
 def compile_asm(clang: str, source: Path, arch: str, out_dir: Path) -> Path:
-    """`clang-19 -x hip --offload-arch=<arch> --cuda-device-only -nogpulib -O3 -S`."""
+    """`clang-19 -x hip --offload-arch=<arch> --cuda-device-only -O3 -S` with the static gate's
+    HIP device API (`hip_flags()`: -nogpulib -nogpuinc and the plugin's own header), so the
+    code is the gate's and no ROCm package is needed."""
     out = out_dir / f"{source.stem}-{arch}.s"
-    run([clang, "-x", "hip", f"--offload-arch={arch}", "--cuda-device-only", "-nogpulib",
-         "-O3", "-S", f"-I{KERNELS_DIR}", str(source), "-o", str(out)])  # fmt: skip
+    run([clang, "-x", "hip", f"--offload-arch={arch}", "--cuda-device-only", "-O3",
+         *hip_flags(), "-S", f"-I{KERNELS_DIR}", str(source), "-o", str(out)])  # fmt: skip
     return out
 
 
@@ -148,7 +151,7 @@ def test_gfx942_code_object_resources_and_occupancy(path, clang19, tmp_path, rec
 
 def register_pressure_source() -> str:
     """Kernels that must use exactly v<N>, a<N> or s<N> (an inline-asm clobber), and LDS."""
-    lines = ['#define K extern "C" __global__']
+    lines = ["#include <hip/hip_runtime.h>", '#define K extern "C" __global__']
     clobbers = [f"v{n}" for n in (0, 63, 64, 71, 72, 84, 101, 128, 160, 167, 168, 169, 255)]
     clobbers += [f"a{n}" for n in (63, 100, 255)] + [f"s{n}" for n in (79, 90, 99)]
     write = {"v": "v_mov_b32", "a": "v_accvgpr_write_b32", "s": "s_mov_b32"}

@@ -38,6 +38,16 @@ def page_install_lines() -> list[str]:
     return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
 
 
+# The clone on this machine the page's install line names: the test puts this checkout there.
+CLONE_PATH = "/path/to/pytest-gpuperf"
+
+
+def clone_install_line() -> str:
+    """The page's install line for a clone on this machine (git+file://localhost/...)."""
+    (line,) = [line for line in page_install_lines() if "git+file://" in line]
+    return line
+
+
 def page_commands() -> list[str]:
     section = PAGE.read_text().split("## Run it", 1)[1]
     block = section.split("```", 2)[1]
@@ -59,6 +69,7 @@ def test_the_page_lists_the_files_and_commands_this_test_runs():
         "pytest --gpuperf tests/perf",
     ]
     assert page_install_lines()[0] == "pip install 'pytest-gpuperf[hip] @ git+<repository URL>'"
+    assert CLONE_PATH in clone_install_line()
     assert "not on the package index" in PAGE.read_text()
     # the fallback that makes the page's commands do something on a machine with no GPU
     assert "gpuperf_backend = hip,cuda,sim" in page_files()["pytest.ini"]
@@ -160,16 +171,15 @@ def test_the_quickstart_runs_on_the_simulated_device(installed, project):
 
 
 def test_the_install_line_works_as_printed_in_a_fresh_environment(project, tmp_path):
-    """The page's first install line, word for word but for the repository URL (this
-    checkout's committed HEAD, through git as pip fetches any repository), in a new virtual
-    environment; then the page's first two commands with that environment's pytest, which
-    finds the plugin by its entry point."""
+    """The page's install line for a clone on this machine, word for word but for the
+    clone's path (this checkout's committed HEAD, through git as pip fetches any repository),
+    with the pip a new virtual environment starts with (23.2 with Python 3.11 refused the
+    `git+file:///...` a user writes for a local clone: the page says why it is
+    file://localhost/); then the page's first two commands with that environment's pytest,
+    which finds the plugin by its entry point."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    # file://localhost/...: the pip a new environment starts with (23.x) refuses a git+file
-    # URL without a host; git reads both
-    url = f"file://localhost{REPO.as_posix()}"
-    line = page_install_lines()[0].replace("<repository URL>", url)
+    line = clone_install_line().replace(CLONE_PATH, REPO.as_posix())
     env = {
         key: value
         for key, value in os.environ.items()

@@ -28,9 +28,9 @@ from pytest_gpuperf.session.catalog import (
     KernelCase,
     check_on_device,
     device_args,
-    wrong_elements,
 )
 from pytest_gpuperf.session.device_data import Mismatch
+from pytest_gpuperf.simulate.shipped_kernels import wrong_elements
 
 # -- floors ----------------------------------------------------------------------------------
 #

@@ -10,7 +10,9 @@ import pytest
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
 from pytest_gpuperf.runtime.signature import parse_signatures
 from pytest_gpuperf.session import catalog
-from pytest_gpuperf.session.catalog import KERNELS, Ref, bind, dot_partials, emulate
+from pytest_gpuperf.session.catalog import KERNELS, Ref, bind
+from pytest_gpuperf.simulate import shipped_kernels
+from pytest_gpuperf.simulate.shipped_kernels import CHECK_KERNELS, EMULATED, dot_partials, emulate
 
 SIZES = (1, 7, 1001, 4099, 70001)
 # Kernels that give each thread one element: the grid alone must cover the problem.
@@ -39,7 +41,8 @@ def test_every_user_facing_kernel_has_a_case():
             shipped |= set(parse_signatures(path.read_text()))
     assert shipped == set(KERNELS)
     check_kernels = set(parse_signatures((KERNELS_DIR / "gpuperf_check.hip").read_text()))
-    assert check_kernels == catalog.CHECK_KERNELS  # each one emulated on the simulated device
+    assert check_kernels == CHECK_KERNELS  # each one emulated on the simulated device
+    assert set(KERNELS) | CHECK_KERNELS == EMULATED  # what the simulated device computes
     for name, entry in KERNELS.items():
         assert entry.name == name and entry.description
         assert name in parse_signatures((KERNELS_DIR / entry.file).read_text())
@@ -134,22 +137,22 @@ def test_vector_add_and_stream_emulation_by_hand():
 
 
 def test_rmsnorm_reference_by_hand():
-    y = catalog.rmsnorm_reference(f32(3, 4).reshape(1, 2), f32(1, 2), eps=0.0)
+    y = shipped_kernels.rmsnorm_reference(f32(3, 4).reshape(1, 2), f32(1, 2), eps=0.0)
     rms = math.sqrt((9 + 16) / 2)
     np.testing.assert_allclose(y, [[3 / rms, 8 / rms]], rtol=1e-12)
 
 
 def test_silu_and_mul_reference_by_hand():
-    out = catalog.silu_and_mul_reference(f32(1, -2, 3, 4).reshape(1, 4), d=2)
+    out = shipped_kernels.silu_and_mul_reference(f32(1, -2, 3, 4).reshape(1, 4), d=2)
     expected = [1 / (1 + math.exp(-1)) * 3, -2 / (1 + math.exp(2)) * 4]
     np.testing.assert_allclose(out, [expected], rtol=1e-12)
 
 
 def test_rope_reference_rotates_halves():
     x = f32(1, 2, 3, 4).reshape(1, 1, 4)  # lo = (1, 2), hi = (3, 4)
-    identity = catalog.rope_reference(x, f32(1, 1).reshape(1, 2), f32(0, 0).reshape(1, 2))
+    identity = shipped_kernels.rope_reference(x, f32(1, 1).reshape(1, 2), f32(0, 0).reshape(1, 2))
     np.testing.assert_array_equal(identity, x)
-    quarter = catalog.rope_reference(x, f32(0, 0).reshape(1, 2), f32(1, 1).reshape(1, 2))
+    quarter = shipped_kernels.rope_reference(x, f32(0, 0).reshape(1, 2), f32(1, 1).reshape(1, 2))
     np.testing.assert_array_equal(quarter, [[[-3, -4, 1, 2]]])  # (lo, hi) -> (-hi, lo)
 
 
@@ -212,13 +215,14 @@ def test_non_positive_sizes_do_nothing():
 
 
 def test_covered_elements_follow_each_kernels_thread_layout():
-    assert catalog.covered_elements("vector_add", 1000, None) == 1000
-    assert catalog.covered_elements("vector_add", 1000, 512) == 512  # one element per thread
-    assert catalog.covered_elements("copy", 100, 512) == 100
+    assert shipped_kernels.covered_elements("vector_add", 1000, None) == 1000
+    # one element per thread
+    assert shipped_kernels.covered_elements("vector_add", 1000, 512) == 512
+    assert shipped_kernels.covered_elements("copy", 100, 512) == 100
     # float4 grid-stride: any grid covers the float4s; threads 0 .. n % 4 - 1 take the tail.
-    assert catalog.covered_elements("vector_add_vec4", 1003, 1) == 1001
-    assert catalog.covered_elements("triad_vec4", 1003, 2) == 1002
-    assert catalog.covered_elements("copy_vec4", 1003, 256) == 1003
+    assert shipped_kernels.covered_elements("vector_add_vec4", 1003, 1) == 1001
+    assert shipped_kernels.covered_elements("triad_vec4", 1003, 2) == 1002
+    assert shipped_kernels.covered_elements("copy_vec4", 1003, 256) == 1003
 
 
 @pytest.mark.parametrize("name", sorted(ONE_PER_THREAD))

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from pytest_gpuperf.errors import ConfigError
-from pytest_gpuperf.session.catalog import emulate
-from pytest_gpuperf.session.device_data import NO_INDEX, Values, hash_bits, values_from_bits
+from pytest_gpuperf.session.device_data import NO_INDEX
+from pytest_gpuperf.simulate.input_hash import Values, hash_bits, values_from_bits
+from pytest_gpuperf.simulate.shipped_kernels import emulate
 
 M32 = 0xFFFFFFFF
 
@@ -65,10 +66,10 @@ def test_values_are_one_rounding_of_the_exact_affine_map():
 
 
 def test_chunks_join_seamlessly(monkeypatch):
-    from pytest_gpuperf.session import device_data
+    from pytest_gpuperf.simulate import input_hash
 
     whole = Values(10_000, seed=5).host()
-    monkeypatch.setattr(device_data, "_CHUNK", 999)
+    monkeypatch.setattr(input_hash, "_CHUNK", 999)
     assert np.array_equal(Values(10_000, seed=5).host(), whole)
 
 

@@ -343,12 +343,33 @@ def test_a_deadline_stops_the_run_and_still_reports_it(tmp_path):
     assert document["plan"]["permille"]["long_slow1"] == 10  # --no-calibrate: 1% more bytes
 
 
+# The tiny run's device: MI250X's 8 MB of cache make a 16 MiB cold-mode flush buffer (MI300X's
+# 256 MB Infinity Cache make 576 MiB). Every allocation of the run stays below the size the
+# simulated device checks against the host's free memory, so a busy machine cannot fail it.
+TINY_SIM_DEVICE = "mi250x"
+TINY_LONG_ELEMENTS = 1048576
+
+
+def test_the_tiny_library_run_never_asks_for_host_memory():
+    """The library run below allocates the flush buffer and three float buffers of the long
+    size (a pair's extra buffer sets are copies of those): each below the host check."""
+    from pytest_gpuperf.engine.policy import scratch_bytes_for
+    from pytest_gpuperf.runtime.devices import KNOWN_DEVICES
+    from pytest_gpuperf.simulate.backend import HOST_CHECK_FROM_BYTES
+
+    flush_bytes = scratch_bytes_for(KNOWN_DEVICES[TINY_SIM_DEVICE].cache_bytes)
+    assert flush_bytes < HOST_CHECK_FROM_BYTES
+    assert 4 * TINY_LONG_ELEMENTS < HOST_CHECK_FROM_BYTES
+
+
 def test_a_tiny_library_run_scores_every_point(tmp_path):
     done, document = run_script(
         tmp_path,
         *("--backend", "sim", "--trials", "2", "--workers", "1", "--code-shares", "0,0.3"),
-        *("--long-elements", "1048576", "--short-elements", "65536", "--markdown"),
+        *("--long-elements", str(TINY_LONG_ELEMENTS), "--short-elements", "65536"),
+        *("--sim-device", TINY_SIM_DEVICE, "--markdown"),
     )
+    assert document["device"] == "Simulated AMD Instinct MI250X (one GCD)"
     rows = document["ab"]
     assert {row["code_share"] for row in rows} == {0.0, 0.3}
     assert {row["point"] for row in rows} == {

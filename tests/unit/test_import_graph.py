@@ -3,8 +3,10 @@
 A circle of imports is a layering mistake that a function-level import only hides: the two
 modules are one unit split across two files, and each can only be read with the other open.
 An import made for the type checker alone (`if TYPE_CHECKING:`) is no different to the reader
-(and to mypy), so it counts too. The walk is static (`ast`), so it sees the imports a run never
-reaches.
+(and to mypy), so it counts too, and so does one made through importlib: a call of
+`importlib.import_module` (or `import_module` imported from importlib) or `__import__` with a
+literal module name hides the same dependency from the reader. The walk is static (`ast`), so
+it sees the imports a run never reaches.
 
 The folders of the package are its layers (docs/architecture.md); LAYERS orders them from the
 top (the commands, then the pytest layer) to the bottom (the runtimes, then errors.py), and an
@@ -42,6 +44,28 @@ def _imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
             yield child
 
 
+_IMPORT_FUNCTIONS = ("import_module", "__import__")
+
+
+def _dynamic_imports(node: ast.AST) -> Iterator[tuple[str, int]]:
+    """(name, level) of every `importlib.import_module("...")`, `import_module("...")` or
+    `__import__("...")` under `node` whose module name is a literal string; a relative name
+    ("..session.catalog", resolved against the calling module's package) has its dots as the
+    level."""
+    for child in ast.walk(node):
+        if not isinstance(child, ast.Call) or not child.args:
+            continue
+        function = child.func
+        called = function.attr if isinstance(function, ast.Attribute) else None
+        if isinstance(function, ast.Name):
+            called = function.id
+        first = child.args[0]
+        literal = isinstance(first, ast.Constant) and isinstance(first.value, str)
+        if called in _IMPORT_FUNCTIONS and literal:
+            name = str(first.value)  # type: ignore[attr-defined]
+            yield name.lstrip("."), len(name) - len(name.lstrip("."))
+
+
 def _owning_module(name: str, modules: dict[str, Path]) -> str | None:
     """The module of the package that `name` lives in (None: outside the package)."""
     while name and name not in modules:
@@ -72,6 +96,17 @@ def _imported(
     return {owner for owner in owners if owner is not None and owner != current}
 
 
+def _dynamically_imported(
+    current: str, name: str, level: int, modules: dict[str, Path]
+) -> set[str]:
+    """The module of the package that `import_module(name)` in `current` loads (a relative
+    name as `from <dots>name import ...` would resolve it)."""
+    statement = ast.ImportFrom(module=None, names=[ast.alias(name=name)], level=level)
+    if not level:
+        statement = ast.Import(names=[ast.alias(name=name)])
+    return _imported(current, statement, modules)
+
+
 def import_graph(package_dir: Path) -> Graph:
     """Which modules of the package each of its modules imports (for the run or the checker)."""
     modules = modules_of(package_dir)
@@ -81,6 +116,8 @@ def import_graph(package_dir: Path) -> Graph:
         graph[name] = set()
         for statement in _imports(tree):
             graph[name] |= _imported(name, statement, modules)
+        for target, level in _dynamic_imports(tree):
+            graph[name] |= _dynamically_imported(name, target, level, modules)
     return graph
 
 
@@ -224,17 +261,59 @@ def test_imports_point_down_the_layers():
     assert not found, "imports of a layer above:\n" + "\n".join(found)
 
 
-def test_an_upward_import_is_found(tmp_path):
+def two_layers(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A package `pkg` with the layers top/ and bottom/ and `files` (path: text) in them."""
     package = tmp_path / "pkg"
     for folder in ("top", "bottom"):
         (package / folder).mkdir(parents=True)
         (package / folder / "__init__.py").write_text("")
     (package / "__init__.py").write_text("")
-    (package / "top" / "a.py").write_text("from pkg.bottom import b\n")
-    (package / "bottom" / "b.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.top.a import A\n"
+    for relative, text in files.items():
+        (package / relative).write_text(text)
+    return package
+
+
+def test_an_upward_import_is_found(tmp_path):
+    package = two_layers(
+        tmp_path,
+        {
+            "top/a.py": "from pkg.bottom import b\n",
+            "bottom/b.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.top.a import A\n"
+            ),
+        },
     )
 
     found = upward_imports(import_graph(package), [{"top"}, {"bottom"}])
 
     assert found == ["pkg.bottom.b -> pkg.top.a"]
+
+
+def test_an_upward_import_through_importlib_is_found(tmp_path):
+    """simulate/execute.py once reached up into session/catalog.py with
+    importlib.import_module("pytest_gpuperf.session.catalog"), which the walk did not see."""
+    package = two_layers(
+        tmp_path,
+        {
+            "top/a.py": "A = 1\n",
+            "top/c.py": "C = 1\n",
+            "top/d.py": "D = 1\n",
+            "bottom/b.py": (
+                "import importlib\ndef f():\n    return importlib.import_module('pkg.top.a')\n"
+            ),
+            "bottom/e.py": (
+                "from importlib import import_module\n"
+                "def g():\n"
+                "    return import_module('..top.c', __package__), __import__('pkg.top.d')\n"
+                "def h(name):\n    return import_module(name)  # not a literal: not followed\n"
+            ),
+        },
+    )
+
+    found = upward_imports(import_graph(package), [{"top"}, {"bottom"}])
+
+    assert found == [
+        "pkg.bottom.b -> pkg.top.a",
+        "pkg.bottom.e -> pkg.top.c",
+        "pkg.bottom.e -> pkg.top.d",
+    ]

@@ -34,7 +34,7 @@ from pytest_gpuperf.gate.policy import (
 )
 from pytest_gpuperf.gate.saving import SaveContext, plan_save
 from pytest_gpuperf.gate.stored import check_baseline
-from pytest_gpuperf.report.explain import band_text
+from pytest_gpuperf.report.band_words import band_text
 
 PEAK_BPS = 3.352e12
 BOARD_A, BOARD_B, BOARD_C = "GPU-aaaaaaaa-0000", "GPU-bbbbbbbb-0000", "GPU-cccccccc-0000"
