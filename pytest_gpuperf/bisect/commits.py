@@ -158,3 +158,18 @@ def touching(toplevel: Path, commits: Sequence[Commit], paths: Sequence[str]) ->
         if names:
             changed.append(commit)
     return changed
+
+
+def uncommitted(toplevel: Path) -> list[str]:
+    """The tracked files the work tree changed (staged or not): every probe runs them as they
+    are (the tests, conftest.py, the Python they import); only the kernel files and their
+    headers are each probed commit's."""
+    listed = git(toplevel, "status", "--porcelain", "--untracked-files=no", "-z")
+    entries = iter(listed.split("\0"))
+    names = []
+    for entry in entries:
+        if len(entry) > 3:
+            names.append(entry[3:])
+            if entry[0] in "RC":  # a rename or copy: its source follows, unprefixed
+                next(entries, None)
+    return names
