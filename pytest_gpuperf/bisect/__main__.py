@@ -98,7 +98,8 @@ def _parser() -> argparse.ArgumentParser:
 def _count(text: str) -> int:
     """A count of at most 6 digits (argparse's int() takes a 4,000-digit one)."""
     if not (text.isascii() and text.isdigit() and len(text) <= 6):
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+        shown = repr(text) if len(text) <= 20 else f"{text[:20]!r}... ({len(text)} characters)"
+        raise argparse.ArgumentTypeError(f"expected a whole number of up to 6 digits, got {shown}")
     return int(text)
 
 

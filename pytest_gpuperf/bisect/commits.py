@@ -164,12 +164,5 @@ def uncommitted(toplevel: Path) -> list[str]:
     """The tracked files the work tree changed (staged or not): every probe runs them as they
     are (the tests, conftest.py, the Python they import); only the kernel files and their
     headers are each probed commit's."""
-    listed = git(toplevel, "status", "--porcelain", "--untracked-files=no", "-z")
-    entries = iter(listed.split("\0"))
-    names = []
-    for entry in entries:
-        if len(entry) > 3:
-            names.append(entry[3:])
-            if entry[0] in "RC":  # a rename or copy: its source follows, unprefixed
-                next(entries, None)
-    return names
+    listed = git(toplevel, "diff", "--name-only", "-z", "HEAD", "--")
+    return [name for name in listed.split("\0") if name]
