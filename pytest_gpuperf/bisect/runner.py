@@ -309,10 +309,15 @@ def _rank(reading: Reading) -> tuple[int, float]:
 def _why_unmeasured(reading: Reading) -> str:
     """BAD's kernels differ from GOOD's, and the simulated device gave both one model."""
     source = MODEL_SOURCES.get(reading.modelled_by, "the simulator")
+    if reading.modelled_by == "default":
+        way_out = (
+            "give the kernels at BAD a `gpuperf-sim:` directive or a model, or bisect on a GPU"
+        )
+    else:
+        way_out = "it cannot time an edit of a kernel's body: bisect on a GPU"
     return (
-        "BAD was not timed: its kernels differ from GOOD's, and the simulated device gives "
-        f"both one speed ({source}); it cannot time an edit of a kernel's body. Give the "
-        "kernels at BAD their own `gpuperf-sim:` directive, or bisect on a GPU"
+        "BAD was not timed: its kernels differ from GOOD's and the simulated device gives both "
+        f"one speed ({source}); {way_out}"
     )
 
 

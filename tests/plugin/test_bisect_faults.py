@@ -59,7 +59,7 @@ def test_an_edit_the_simulated_device_cannot_time_is_not_measured(tmp_path, cach
     assert done.returncode == 3, done.stdout + done.stderr
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("culprit: not measured (BAD was not timed: ")
-    assert "CI" not in last and "not slower" not in last and "gpuperf-sim" in last
+    assert "CI" not in last and "not slower" not in last and "`gpuperf-sim:` directive" in last
     report = json.loads((tmp_path / "b.json").read_text())
     assert report["culprit"] is None and report["unmeasured"] in last
     assert report["probes"][0]["state"] == "modelled" and report["probes"][0]["ratio_ci"] is None
