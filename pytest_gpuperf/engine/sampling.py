@@ -24,6 +24,7 @@ from pytest_gpuperf.engine.policy import (
     MIN_WARMUP_S,
     NO_WORK_MARGIN_S,
     PROGRESS_EVERY_S,
+    REAL_TIME_ALLOWANCE,
     WARMUP_BATCH_SAMPLES,
     WARMUP_TOLERANCE,
     MeasureSettings,
@@ -263,11 +264,12 @@ class Session:
             pacing.device_per_sample_s = self._device_per_sample_s(timed)
             now, real_now = self.clock(), time.perf_counter()
             # The budget bounds both clocks: the backend's (virtual on the simulated device)
-            # and the host's real one.
-            spent_s = max(now - sampling_began, real_now - real_began)
+            # and, at REAL_TIME_ALLOWANCE times it, the host's real one.
+            spent_s = max(now - sampling_began, (real_now - real_began) / REAL_TIME_ALLOWANCE)
             stopped_by = self._stop_reason(timed, spent_s)
             # Double the batch, but not past what the remaining budget can pay for.
-            per_sample_s = max(now - batch_began, real_now - real_batch_began) / samples
+            real_batch_s = (real_now - real_batch_began) / REAL_TIME_ALLOWANCE
+            per_sample_s = max(now - batch_began, real_batch_s) / samples
             affordable = (settings.budget_s - spent_s) / max(per_sample_s, 1e-12)
             wanted = max(1, min(2 * samples, int(affordable) + 1))
             if pair is not None and not pair.decidable(settings.min_samples):
@@ -429,7 +431,8 @@ class Session:
             launches += samples * timed[0].launches
             pacing.observe(batch, samples, spin_s)
             pacing.device_per_sample_s = self._device_per_sample_s(timed)
-            elapsed_s = max(self.clock() - began, time.perf_counter() - real_began)
+            real_s = (time.perf_counter() - real_began) / REAL_TIME_ALLOWANCE
+            elapsed_s = max(self.clock() - began, real_s)
             if elapsed_s >= self.settings.warmup_s:
                 return launches
             if not batch.samples_s[0]:
