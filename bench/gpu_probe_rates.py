@@ -38,17 +38,19 @@ def rates(seeds: int, device: str, margin: float = DEFAULT_GPU_MARGIN) -> dict[s
     spread of the lowest ratio and of the probe's own interval."""
     result: dict[str, Any] = {"device": device, "margin": margin, "seeds": seeds}
     for case, speeds in (("healthy", (1.0, 1.0)), ("slow_5pct", (1.0, 0.95))):
-        named = right = 0
+        named = right = undecided = 0
         lowest, spreads = [], []
         for seed in range(seeds):
             report = probe(seed, speeds, device, margin)
             named += bool(report.degraded)
+            undecided += bool(report.undecided)
             right += [g.index for g in report.degraded] == ([1] if speeds[1] < 1 else [])
             lowest.append(min(g.ratio for g in report.gpus if g.ratio is not None))
             spreads += [g.spread for g in report.gpus]
         result[case] = {
             "named": named,
             "as_expected": right,
+            "undecided": undecided,
             "lowest_ratio_min": min(lowest),
             "lowest_ratio_median": statistics.median(lowest),
             "lowest_ratio_max": max(lowest),

@@ -158,3 +158,11 @@ def touching(toplevel: Path, commits: Sequence[Commit], paths: Sequence[str]) ->
         if names:
             changed.append(commit)
     return changed
+
+
+def uncommitted(toplevel: Path) -> list[str]:
+    """The tracked files the work tree changed (staged or not): every probe runs them as they
+    are (the tests, conftest.py, the Python they import); only the kernel files and their
+    headers are each probed commit's."""
+    listed = git(toplevel, "diff", "--name-only", "-z", "HEAD", "--")
+    return [name for name in listed.split("\0") if name]

@@ -9,8 +9,10 @@ crashes or hangs costs that probe, not the search.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,12 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf.engine.results import AB_MODELLED, AB_NO_BASE, AB_UNCHANGED, UNJUDGED
-from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.errors import GpuPerfError, Terminated
 
 # States of a reading, beside the A/B states (results.AB_*) the plugin reports.
-NO_BUILD = "does not build"
-BROKEN = "test failed"
+NO_BUILD = "does not build"  # a compile error: the commit is skipped, never retried
+BROKEN = "test failed"  # any other failure of the followed test: retried once, then the end
+PROBE_FAILED = "probe failed"  # pytest itself did not finish (a timeout, a crash): the same
 GOOD_STATE = "good"
+COMPILE_ERROR = "CompileError"  # the type the JSON report's tests[].error starts with
+STOP_GRACE_S = 10.0  # a stopped probe's pytest gets this long to clean up before SIGKILL
 # pytest's exit codes that mean the command line, not a commit, is at fault
 _USAGE_EXITS = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
 # Options the bisection sets itself on every probe (its own flags say how to change them).
@@ -43,6 +48,11 @@ OWNED_OPTIONS = {
 class ProbeError(GpuPerfError):
     """A probe's pytest run that says the command line is wrong (a usage error, no tests),
     not the commit: the search stops with pytest's own line."""
+
+
+class ProbeFailed(GpuPerfError):
+    """A probe's pytest run that did not finish with a report (it ran past --probe-timeout,
+    crashed or was killed): a failure of this run, not a property of the commit."""
 
 
 @dataclass(frozen=True)
@@ -66,10 +76,24 @@ class Reading:
     pairs: int = 0
     threshold: float = 0.0
     detail: str = ""  # why there is no ratio (the compiler's line), or what decided
+    modelled_by: str = ""  # AB_MODELLED: where the simulated device's one model came from
 
     @property
     def measured(self) -> bool:
+        """A speed the search may use: timed, the same code as GOOD, or (simulated) GOOD's
+        model; `timed` says which."""
         return self.ratio is not None
+
+    @property
+    def timed(self) -> bool:
+        """The ratio was measured (an interval), not given by construction or by a model."""
+        return self.ratio is not None and self.state not in (AB_UNCHANGED, AB_MODELLED)
+
+    @property
+    def retried(self) -> bool:
+        """A failure that is not the commit's own (anything but a compile error): the probe
+        runs once more, and a second failure ends the search."""
+        return self.state in (BROKEN, PROBE_FAILED)
 
 
 @dataclass(frozen=True)
@@ -96,12 +120,16 @@ def pytest_command(
     budget_s: float,
     threshold: float,
 ) -> list[str]:
-    """The probe's command: the user's pytest arguments, then the options the search owns."""
+    """The probe's command: the user's pytest arguments, then the options the search owns
+    (pytest's cache plugin off: a probe must not rewrite the user's `.pytest_cache`, the
+    last-failed list of the user's own runs)."""
     return [
         sys.executable,
         "-m",
         "pytest",
         *pytest_args,
+        "-p",
+        "no:cacheprovider",
         "--gpuperf",
         f"--gpuperf-compare={good}",
         f"--gpuperf-head={head}",
@@ -134,26 +162,68 @@ def run_probe(
             threshold=threshold,
         )
         began = time.monotonic()
-        try:
-            done = subprocess.run(
-                command,
-                cwd=cwd,
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-            )
-        except subprocess.TimeoutExpired:
-            raise ProbeError(
-                f"the probe of {head[:12]} ran longer than {timeout_s:g} s (--probe-timeout)"
-            ) from None
+        returncode, stdout, stderr = _run_child(command, cwd, timeout_s, head)
         wall_s = time.monotonic() - began
-        if done.returncode in _USAGE_EXITS or not json_path.is_file():
-            said = _last_line(done.stderr) or _last_line(done.stdout)
-            what = _USAGE_EXITS.get(done.returncode, f"exit status {done.returncode}")
-            raise ProbeError(f"pytest {' '.join(pytest_args)}: {what}: {said}")
+        if returncode in _USAGE_EXITS:
+            said = _last_line(stderr) or _last_line(stdout)
+            raise ProbeError(f"pytest {' '.join(pytest_args)}: {_USAGE_EXITS[returncode]}: {said}")
+        if not json_path.is_file():
+            said = _last_line(stderr) or _last_line(stdout)
+            how = (
+                f"was killed by signal {-returncode}"
+                if returncode < 0
+                else f"ended with exit status {returncode}"
+            )
+            raise ProbeFailed(
+                f"the probe of {head[:12]} {how} without a report" + (f": {said}" if said else "")
+            )
         document = json.loads(json_path.read_text())
-    return parse_report(document, wall_s=wall_s, exit_code=done.returncode)
+    return parse_report(document, wall_s=wall_s, exit_code=returncode)
+
+
+def _run_child(
+    command: Sequence[str], cwd: Path, timeout_s: float | None, head: str
+) -> tuple[int, str, str]:
+    """Run the probe's pytest; its exit status and output.
+
+    The child has its own session, so a terminal's Ctrl-C reaches the bisection only, and the
+    bisection passes on exactly one stop: Ctrl-C as SIGINT, SIGTERM (raised here as
+    `Terminated`) or the timeout as SIGTERM. The child then has STOP_GRACE_S to end as the
+    plugin ends a stopped run (its GPU lock released, its files whole) before SIGKILL: a
+    bisection never leaves a probe running."""
+    child = subprocess.Popen(
+        command,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = child.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _stop(child, signal.SIGTERM)
+        raise ProbeFailed(
+            f"the probe of {head[:12]} ran longer than {timeout_s:g} s (--probe-timeout)"
+        ) from None
+    except Terminated:
+        _stop(child, signal.SIGTERM)
+        raise
+    except BaseException:
+        _stop(child, signal.SIGINT)
+        raise
+    return child.returncode, stdout, stderr
+
+
+def _stop(child: subprocess.Popen[str], signum: int) -> None:
+    with contextlib.suppress(OSError):
+        child.send_signal(signum)
+    try:
+        child.communicate(timeout=STOP_GRACE_S)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):  # too slow, or stopped again
+        child.kill()
+        child.communicate()
 
 
 def _last_line(text: str) -> str:
@@ -203,6 +273,14 @@ def parse_report(document: Mapping[str, Any], *, wall_s: float, exit_code: int) 
     )
 
 
+def failure_reading(error: str) -> Reading:
+    """A test that stopped before it measured: a compile error is the commit's (it does not
+    build); anything else (out of device memory, a launch that failed, a kernel the test
+    cannot find) may be this run's, and is retried."""
+    state = NO_BUILD if error.startswith(f"{COMPILE_ERROR}:") else BROKEN
+    return Reading(state, detail=error)
+
+
 def reading_of(verdict: Mapping[str, Any]) -> Reading:
     """A verdict's A/B comparison as a reading: a timed pair's ratio and interval; identical
     code (unchanged) and, on the simulated device, code with GOOD's model (modelled) are
@@ -215,8 +293,12 @@ def reading_of(verdict: Mapping[str, Any]) -> Reading:
         return Reading(AB_NO_BASE, detail="the measurement was not compared with GOOD")
     state = comparison["state"]
     threshold = float(comparison.get("threshold") or 0.0)
-    if state in (AB_UNCHANGED, AB_MODELLED):
+    if state == AB_UNCHANGED:
         return Reading(state, 1.0, (1.0, 1.0), threshold=threshold)
+    if state == AB_MODELLED:  # GOOD's model, not a time: no interval to show
+        return Reading(
+            state, 1.0, None, threshold=threshold, modelled_by=comparison.get("modelled_by", "")
+        )
     if state == AB_NO_BASE:
         return Reading(state, threshold=threshold, detail=comparison.get("detail", ""))
     ratio = comparison.get("ratio")

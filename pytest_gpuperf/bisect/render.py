@@ -1,6 +1,7 @@
 """What a bisection prints and writes: one progress line per probe, the table of probed
-commits, the steps seen and the last line `culprit: <sha> <subject>` (or `culprit: none`
-with why), and the same as JSON (--json PATH)."""
+commits, the steps seen and the last line `culprit: <sha> <subject>` (or `culprit: none`,
+`culprit: not measured`, `culprit: unknown`, each with why), and the same as JSON (--json
+PATH)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from pytest_gpuperf.bisect.probe import Reading
 from pytest_gpuperf.bisect.runner import Report
 from pytest_gpuperf.bisect.search import Probe, Step
+from pytest_gpuperf.engine.results import AB_MODELLED, AB_UNCHANGED
 
 BISECT_SCHEMA = "pytest-gpuperf-bisect"
 BISECT_SCHEMA_VERSION = 1
@@ -16,11 +18,13 @@ SUBJECT_WIDTH = 50
 
 
 def ratio_text(reading: Reading) -> str:
-    """'1.0312 [1.0290, 1.0335]', '1 (same code)' or '-' (not measured)."""
+    """'1.0312 [1.0290, 1.0335]', '1 (same code)', '- (GOOD's model, not timed)' or '-'."""
+    if reading.state == AB_MODELLED:
+        return "- (GOOD's model, not timed)"
     if reading.ratio is None:
         return "-"
-    if reading.ratio_ci is None or reading.ratio_ci == (1.0, 1.0):
-        return f"{reading.ratio:.4f} (same speed by construction)"
+    if reading.state == AB_UNCHANGED or reading.ratio_ci is None:
+        return f"{reading.ratio:.4f} (same code)"
     low, high = reading.ratio_ci
     return f"{reading.ratio:.4f} [{low:.4f}, {high:.4f}]"
 
@@ -70,8 +74,11 @@ def text_report(report: Report) -> str:
         lines.append(
             f"also slower at BAD: {name} {ratio_text(reading)} (bisect it with -- -k on its test)"
         )
+    modelled = sum(1 for probe in report.probes if probe.reading.state == AB_MODELLED)
     lines.append(
-        f"{len(report.probes)} probes, {report.wall_s:.1f} s"
+        f"{len(report.probes)} probes"
+        + (f" ({modelled} not timed: GOOD's model)" if modelled else "")
+        + f", {report.wall_s:.1f} s"
         + (" (simulated device)" if report.simulated else "")
     )
     lines.append(culprit_line(report))
@@ -101,6 +108,12 @@ def _step_text(step: Step) -> str:
 
 
 def culprit_line(report: Report) -> str:
+    """The last line: the culprit, or `none` (searched, no single step), `not measured` (BAD
+    was not timed) or `unknown` (a probe failed twice), each with why."""
+    if report.stopped:
+        return f"culprit: unknown (the search stopped: {report.stopped})"
+    if report.unmeasured:
+        return f"culprit: not measured ({report.unmeasured})"
     culprit = report.culprit
     if culprit is None:
         return f"culprit: none ({report.why_none})"
@@ -129,6 +142,8 @@ def to_json(report: Report, command: str = "") -> dict[str, Any]:
         "also_slower": [{"measurement": n, **_reading(r)} for n, r in report.also_slower],
         "culprit": _commit(culprit) if culprit else None,
         "why_none": report.why_none,
+        "unmeasured": report.unmeasured,
+        "stopped": report.stopped,
         "culprit_line": culprit_line(report),
         "wall_s": report.wall_s,
     }
@@ -139,10 +154,12 @@ def _commit(commit: Any) -> dict[str, str]:
 
 
 def _reading(reading: Reading) -> dict[str, Any]:
+    timed = reading.state != AB_MODELLED  # a model's ratio is no measurement: null
     return {
         "state": reading.state,
-        "ratio": reading.ratio,
-        "ratio_ci": list(reading.ratio_ci) if reading.ratio_ci else None,
+        "ratio": reading.ratio if timed else None,
+        "ratio_ci": list(reading.ratio_ci) if reading.ratio_ci and timed else None,
+        "modelled_by": reading.modelled_by,
         "pairs": reading.pairs,
         "threshold": reading.threshold,
         "detail": reading.detail,

@@ -2,7 +2,11 @@
 changed its kernel files, search them, and say what was found (a `Report`).
 
 An undecided probe (its interval straddles the threshold) is run again with four times the
-sampling budget, so more pairs, up to `rounds` runs, before the search moves on.
+sampling budget, so more pairs, up to `rounds` runs, before the search moves on. A probe that
+failed for any reason but a compile error (out of device memory, a timeout, a crash) is run
+once more; failing again, it ends the search (`Report.stopped`): a commit left out for a
+failure of the run, not of the commit, could be the culprit. A BAD the simulated device did
+not time (its edit has GOOD's model) ends it too (`Report.unmeasured`): nothing was measured.
 """
 
 from __future__ import annotations
@@ -17,17 +21,41 @@ from pytest_gpuperf.bisect import commits as git_range
 from pytest_gpuperf.bisect.commits import Commit
 from pytest_gpuperf.bisect.probe import (
     BROKEN,
-    NO_BUILD,
+    PROBE_FAILED,
     Key,
     ProbeError,
+    ProbeFailed,
     ProbeRun,
     Reading,
+    failure_reading,
     run_probe,
 )
 from pytest_gpuperf.bisect.search import Measured, Outcome, Probe, Search
-from pytest_gpuperf.engine.results import AB_INCONCLUSIVE, AB_REGRESSED
+from pytest_gpuperf.engine.results import AB_INCONCLUSIVE, AB_MODELLED, AB_REGRESSED
+from pytest_gpuperf.errors import GpuPerfError
 
 BUDGET_GROWTH = 4  # each further round of an undecided probe samples for 4x the budget
+ATTEMPTS = 2  # a probe that failed (not a compile error) is run once more, then ends the search
+MODEL_SOURCES = {
+    "option": "the kernel_efficiency option",
+    "directive": "its gpuperf-sim directive",
+    "model": "the model registered for it",
+    "reference": "the simulator's reference table",
+    "default": "the simulator's default",
+}
+
+
+class SearchStopped(GpuPerfError):
+    """A probe failed twice for a reason that is not the commit's: the search ends there."""
+
+    def __init__(self, commit: Commit, reading: Reading, rounds: int, wall_s: float) -> None:
+        super().__init__(
+            f"the probe of {commit.short} failed twice: {reading.detail or reading.state}"
+        )
+        self.commit = commit
+        self.reading = reading
+        self.rounds = rounds
+        self.wall_s = wall_s
 
 
 @dataclass(frozen=True)
@@ -62,15 +90,22 @@ class Report:
     outcome: Outcome | None = None
     probes: tuple[Probe, ...] = ()
     why_none: str = ""  # set when there is no culprit
+    unmeasured: str = ""  # set when BAD was not timed (simulated: GOOD's model)
+    stopped: str = ""  # set when a probe failed twice (not a compile error)
     wall_s: float = 0.0
     positions: dict[str, int] = field(default_factory=dict)  # sha -> place in GOOD..BAD
 
     @property
     def culprit(self) -> Commit | None:
-        if self.why_none or self.outcome is None or not self.outcome.steps:
+        if self.ending or self.outcome is None or not self.outcome.steps:
             return None
         step = self.outcome.steps[0]
         return step.culprit if step.resolved else None
+
+    @property
+    def ending(self) -> str:
+        """Why no culprit is named ("" when one is): stopped, unmeasured or why_none."""
+        return self.stopped or self.unmeasured or self.why_none
 
 
 ProbeFn = Callable[..., ProbeRun]
@@ -103,23 +138,57 @@ class Bisection:
 
     def measure(self, commit: Commit, key: Key, first: ProbeRun | None = None) -> Measured:
         """`key`'s reading at `commit`, with more rounds while it is undecided (`first`: the
-        first round, already run). A probe that pytest could not run at this commit is a
-        skipped commit, not the end of the search."""
-        wall_s, budget_s, rounds = 0.0, self.plan.budget_s, 0
-        reading = Reading(NO_BUILD)
+        first round, already run). A compile error skips the commit (its reading says so);
+        any other failure is run once more, and SearchStopped after the second."""
+        wall_s, budget_s, rounds, failed = 0.0, self.plan.budget_s, 0, 0
+        reading: Reading | None = None
         if first is not None:
             wall_s, rounds, reading = first.wall_s, 1, reading_for(first, key)
-            budget_s *= BUDGET_GROWTH
-        while rounds < self.plan.rounds and (rounds == 0 or reading.state == AB_INCONCLUSIVE):
-            rounds += 1
+            if reading.retried:
+                failed, rounds = 1, 0
+            else:
+                budget_s *= BUDGET_GROWTH
+        while (
+            reading is None
+            or reading.retried
+            or (rounds < self.plan.rounds and reading.state == AB_INCONCLUSIVE)
+        ):
             try:
                 run = self._run(commit, budget_s)
-            except ProbeError as failure:
-                return Measured(Reading(BROKEN, detail=str(failure)), rounds, wall_s)
-            wall_s += run.wall_s
-            reading = reading_for(run, key)
+            except ProbeFailed as failure:
+                reading = Reading(PROBE_FAILED, detail=str(failure))
+            else:
+                wall_s += run.wall_s
+                reading = reading_for(run, key)
+            if reading.retried:
+                failed += 1
+                if failed >= ATTEMPTS:
+                    raise SearchStopped(commit, reading, rounds + 1, wall_s)
+                continue
+            rounds += 1
             budget_s *= BUDGET_GROWTH
-        return Measured(reading, rounds, wall_s)
+        return Measured(reading, max(rounds, 1), wall_s)
+
+    def _first(self, bad: Commit) -> ProbeRun:
+        """BAD's first run, once more when it measured nothing for a reason that is not a
+        compile error (SearchStopped after the second such run)."""
+        failure = Reading(BROKEN)
+        for _attempt in range(ATTEMPTS):
+            try:
+                run = self._run(bad, self.plan.budget_s)
+            except ProbeFailed as failed:
+                failure = Reading(PROBE_FAILED, detail=str(failed))
+                continue
+            problems = [
+                (test_id, failure_reading(error)) for test_id, error in run.failures.items()
+            ]
+            problems += [(str(key), r) for key, r in run.readings.items() if r.retried]
+            measured = any(r.ratio is not None for r in run.readings.values())
+            if measured or not problems or not all(r.retried for _, r in problems):
+                return run
+            where, first = problems[0]
+            failure = replace(first, detail=f"{where}: {first.detail}")
+        raise SearchStopped(bad, failure, ATTEMPTS, 0.0)
 
     # -- the whole search -----------------------------------------------------------------------
     def run(self) -> Report:
@@ -135,12 +204,18 @@ class Bisection:
         base = Report(good, bad, plan.threshold, len(commits), positions=places)
 
         # BAD's probe: a usage error of the pytest arguments shows here, on the first run.
-        first = self._run(bad, plan.budget_s)
+        try:
+            first = self._first(bad)
+        except SearchStopped as stop:
+            probe = Probe(1, bad, stop.reading, stop.rounds, stop.wall_s)
+            self._announce(probe, 1)
+            return self._done(replace(base, probes=(probe,), stopped=str(stop)))
         found = [(k, r) for k, r in first.readings.items() if r.ratio is not None]
         if not found:
-            if first.failures:
-                test_id, error = next(iter(first.failures.items()))
-                reading = Reading(NO_BUILD, detail=error)
+            built = [(t, e) for t, e in first.failures.items() if not failure_reading(e).retried]
+            if built:
+                test_id, error = built[0]
+                reading = failure_reading(error)
                 probe = Probe(1, bad, reading, 1, first.wall_s)
                 self._announce(probe, 1)
                 return self._done(
@@ -153,7 +228,12 @@ class Bisection:
                 "with gpu_bench(...) against GOOD: select the perf tests (a path, -k EXPR)"
             )
         key, _ = max(found, key=lambda item: _rank(item[1]))
-        measured = self.measure(bad, key, first)
+        try:
+            measured = self.measure(bad, key, first)
+        except SearchStopped as stop:
+            probe = Probe(1, bad, stop.reading, stop.rounds, stop.wall_s)
+            self._announce(probe, 1)
+            return self._done(replace(base, probes=(probe,), stopped=str(stop)))
         bad_probe = Probe(1, bad, measured.reading, measured.rounds, measured.wall_s)
         also = tuple((str(k), r) for k, r in found if k != key and r.state == AB_REGRESSED)
         rootdir = Path(first.rootdir) if first.rootdir else plan.cwd
@@ -175,6 +255,10 @@ class Bisection:
             bad_probe = replace(bad_probe, stands_for=candidates[-1])
         self._announce(bad_probe, estimate)
         reading = bad_probe.reading
+        if reading.state == AB_MODELLED:
+            return self._done(
+                replace(report, probes=(bad_probe,), unmeasured=_why_unmeasured(reading))
+            )
         why = _why_not_searched(reading, plan.threshold, files, candidates)
         if why:
             return self._done(replace(report, probes=(bad_probe,), why_none=why))
@@ -187,7 +271,15 @@ class Bisection:
             max_probes=plan.max_probes,
             on_probe=lambda probe: self._announce(probe, estimate),
         )
-        outcome = search.run()
+        try:
+            outcome = search.run()
+        except SearchStopped as stop:
+            probe = Probe(
+                len(search.probes) + 1, stop.commit, stop.reading, stop.rounds, stop.wall_s
+            )
+            self._announce(probe, estimate)
+            probes = (*search.probes, probe)
+            return self._done(replace(report, probes=probes, stopped=str(stop)))
         report = replace(report, outcome=outcome, probes=outcome.probes)
         return self._done(replace(report, why_none=_why_no_culprit(outcome, reading)))
 
@@ -205,13 +297,28 @@ def reading_for(run: ProbeRun, key: Key) -> Reading:
     if key in run.readings:
         return run.readings[key]
     if key.test_id in run.failures:
-        return Reading(NO_BUILD, detail=run.failures[key.test_id])
+        return failure_reading(run.failures[key.test_id])
     return Reading(BROKEN, detail=f"{key} was not measured at this commit")
 
 
 def _rank(reading: Reading) -> tuple[int, float]:
     """Regressed first, then by how much slower: the measurement to follow."""
     return (reading.state == AB_REGRESSED, reading.ratio or 0.0)
+
+
+def _why_unmeasured(reading: Reading) -> str:
+    """BAD's kernels differ from GOOD's, and the simulated device gave both one model."""
+    source = MODEL_SOURCES.get(reading.modelled_by, "the simulator")
+    if reading.modelled_by == "default":
+        way_out = (
+            "give the kernels at BAD a `gpuperf-sim:` directive or a model, or bisect on a GPU"
+        )
+    else:
+        way_out = "it cannot time an edit of a kernel's body: bisect on a GPU"
+    return (
+        "BAD was not timed: its kernels differ from GOOD's and the simulated device gives both "
+        f"one speed ({source}); {way_out}"
+    )
 
 
 def _why_not_searched(

@@ -10,7 +10,8 @@ every figure.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from pytest_gpuperf.engine.results import CACHE_MODES
 from pytest_gpuperf.errors import ConfigError
@@ -38,6 +39,13 @@ MIN_PAIRS_PER_LOAD = 3
 # A callable whose event pairs take no longer than a pair around nothing plus this queued no
 # GPU work (on the H100 an empty pair reads ~0.002 us, the smallest kernel ~1 us).
 NO_WORK_MARGIN_S = 0.3e-6
+PROGRESS_EVERY_S = 10.0  # a sampling measurement says where it is this often (real time)
+# The host's real time a budget allows, as a multiple of it. On a GPU the backend's clock is
+# the host's and the budget alone decides. The simulated device's clock is virtual and its
+# host work costs 1-2x the time it models on a quiet machine (a 1 s pair of 12 MiB kernels),
+# so 4x cuts only the runaway case (238 s for a 4 s pair) and leaves a seeded simulated run
+# what its seed makes it on a busy machine too.
+REAL_TIME_ALLOWANCE = 4.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,11 @@ class MeasureSettings:
     target_rel_ci: stop once the confidence interval's half-width of the median is within
       this fraction of it (0.005 = +-0.5%).
     budget_s: wall-clock budget of the sampling phase; warm-up has its own bound, warmup_s.
+      It bounds the backend's clock (the simulated device's is virtual) and the host's real
+      one alike: a simulated A/B of short kernels spent 238 s of real time on 11,087 pairs
+      within a 4 s budget of simulated time.
+    progress: called with a line every PROGRESS_EVERY_S of real time while a measurement
+      samples (a long budget is not silent); None: quiet.
     reallocation_rounds: independent placements of the buffers (the caller's + fresh copies)
       that successive samples alternate between, so no one physical placement decides.
     calibrate: also time the reference copy kernel at the same working set and cache mode,
@@ -69,6 +82,7 @@ class MeasureSettings:
     reallocation_rounds: int = 1
     calibrate: bool = False
     graphs: bool = True
+    progress: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.cache not in CACHE_MODES:

@@ -23,6 +23,8 @@ from pytest_gpuperf.engine.policy import (
     MIN_PAIRS_PER_LOAD,
     MIN_WARMUP_S,
     NO_WORK_MARGIN_S,
+    PROGRESS_EVERY_S,
+    REAL_TIME_ALLOWANCE,
     WARMUP_BATCH_SAMPLES,
     WARMUP_TOLERANCE,
     MeasureSettings,
@@ -235,11 +237,12 @@ class Session:
 
         clocks_before: list = []
         sampling_began = self.clock()
+        real_began = said_at = time.perf_counter()
         stopped_by, batches, starved = "", 0, 0
         wanted = settings.min_samples
         while not stopped_by:
             samples, spin_s = pacing.plan(min(wanted, settings.max_samples - len(work.samples_s)))
-            batch_began = self.clock()
+            batch_began, real_batch_began = self.clock(), time.perf_counter()
             batch = self._batch(
                 timed,
                 samples,
@@ -259,12 +262,26 @@ class Session:
                     item.samples_s.extend(accepted)
             pacing.observe(batch, samples, spin_s)
             pacing.device_per_sample_s = self._device_per_sample_s(timed)
-            now = self.clock()
-            stopped_by = self._stop_reason(timed, now - sampling_began)
+            now, real_now = self.clock(), time.perf_counter()
+            # The budget bounds both clocks: the backend's (virtual on the simulated device)
+            # and, at REAL_TIME_ALLOWANCE times it, the host's real one.
+            spent_s = max(now - sampling_began, (real_now - real_began) / REAL_TIME_ALLOWANCE)
+            stopped_by = self._stop_reason(timed, spent_s)
             # Double the batch, but not past what the remaining budget can pay for.
-            per_sample_wall_s = (now - batch_began) / samples
-            affordable = (settings.budget_s - (now - sampling_began)) / per_sample_wall_s
+            real_batch_s = (real_now - real_batch_began) / REAL_TIME_ALLOWANCE
+            per_sample_s = max(now - batch_began, real_batch_s) / samples
+            affordable = (settings.budget_s - spent_s) / max(per_sample_s, 1e-12)
             wanted = max(1, min(2 * samples, int(affordable) + 1))
+            if pair is not None and not pair.decidable(settings.min_samples):
+                wanted = 2 * samples  # every load needs its pairs (a batch starts at load 0)
+            if settings.progress is not None and real_now - said_at >= PROGRESS_EVERY_S:
+                said_at = real_now
+                count = len(pair.ratios) if pair is not None else len(work.samples_s)
+                settings.progress(
+                    f"{self.label}: sampling for {real_now - real_began:.0f} s, {count} "
+                    f"{'pairs' if pair is not None else 'samples'} so far (budget "
+                    f"{settings.budget_s:g} s)"
+                )
         clocks = clock_readings.merge(
             clocks_before[0] if clocks_before else None, clock_readings.read_clocks(backend)
         )
@@ -404,7 +421,7 @@ class Session:
     def _warm_up(self, timed: list[Timed], pacing: Pacing) -> int:
         """Run the real procedure until two batch medians agree (module load, clock ramp,
         first-touch page faults), bounded by settings.warmup_s; returns the launches spent."""
-        began = self.clock()
+        began, real_began = self.clock(), time.perf_counter()
         previous: float | None = None
         launches, batches = 0, 0
         while True:
@@ -414,7 +431,8 @@ class Session:
             launches += samples * timed[0].launches
             pacing.observe(batch, samples, spin_s)
             pacing.device_per_sample_s = self._device_per_sample_s(timed)
-            elapsed_s = self.clock() - began
+            real_s = (time.perf_counter() - real_began) / REAL_TIME_ALLOWANCE
+            elapsed_s = max(self.clock() - began, real_s)
             if elapsed_s >= self.settings.warmup_s:
                 return launches
             if not batch.samples_s[0]:
@@ -449,7 +467,11 @@ class Session:
             return "precision"
         elif len(timed[0].samples_s) >= settings.max_samples:
             return "max_samples"
-        if sampling_s >= settings.budget_s:
+        # A pair stops at the budget once every load has its few pairs (a load without two
+        # has no interval; the real clock can reach the budget that early on the simulator).
+        if sampling_s >= settings.budget_s and (
+            pair is None or pair.decidable(settings.min_samples)
+        ):
             return "budget"
         return ""
 

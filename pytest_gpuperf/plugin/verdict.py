@@ -66,7 +66,12 @@ def gpu_bench(request: pytest.FixtureRequest) -> Iterator[GpuBench]:
     if state.session.fault:
         pytest.fail(f"gpuperf: not run: {state.session.fault}", pytrace=False)
     bench = GpuBench(
-        state.session, device, test, test_path=Path(item.path), progress=_progress(request.config)
+        state.session,
+        device,
+        test,
+        test_path=Path(item.path),
+        progress=_progress(request.config),
+        heartbeat=_terminal_line(request.config),
     )
     item.stash[BENCH] = bench
     try:
@@ -334,7 +339,16 @@ def _repeated_launches_hint(bench: GpuBench) -> str:
 def _progress(config: pytest.Config) -> Any:
     """Under -v (and not on an xdist worker, which has no terminal), a line per measurement as
     it completes: a long suite shows where it is."""
-    if config.option.verbose < 1 or is_xdist_worker(config):
+    if config.option.verbose < 1:
+        return None
+    return _terminal_line(config)
+
+
+def _terminal_line(config: pytest.Config) -> Any:
+    """A writer of one line to the terminal, past pytest's capture (None on an xdist worker,
+    which has no terminal): a measurement sampling for long says where it is at any
+    verbosity (engine.policy.PROGRESS_EVERY_S)."""
+    if is_xdist_worker(config):
         return None
     reporter = config.pluginmanager.getplugin("terminalreporter")
     capture = config.pluginmanager.getplugin("capturemanager")

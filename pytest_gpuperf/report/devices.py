@@ -91,6 +91,7 @@ def _gpu_facts(
                     "spread": gpu["spread"],
                     "ratio": gpu.get("ratio"),
                     "degraded": bool(gpu.get("degraded")),
+                    "undecided": bool(gpu.get("undecided")),
                     "refused": gpu["index"] in probe.get("refused", ()),
                     "probe_s": gpu["probe_s"],
                     "margin": probe.get("margin"),
@@ -120,7 +121,11 @@ def gpu_lines(rows: Sequence[Row], meta: ReportMeta | None) -> list[str]:
             )
         probe = record.get("probe")
         if probe and probe.get("ratio") is not None:
-            state = "DEGRADED" if probe["degraded"] else "ok"
+            state = (
+                "DEGRADED"
+                if probe["degraded"]
+                else ("undecided" if probe.get("undecided") else "ok")
+            )
             parts.append(
                 f"probe {probe['bandwidth_bps'] / 1e9:.0f} GB/s, {probe['ratio']:.3f}x its "
                 f"peers (+-{probe['spread']:.1%}): {state}"
@@ -131,6 +136,12 @@ def gpu_lines(rows: Sequence[Row], meta: ReportMeta | None) -> list[str]:
         if probe_report.get("skipped"):
             lines.append(f"degraded-GPU probe: {probe_report['skipped']}")
         for gpu in probe_report.get("gpus", ()):
+            if gpu.get("undecided"):
+                lines.append(
+                    f"degraded-GPU probe: GPU {gpu['index']} undecided: {gpu['ratio']:.3f}x its "
+                    f"peers, +-{gpu['spread']:.1%} after {gpu.get('probes', 1)} probes, across "
+                    f"the margin {probe_report['margin']:.1%}; not marked"
+                )
             if not gpu.get("degraded"):
                 continue
             clocks = _clock_text(gpu.get("clocks"))

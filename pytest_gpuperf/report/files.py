@@ -130,6 +130,18 @@ def unwritable(
     return ""
 
 
+def path_problem(path: Path, guards: Sequence[Guarded]) -> str:
+    """Why a command's report may not be written at `path` ("" when it may): a file one of
+    `guards` keeps (a baseline file, a lock, a compiled kernel), or what is there (a device,
+    a FIFO, a folder, no writable folder). The plugin's rules, for the `python -m` commands,
+    asked before they start their work."""
+    for guard in guards:
+        owned = guard.owner(path)
+        if owned:
+            return owned
+    return _problem(path)
+
+
 def not_regular(path: Path) -> str:
     """'is a character device' when something other than a regular file is at `path` (a
     link is judged by what it points to); "" for a regular file or nothing there."""
@@ -218,6 +230,7 @@ __all__ = [
     "Guarded",
     "ReportPathError",
     "not_regular",
+    "path_problem",
     "report_paths",
     "unwritable",
     "write_report",

@@ -82,9 +82,11 @@ class GpuBench:
         *,
         test_path: Path | None = None,
         progress: Callable[[str], None] | None = None,
+        heartbeat: Callable[[str], None] | None = None,
     ) -> None:
         self._session = session
         self._progress = progress
+        self._heartbeat = heartbeat  # a line while a long measurement samples
         self._device = device
         self.test = test
         self._test_dir = test_path.parent if test_path else None
@@ -581,7 +583,15 @@ class GpuBench:
         return (rule.value, rule.origin) if rule is not None else (None, "")
 
     def _measure_settings(self, cache: str) -> MeasureSettings:
-        return MeasureSettings(cache=cache, budget_s=self.test.budget_s)
+        heartbeat = self._heartbeat
+        progress = None
+        if heartbeat is not None:
+            test_id = self.test.test_id
+
+            def progress(line: str) -> None:
+                heartbeat(f"gpuperf: {test_id}: {line}")
+
+        return MeasureSettings(cache=cache, budget_s=self.test.budget_s, progress=progress)
 
     def _record(self, result: BenchResult) -> BenchResult:
         self._results.append(result)

@@ -9,7 +9,13 @@ buffer pairs of half the caches each, each launch on the next pair so that none 
 in a cache, PROBE_LAUNCHES launches (pairs) per event pair, PROBE_REPEATS rounds. A GPU's
 bandwidth is the geometric mean over the groups of pairs of each group's median time: where
 one buffer landed in memory then decides little. A GPU more than `margin` below the median
-of the others is degraded.
+of the others is degraded only when the interval says so: its ratio's 95% interval (its own
+spread and its peers') lies wholly below 1 - margin. A GPU whose interval is wider than the
+margin is probed again after a warm-up probe, and only the new probe counts (on a fresh
+2xH200 host the first probe read 1959 and 1900 GB/s at +-37.7% and +-39.4%, every later one
+3413-3456 GB/s at +-0.5-1.0%); when a ratio's interval straddles the line, every GPU is
+probed once more and each one's two probes are pooled (tighter intervals). An interval that
+still straddles the line is `undecided`, neither degraded nor healthy.
 
 Nothing here imports pytest; plugin/collect.py decides when to probe and what to do with the result.
 """
@@ -50,6 +56,8 @@ class GpuProbe:
     clocks: ClockReport | None = None
     ratio: float | None = None
     degraded: bool = False
+    undecided: bool = False  # the ratio's interval straddles 1 - margin
+    probes: int = 1  # how many probes it took (2: its first interval was wider than the margin)
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,10 @@ class ProbeReport:
     @property
     def degraded(self) -> tuple[GpuProbe, ...]:
         return tuple(gpu for gpu in self.gpus if gpu.degraded)
+
+    @property
+    def undecided(self) -> tuple[GpuProbe, ...]:
+        return tuple(gpu for gpu in self.gpus if gpu.undecided)
 
     def for_index(self, index: int) -> GpuProbe | None:
         return next((gpu for gpu in self.gpus if gpu.index == index), None)
@@ -131,17 +143,39 @@ def probe_bandwidth(backend: Any, cache_bytes: int) -> tuple[float, float]:
 
 
 def compare(gpus: Sequence[GpuProbe], margin: float) -> tuple[GpuProbe, ...]:
-    """Each GPU's ratio to the median of the others' bandwidth, and degraded when the ratio
-    is below 1 - margin. With two GPUs only the slower one can be degraded."""
+    """Each GPU's ratio to the median of the others' bandwidth; degraded when the ratio's
+    95% interval lies wholly below 1 - margin, undecided when it straddles that line. The
+    interval combines the GPU's spread with the widest of its peers' (the median of the
+    others is no better known than its noisiest member). With two GPUs only the slower one
+    can be degraded."""
     result = []
     for gpu in gpus:
-        others = [g.bandwidth_bps for g in gpus if g is not gpu]
+        others = [g for g in gpus if g is not gpu]
         if not others:
             result.append(gpu)
             continue
-        ratio = gpu.bandwidth_bps / statistics.median(others)
-        result.append(replace(gpu, ratio=ratio, degraded=margin > 0 and ratio < 1 - margin))
+        ratio = gpu.bandwidth_bps / statistics.median(g.bandwidth_bps for g in others)
+        half = math.hypot(gpu.spread, max(g.spread for g in others))
+        line = 1 - margin
+        degraded = margin > 0 and ratio * math.exp(half) < line
+        undecided = margin > 0 and not degraded and ratio * math.exp(-half) < line
+        result.append(replace(gpu, ratio=ratio, degraded=degraded, undecided=undecided))
     return tuple(result)
+
+
+def pooled(first: GpuProbe, again: GpuProbe) -> GpuProbe:
+    """Two probes of one GPU as one: the inverse-variance mean of their log bandwidths, with
+    the interval that mean has (narrower than either)."""
+    weights = [1 / max(g.spread, 1e-9) ** 2 for g in (first, again)]
+    logs = [math.log(g.bandwidth_bps) for g in (first, again)]
+    mean = sum(w * x for w, x in zip(weights, logs, strict=True)) / sum(weights)
+    return replace(
+        again,
+        bandwidth_bps=math.exp(mean),
+        spread=1 / math.sqrt(sum(weights)),
+        probe_s=first.probe_s + again.probe_s,
+        probes=first.probes + again.probes,
+    )
 
 
 def probe_gpus(
@@ -163,32 +197,40 @@ def probe_gpus(
     so a healthy one is always left."""
     from pytest_gpuperf.engine import clocks as clock_readings
 
-    found: list[GpuProbe] = []
-    for index in indices:
+    def probe_one(index: int, *, warm_up: bool) -> GpuProbe:
         backend = open_gpu(index)
         try:
             began = time.perf_counter()
             with hold(backend):
+                if warm_up:  # clocks, memory and the module settle; this probe is discarded
+                    probe_bandwidth(backend, cache_bytes_of(backend))
                 bandwidth_bps, spread = probe_bandwidth(backend, cache_bytes_of(backend))
                 clocks = clock_readings.read_clocks(backend)
             info = backend.info
-            found.append(
-                GpuProbe(
-                    index=index,
-                    name=info.name,
-                    pci_bus_id=info.pci_bus_id,
-                    uuid=info.uuid,
-                    bandwidth_bps=bandwidth_bps,
-                    spread=spread,
-                    probe_s=time.perf_counter() - began,
-                    clocks=clocks,
-                )
+            return GpuProbe(
+                index=index,
+                name=info.name,
+                pci_bus_id=info.pci_bus_id,
+                uuid=info.uuid,
+                bandwidth_bps=bandwidth_bps,
+                spread=spread,
+                probe_s=time.perf_counter() - began,
+                clocks=clocks,
+                probes=2 if warm_up else 1,
             )
         finally:
             from pytest_gpuperf.engine import measure
 
             measure.release(backend)
             backend.close()
+
+    found = [probe_one(index, warm_up=False) for index in indices]
+    if len(found) > 1 and margin > 0:
+        found = [
+            probe_one(gpu.index, warm_up=True) if gpu.spread > margin else gpu for gpu in found
+        ]
+        if any(gpu.undecided for gpu in compare(found, margin)):  # its peers' spread counts
+            found = [pooled(gpu, probe_one(gpu.index, warm_up=False)) for gpu in found]
     names = {gpu.name for gpu in found}
     if len(names) > 1:
         return ProbeReport(

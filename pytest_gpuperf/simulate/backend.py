@@ -137,7 +137,7 @@ class SimBackend(Backend):
         self._noise = Noise(settings, device_index)
         self._cache = LruCache(self.spec.cache_bytes)
         self._allocations: dict[int, Allocation] = {}
-        self._executor = Executor(self._allocations)
+        self._executor = Executor(self._allocations, back=self._back)
         self._next_address = BASE_ADDRESS
         self._next_serial = 0
         self._loads = 0  # modules loaded so far: each load draws its own code drift
@@ -295,7 +295,6 @@ class SimBackend(Backend):
                 f"free of {self.spec.memory_bytes}; free buffers you no longer need or use a "
                 "smaller problem size"
             )
-        self._check_host_memory(nbytes)
         try:
             memory = np.zeros(nbytes, dtype=np.uint8)  # calloc: pages appear when written
         except MemoryError:
@@ -310,9 +309,18 @@ class SimBackend(Backend):
         self._used_bytes += reserved
         return DeviceBuffer(self, ptr, nbytes)
 
+    def _back(self, allocation: Allocation) -> None:
+        """Before a buffer's first write (an upload, a fill with another byte, a copy, a
+        kernel's output): the host must back its pages now. An allocation never written
+        (the engine's flush scratch: zeros, only read) is calloc's untouched pages and uses
+        no host memory, so it is not refused for memory it does not use."""
+        if allocation.pristine:
+            self._check_host_memory(allocation.memory.nbytes)
+
     def _check_host_memory(self, nbytes: int) -> None:
         """Refuse what the host cannot back: past it the OOM killer ends the process with
-        no message at all. Each allocation is checked against what is available now."""
+        no message at all. Each buffer is checked, at its first write, against what is
+        available then."""
         if nbytes < HOST_CHECK_FROM_BYTES:
             return
         available = host_available_bytes()
@@ -347,6 +355,7 @@ class SimBackend(Backend):
                 "allocate a larger buffer"
             )
         self._host_transfer(raw.size)
+        self._back(allocation)
         allocation.memory[: raw.size] = raw
         allocation.version += 1
 
@@ -371,6 +380,7 @@ class SimBackend(Backend):
                 f"{dst.nbytes}-byte buffer"
             )
         if not (source.pristine and target.pristine):  # zeros copied onto zeros leave zeros
+            self._back(target)
             target.memory[:count] = source.memory[:count]
             target.version += 1
         accesses = [self._access(src, count), self._access(dst, count)]
@@ -381,6 +391,7 @@ class SimBackend(Backend):
         if not 0 <= int(byte) <= 255:
             raise GpuPerfError(f"fill takes a byte value 0-255, got {byte!r}")
         if not (byte == 0 and allocation.pristine):  # zeros already: skip the memset
+            self._back(allocation)
             allocation.memory.fill(int(byte))
             allocation.version += 1
         accesses = [self._access(buffer, buffer.nbytes)]

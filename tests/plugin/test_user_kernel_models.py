@@ -72,3 +72,48 @@ def test_a_users_kernel_named_like_the_plugins_gets_no_plugin_model(gp):
     result = gp.run("--gpuperf")
     result.assert_outcomes(failed=1, warnings=1)
     result.stdout.fnmatch_lines(["*SimulationWarning*kernel 'copy' of *stream.hip*"])
+
+
+AXPY_INPLACE = """\
+#include "gpuperf.h"
+GPUPERF_KERNEL void axpy(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] += x[i];
+}
+"""
+
+AXPY_MODEL = """\
+from pytest_gpuperf import simulate
+
+
+@simulate.model("axpy.hip", "axpy")  # no reads_outputs=True: the user did not think of it
+def axpy(args, launch):
+    x, y, n = args
+    count = min(n, launch.threads_x)
+    y[:count] += x[:count]
+"""
+
+
+def test_an_in_place_kernel_fails_its_output_check_as_on_a_gpu(gp):
+    """`y += x` under --gpuperf runs many times on the same y: on a GPU its check fails. The
+    simulated device kept the first launch's result and passed it."""
+    (gp.path / "axpy.hip").write_text(AXPY_INPLACE)
+    gp.pytester.makeconftest(AXPY_MODEL)
+    gp.test_file(
+        """
+        N = 1 << 16
+
+
+        def test_axpy(gpu_bench):
+            kernel = gpu_bench.kernel("axpy.hip", "axpy")
+            x = np.ones(N, np.float32)
+            dx, dy = gpu_bench.to_device(x), gpu_bench.to_device(np.zeros(N, np.float32))
+            gpu_bench(kernel, grid=N // 256, block=256, args=(dx, dy, N), reads=(x,), writes=(x,))
+            np.testing.assert_array_equal(gpu_bench.from_device(dy, np.float32, N), x)
+        """
+    )
+    smoke = gp.run()  # one launch: y = x
+    smoke.assert_outcomes(passed=1)
+    measured = gp.run("--gpuperf")
+    measured.assert_outcomes(failed=1)
+    measured.stdout.fnmatch_lines(["*If the kernel updates a buffer in place*"])

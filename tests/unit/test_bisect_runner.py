@@ -13,9 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.bisect.probe import BROKEN, NO_BUILD, Key, ProbeError, ProbeRun, Reading
+from pytest_gpuperf.bisect.__main__ import exit_status
+from pytest_gpuperf.bisect.probe import (
+    BROKEN,
+    NO_BUILD,
+    PROBE_FAILED,
+    Key,
+    ProbeError,
+    ProbeFailed,
+    ProbeRun,
+    Reading,
+)
+from pytest_gpuperf.bisect.render import culprit_line, text_report, to_json
 from pytest_gpuperf.bisect.runner import Bisection, Plan
-from pytest_gpuperf.engine.results import AB_INCONCLUSIVE, AB_PASS, AB_REGRESSED
+from pytest_gpuperf.engine.results import AB_INCONCLUSIVE, AB_MODELLED, AB_PASS, AB_REGRESSED
 from tests.git_repo import git
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,19 +137,82 @@ def test_a_bad_that_does_not_build_names_no_culprit(project):
     assert report.probes[0].reading.state == NO_BUILD
 
 
-def test_a_probe_pytest_cannot_run_skips_that_commit(project):
+def test_a_probe_that_failed_once_is_run_again(project):
     def answer(subject, budget_s):
         index = index_of(subject)
-        if index == 3:  # the first midpoint of the 7 candidates (1, 2, 3, 5, 6, 7, 8)
-            raise ProbeError("the probe of commit 3 ran longer than 60 s (--probe-timeout)")
+        if index == 3 and sum(1 for s, _ in fake.calls if s == subject) == 1:
+            raise ProbeFailed("the probe of commit 3 ran longer than 60 s (--probe-timeout)")
         state = AB_REGRESSED if index >= 7 else AB_PASS
         return {FOLLOWED: reading(state, 1.05 if index >= 7 else 1.0)}, {}
 
-    report = Bisection(plan(project), probe_fn=FakePytest(project, answer)).run()
+    fake = FakePytest(project, answer)
+    report = Bisection(plan(project), probe_fn=fake).run()
     assert report.culprit is not None and report.culprit.subject == "commit 7"
-    skipped = report.outcome.skipped
-    assert [p.commit.subject for p in skipped] == ["commit 3"]
-    assert skipped[0].reading.state == BROKEN and "--probe-timeout" in skipped[0].reading.detail
+    assert [s for s, _ in fake.calls].count("commit 3") == 2
+    assert not report.outcome.skipped and not report.stopped
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        ProbeFailed("the probe of commit 3 ran longer than 60 s (--probe-timeout)"),
+        "OutOfDeviceMemory: the simulated device cannot allocate 576 MiB",
+        "LaunchError: hipErrorLaunchFailure",
+    ],
+)
+def test_a_probe_that_fails_twice_ends_the_search_with_its_reason(project, failure):
+    """Only a compile error is "does not build": a runtime failure (the machine short of
+    memory, a timeout) says nothing about the commit, and skipping it could skip the
+    culprit."""
+
+    def answer(subject, budget_s):
+        index = index_of(subject)
+        if index == 3:  # the first midpoint of the 7 candidates (1, 2, 3, 5, 6, 7, 8)
+            if isinstance(failure, ProbeFailed):
+                raise failure
+            return {}, {FOLLOWED.test_id: failure}
+        state = AB_REGRESSED if index >= 3 else AB_PASS
+        return {FOLLOWED: reading(state, 1.05 if index >= 3 else 1.0)}, {}
+
+    fake = FakePytest(project, answer)
+    report = Bisection(plan(project), probe_fn=fake).run()
+    assert [s for s, _ in fake.calls].count("commit 3") == 2
+    assert report.culprit is None and report.stopped.startswith("the probe of ")
+    assert str(failure).split(":")[0] in report.stopped and "failed twice" in report.stopped
+    last = report.probes[-1]
+    assert last.commit.subject == "commit 3" and last.reading.state in (BROKEN, PROBE_FAILED)
+    assert culprit_line(report).startswith("culprit: unknown (the search stopped: the probe of ")
+    assert exit_status(report) == 4
+
+
+def test_a_bad_whose_probe_fails_at_run_time_is_not_called_unbuildable(project):
+    fake = FakePytest(
+        project, lambda s, b: ({}, {FOLLOWED.test_id: "OutOfDeviceMemory: out of memory"})
+    )
+    report = Bisection(plan(project), probe_fn=fake).run()
+    assert len(fake.calls) == 2  # run once more
+    assert "does not build" not in report.ending
+    assert report.stopped == (
+        f"the probe of {report.bad.short} failed twice: test_k.py::test_add: "
+        "OutOfDeviceMemory: out of memory"
+    )
+    assert exit_status(report) == 4
+
+
+def test_a_bad_the_simulated_device_did_not_time_is_not_measured(project):
+    """An edit without a gpuperf-sim directive has GOOD's model: no interval, its own line
+    and exit status, never `not slower than GOOD`."""
+    modelled = Reading(AB_MODELLED, 1.0, None, threshold=0.005, modelled_by="default")
+    fake = FakePytest(project, lambda s, b: ({FOLLOWED: modelled}, {}))
+    report = Bisection(plan(project), probe_fn=fake).run()
+    assert len(fake.calls) == 1 and report.culprit is None
+    line = culprit_line(report)
+    assert line.startswith("culprit: not measured (BAD was not timed: ")
+    assert "the simulator's default" in line and "CI" not in line and "1.0000" not in line
+    assert exit_status(report) == 3
+    text = text_report(report)
+    assert "GOOD's model, not timed" in text and "[1.0000" not in text
+    assert to_json(report)["probes"][0]["ratio_ci"] is None
 
 
 def test_a_run_that_measured_nothing_is_a_usage_error(project):

@@ -292,7 +292,9 @@ def test_a_launch_that_changes_nothing_is_not_computed_again(kernels):
     src, dst, rows, cols = args
     for _ in range(5):
         _launch(backend, kernel, args)
-    assert len(calls.calls) == 1 and backend.computed_launches == 1
+    # the first repeat is computed once more (does it change its outputs, as an in-place
+    # update would?); it does not, so the other three are not
+    assert len(calls.calls) == 2 and backend.computed_launches == 2
     src.upload(data * 2)  # a new input
     _launch(backend, kernel, args)
     np.testing.assert_array_equal(dst.download(np.float32), 2 * data.reshape(64, 32).T.ravel())
@@ -302,7 +304,7 @@ def test_a_launch_that_changes_nothing_is_not_computed_again(kernels):
     _launch(backend, kernel, (src, dst, cols, rows))  # other scalars
     _launch(backend, kernel, args, grid=16)  # another launch shape
     _launch(backend, kernel, args, grid=16)
-    assert len(calls.calls) == 5
+    assert len(calls.calls) == 7  # the other scalars' and the other shape's first repeats too
 
 
 def test_each_set_of_rotated_buffers_is_computed_once(kernels):
@@ -314,7 +316,7 @@ def test_each_set_of_rotated_buffers_is_computed_once(kernels):
     for _ in range(4):
         for args in sets:
             _launch(backend, kernel, args)
-    assert len(calls.calls) == 3
+    assert len(calls.calls) == 3 + 1  # and the first repeat, checked once for in-place use
 
 
 def test_an_output_that_is_also_an_input_is_always_computed(kernels):
@@ -333,6 +335,23 @@ def test_an_output_that_is_also_an_input_is_always_computed(kernels):
         _launch(backend, backend.compile(kernels).kernel("transpose"), (x, x, 4, 4))
     assert len(computed) == 3
     assert (x.download(np.float32) == 3).all()
+
+
+def test_an_in_place_model_is_applied_at_every_launch_as_a_gpu_would(kernels):
+    """`x *= s` registered without reads_outputs=True: the memo kept the first launch's
+    result (x = 2 after three launches) and the test passed where a GPU leaves 8."""
+
+    def scale(args, launch):
+        x, s, n = args
+        x[:n] *= np.float32(s)
+
+    simulate.register(kernels, "scale_inplace", scale)
+    backend = _open()
+    x = backend.to_device(np.ones(8, np.float32))
+    kernel = backend.compile(kernels).kernel("scale_inplace")
+    for _ in range(3):
+        _launch(backend, kernel, (x, 2.0, 8))
+    assert (x.download(np.float32) == 8).all()  # 2 ** 3, as on a GPU
 
 
 def test_a_model_that_reads_its_outputs_is_always_computed(kernels):
@@ -387,24 +406,44 @@ def test_a_hot_measurement_computes_the_plugins_kernel_only_a_few_times():
 # -- host memory ------------------------------------------------------------------------------
 
 
-def test_an_allocation_the_host_cannot_back_is_refused_with_the_way_out(monkeypatch):
+def test_a_buffer_the_host_cannot_back_is_refused_at_its_first_write(monkeypatch):
     monkeypatch.setattr(sim_backend, "host_available_bytes", lambda: 2 * 2**30)
     backend = _open()
-    backend.alloc(1 << 30)  # 1 GiB of 2: fits beside the 512 MiB margin
+    backend.fill(backend.alloc(1 << 30), 1)  # 1 GiB of 2: fits beside the 512 MiB margin
+    big = backend.alloc(1600 * MiB)  # calloc's pages: nothing used yet
     with pytest.raises(OutOfDeviceMemory) as error:
-        backend.alloc(1600 * MiB)
+        backend.fill(big, 1)
     message = str(error.value)
     assert str(1600 * MiB) in message and str(2 * 2**30) in message
     assert "host memory" in message and "smaller problem size" in message
     assert "Simulated AMD Instinct MI300X" in message
 
 
+def test_the_flush_scratch_is_not_refused_for_host_memory_it_does_not_use(monkeypatch):
+    """The engine's 576 MiB cold-cache scratch is zeros, only read: calloc's pages, never
+    backed. A host with 700 MiB available measured nothing: the scratch was refused as
+    OutOfDeviceMemory (and a bisection read that as "does not build")."""
+    monkeypatch.setattr(sim_backend, "host_available_bytes", lambda: 700 * MiB)
+    backend = _open()
+    kernel = backend.compile(KERNELS_DIR / "vector_add.hip").kernel("vector_add")
+    n = 1 << 16
+    a, b = (backend.to_device(np.ones(n, np.float32)) for _ in range(2))
+    c = backend.alloc(4 * n)
+    result = measure_kernel(
+        backend, kernel, grid=n // 256, block=256, args=(a, b, c, n), bytes_moved=12 * n,
+        device=backend.spec, settings=MeasureSettings(cache="cold", budget_s=0.01),
+    )  # fmt: skip
+    assert result.time_s > 0 and result.extra["scratch_bytes"] >= 512 * MiB
+    with pytest.raises(OutOfDeviceMemory, match="host memory"):
+        backend.to_device(np.ones(600 * MiB, np.uint8))  # written: it needs the host
+
+
 def test_small_allocations_and_unknown_hosts_are_not_checked(monkeypatch):
     monkeypatch.setattr(sim_backend, "host_available_bytes", lambda: 0)
     backend = _open()
-    backend.alloc(MiB)  # below the threshold: no /proc read per small buffer
+    backend.fill(backend.alloc(MiB), 1)  # below the threshold: no /proc read per small buffer
     monkeypatch.setattr(sim_backend, "host_available_bytes", lambda: None)
-    backend.alloc(256 * MiB)
+    backend.fill(backend.alloc(256 * MiB), 1)
 
 
 def test_the_host_reports_its_available_memory():
