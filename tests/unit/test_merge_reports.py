@@ -12,33 +12,76 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gpuperf.engine.results import NO_BASELINE, BaselineCheck, Measurement, Row
+from pytest_gpuperf.gate.decide import decide
+from pytest_gpuperf.gate.floor import check_floor
 from pytest_gpuperf.merge import main
-from pytest_gpuperf.report.json_report import REPORT_SCHEMA
+from pytest_gpuperf.report.json_report import REPORT_SCHEMA, to_json
 from pytest_gpuperf.report.shards import merge_reports, read_shard
+from pytest_gpuperf.report.text import ReportMeta
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _shard(index: int, count: int = 2, tests=("a",), **changes) -> dict:
-    document = {
-        "schema": REPORT_SCHEMA,
-        "commit": {"id": "c0ffee", "dirty": False},
-        "suite": {"target": 0.01, "checks": 2},
-        "problems": [],
-        "interrupted": False,
-        "timing": {"wall_s": 1.0},
-        "results": [],
-        "shard": {
-            "index": index,
-            "count": count,
-            "tests": list(tests),
-            "measuring": list(tests),
-            "suite_tests": 2,
-            "digest": "d1",
-            "device_key": "mi300x-sim",
-            "tests_failed": 0,
-            "exitstatus": 0,
-        },
+# The suite's collection order: the shards' tests take their places from it
+ORDER = ("a", "p", "b", "q", "c")
+
+
+def _measurement(time_s: float = 1e-4, name: str = "k") -> Measurement:
+    return Measurement(
+        name=name,
+        kernel="k",
+        cache="cold",
+        bytes_moved=400_000_000,
+        time_s=time_s,
+        time_ci_s=(time_s * 0.99, time_s * 1.01),
+        samples_s=(time_s,) * 10,
+        peak_bps=5.3e12,
+        device_key="mi300x",
+        device_name="simulated MI300X",
+        backend="sim",
+        simulated=True,
+        queue_method="flush",
+    )
+
+
+def _row(test_id: str, *, time_s: float = 1e-4, floor: float | None = None) -> Row:
+    """A measurement as the gate judged it (efficiency 400 MB / time / 5.3 TB/s: 75% at
+    100 us)."""
+    m = _measurement(time_s)
+    verdict = decide(
+        baseline=BaselineCheck(outcome=NO_BASELINE),
+        floor=check_floor(m, floor) if floor is not None else None,
+    )
+    return Row(test_id, m, verdict, "passed")
+
+
+def _shard(
+    index: int,
+    count: int = 2,
+    tests=("a",),
+    *,
+    measuring=None,
+    rows=None,
+    outcomes=None,
+    **changes,
+) -> dict:
+    measuring = tuple(tests) if measuring is None else tuple(measuring)
+    rows = [_row(test) for test in measuring] if rows is None else rows
+    document = to_json(rows, ReportMeta(commit="c0ffee", suite_target=0.01, suite_checks=2))
+    document["shard"] = {
+        "index": index,
+        "count": count,
+        "tests": list(tests),
+        "measuring": list(measuring),
+        "suite_tests": 2,
+        "digest": "d1",
+        "device_key": "mi300x-sim",
+        "positions": [ORDER.index(test) for test in tests],
+        "outcomes": {test: {"outcome": "passed", "message": ""} for test in tests}
+        | (outcomes or {}),
+        "tests_failed": 0,
+        "exitstatus": 0,
     }
     for key, value in changes.items():
         document["shard"][key] = value
@@ -97,7 +140,8 @@ def test_an_unwritable_output_is_one_line_and_exit_2(tmp_path, capsys):
     (tmp_path / "file").write_text("")
     assert main([*paths, "--markdown", str(tmp_path / "file" / "summary.md")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "summary.md: cannot be written" in err
+    # asked before any shard is read, by the pytest run's report-path rules
+    assert err.count("\n") == 1 and "summary.md: " in err and "file is not a directory" in err
 
 
 @pytest.mark.parametrize("option", ["--json", "--markdown", "--junit"])
