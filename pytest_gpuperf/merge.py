@@ -139,16 +139,18 @@ def _unwritable(options: argparse.Namespace, env: Mapping[str, str]) -> str:
         if path is not None
     ]
     summary = env.get("GITHUB_STEP_SUMMARY") if options.markdown is not None else None
+    guards = Guarded(Path("baselines"), lock_dir(), cache_dir())
+    inputs = [Path(report) for report in options.reports]
+    problem = first_unwritable(named, guards, inputs=inputs, summary=summary)
+    if problem:
+        return problem
     for option, path in [*named, *([("$GITHUB_STEP_SUMMARY", Path(summary))] if summary else [])]:
         if path.suffix.lower() == ".toml":
             return (
                 f"{option}={path}: is a .toml path, where baselines live (baselines/<device>."
                 "toml); the merge writes JSON, Markdown and XML: choose another path"
             )
-    guards = Guarded(Path("baselines"), lock_dir(), cache_dir())
-    return first_unwritable(
-        named, guards, inputs=[Path(report) for report in options.reports], summary=summary
-    )
+    return ""
 
 
 def _out_dir(raw: str, shard_dirs: Sequence[str]) -> Path:

@@ -247,7 +247,7 @@ def append_report(path: str | os.PathLike[str], text: str) -> Path:
     FIFO, a device or a folder: a FIFO as $GITHUB_STEP_SUMMARY hung the merge in open().
     The file is opened without waiting (a FIFO without a reader is refused by the open
     itself) and judged by what was opened, so nothing swapped in after a check is written."""
-    odd = _system_file(Path(path))
+    odd = _system_file(Path(path)) or not_regular(Path(path))
     if odd:
         raise ReportPathError(f"{path}: {odd}; nothing was appended")
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)

@@ -116,8 +116,8 @@ def junit_xml(
         counts["tests"] += 1
         counts["failures"] += 1
         case = ElementTree.SubElement(suite, "testcase", classname=suite_name, name="run")
-        failure = ElementTree.SubElement(case, "failure", message=failures[0])
-        failure.text = "\n".join(failures)
+        failure = ElementTree.SubElement(case, "failure", message=visible(failures[0]))
+        failure.text = "\n".join(map(visible, failures))
     for name, value in counts.items():
         suite.set(name, str(value))
     root = ElementTree.Element("testsuites")
@@ -153,9 +153,10 @@ def _measurement_case(
     if row.verdict.status == FAIL:
         counts["failures"] += 1
         failure = ElementTree.SubElement(
-            case, "failure", message=one_line(row.measurement, row.verdict)
+            case, "failure", message=visible(one_line(row.measurement, row.verdict))
         )
-        failure.text = failure_text(row.measurement, row.verdict)
+        text = failure_text(row.measurement, row.verdict)
+        failure.text = "\n".join(map(visible, text.splitlines()))
     return case
 
 
