@@ -31,6 +31,7 @@ from pytest_gpuperf.gate.policy import (
 )
 from pytest_gpuperf.report.band_words import band_text, board_level_text
 from pytest_gpuperf.report.text import drift_text
+from pytest_gpuperf.report.visible import visible
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,8 @@ def text(history: History) -> str:
             f"{p.when:<22} {p.kind:<5} {p.efficiency:>10.2%} "
             f"{p.low:>9.2%}-{p.high:<9.2%}  {p.label}"
         )
-    return "\n".join(lines)
+    # test ids, boards, commits and times come from the files: each line stays one line
+    return "\n".join(visible(line) for line in lines)
 
 
 def _decided(history: History) -> str:
@@ -301,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(options)
     except (_BadInput, GpuPerfError) as problem:
-        print(f"{parser.prog}: error: {problem}", file=sys.stderr)
+        print(f"{parser.prog}: error: {visible(problem)}", file=sys.stderr)
         return 2
 
 

@@ -7,20 +7,34 @@ runners (`pytest --gpuperf --gpuperf-shard=K/N --gpuperf-json=shard-K.json` on e
 Reports: exit 0 when every shard 1..N is there, agrees on the run (commit, device key, suite
 size, plan) and passed; 1 otherwise, with the reasons in the summary and the files written.
 Baselines: a three-way merge into --out's files (baseline/merge.py); 1 on a conflicting
-entry, naming each version's file:line, with nothing written. Bad arguments, unreadable or
-foreign files: one line on stderr and exit 2.
+entry, naming each version's file:line, with nothing written. Bad arguments, unreadable,
+foreign or forged files (a field of the wrong kind, an unknown state, a result given twice):
+one line on stderr naming the file and the field, and exit 2.
+
+Before any shard is read, every output (and $GITHUB_STEP_SUMMARY, with --markdown) is held to
+the pytest run's report-path rules (report/files.py): never a baseline file, an input of this
+merge, a device, a FIFO or a folder. --out must be an existing directory. Ctrl-C or SIGTERM
+leaves every file whole or as it was, with no temporary (exit 130 or 143).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
+import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from pytest_gpuperf.errors import BaselineError, ConfigError, GpuPerfError
+from pytest_gpuperf.errors import (
+    BaselineError,
+    ConfigError,
+    GpuPerfError,
+    stop_on_sigterm,
+    stop_words,
+)
 
 PROG = "python -m pytest_gpuperf.merge"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -59,7 +73,6 @@ def _parser() -> _Parser:
     )
     parser.add_argument(
         "--out",
-        type=Path,
         metavar="DIR",
         help="with --baselines: the baseline directory to merge into; its files now are the "
         "common base (the merge job's checkout of the commit the shards ran)",
@@ -68,33 +81,109 @@ def _parser() -> _Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from pytest_gpuperf.report.visible import visible
+
     parser = _parser()
     options = parser.parse_args(argv)
+    # SIGTERM (a cancelled CI job) stops as Ctrl-C does: a file being written is left whole
+    # or absent, with no temporary beside it (baseline/file_write.py cleans up on the way out)
+    restore = stop_on_sigterm()
     try:
         if options.baselines is not None:
             if options.reports or options.json or options.markdown or options.junit:
                 parser.error("--baselines merges baselines only: give the reports in another call")
             if options.out is None:
                 parser.error("--baselines needs --out DIR (the baseline directory to merge into)")
-            return _merge_baselines(options.baselines, options.out)
+            return _merge_baselines(options.baselines, _out_dir(options.out, options.baselines))
         if options.out is not None:
             parser.error("--out goes with --baselines; the reports go to --json/--markdown/--junit")
         if not options.reports:
             parser.error("give every shard's JSON report (or --baselines SHARD_DIR... --out DIR)")
+        problem = _unwritable(options, os.environ)
+        if problem:
+            raise ConfigError(problem)
         command = " ".join([PROG, *map(shlex.quote, argv if argv is not None else sys.argv[1:])])
         return _merge_reports(options, command)
     except (ConfigError, BaselineError) as problem:
-        print(f"{PROG}: error: {problem}", file=sys.stderr)
+        print(f"{PROG}: error: {visible(problem)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted (Ctrl-C)", file=sys.stderr)
-        return 130
+        stop = stop_words()
+        print(
+            f"{PROG}: interrupted ({stop}); every file is whole or as it was before",
+            file=sys.stderr,
+        )
+        return 128 + (signal.SIGTERM if stop == "SIGTERM" else signal.SIGINT)
+    finally:
+        if restore is not None:
+            restore()
+
+
+def _unwritable(options: argparse.Namespace, env: Mapping[str, str]) -> str:
+    """The first output that must not or cannot be written, and why ("" when all can), asked
+    before any shard is read: the report-path rules of a pytest run (report/files.py), with
+    the shards' reports as this command's inputs, `baselines/` here as the baseline folder,
+    and every .toml path refused (the merge writes JSON, Markdown and XML; a .toml file is a
+    baseline file of some folder the merge cannot know)."""
+    from pytest_gpuperf.baseline.shared_lock import lock_dir
+    from pytest_gpuperf.report.files import Guarded, first_unwritable
+    from pytest_gpuperf.runtime.compile import cache_dir
+
+    named = [
+        (option, path)
+        for option, path in (
+            ("--json", options.json),
+            ("--markdown", options.markdown),
+            ("--junit", options.junit),
+        )
+        if path is not None
+    ]
+    summary = env.get("GITHUB_STEP_SUMMARY") if options.markdown is not None else None
+    guards = Guarded(Path("baselines"), lock_dir(), cache_dir())
+    inputs = [Path(report) for report in options.reports]
+    problem = first_unwritable(named, guards, inputs=inputs, summary=summary)
+    if problem:
+        return problem
+    for option, path in [*named, *([("$GITHUB_STEP_SUMMARY", Path(summary))] if summary else [])]:
+        if path.suffix.lower() == ".toml":
+            return (
+                f"{option}={path}: is a .toml path, where baselines live (baselines/<device>."
+                "toml); the merge writes JSON, Markdown and XML: choose another path"
+            )
+    return ""
+
+
+def _out_dir(raw: str, shard_dirs: Sequence[str]) -> Path:
+    """--out as a directory that exists: the merge job's checkout of the baselines the shards
+    started from (a new folder would be an empty base: every entry written as if new)."""
+    if not raw.strip():
+        raise ConfigError(
+            "--out is empty: give the baseline directory to merge into (e.g. --out baselines)"
+        )
+    for directory in shard_dirs:
+        if not directory.strip():
+            raise ConfigError("--baselines: an empty directory name; give each shard's folder")
+    out = Path(raw)
+    if not out.is_dir():
+        what = "is not a directory" if out.exists() else "does not exist"
+        raise ConfigError(
+            f"--out {raw}: {what}; give the merge job's checkout of the baseline directory the "
+            "shards started from (its files are the base of the three-way merge)"
+        )
+    for directory in shard_dirs:
+        if Path(directory).is_dir() and os.path.samefile(directory, out):
+            raise ConfigError(
+                f"--out {raw}: is also a shard's directory ({directory}); merge into the "
+                "directory the shards started from"
+            )
+    return out
 
 
 def _merge_reports(options: argparse.Namespace, command: str) -> int:
     from pytest_gpuperf import report
     from pytest_gpuperf.report.junit import junit_xml
     from pytest_gpuperf.report.shards import merge_reports, read_shard
+    from pytest_gpuperf.report.visible import visible
 
     merged = merge_reports([read_shard(path) for path in options.reports], command=command)
     rows, meta = list(merged.rows), merged.meta
@@ -110,36 +199,38 @@ def _merge_reports(options: argparse.Namespace, command: str) -> int:
         if summary:
             written.append(f"appended to {summary}")
     if options.junit:
-        xml = junit_xml(rows, failures=merged.reasons)
+        tests = (meta.merge or {}).get("tests", ())
+        xml = junit_xml(rows, failures=merged.reasons, tests=tests)
         written.append(_write(options.junit, lambda: _write_text(options.junit, xml)))
     if rows:
         print(report.terminal_table(rows, meta))
     for line in lines:
-        print(f"gpuperf: {line}")
+        print(f"gpuperf: {visible(line)}")
     for reason in merged.reasons:
-        print(f"gpuperf: FAILED: {reason}")
+        print(f"gpuperf: FAILED: {visible(reason)}")
     for what in written:
-        print(f"gpuperf: written: {what}")
+        print(f"gpuperf: written: {visible(what)}")
     return EXIT_OK if merged.verdict == "passed" else EXIT_FAILED
 
 
 def _merge_baselines(shard_dirs: Sequence[str], out: Path) -> int:
     from pytest_gpuperf.baseline.merge import plan_merge, write_merge
+    from pytest_gpuperf.report.visible import visible
 
     merges = plan_merge(shard_dirs, out)
     conflicts = [line for merge in merges for line in merge.conflicts]
     if conflicts:
         for line in conflicts:
-            print(f"gpuperf: conflict: {line}", file=sys.stderr)
+            print(f"gpuperf: conflict: {visible(line)}", file=sys.stderr)
         print(
             f"gpuperf: nothing merged: {len(conflicts)} conflicting entr"
-            f"{'ies' if len(conflicts) != 1 else 'y'}; {out} was left as it was",
+            f"{'ies' if len(conflicts) != 1 else 'y'}; {visible(out)} was left as it was",
             file=sys.stderr,
         )
         return EXIT_FAILED
     write_merge(merges, out)
     for merge in merges:
-        print(f"gpuperf: {merge.line()}")
+        print(f"gpuperf: {visible(merge.line())}")
     return EXIT_OK
 
 

@@ -155,13 +155,27 @@ def parse_sim_gpus(raw: Any, where: str) -> tuple[float, ...]:
 
 
 def parse_shard(raw: Any, where: str) -> tuple[int, int]:
-    """'2/3' -> (2, 3): shard K of N, 1 <= K <= N."""
-    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(raw))
+    """'2/3' -> (2, 3): shard K of N, 1 <= K <= N <= MAX_SHARDS (report/shard_read.py says
+    why; N = 100000000 took 71 s and 2.4 GB before a MemoryError)."""
+    from pytest_gpuperf.report.shard_read import MAX_SHARDS
+
+    text = str(raw)
+    shown = repr(text if len(text) <= 40 else text[:37] + "...")
+    hint = f"expected K/N with 1 <= K <= N <= {MAX_SHARDS} (shard K of N, e.g. 2/3), got {shown}"
+    # ASCII digits, a few of them: \d takes any script's digits, and int() of thousands of
+    # digits is slow or refused
+    match = (
+        re.fullmatch(r"\s*([0-9]{1,12})\s*/\s*([0-9]{1,12})\s*", text) if len(text) < 64 else None
+    )
     if match is None or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise ConfigError(f"{where}: {hint}")
+    index, count = int(match.group(1)), int(match.group(2))
+    if count > MAX_SHARDS:
         raise ConfigError(
-            f"{where}: expected K/N with 1 <= K <= N (shard K of N, e.g. 2/3), got {raw!r}"
+            f"{where}: at most {MAX_SHARDS} shards (one CI runner each; GitHub Actions' matrix "
+            f"makes at most {MAX_SHARDS} jobs), got {shown}"
         )
-    return int(match.group(1)), int(match.group(2))
+    return index, count
 
 
 def parse_history(raw: Any, where: str) -> int:

@@ -346,8 +346,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
     for line in report.saved_lines(rows, state.unsaved, lambda p: relative(p, state.rootdir)):
         writer.write_line(f"gpuperf: {line}")
-    for line in state.orphan_lines:
-        writer.write_line(f"gpuperf: {line}")
+    from pytest_gpuperf.report.visible import visible
+
+    for line in state.orphan_lines:  # test ids read from the baseline files
+        writer.write_line(f"gpuperf: {visible(line)}")
     for line in state.written:
         writer.write_line(f"gpuperf: {line}")
     if missing_base:
@@ -438,6 +440,9 @@ def _shard_json(state: PluginState) -> dict[str, Any] | None:
         return None
     return {
         **state.shard.to_json(),
+        "outcomes": {
+            test: state.outcomes[test] for test in state.shard.selected if test in state.outcomes
+        },
         "tests_failed": state.tests_failed,
         "exitstatus": state.exitstatus,
     }

@@ -59,6 +59,9 @@ class PluginState:
     # --gpuperf-shard: this runner's part (shard.ShardPlan, made at collection; an xdist
     # controller gets its workers' as plain data), and how pytest ended its tests
     shard: Any = None
+    # under --gpuperf-shard, every test's outcome and a failure's one-line message, by test
+    # id (the merge names each test of the suite, measuring or not)
+    outcomes: dict[str, dict[str, str]] = field(default_factory=dict)
     tests_failed: int = 0
     exitstatus: int = 0
     # Each GPU used, by (backend, index, bus id): identity, workers, GPU-lock account per worker
@@ -127,6 +130,8 @@ class PluginState:
         return [row for rows in self.rows.values() for row in rows]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.settings.shard is not None:
+            note_outcome(self.outcomes, report)
         payload = getattr(report, "gpuperf", None)
         if report.when != "call" or not payload:
             return
@@ -148,6 +153,40 @@ class PluginState:
         if device and all(d["lines"] != device["lines"] for d in self.devices):
             self.devices.append(device)
         self.note_gpu(payload.get("gpu"), payload.get("worker") or MAIN_WORKER)
+
+
+def note_outcome(outcomes: dict[str, dict[str, str]], report: pytest.TestReport) -> None:
+    """Fold one phase's report into its test's outcome as pytest's summary counts it: a
+    failed setup or teardown is an error, a failed call a failure, xfail's reports xfailed and
+    xpassed; a rerun starts again at its setup. A failure keeps its first line."""
+    if report.when == "setup":
+        outcomes.pop(report.nodeid, None)
+    record = outcomes.setdefault(report.nodeid, {"outcome": "passed", "message": ""})
+    if report.outcome == "passed" and not hasattr(report, "wasxfail"):
+        return
+    if hasattr(report, "wasxfail"):
+        outcome = "xfailed" if report.skipped else "xpassed"
+    elif report.skipped:
+        outcome = "skipped"
+    else:
+        outcome = "failed" if report.when == "call" else "error"
+    if record["outcome"] in ("failed", "error"):
+        return  # the first failure is the test's; a teardown error after it adds nothing
+    record["outcome"] = outcome
+    if outcome in ("failed", "error", "skipped"):
+        record["message"] = _first_line(report)
+
+
+def _first_line(report: pytest.TestReport) -> str:
+    """The one line pytest's short summary shows for a failure (or a skip's reason)."""
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (file, line, reason)
+        text = str(longrepr[2]).removeprefix("Skipped: ")
+    else:
+        crash = getattr(longrepr, "reprcrash", None)
+        text = str(crash.message) if crash is not None else str(longrepr or "")
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= 200 else line[:197] + "..."
 
 
 # On the config: the run's state (__init__.py), a hung kernel's exit status (finish.py),

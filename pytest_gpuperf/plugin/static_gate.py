@@ -350,8 +350,10 @@ class StaticPlugin:
         for line in lines:
             failed = "FAILED" in line or "ERROR" in line
             terminalreporter.write_line(line, red=failed)
-        for line in self.orphan_lines:
-            terminalreporter.write_line(f"gpuperf: {line}")
+        from pytest_gpuperf.report.visible import visible
+
+        for line in self.orphan_lines:  # test ids read from the static baseline files
+            terminalreporter.write_line(f"gpuperf: {visible(line)}")
 
     def markdown(self, meta: ReportMeta | None = None) -> str:
         """The Markdown summary of a static run (plugin/finish.py writes it to

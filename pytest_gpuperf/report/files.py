@@ -107,10 +107,25 @@ def unwritable(
     ours = report_paths(settings)
     if not (ours or others):
         return ""
-    guards = guarded or Guarded.of(settings)
+    summary = environment.get("GITHUB_STEP_SUMMARY") if settings.markdown_path is not None else None
+    return first_unwritable(ours, guarded or Guarded.of(settings), others=others, summary=summary)
+
+
+def first_unwritable(
+    ours: Sequence[tuple[str, Path]],
+    guards: Guarded,
+    *,
+    others: Sequence[tuple[str, Path]] = (),
+    inputs: Sequence[Path] = (),
+    summary: str | None = None,
+) -> str:
+    """The rules of `unwritable` for any command's report files: `ours` are written by our
+    writer, `others` by someone else; none may be a file the run keeps (`guards`), one of
+    the command's `inputs`, or another report's file; `summary` ($GITHUB_STEP_SUMMARY, where
+    the Markdown is appended) must be a regular file or a new name, and none of those."""
     seen: dict[Path, str] = {}
     for option, path in [*ours, *others]:
-        problem = guards.owner(path)
+        problem = guards.owner(path) or _input(path, inputs)
         if not problem and (option, path) in ours:
             problem = _problem(path)
         real = _real(path)
@@ -119,9 +134,12 @@ def unwritable(
         if problem:
             return f"{option}={path}: {problem}; choose another path"
         seen[real] = option
-    summary = environment.get("GITHUB_STEP_SUMMARY")
-    if summary and settings.markdown_path is not None:
-        problem = guards.owner(Path(summary)) or _problem(Path(summary), append=True)
+    if summary:
+        problem = (
+            guards.owner(Path(summary))
+            or _input(Path(summary), inputs)
+            or _problem(Path(summary), append=True)
+        )
         if problem:
             return (
                 f"$GITHUB_STEP_SUMMARY={summary}: {problem}; the Markdown summary is appended "
@@ -140,6 +158,24 @@ def path_problem(path: Path, guards: Sequence[Guarded]) -> str:
         if owned:
             return owned
     return _problem(path)
+
+
+def _input(path: Path, inputs: Sequence[Path]) -> str:
+    """'is an input of this command ...' when `path` names one of `inputs` (or a hard link
+    to one)."""
+    real = _real(path)
+    try:
+        status = os.stat(path)
+    except OSError:
+        status = None
+    for given in inputs:
+        same = _real(given) == real
+        if not same and status is not None:
+            with contextlib.suppress(OSError):
+                same = os.path.samestat(status, os.stat(given))
+        if same:
+            return f"is {given}, an input of this command; a report there would replace it"
+    return ""
 
 
 def not_regular(path: Path) -> str:
@@ -218,6 +254,25 @@ def write_report(path: str | os.PathLike[str], text: str) -> Path:
     return Path(path)
 
 
+def append_report(path: str | os.PathLike[str], text: str) -> Path:
+    """Append `text` to a regular file (made when absent, with the umask's mode), never to a
+    FIFO, a device or a folder: a FIFO as $GITHUB_STEP_SUMMARY hung the merge in open().
+    The file is opened without waiting (a FIFO without a reader is refused by the open
+    itself) and judged by what was opened, so nothing swapped in after a check is written."""
+    odd = _system_file(Path(path)) or not_regular(Path(path))
+    if odd:
+        raise ReportPathError(f"{path}: {odd}; nothing was appended")
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags, 0o666)
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+            raise ReportPathError(f"{path}: is {kind}, not a regular file; nothing was appended")
+        handle.write(text)
+    return Path(path)
+
+
 def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
@@ -229,6 +284,8 @@ def _inside(real: Path, folder: Path) -> bool:
 __all__ = [
     "Guarded",
     "ReportPathError",
+    "append_report",
+    "first_unwritable",
     "not_regular",
     "path_problem",
     "report_paths",

@@ -91,11 +91,13 @@ def md_escape(text: str) -> str:
 def append_github_step_summary(
     markdown_text: str, env: Mapping[str, str] = os.environ
 ) -> Path | None:
-    """Append to the file GitHub Actions names in $GITHUB_STEP_SUMMARY; None when unset."""
+    """Append to the file GitHub Actions names in $GITHUB_STEP_SUMMARY; None when unset. A
+    path that is not a regular file (a FIFO, a device) is refused, never waited on
+    (files.append_report)."""
+    from pytest_gpuperf.report.files import append_report
+
     target = env.get("GITHUB_STEP_SUMMARY")
     if not target:
         return None
-    path = Path(target)
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(markdown_text if markdown_text.endswith("\n") else markdown_text + "\n")
-    return path
+    text = markdown_text if markdown_text.endswith("\n") else markdown_text + "\n"
+    return append_report(target, text)

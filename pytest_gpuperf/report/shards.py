@@ -5,23 +5,25 @@ measuring tests sharing one false-alarm budget (gate/suite.py). The merge checks
 reports say so before it trusts them: every shard 1..N present once, the same commit, device
 key, suite size, false-alarm target, base commit and shard plan (a runner that planned
 another partition may have run a test twice or never), and no test reported by two shards.
-The merged rows go through the same renderers as one pytest run's (json_report.py,
-markdown_summary.py, junit.py, terminal.py); the verdict fails when any of those checks does
-or any shard failed (a failed measurement or test, a problem, Ctrl-C).
+It believes no verdict it can decide itself (shard_check.py) and no file it has not checked
+(shard_read.py): a measuring test the report lists as passed without a measurement fails the
+merge. Every test of every shard, measuring or not, is in the merged report once, in the
+suite's collection order. The merged rows go through the same renderers as one pytest run's
+(json_report.py, markdown_summary.py, junit.py, terminal.py); the verdict fails when any of
+those checks does or any shard failed (a failed measurement or test, a problem, Ctrl-C).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_gpuperf.engine.results import FAIL, Row
-from pytest_gpuperf.errors import BaselineError, ConfigError
+from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.suite import SuiteBudget
-from pytest_gpuperf.report.json_report import REPORT_SCHEMA, rows_from_json
+from pytest_gpuperf.report.shard_check import recheck
+from pytest_gpuperf.report.shard_read import ShardReport, read_shard
 from pytest_gpuperf.report.suite import confirmation_lines, suite_lines
 from pytest_gpuperf.report.text import ReportMeta
 
@@ -29,61 +31,13 @@ PASSED, FAILED = "passed", "failed"
 # pytest's exit statuses a shard may end with and still have passed: all passed, and no tests
 # (a shard of a suite smaller than N)
 _CLEAN_EXITS = (0, 5)
-
-
-@dataclass(frozen=True)
-class ShardReport:
-    """One shard's report as read from its file."""
-
-    path: str
-    document: Mapping[str, Any]
-    rows: tuple[Row, ...]
-
-    @property
-    def shard(self) -> Mapping[str, Any]:
-        return self.document["shard"]
-
-    @property
-    def label(self) -> str:
-        return f"{self.shard['index']}/{self.shard['count']}"
-
-    @property
-    def measured_cost_s(self) -> float:
-        """Σ time_s × samples of this run's measurements: the quantity the plan balanced,
-        as measured."""
-        return sum(row.measurement.time_s * len(row.measurement.samples_s) for row in self.rows)
-
-    def device_key(self) -> str | None:
-        """The baseline file's key the shard measured against (`<key>-sim` when simulated)."""
-        key = self.shard.get("device_key")
-        if key:
-            return str(key)
-        keys = {
-            row.measurement.device_key + ("-sim" if row.measurement.simulated else "")
-            for row in self.rows
-        }
-        return ", ".join(sorted(keys)) or None
-
-    def failures(self) -> list[str]:
-        """Why this shard failed, one reason a line (empty: it passed)."""
-        reasons = []
-        failed = sorted({row.test_id for row in self.rows if row.verdict.status == FAIL})
-        if failed:
-            more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
-            plural = "s" if len(failed) != 1 else ""
-            reasons.append(
-                f"{len(failed)} test{plural} failed the gate: {', '.join(failed[:5])}{more}"
-            )
-        others = int(self.shard.get("tests_failed", 0)) - len(failed)
-        if others > 0:
-            reasons.append(f"{others} other test{'s' if others != 1 else ''} failed")
-        reasons += [f"problem: {problem}" for problem in self.document.get("problems", ())]
-        if self.document.get("interrupted"):
-            reasons.append("interrupted (Ctrl-C)")
-        status = int(self.shard.get("exitstatus", 0))
-        if not reasons and status not in _CLEAN_EXITS:
-            reasons.append(f"pytest exited with status {status}")
-        return reasons
+# How pytest's outcomes count: failed the shard, or did not (a skip is pytest's own word)
+_FAILED_OUTCOMES = ("failed", "error")
+# Names listed per reason before "and N more"
+_SHOWN = 5
+# The measured cost spread below which the shards count as balanced: the cost line is left
+# out (the planner's own check, tests/plugin/test_shards.py, holds plans within 20%)
+BALANCED_SPREAD = 0.25
 
 
 @dataclass(frozen=True)
@@ -112,60 +66,38 @@ class MergedReport:
             budget = SuiteBudget(meta.suite_target, max(meta.suite_checks, 1))
             lines += suite_lines(self.rows, budget) + confirmation_lines(self.rows)
         lines += [shard_line(record) for record in merge.get("shards", ())]
-        spread = merge.get("cost_spread")
-        if spread is not None:
-            lines.append(
-                f"cost balance: the most expensive shard measured {spread:.1%} more than the "
-                "cheapest (time × samples of its measurements)"
-            )
+        balance = cost_line(merge.get("shards", ()), self.shards[0].shard)
+        if balance:
+            lines.append(balance)
         lines.append(verdict_line(self))
         return lines
-
-
-def read_shard(path: str) -> ShardReport:
-    """A shard's report; ConfigError (one line, naming the file) when it is not one."""
-    from pytest_gpuperf.baseline.file_read import read_store_text
-
-    try:
-        # a FIFO hung the merge, bytes that are not UTF-8 ended in a traceback: read it as the
-        # stores read their files (regular files only, bounded, decode errors with their line)
-        text = read_store_text(Path(path), "a JSON report")
-    except BaselineError as problem:
-        raise ConfigError(str(problem)) from None
-    try:
-        document = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as problem:
-        raise ConfigError(f"{path}: not a JSON report ({problem})") from None
-    if not isinstance(document, dict) or document.get("schema") != REPORT_SCHEMA:
-        raise ConfigError(
-            f"{path}: not a pytest-gpuperf report (written by --gpuperf-json; "
-            f'its "schema" is not "{REPORT_SCHEMA}")'
-        )
-    shard = document.get("shard")
-    if not isinstance(shard, dict) or not {"index", "count", "digest"} <= set(shard):
-        raise ConfigError(
-            f'{path}: the report of an unsharded run (no "shard" object); merge the reports '
-            "of runs made with --gpuperf-shard=K/N"
-        )
-    try:
-        rows = tuple(rows_from_json(document))
-    except (KeyError, TypeError, ValueError) as problem:
-        raise ConfigError(f"{path}: its results cannot be read ({problem!r})") from None
-    return ShardReport(path=str(path), document=document, rows=rows)
 
 
 def merge_reports(shards: Sequence[ShardReport], *, command: str = "") -> MergedReport:
     """One report of `shards` (in any order) and its verdict."""
     if not shards:
         raise ConfigError("no shard reports given")
-    ordered = sorted(shards, key=lambda s: (int(s.shard["index"]), s.path))
-    problems = _disagreements(ordered) + _missing(ordered) + _overlaps(ordered)
+    problems = []
+    checked = []
+    for shard in sorted(shards, key=lambda s: (s.index, s.path)):
+        rows = []
+        for row in shard.rows:
+            decided, why = recheck(row)
+            rows.append(decided)
+            if why:
+                problems.append(f"shard {shard.label} ({shard.path}): {why}")
+        checked.append(replace(shard, rows=tuple(rows)))
+    ordered = tuple(checked)
+    problems = _disagreements(ordered) + _missing(ordered) + _overlaps(ordered) + problems
     reasons = list(problems)
     for shard in ordered:
-        reasons += [f"shard {shard.label} ({shard.path}): {why}" for why in shard.failures()]
-    rows = [row for shard in ordered for row in shard.rows]
-    # Grouped by test file, then each shard's own (collection) order, near an unsharded run's.
-    rows.sort(key=lambda row: row.test_id.split("::", 1)[0])
+        reasons += [f"shard {shard.label} ({shard.path}): {why}" for why in failures(shard)]
+    tests = every_test(ordered)
+    place = {test["test_id"]: n for n, test in enumerate(tests)}
+    # each test's measurements where its test stands in the suite's collection order
+    rows = sorted(
+        (row for shard in ordered for row in shard.rows), key=lambda row: place[row.test_id]
+    )
     first = ordered[0].document
     commit = first.get("commit") or {}
     compare = first.get("compare") or {}
@@ -199,7 +131,7 @@ def merge_reports(shards: Sequence[ShardReport], *, command: str = "") -> Merged
         ),
         interrupted=any(shard.document.get("interrupted") for shard in ordered),
         # what `python -m pytest_gpuperf.bisect` reads: each test's kernel files, once
-        tests=tuple(_tests(ordered)),
+        tests=tuple(_kernel_files(ordered, place)),
         rootdir=str(first.get("rootdir") or ""),
         wall_s=max(
             (float((s.document.get("timing") or {}).get("wall_s") or 0.0) for s in ordered),
@@ -210,6 +142,7 @@ def merge_reports(shards: Sequence[ShardReport], *, command: str = "") -> Merged
             "reasons": reasons,
             "shards": records,
             "cost_spread": max(costs) / min(costs) - 1.0 if len(costs) > 1 else None,
+            "tests": tests,
         },
     )
     return MergedReport(
@@ -217,35 +150,116 @@ def merge_reports(shards: Sequence[ShardReport], *, command: str = "") -> Merged
         meta=meta,
         verdict=FAILED if reasons else PASSED,
         reasons=tuple(reasons),
-        shards=tuple(ordered),
+        shards=ordered,
     )
 
 
-def _tests(shards: Sequence[ShardReport]) -> list[dict[str, Any]]:
-    """Every shard's tests that used gpu_bench, each once, grouped by test file as the rows."""
+def every_test(shards: Sequence[ShardReport]) -> list[dict[str, Any]]:
+    """Every test of every shard, once, in the suite's collection order: which shard ran it,
+    how pytest ended it (a failure's first line), whether it measures and how many
+    measurements it has (docs/json-schema.md, `merge.tests`)."""
+    found: dict[str, tuple[int, dict[str, Any]]] = {}
+    for shard in shards:
+        measuring = set(shard.shard["measuring"])
+        counts: dict[str, int] = {}
+        for row in shard.rows:
+            counts[row.test_id] = counts.get(row.test_id, 0) + 1
+        for position, outcome in shard.tests():
+            found.setdefault(
+                outcome.test_id,
+                (
+                    position,
+                    {
+                        "test_id": outcome.test_id,
+                        "shard": shard.index,
+                        "outcome": outcome.outcome or "not run",
+                        "message": outcome.message,
+                        "measuring": outcome.test_id in measuring,
+                        "measurements": counts.get(outcome.test_id, 0),
+                    },
+                ),
+            )
+    return [test for _, test in sorted(found.values(), key=lambda item: item[0])]
+
+
+def failures(shard: ShardReport) -> list[str]:
+    """Why this shard failed, one reason a line (empty: it passed): every failed test named
+    (up to five a reason), measuring tests without a measurement, problems, Ctrl-C."""
+    reasons = []
+    gate = sorted({row.test_id for row in shard.rows if row.verdict.status == FAIL})
+    if gate:
+        plural = "s" if len(gate) != 1 else ""
+        reasons.append(f"{len(gate)} test{plural} failed the gate: {_names(gate)}")
+    outcomes = shard.tests()
+    failed = [o for _, o in outcomes if o.outcome in _FAILED_OUTCOMES and o.test_id not in gate]
+    for outcome in failed[:_SHOWN]:
+        said = f": {outcome.message}" if outcome.message else ""
+        what = "failed" if outcome.outcome == "failed" else "had an error"
+        reasons.append(f"test {outcome.test_id} {what}{said}")
+    if len(failed) > _SHOWN:
+        reasons.append(f"and {len(failed) - _SHOWN} more tests failed")
+    measured = {row.test_id for row in shard.rows}
+    ended = {o.test_id: o.outcome for _, o in outcomes}
+    unmeasured = [
+        test
+        for test in shard.shard["measuring"]
+        if test not in measured and ended.get(test) in ("passed", "xpassed")
+    ]
+    if unmeasured:
+        reasons.append(
+            f"{len(unmeasured)} measuring test{'s' if len(unmeasured) != 1 else ''} passed "
+            f"with no measurement in the report: {_names(unmeasured)} (a measuring test "
+            "that passed has one; the file lost it, or was edited)"
+        )
+    not_run = [test for test in shard.shard["tests"] if not ended.get(test)]
+    if not_run and not shard.document.get("interrupted"):
+        reasons.append(
+            f"{len(not_run)} test{'s' if len(not_run) != 1 else ''} of this shard did not "
+            f"run: {_names(not_run)}"
+        )
+    named = len(gate) + len(failed)
+    others = int(shard.shard.get("tests_failed", 0)) - named
+    if others > 0:
+        reasons.append(f"{others} more test{'s' if others != 1 else ''} failed (pytest's count)")
+    reasons += [f"problem: {problem}" for problem in shard.document.get("problems", ())]
+    if shard.document.get("interrupted"):
+        reasons.append("interrupted (Ctrl-C or SIGTERM)")
+    status = int(shard.shard.get("exitstatus", 0))
+    if not reasons and status not in _CLEAN_EXITS:
+        reasons.append(f"pytest exited with status {status}")
+    return reasons
+
+
+def _names(tests: Sequence[str]) -> str:
+    more = f" and {len(tests) - _SHOWN} more" if len(tests) > _SHOWN else ""
+    return ", ".join(tests[:_SHOWN]) + more
+
+
+def _kernel_files(shards: Sequence[ShardReport], place: Mapping[str, int]) -> list[dict[str, Any]]:
+    """Every shard's tests that used gpu_bench with their kernel files, each once, in
+    collection order."""
     found: dict[str, dict[str, Any]] = {}
     for shard in shards:
         for test in shard.document.get("tests", ()):
-            found.setdefault(str(test.get("test_id", "")), dict(test))
-    return sorted(found.values(), key=lambda test: str(test.get("test_id", "")).split("::", 1)[0])
+            found.setdefault(str(test["test_id"]), dict(test))
+    return sorted(found.values(), key=lambda test: place.get(test["test_id"], len(place)))
 
 
 def _shard_record(shard: ShardReport) -> dict[str, Any]:
     """The merged report's summary of one shard (docs/json-schema.md, "merge")."""
     plan, timing = shard.shard, shard.document.get("timing") or {}
-    reasons = shard.failures()
+    reasons = failures(shard)
     planned = plan.get("planned_cost_s") or []
-    index = int(plan["index"])
     return {
-        "index": index,
-        "count": int(plan["count"]),
+        "index": shard.index,
+        "count": shard.count,
         "path": shard.path,
         "commit": (shard.document.get("commit") or {}).get("id"),
         "device_key": shard.device_key(),
-        "tests": len(plan.get("tests", ())),
-        "measuring": len(plan.get("measuring", ())),
+        "tests": len(plan["tests"]),
+        "measuring": len(plan["measuring"]),
         "measurements": len(shard.rows),
-        "planned_cost_s": planned[index - 1] if len(planned) >= index else None,
+        "planned_cost_s": planned[shard.index - 1] if len(planned) >= shard.index else None,
         "measured_cost_s": shard.measured_cost_s,
         "wall_s": timing.get("wall_s"),
         "gpu_lock_held_s": timing.get("gpu_lock_held_s"),
@@ -292,36 +306,66 @@ def _commit(document: Mapping[str, Any]) -> str:
 
 
 def _missing(shards: Sequence[ShardReport]) -> list[str]:
-    """Shards given twice, and shards of 1..N with no report."""
+    """Shards given twice, and shards of 1..N with no report (one line for them all)."""
     lines = []
-    count = max(int(shard.shard["count"]) for shard in shards)
+    count = max(shard.count for shard in shards)
     given: dict[int, list[str]] = {}
     for shard in shards:
-        given.setdefault(int(shard.shard["index"]), []).append(shard.path)
+        given.setdefault(shard.index, []).append(shard.path)
     for index, paths in sorted(given.items()):
         if len(paths) > 1:
             lines.append(f"shard {index}/{count} given {len(paths)} times: {', '.join(paths)}")
     absent = [index for index in range(1, count + 1) if index not in given]
-    for index in absent:
+    if len(absent) == 1:
         lines.append(
-            f"shard {index}/{count} is missing: no report for it (did its job end before "
+            f"shard {absent[0]}/{count} is missing: no report for it (did its job end before "
             "writing --gpuperf-json?); its tests were not measured"
+        )
+    elif absent:
+        lines.append(
+            f"{len(absent)} of {count} shards are missing ({_ranges(absent)}): no report for "
+            "them (did their jobs end before writing --gpuperf-json?); their tests were not "
+            "measured"
         )
     return lines
 
 
+def _ranges(numbers: Sequence[int]) -> str:
+    """[2, 3, 4, 7] -> '2-4, 7'."""
+    spans: list[list[int]] = []
+    for number in numbers:
+        if spans and number == spans[-1][1] + 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans)
+
+
 def _overlaps(shards: Sequence[ShardReport]) -> list[str]:
-    """Tests that two shards ran: the plan gives each test to one shard."""
+    """Tests that two shards ran (the plan gives each test to one shard), and two tests that
+    claim one place in the suite's order."""
     owners: dict[str, list[str]] = {}
+    places: dict[int, set[str]] = {}
     for shard in shards:
-        for test in dict.fromkeys(shard.shard.get("tests", ())):
-            owners.setdefault(test, []).append(shard.label)
+        for position, outcome in shard.tests():
+            owners.setdefault(outcome.test_id, []).append(shard.label)
+            places.setdefault(position, set()).add(outcome.test_id)
+    lines = []
     twice = {test: labels for test, labels in owners.items() if len(labels) > 1}
-    if not twice:
-        return []
-    shown = "; ".join(f"{test} ({', '.join(labels)})" for test, labels in list(twice.items())[:5])
-    more = f" and {len(twice) - 5} more" if len(twice) > 5 else ""
-    return [f"{len(twice)} test(s) ran in more than one shard: {shown}{more}"]
+    if twice:
+        shown = "; ".join(
+            f"{test} ({', '.join(labels)})" for test, labels in list(twice.items())[:_SHOWN]
+        )
+        more = f" and {len(twice) - _SHOWN} more" if len(twice) > _SHOWN else ""
+        lines.append(f"{len(twice)} test(s) ran in more than one shard: {shown}{more}")
+    shared = sorted(position for position, tests in places.items() if len(tests) > 1)
+    if shared:
+        tests = sorted(places[shared[0]])
+        lines.append(
+            f"{len(shared)} place(s) in the suite's order claimed by two tests (the shards "
+            f"planned different suites): {' and '.join(tests)} at {shared[0]}"
+        )
+    return lines
 
 
 def shard_line(record: Mapping[str, Any]) -> str:
@@ -342,14 +386,57 @@ def shard_line(record: Mapping[str, Any]) -> str:
     )
 
 
+def cost_line(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any]) -> str:
+    """What to do about shards that measured unequal costs ("" when they are balanced
+    within BALANCED_SPREAD, or measured nothing to compare)."""
+    measured = [r for r in records if r["measured_cost_s"] > 0]
+    if len(measured) < 2:
+        return ""
+    heavy = max(measured, key=lambda r: r["measured_cost_s"])
+    light = min(measured, key=lambda r: r["measured_cost_s"])
+    spread = heavy["measured_cost_s"] / light["measured_cost_s"] - 1.0
+    if spread <= BALANCED_SPREAD:
+        return ""
+    head = (
+        f"cost balance: shard {heavy['index']} measured {spread:.0%} more GPU time "
+        f"(time × samples) than shard {light['index']}"
+    )
+    suite, costed = int(plan.get("suite_tests") or 0), int(plan.get("costed") or 0)
+    if plan.get("dominant"):
+        return (
+            f"{head}: {plan['dominant']} alone costs more than a shard's share, which no plan "
+            "can balance; run fewer shards, or split that test"
+        )
+    if costed < suite:
+        return (
+            f"{head}: {suite - costed} of {suite} measuring tests had no recorded cost to plan "
+            "by; save baselines (--gpuperf-save, then `python -m pytest_gpuperf.merge "
+            "--baselines`) and the next plan balances by them"
+        )
+    return (
+        f"{head}: the recorded costs (time × samples of the saves) no longer match what the "
+        "tests take; save the baselines again (--gpuperf-save) to rebalance"
+    )
+
+
 def verdict_line(merged: MergedReport) -> str:
-    """'merged 3 shards: 17 measuring tests, 19 measurements: passed' (or failed, and why)."""
-    tests = len({row.test_id for row in merged.rows})
+    """'merged 3 shards: 42 tests (17 measuring, 19 measurements): 41 passed, 1 skipped:
+    PASSED' (or FAILED, and how many reasons)."""
+    tests = (merged.meta.merge or {}).get("tests", ())
+    ended: dict[str, int] = {}
+    for test in tests:
+        ended[test["outcome"]] = ended.get(test["outcome"], 0) + 1
+    counts = ", ".join(f"{n} {outcome}" for outcome, n in ended.items())
     text = (
-        f"merged {len(merged.shards)} shard{'s' if len(merged.shards) != 1 else ''} "
-        f"({merged.meta.suite_checks} measuring tests in the suite; {tests} measured, "
-        f"{len(merged.rows)} measurements): {merged.verdict.upper()}"
+        f"merged {len(merged.shards)} shard{'s' if len(merged.shards) != 1 else ''}: "
+        f"{len(tests)} test{'s' if len(tests) != 1 else ''} ({merged.meta.suite_checks} "
+        f"measuring in the suite, {len({row.test_id for row in merged.rows})} measured, "
+        f"{len(merged.rows)} measurements){': ' + counts if counts else ''}: "
+        f"{merged.verdict.upper()}"
     )
     if merged.verdict == FAILED:
         text += f" ({len(merged.reasons)} reason{'s' if len(merged.reasons) != 1 else ''})"
     return text
+
+
+__all__ = ["MergedReport", "ShardReport", "every_test", "failures", "merge_reports", "read_shard"]

@@ -19,6 +19,7 @@ from pytest_gpuperf.report.text import (
     run_notes,
     summary_line,
 )
+from pytest_gpuperf.report.visible import visible
 
 TABLE_WIDTH = 160
 # Columns in the order they are dropped when a row does not fit (first dropped first).
@@ -47,7 +48,7 @@ def terminal_table(
         for line in device_lines(rows, meta)
     ]
     if not rows:
-        return "\n".join([*lines, "gpuperf: no measurements"])
+        return "\n".join(visible(line) for line in [*lines, "gpuperf: no measurements"])
     table = [cells(row) for row in rows]
     columns = [c for c in COLUMNS if any(cell[c] != "—" for cell in table) or c == "verdict"]
     labels = row_labels(rows)
@@ -69,7 +70,8 @@ def terminal_table(
         else:
             lines.append(line)
     lines.append(summary_line(rows))
-    return "\n".join(lines)
+    # each line is one line: a test id or a board read from a file cannot break out of it
+    return "\n".join(visible(line) for line in lines)
 
 
 NOTE_WIDTH = 120  # a note longer than this lists the rows it is about below it

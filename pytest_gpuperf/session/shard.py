@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gpuperf.baseline.model import BaselineEntry
+from pytest_gpuperf.report.shard_read import MAX_SHARDS
 
 BASIS_BASELINE = "baseline"  # every measuring test has a recorded cost
 BASIS_MIXED = "mixed"  # some do; the others cost the median of theirs
@@ -55,6 +56,9 @@ class ShardPlan:
     digest: str
     # A test that alone costs more than 1/N of the suite: no plan balances the shards then
     dominant: str = ""
+    # Each of `selected`'s place in the suite's collection order (from 0): the merge lists
+    # every shard's tests in the order one unsharded run would
+    positions: tuple[int, ...] = ()
 
     @property
     def label(self) -> str:
@@ -101,6 +105,7 @@ class ShardPlan:
             "device_key": self.device_key,
             "digest": self.digest,
             "dominant": self.dominant,
+            "positions": list(self.positions),
         }
 
 
@@ -120,6 +125,7 @@ def plan_from_json(data: Mapping[str, Any]) -> ShardPlan:
         device_key=data.get("device_key"),
         digest=str(data["digest"]),
         dominant=str(data.get("dominant", "")),
+        positions=tuple(int(n) for n in data.get("positions", ())),
     )
 
 
@@ -148,8 +154,8 @@ def plan_shard(
 ) -> ShardPlan:
     """Shard `index` of `count` for `tests` ((node id, measures), collection order), the
     measuring ones balanced by `costs` (recorded_costs of the device's file)."""
-    if not 1 <= index <= count:
-        raise ValueError(f"shard {index}/{count}: K must be from 1 to N")
+    if not 1 <= index <= count <= MAX_SHARDS:
+        raise ValueError(f"shard {index}/{count}: K must be from 1 to N, N at most {MAX_SHARDS}")
     measuring = [test for test, measures in tests if measures]
     others = [test for test, measures in tests if not measures]
     known = [costs[test] for test in measuring if costs.get(test, 0.0) > 0]
@@ -195,6 +201,7 @@ def plan_shard(
         device_key=device_key,
         digest=digest,
         dominant=dominant,
+        positions=tuple(position[test] for test in selected),
     )
 
 

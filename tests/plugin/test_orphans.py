@@ -72,3 +72,19 @@ def test_counts_agree_between_the_table_and_the_notes(gp):
     result.stdout.fnmatch_lines(
         ["*2 of 2 measurements have no baseline for mi300x-sim*", "2 measurements in 2 tests: 2 ok"]
     )
+
+
+def test_an_orphans_test_id_reaches_the_terminal_escaped(gp):
+    """A test id in a baseline file is whatever the file says: printed raw, ESC]0;...BEL
+    retitled the terminal, ESC[2J cleared it and a carriage return overwrote the line."""
+    gp.test_file(NAMED.format(name="naive"))
+    gp.run("--gpuperf-save").assert_outcomes(passed=2)
+    path = gp.path / "baselines" / "mi300x-sim.toml"
+    forged = 'id = "test_perf.py::test_other\\u001b]0;owned\\u0007\\u001b[2J\\r"'
+    path.write_text(path.read_text().replace('id = "test_perf.py::test_other"', forged))
+    result = gp.run("--gpuperf")
+    out = result.stdout.str()
+    assert "\x1b]0;" not in out and "\x1b[2J" not in out and "\r" not in out
+    result.stdout.fnmatch_lines(
+        ["*orphan: test_perf.py::test_other\\x1b]0;owned\\x07\\x1b[[]2J\\r [[]vector_add, cold]*"]
+    )

@@ -4,6 +4,7 @@ say, the whole suite's budget in every shard, pytest-xdist inside a shard, bad v
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -95,6 +96,18 @@ def test_a_bad_shard_is_a_usage_error_naming_the_option(gp, value):
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
+def test_a_shard_count_beyond_any_ci_matrix_is_refused_at_once(gp):
+    """N = 100000000 planned 100 million shard loads: 71 s and 2.4 GB, then MemoryError."""
+    gp.test_file(TESTS)
+    result = gp.run("--gpuperf", "--gpuperf-shard=1/100000000")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: pytest-gpuperf: --gpuperf-shard: at most 256 shards (one CI runner each*"]
+    )
+    # the most a matrix runs is allowed: 8 tests leave shard 256 none (pytest's exit 5)
+    assert gp.run("--gpuperf", "--gpuperf-shard=256/256").ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
 SLOW = """
 
 @pytest.mark.min_bw(0.99)
@@ -116,15 +129,53 @@ def test_a_shard_whose_test_failed_fails_the_merge(gp, capsys, monkeypatch):
     summary = gp.path / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     reports = [str(gp.path / "s1.json"), str(gp.path / "s2.json")]
-    code = main([*reports, "--junit", str(gp.path / "j.xml"), "--markdown", str(gp.path / "m.md")])
+    code = main(
+        [
+            *reports,
+            "--junit",
+            str(gp.path / "j.xml"),
+            "--markdown",
+            str(gp.path / "m.md"),
+            "--json",
+            str(gp.path / "merged.json"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 1
     assert "1 test failed the gate: test_perf.py::test_below_its_floor" in out
-    assert "1 other test failed" in out and "FAILED" in out
+    # the plain test that failed is named, with pytest's line for it (it was "1 other test
+    # failed")
+    assert "test test_perf.py::test_broken failed: assert False" in out and "FAILED" in out
     xml = (gp.path / "j.xml").read_text()
-    assert 'failures="2"' in xml  # the floor's failure and the run's
-    assert xml.count("<failure ") == 2
+    assert 'failures="3"' in xml  # the floor's failure, test_broken's and the run's
+    assert xml.count("<failure ") == 3
     assert 'name="test_below_its_floor [vector_add, cold]"' in xml
+    # every test of both shards once, in the suite's collection order, measuring or not
+    names = re.findall(r'<testcase classname="test_perf" name="([^"]+)"', xml)
+    assert names == [
+        *(f"test_measures[{size}] [vector_add, cold]" for size in range(6)),
+        "test_plain_one",
+        "test_plain_two",
+        "test_below_its_floor [vector_add, cold]",
+        "test_broken",
+    ]
+    merged = json.loads((gp.path / "merged.json").read_text())
+    assert [test["test_id"].split("::")[1] for test in merged["merge"]["tests"]] == [
+        *(f"test_measures[{size}]" for size in range(6)),
+        "test_plain_one",
+        "test_plain_two",
+        "test_below_its_floor",
+        "test_broken",
+    ]
+    broken = merged["merge"]["tests"][-1]
+    assert broken == {
+        "test_id": "test_perf.py::test_broken",
+        "shard": broken["shard"],
+        "outcome": "failed",
+        "message": "assert False",
+        "measuring": False,
+        "measurements": 0,
+    }
     assert summary.read_text() == (gp.path / "m.md").read_text()  # the job summary too
     assert "#### Failures" in summary.read_text()
 

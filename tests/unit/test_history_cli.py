@@ -180,3 +180,20 @@ def test_the_merge_cli_refuses_strange_reports_in_one_line(tmp_path, capsys):
         assert merge.main([str(tmp_path / name)]) == 2
         err = capsys.readouterr().err.splitlines()
         assert len(err) == 1 and words in err[0], err
+
+
+def test_test_ids_and_boards_from_the_file_are_printed_escaped(tmp_path, run):
+    """The history CLI printed a baseline file's test ids and boards raw: ESC]0;...BEL
+    retitled the terminal, ESC[2J cleared it, a carriage return overwrote the line."""
+    text = BASELINE.read_text()
+    first_id = text.split('id = "', 1)[1].split('"', 1)[0]
+    evil = "\\u001b]0;owned\\u0007\\u001b[2J\\r"
+    text = text.replace(f'id = "{first_id}"', f'id = "{first_id}{evil}"', 1)
+    text = text.replace("[[entry.save]]\n", f'[[entry.save]]\nboard = "GPU-1{evil}"\n', 1)
+    (tmp_path / "h100-sxm.toml").write_text(text)
+    result = run(str(tmp_path / "h100-sxm.toml"), "--test", first_id, cwd=tmp_path)
+    assert result.returncode == 0, result
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "\r" not in result.stdout
+    assert f"{first_id}\\x1b]0;owned\\x07\\x1b[2J\\r [" in result.stdout
+    assert "\\x1b]0;owned" in result.stdout.split("saved on", 1)[1]  # the board too

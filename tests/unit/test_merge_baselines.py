@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,6 +20,7 @@ from pytest_gpuperf.errors import BaselineError, ConfigError
 from pytest_gpuperf.merge import main
 
 DEVICE = "mi300x"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _save(efficiency: float, when: str, fingerprint: str = "sha256:a") -> SaveRecord:
@@ -200,3 +205,64 @@ def test_a_foreign_directory_is_a_config_error(tmp_path):
         (tmp_path / "file").write_text("")
         plan_merge([tmp_path / "file"], tmp_path / "out")
     assert replace(_entry(A, S1)) == _entry(A, S1)
+
+
+@pytest.mark.parametrize(
+    ("out", "words"),
+    [
+        ("", "--out is empty: give the baseline directory to merge into"),
+        ("{tmp}/nonexistent/dir", "--out {tmp}/nonexistent/dir: does not exist; give the merge"),
+        ("{one}/mi300x.toml", "--out {one}/mi300x.toml: is not a directory"),
+        ("{one}", "--out {one}: is also a shard's directory"),
+    ],
+)
+def test_an_out_that_is_no_base_is_refused_and_nothing_is_created(
+    tmp_path, base, capsys, monkeypatch, out, words
+):
+    """`--out /nonexistent/dir` created it and wrote every entry with no base, exit 0;
+    `--out ''` wrote into the current folder."""
+    one = _shard(tmp_path, base, "one", _entry(A, S1, S2))
+    monkeypatch.chdir(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    target = out.format(tmp=tmp_path, one=one)
+    assert main(["--baselines", str(one), "--out", target]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words.format(tmp=tmp_path, one=one) in err
+    assert sorted(tmp_path.rglob("*")) == before  # no folder, no file, no temporary
+
+
+SIGTERM_MID_WRITE = """
+import os, signal, sys
+from pytest_gpuperf.baseline import file_write
+
+replace = file_write.os.replace
+
+
+def terminated_at_the_rename(source, target):
+    os.kill(os.getpid(), signal.SIGTERM)  # a cancelled CI job, the temporary written
+    replace(source, target)
+
+
+file_write.os.replace = terminated_at_the_rename
+from pytest_gpuperf.merge import main
+
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_while_the_merge_writes_leaves_the_old_file_and_no_temporary(tmp_path, base):
+    """SIGTERM during `merge --baselines` left a 6 MB temporary in the output folder."""
+    one = _shard(tmp_path, base, "one", _entry(A, S1, S2))
+    before = (base / "mi300x.toml").read_bytes()
+    done = subprocess.run(
+        [sys.executable, "-c", SIGTERM_MID_WRITE, "--baselines", str(one), "--out", str(base)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert done.stderr.count("\n") == 1 and "interrupted (SIGTERM)" in done.stderr
+    assert (base / "mi300x.toml").read_bytes() == before
+    assert [p.name for p in base.iterdir() if p.name.endswith(".tmp")] == []

@@ -130,3 +130,33 @@ def test_a_test_costlier_than_a_shards_share_is_named():
     assert plan.dominant == "big" and plan.selected == ("big",)
     assert "big alone costs more than a shard's share" in plan.describe()
     assert not plan_shard(1, 2, tests, {"big": 2.0, "a": 1.0, "b": 1.0, "c": 1.0}).dominant
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("1/100000000", "at most 256 shards (one CI runner each"),
+        ("1/257", "at most 256 shards"),
+        ("1/" + "9" * 5000, "expected K/N with 1 <= K <= N <= 256"),  # no 5000-digit int()
+        ("\u0661/\u0662", "expected K/N"),  # Arabic-Indic digits: \d took them
+    ],
+)
+def test_a_shard_count_beyond_any_ci_matrix_is_refused(value, words):
+    """N = 100000000 planned 100 million shard loads: 71 s and 2.4 GB, then MemoryError."""
+    with pytest.raises(ConfigError, match="--gpuperf-shard: ") as refused:
+        parse_shard(value, "--gpuperf-shard")
+    assert words in str(refused.value) and len(str(refused.value)) < 200
+    assert parse_shard(" 256 / 256 ", "--gpuperf-shard") == (256, 256)
+    with pytest.raises(ValueError, match="N at most 256"):
+        plan_shard(1, 100_000_000, [("t", True)], {})
+
+
+def test_each_shard_records_its_tests_places_in_the_suite():
+    tests = [(f"t{n}", n % 3 == 0) for n in range(10)]
+    plans = [plan_shard(k, 3, tests, {}) for k in (1, 2, 3)]
+    places = {}
+    for plan in plans:
+        assert len(plan.positions) == len(plan.selected)
+        places |= dict(zip(plan.selected, plan.positions, strict=True))
+        assert plan_from_json(plan.to_json()) == plan
+    assert places == {f"t{n}": n for n in range(10)}

@@ -1,0 +1,97 @@
+"""A shard's verdicts decided again from its numbers, not read.
+
+A shard's report says what its gate decided, and a file can say anything: an efficiency of 5%
+under a 30% floor with status `pass` merged as PASSED. The merge therefore takes from each
+result only what the run measured and what it was judged against (the measurement, the floor,
+the stored baseline's efficiency and allowance, the A/B comparison's state, the accept rule)
+and decides the checks the numbers decide once more, with the gate's own functions: the floor
+(gate/floor.py), the stored baseline's first round (delta against the allowance, as
+gate/stored.py) and its confirmation (gate/confirm.py), then the status (gate/decide.py).
+Where the report's status differs, the recomputed one stands and the merge fails naming the
+file and the measurement. The A/B comparison's state comes from pairs the report does not keep
+in full; it is read, from the known states only (shard_read.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pytest_gpuperf.engine.results import (
+    IMPROVED,
+    REGRESSED,
+    UNJUDGED,
+    WITHIN_NOISE,
+    BaselineCheck,
+    Measurement,
+    Row,
+)
+from pytest_gpuperf.gate.confirm import confirm_baseline
+from pytest_gpuperf.gate.decide import decide
+from pytest_gpuperf.gate.floor import check_floor
+
+
+def recheck(row: Row) -> tuple[Row, str]:
+    """`row` with its verdict decided again from its numbers, and why it differs from what
+    the report said ("" when it does not)."""
+    m, said = row.measurement, row.verdict
+    floor = said.floor
+    if floor is not None:
+        floor = replace(check_floor(m, floor.floor, origin=floor.origin), hot_floor=floor.hot_floor)
+    baseline = _baseline(m, said.baseline)
+    verdict = decide(
+        baseline=baseline,
+        floor=floor,
+        comparison=said.comparison,
+        save=said.save,
+        # the test's own failure is what leaves a measurement unjudged
+        unjudged=said.status == UNJUDGED and row.test_outcome != "passed",
+        notes=said.notes,
+        update_command=said.update_command,
+        acceptance=said.acceptance,
+        beyond_peak=said.beyond_peak,
+    )
+    if verdict.status == said.status:
+        return row, ""  # the report's own checks, as its run worded them
+    why = []
+    if floor is not None and said.floor is not None and floor.status != said.floor.status:
+        why.append(
+            f"efficiency {m.efficiency:.2%} against the floor {floor.floor:.2%} is "
+            f"{floor.status}, not {said.floor.status}"
+        )
+    if baseline.outcome != said.baseline.outcome:
+        why.append(
+            f"against the stored baseline it is {baseline.outcome}, not {said.baseline.outcome}"
+        )
+    return replace(row, verdict=verdict), (
+        f"{row.test_id} [{m.name}, {m.cache}]: the report says {said.status}, its numbers say "
+        f"{verdict.status}" + (f" ({'; '.join(why)})" if why else "")
+    )
+
+
+def _baseline(m: Measurement, check: BaselineCheck) -> BaselineCheck:
+    """The stored-baseline check with its outcome decided again (gate/stored.py's rule for the
+    first round, gate/confirm.py's for the two rounds), where it has the numbers to."""
+    reference = check.baseline
+    if reference is None or check.allowance is None or check.outcome not in _COMPARED:
+        return check
+    delta = m.efficiency / reference.efficiency - 1.0
+    first = replace(
+        check,
+        outcome=_outcome(delta, check.allowance),
+        delta=delta,
+        first_outcome="",
+        confirmation=None,
+    )
+    second = check.confirmation
+    if second is not None and second.delta is not None and second.allowance is not None:
+        second = replace(second, outcome=_outcome(second.delta, second.allowance))
+    return confirm_baseline(first, second, check.unconfirmed)
+
+
+_COMPARED = (REGRESSED, WITHIN_NOISE, IMPROVED)
+
+
+def _outcome(delta: float, allowance: float) -> str:
+    if delta < -allowance:
+        return REGRESSED
+    return IMPROVED if delta > allowance else WITHIN_NOISE
