@@ -318,6 +318,16 @@ def require_tomli_w(path: Path, what: str) -> None:
         ) from None
 
 
+def _holds(path: Path, text: str | None) -> bool:
+    """Whether the file at `path` is exactly `text` (what write_whole writes for it)."""
+    if text is None:
+        return False
+    try:
+        return path.read_bytes() == text.encode("utf-8")
+    except OSError:
+        return False
+
+
 def write_locked(
     path: Path, merged_text: Callable[[], str], *, what: str, lock_timeout_s: float
 ) -> None:
@@ -341,16 +351,19 @@ def write_locked(
     except GpuPerfError as problem:
         raise BaselineError(str(path), f"not saved: {problem}") from None
     phase = "waiting for its lock"  # what Ctrl-C interrupted
-    replaced = False
+    text: str | None = None
     try:
         with SharedFileLock(lock_path, timeout_s=lock_timeout_s):
             phase = "writing it"
             _refuse_link(path)
             remove_stale_temporaries(path)
-            write_whole(path, merged_text(), new_mode=0o644, durable=True)
-            replaced = True
+            text = merged_text()
+            write_whole(path, text, new_mode=0o644, durable=True)
     except KeyboardInterrupt:
-        raise SaveInterrupted(str(path), phase, saved=replaced) from None
+        # Saved or not is read from the file, not from how far this code got: a stop just
+        # after the rename (before any flag could say so) left the new file in place, and the
+        # run said "NOT saved" for it
+        raise SaveInterrupted(str(path), phase, saved=_holds(path, text)) from None
     except LockTimeout:
         raise BaselineError(
             str(path),
