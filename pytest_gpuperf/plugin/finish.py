@@ -394,17 +394,21 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 def _accept_warnings(state: PluginState) -> tuple[str, ...]:
-    """Accept rules that name no test of the run (a typo excuses nothing, silently otherwise)
-    and Gpuperf-Accept trailers refused for want of a reason."""
+    """Accept rules that name no test of the run (a typo excuses nothing, silently otherwise),
+    rules that name every test, and Gpuperf-Accept trailers refused for want of a reason."""
     if not state.settings.measure:
         return ()
-    from pytest_gpuperf.gate.accept import unmatched, unmatched_line
+    from pytest_gpuperf.gate.accept import blanket, blanket_line, unmatched, unmatched_line
 
     try:
         rules, refused = state.session.accept_rules()
     except GpuPerfError as problem:
         return (f"accept rules not read: {problem}",)
-    return (*refused, *(unmatched_line(r) for r in unmatched(rules, sorted(state.collected))))
+    return (
+        *refused,
+        *(blanket_line(rule) for rule in rules if blanket(rule)),
+        *(unmatched_line(r) for r in unmatched(rules, sorted(state.collected))),
+    )
 
 
 def _missing_base_line(state: PluginState) -> str:
