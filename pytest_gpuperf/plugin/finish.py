@@ -432,7 +432,8 @@ def _meta(config: pytest.Config, state: PluginState) -> ReportMeta:
 
     if state.meta is not None:
         return state.meta
-    facts = git_facts(Path(config.rootpath))
+    # as the checkout was before the run wrote (collect.py); else without what it wrote
+    facts = state.checkout or git_facts(Path(config.rootpath), ignore=[state.settings.baseline_dir])
     info = from_plain(DeviceInfo, state.devices[0]["info"]) if state.devices else None
     compare = state.settings.compare_ref or ""
     compare_commit = state.session.base_tree().commit if compare else ""
