@@ -444,3 +444,7 @@ def read_checked(path: Path, kind: str, parse_text: Callable[[str], R]) -> R:
         raise BaselineError(
             str(path), "nests too deep to parse; fix the file or restore it from git"
         ) from None
+    except (ValueError, MemoryError) as error:  # what the scan did not bound (file_read.py)
+        raise BaselineError(
+            str(path), f"cannot be parsed ({error}); fix the file or restore it from git"
+        ) from None
