@@ -41,7 +41,7 @@ from pytest_gpuperf.config.parsing import (
     parse_gpu_margin,
     parse_history,
     parse_loads,
-    parse_number,
+    parse_peak_gbps,
     parse_ref,
     parse_require,
     parse_shard,
@@ -448,9 +448,7 @@ def _apply_gpuperf(result: TestSettings, test_id: str, kwargs: Mapping[str, Any]
     if "budget_s" in kwargs:
         changes["budget_s"] = parse_budget(kwargs["budget_s"], f"{where}(budget_s=...)")
     if "peak_gbps" in kwargs:
-        gbps = parse_number(kwargs["peak_gbps"], f"{where}(peak_gbps=...)", "peak_gbps")
-        if gbps <= 0:
-            raise ConfigError(f"{where}(peak_gbps=...): must be positive GB/s, got {gbps!r}")
+        gbps = parse_peak_gbps(kwargs["peak_gbps"], f"{where}(peak_gbps=...)")
         changes["peak_bps"] = gbps * 1e9
     if "strict" in kwargs:
         if not isinstance(kwargs["strict"], bool):

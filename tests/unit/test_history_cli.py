@@ -149,6 +149,19 @@ def test_no_entry_matching_the_filters_is_still_exit_1(run, tmp_path):
     assert result.returncode == 1 and "no entry in" in result.stderr
 
 
+def test_a_plot_path_that_is_no_plot_is_one_line_and_nothing_is_written(run, tmp_path):
+    """Before: `--out plot.toml` (or the baseline file itself) was a traceback out of
+    matplotlib, after the whole history was read."""
+    copy = tmp_path / "h100-sxm.toml"
+    copy.write_bytes(BASELINE.read_bytes())
+    one_line_exit_2(run(str(copy), "--out", "plot.toml", cwd=tmp_path), "--out plot.toml: the")
+    assert not (tmp_path / "plot.toml").exists()
+    one_line_exit_2(run(str(copy), "--out", str(copy), cwd=tmp_path), "one of .png, .svg, .pdf")
+    assert copy.read_bytes() == BASELINE.read_bytes()
+    os.mkfifo(tmp_path / "pipe.png")
+    one_line_exit_2(run(str(copy), "--out", "pipe.png", cwd=tmp_path), "is a FIFO")
+
+
 def test_the_baseline_is_never_written(run, tmp_path):
     store = BaselineStore(REPO / "baselines")
     before = store.path_for("h100-sxm").read_bytes()
