@@ -167,6 +167,25 @@ def test_baseline_dir_option_is_used(gp):
     assert not (gp.path / "baselines").exists()
 
 
+@pytest.mark.parametrize("given", ["dangling", "dangling/sub"])
+def test_a_baseline_dir_through_a_dangling_link_is_refused(gp, given):
+    """Before: the folder was resolved through the link, and the save created the link's
+    target (wherever it pointed) and saved there."""
+    gp.test_file(TWO_TESTS)
+    target = gp.path / "elsewhere" / "made"
+    (gp.path / "dangling").symlink_to(target)
+    result = gp.run("--gpuperf-save", f"--gpuperf-baseline-dir={given}", "-k", "test_add")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: pytest-gpuperf: --gpuperf-baseline-dir={given}: *dangling is a symbolic "
+            f"link to '{target}', which does not exist; a save would create its target*"
+        ]
+    )
+    assert not (gp.path / "elsewhere").exists()
+    assert os.readlink(gp.path / "dangling") == str(target)
+
+
 BROKEN = {
     # a TOML syntax error: the parser's line
     "broken-toml": (
