@@ -32,6 +32,7 @@ from pytest_gpuperf.baseline.shared_lock import (
     SharedFileLock,
     ensure_lock_dir,
     lock_dir,
+    unreadable_lock,
 )
 from pytest_gpuperf.baseline.toml_check import Invalid, TOMLDecodeError, toml_error_line
 from pytest_gpuperf.engine.results import BaselineRef
@@ -372,15 +373,31 @@ def write_locked(
             "file was left as it was",
             short="its lock was not granted in time",
         ) from None
-    except OSError as problem:
-        where = problem.filename or path
-        what_failed = "cannot write it" if str(where) == str(path) else f"cannot write {where}"
+    except PermissionError as problem:
+        if phase != "waiting for its lock":
+            raise _not_written(path, problem, elsewhere) from None
+        # the lock could not be opened: it needs only to be readable (flock), not writable
         raise BaselineError(
             str(path),
-            f"not saved: {what_failed}: {os_error_words(problem)}; "
-            f"{os_error_remedy(problem, elsewhere=elsewhere)}; the file was left as it was",
+            f"not saved: {unreadable_lock(lock_path.parent, (lock_path.name,)) or lock_path}; "
+            "the file was left as it was",
             short=os_error_words(problem),
         ) from None
+    except OSError as problem:
+        raise _not_written(path, problem, elsewhere) from None
+
+
+def _not_written(path: Path, problem: OSError, elsewhere: str) -> BaselineError:
+    """The error of a save the file system refused: what failed, the errno's words, the
+    way out."""
+    where = problem.filename or path
+    what_failed = "cannot write it" if str(where) == str(path) else f"cannot write {where}"
+    return BaselineError(
+        str(path),
+        f"not saved: {what_failed}: {os_error_words(problem)}; "
+        f"{os_error_remedy(problem, elsewhere=elsewhere)}; the file was left as it was",
+        short=os_error_words(problem),
+    )
 
 
 def lock_path_for(path: Path) -> Path:

@@ -38,12 +38,22 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         except BaselineError as broken:
             raise pytest.UsageError(f"pytest-gpuperf: {broken}") from None
     if state.settings.measure or state.settings.save:
-        from pytest_gpuperf.baseline.shared_lock import ensure_lock_dir, lock_dir
+        from pytest_gpuperf.baseline.shared_lock import (
+            GPU_LOCK_NAMES,
+            SAVE_LOCK_NAMES,
+            ensure_lock_dir,
+            lock_dir,
+            unreadable_lock,
+        )
 
         try:
-            ensure_lock_dir(lock_dir())
+            folder = ensure_lock_dir(lock_dir())
         except GpuPerfError as unusable:
             raise pytest.UsageError(f"pytest-gpuperf: {unusable}") from None
+        saves = state.settings.save or state.settings.prune
+        problem = unreadable_lock(folder, GPU_LOCK_NAMES + (SAVE_LOCK_NAMES if saves else ()))
+        if problem:
+            raise pytest.UsageError(f"pytest-gpuperf: {problem}")
     if state.settings.measure or state.settings.static:
         try:
             state.session.check_compare_ref()
