@@ -95,11 +95,7 @@ def _finish(session: pytest.Session) -> None:
                 # deletes an `except ... as` name after its block)
                 state.interrupted = True
                 state.problems.append(_late_stop_line(stop))
-        try:
-            _write_files(config, state)
-        except KeyboardInterrupt as stop:  # a report being written
-            state.interrupted = True
-            state.problems.append(_late_stop_line(stop))
+        _write_files_once_more_after_a_stop(config, state)
         defer_sigterm()  # only printing is left: a SIGTERM now is noted (plugin/__init__.py)
         state.ended = session
         if stopped or state.interrupted:
@@ -113,11 +109,28 @@ def _finish(session: pytest.Session) -> None:
                 config.stash[EXIT_NOW] = int(session.exitstatus or pytest.ExitCode.TESTS_FAILED)
 
 
+def _write_files_once_more_after_a_stop(config: pytest.Config, state: PluginState) -> None:
+    """The report files; a stop while they are written (each is whole or absent) writes them
+    once more, saying the run was interrupted: a CI job cancelled at that moment otherwise
+    kept no report at all. A second stop leaves them as they are."""
+    for attempt in range(2):
+        try:
+            _write_files(config, state)
+            return
+        except KeyboardInterrupt as stop:
+            state.interrupted = True
+            if attempt == 0:
+                state.problems.append(_late_stop_line(stop))
+                state.meta, state.written = None, []  # again, with the stop in it
+            else:
+                state.problems.append(f"interrupted ({stop_words()}) again: not all written")
+
+
 def _late_stop_line(stop: KeyboardInterrupt) -> str:
     """What a stop after the tests and the saves interrupted: a prune's save (replaced or
     not), or the report files."""
     if not isinstance(stop, SaveInterrupted):
-        return f"interrupted ({stop_words()}) while writing the reports"
+        return f"interrupted ({stop_words()}) while writing the reports: written again"
     if stop.saved:
         return f"{stop.path}: interrupted ({stop_words()}) after it was saved (pruned)"
     return f"{stop}: not saved; the file was left as it was"

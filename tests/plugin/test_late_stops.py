@@ -27,8 +27,8 @@ from tests.plugin.test_save_faults import (
 )
 
 # Appended to the inner conftest: with $H25_FAULT=slow-report the JSON report's writer, with
-# slow-junit pytest's JUnit writer (its makedirs), touches $H25_MARKER and sleeps, only while
-# the session finishes.
+# slow-junit pytest's JUnit writer (its makedirs), touches $H25_MARKER.slow and sleeps, only
+# while the session finishes ($H25_MARKER itself INJECT touches when the session's end begins).
 SLOW_REPORT = """
 
 import pytest_gpuperf.report as _report
@@ -38,13 +38,14 @@ import pytest_gpuperf.report as _report
 def pytest_sessionfinish(session):
     real, real_makedirs = _report.write_json, os.makedirs
 
-    def slow(path, document):
-        open(os.environ["H25_MARKER"], "w").close()
-        time.sleep(60)
+    def slow(path, document):  # the first call only: the stop's report is written at once
+        if not os.path.exists(os.environ["H25_MARKER"] + ".slow"):
+            open(os.environ["H25_MARKER"] + ".slow", "w").close()
+            time.sleep(60)
         return real(path, document)
 
     def slow_makedirs(*args, **kwargs):
-        open(os.environ["H25_MARKER"], "w").close()
+        open(os.environ["H25_MARKER"] + ".slow", "w").close()
         time.sleep(60)
         return real_makedirs(*args, **kwargs)
 
@@ -94,7 +95,8 @@ def test_a_stop_during_the_prune_ends_in_the_summary_and_the_reports(gp, stop):
 
 
 def test_a_stop_while_the_reports_are_written_ends_in_the_summary(gp):
-    """Before: the same UnboundLocalError; 2 of 40 random SIGTERMs on a save run hit it."""
+    """Before: the same UnboundLocalError; 2 of 40 random SIGTERMs on a save run hit it (the
+    file saved, no report). The reports are now written once more, saying so."""
     gp.test_file(PLAIN)
     conftest = inject(gp)
     conftest.write_text(conftest.read_text() + SLOW_REPORT)
@@ -107,14 +109,17 @@ def test_a_stop_while_the_reports_are_written_ends_in_the_summary(gp):
         fault="slow-report",
         marker=marker,
     )
-    wait_for(marker, process)
+    wait_for(gp.path / "reporting.slow", process)
     process.send_signal(signal.SIGTERM)
     code, output = finish(process)
     assert code == pytest.ExitCode.INTERRUPTED, output
     no_traceback(output)
-    assert "gpuperf: ERROR: interrupted (SIGTERM) while writing the reports" in output
+    line = "interrupted (SIGTERM) while writing the reports: written again"
+    assert f"gpuperf: ERROR: {line}" in output
     assert "test_perf.py::test_add" in output
-    assert not (gp.path / "report.json").exists()  # whole or absent
+    document = json.loads((gp.path / "report.json").read_text())  # whole, and says so
+    assert document["interrupted"] is True and line in document["problems"]
+    assert "- interrupted (SIGTERM)" in (gp.path / "summary.md").read_text()
     assert not list(gp.path.glob(".*.tmp"))  # no temporary left
 
 
@@ -135,7 +140,7 @@ def test_sigterm_in_pytests_junit_writer_still_ends_our_run(gp):
         fault="slow-junit",
         marker=marker,
     )
-    wait_for(marker, process)
+    wait_for(gp.path / "junit.slow", process)
     process.send_signal(signal.SIGTERM)
     code, output = finish(process)
     assert code == pytest.ExitCode.INTERRUPTED, output
@@ -152,8 +157,8 @@ LATE_SUMMARY = """
 
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter):
-    open(os.environ["H25_MARKER"], "w").close()
-    go = os.environ["H25_MARKER"] + ".go"
+    open(os.environ["H25_MARKER"] + ".summary", "w").close()  # (the marker itself: INJECT's,
+    go = os.environ["H25_MARKER"] + ".go"  # touched when the session's end begins)
     for _ in range(1200):  # until the test has sent its signal (at most 60 s)
         if os.path.exists(go):
             break
@@ -170,7 +175,7 @@ def test_sigterm_after_the_reports_is_noted_not_a_traceback(gp):
     conftest.write_text(conftest.read_text() + LATE_SUMMARY)
     marker = gp.path / "summary"
     process = start(gp, "--gpuperf", "--gpuperf-json=report.json", marker=marker)
-    wait_for(marker, process)
+    wait_for(gp.path / "summary.summary", process)
     process.send_signal(signal.SIGTERM)
     time.sleep(0.2)
     (gp.path / "summary.go").touch()
