@@ -193,17 +193,47 @@ def stop_on_sigterm(forward: Callable[[], Iterable[int]] = tuple) -> Callable[[]
         for pid in forward():
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGTERM)
-        raise Terminated(
-            "SIGTERM: stopped as Ctrl-C would stop it (the summary and the reports follow)"
-        )
+        # no promise here of what follows: a stop before the session began has no summary
+        raise Terminated("SIGTERM: stopped as Ctrl-C would stop it")
 
     signal.signal(signal.SIGTERM, stop)
+    _ours[:] = [stop]
 
     def restore() -> None:
-        if signal.getsignal(signal.SIGTERM) is stop:
+        if signal.getsignal(signal.SIGTERM) in (stop, _noted):
             signal.signal(signal.SIGTERM, previous)
+        _ours.clear()
 
     return restore
+
+
+_ours: list[Callable[[int, FrameType | None], None]] = []  # stop_on_sigterm's handler
+_late: list[int] = []  # SIGTERMs noted after defer_sigterm
+
+
+def _noted(signum: int, frame: FrameType | None) -> None:
+    """A SIGTERM once the reports are written: noted, not raised; a second one ends the
+    process as SIGTERM's default would (a runner that insists is obeyed)."""
+    if _late:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    _late.append(signum)
+    _received.append(signum)
+
+
+def defer_sigterm() -> None:
+    """From now on a SIGTERM is noted, not raised: the saves and the reports are done, only
+    pytest's printing is left, and a stop raised there would end the run in a traceback
+    (`sigterm_after_the_end` tells the exit status). Only over stop_on_sigterm's handler."""
+    _late.clear()
+    if _ours and signal.getsignal(signal.SIGTERM) is _ours[0]:
+        signal.signal(signal.SIGTERM, _noted)
+
+
+def sigterm_after_the_end() -> bool:
+    """Whether a SIGTERM arrived after defer_sigterm."""
+    return bool(_late)
 
 
 def stop_words() -> str:

@@ -315,6 +315,8 @@ def _run(options: argparse.Namespace) -> int:
             f"{path} is not a baseline file (baselines/<device>.toml); a JSON report goes "
             "after the baseline file: history BASELINE.toml REPORT.json ..."
         )
+    if options.out:
+        _check_out(options.out, [path, *options.reports])
     store = BaselineStore(path.parent)
     loaded = store.load(path.stem)
     if not loaded.entries:
@@ -349,6 +351,28 @@ def _run(options: argparse.Namespace) -> int:
     else:
         print("\n\n".join(text(h) for h in histories))
     return 0
+
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def _check_out(out: Path, inputs: Sequence[Path]) -> None:
+    """The plot's path, checked before anything is read: its suffix names the format (a
+    baseline's `plot.toml` was a traceback out of matplotlib), it is a regular file or a new
+    name, and it is none of this command's inputs."""
+    from pytest_gpuperf.report.files import not_regular
+
+    if out.suffix.lower() not in PLOT_SUFFIXES:
+        raise _BadInput(
+            f"--out {out}: the plot's format is named by its suffix, one of "
+            f"{', '.join(PLOT_SUFFIXES)} (e.g. --out plot.png); nothing was written"
+        )
+    odd = not_regular(out)
+    if odd:
+        raise _BadInput(f"--out {out}: {odd}")
+    for given in inputs:
+        if out.exists() and given.exists() and out.samefile(given):
+            raise _BadInput(f"--out {out}: is {given}, an input of this command")
 
 
 def _check_file(path: Path, what: str) -> None:

@@ -8,6 +8,13 @@ level: RecursionError and 3,000 lines of traceback). Each is refused with one li
 file (and the line, where there is one) before it can hang, exhaust memory or recurse: a node
 that is not a regular file is never opened for reading, a file beyond MAX_FILE_BYTES is not
 read, and nesting beyond MAX_NESTING is found by a scan that does not recurse.
+
+The same scan bounds what nesting by brackets does not show: a dotted key (`a.a.a... = 1`,
+or a header `[a.a.a...]`) nests one table per part (10,000 parts took 0.4 GB in the TOML
+parser, 100,000 were killed for memory at 18.6 GB), so a key may have MAX_KEY_PARTS parts;
+and a number may have MAX_DIGITS digits (Python refuses to convert an integer of more than
+4,300 digits, a ValueError out of the parser: INTERNALERROR, exit 3). A key's length is bounded
+by the file's size, which costs the parser no more than its size.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import NoReturn
 
 from pytest_gpuperf.errors import BaselineError
 
@@ -25,6 +33,10 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 # What the files the stores write nest: [[entry]] > [[entry.save]] > an interval's list. 32
 # leaves hand edits every freedom and stays far from Python's recursion limit (1000).
 MAX_NESTING = 32
+# The keys these files hold have one to three parts (entry.save, a test id in quotes).
+MAX_KEY_PARTS = 32
+# A 64-bit integer has at most 19 digits, a float's digits beyond 17 change nothing.
+MAX_DIGITS = 100
 
 # What can hold a bracket without opening a level: strings of the four TOML kinds and comments.
 _NOT_STRUCTURE = re.compile(
@@ -35,7 +47,11 @@ _NOT_STRUCTURE = re.compile(
     r"|#[^\n]*",  # comment
     re.DOTALL,
 )
-_TOKEN = re.compile(rf"{_NOT_STRUCTURE.pattern}|(?P<open>[\[{{])|(?P<close>[\]}}])", re.DOTALL)
+_TOKEN = re.compile(
+    rf"{_NOT_STRUCTURE.pattern}|(?P<open>[\[{{])|(?P<close>[\]}}])|(?P<dot>\.)|(?P<apart>[\n=,:])"
+    rf"|(?P<digits>[0-9][0-9_]{{{MAX_DIGITS},}})",
+    re.DOTALL,
+)
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
     (stat.S_ISCHR, "a character device"),
@@ -85,23 +101,35 @@ def read_store_text(path: Path, kind: str) -> str:
 
 
 def check_nesting(path: Path, text: str) -> None:
-    """BaselineError at the line where arrays and inline tables nest deeper than MAX_NESTING."""
-    depth = 0
+    """BaselineError at the line where arrays and inline tables nest deeper than MAX_NESTING,
+    a dotted key has more than MAX_KEY_PARTS parts, or a number more than MAX_DIGITS digits."""
+    depth = dots = 0
+
+    def refuse(match: re.Match[str], problem: str) -> NoReturn:
+        raise BaselineError(
+            str(path),
+            f"{problem} (the files this plugin writes hold nothing like it); fix the file or "
+            "restore it from git",
+            text.count("\n", 0, match.start()) + 1,
+        )
+
     for match in _TOKEN.finditer(text):
-        char = match.group("open") or match.group("close")
-        if char is None:  # a string or a comment: its brackets are text
-            continue
-        if char in "[{":
-            depth += 1
+        kind = match.lastgroup
+        if kind == "open":
+            depth, dots = depth + 1, 0
             if depth > MAX_NESTING:
-                raise BaselineError(
-                    str(path),
-                    f"arrays or tables nest more than {MAX_NESTING} deep here (the files this "
-                    "plugin writes nest a few levels at most); fix the file or restore it from git",
-                    text.count("\n", 0, match.start()) + 1,
-                )
-        else:
+                refuse(match, f"arrays or tables nest more than {MAX_NESTING} deep here")
+        elif kind == "close":
             depth = max(depth - 1, 0)
+        elif kind == "dot":  # a part of a dotted key (or a number's point: one, then a break)
+            dots += 1
+            if dots >= MAX_KEY_PARTS:
+                refuse(match, f"a dotted key of more than {MAX_KEY_PARTS} parts here")
+        elif kind == "apart":  # a new line, a value, the next item: a new key begins
+            dots = 0
+        elif kind == "digits":
+            refuse(match, f"a number of more than {MAX_DIGITS} digits here")
+        # else a string or a comment: its brackets, dots and digits are text
 
 
 def _check_node(path: Path, status: os.stat_result, kind: str) -> None:

@@ -107,6 +107,35 @@ def ensure_lock_dir(folder: Path) -> Path:
     return folder
 
 
+# The lock files of the shared folder, by what takes them: the GPU locks (gpu_lock.py's
+# lock_key: pci-..., hip-0, cuda-0, sim-...) and the baseline files' save locks (store.py).
+GPU_LOCK_NAMES = ("pci-*.lock", "hip-*.lock", "cuda-*.lock", "sim-*.lock")
+SAVE_LOCK_NAMES = ("save-*.lock",)
+
+
+def unreadable_lock(folder: Path, names: tuple[str, ...]) -> str:
+    """The first lock file of `folder` matching `names` that this user cannot open (a lock
+    file another user made 0600, by hand or with an old release), as one line with the way
+    out; "" when every one opens. Asked before the first test: found at the lock, it failed
+    every test with a traceback, or a save after the whole run had measured."""
+    for name in names:
+        for path in sorted(folder.glob(name)):
+            try:
+                fd = os.open(path, _OPEN_FLAGS)
+            except PermissionError:
+                status = os.lstat(path)
+                return (
+                    f"the lock file {path} (owner {_user_name(status.st_uid)}, mode "
+                    f"{stat.S_IMODE(status.st_mode):o}) cannot be read by this user, and a lock "
+                    f"needs only that: its owner can run `chmod 644 {path}` (or remove it), or "
+                    f"set {LOCK_ENV} to a folder of your own"
+                )
+            except OSError:  # a link, a FIFO, gone: the lock's own checks say so
+                continue
+            os.close(fd)
+    return ""
+
+
 class SharedFileLock:
     """An exclusive, re-entrant, inter-process lock on `path`, takeable by every user.
 

@@ -32,6 +32,7 @@ from pytest_gpuperf.baseline.shared_lock import (
     SharedFileLock,
     ensure_lock_dir,
     lock_dir,
+    unreadable_lock,
 )
 from pytest_gpuperf.baseline.toml_check import Invalid, TOMLDecodeError, toml_error_line
 from pytest_gpuperf.engine.results import BaselineRef
@@ -318,6 +319,16 @@ def require_tomli_w(path: Path, what: str) -> None:
         ) from None
 
 
+def _holds(path: Path, text: str | None) -> bool:
+    """Whether the file at `path` is exactly `text` (what write_whole writes for it)."""
+    if text is None:
+        return False
+    try:
+        return path.read_bytes() == text.encode("utf-8")
+    except OSError:
+        return False
+
+
 def write_locked(
     path: Path, merged_text: Callable[[], str], *, what: str, lock_timeout_s: float
 ) -> None:
@@ -341,16 +352,19 @@ def write_locked(
     except GpuPerfError as problem:
         raise BaselineError(str(path), f"not saved: {problem}") from None
     phase = "waiting for its lock"  # what Ctrl-C interrupted
-    replaced = False
+    text: str | None = None
     try:
         with SharedFileLock(lock_path, timeout_s=lock_timeout_s):
             phase = "writing it"
             _refuse_link(path)
             remove_stale_temporaries(path)
-            write_whole(path, merged_text(), new_mode=0o644, durable=True)
-            replaced = True
+            text = merged_text()
+            write_whole(path, text, new_mode=0o644, durable=True)
     except KeyboardInterrupt:
-        raise SaveInterrupted(str(path), phase, saved=replaced) from None
+        # Saved or not is read from the file, not from how far this code got: a stop just
+        # after the rename (before any flag could say so) left the new file in place, and the
+        # run said "NOT saved" for it
+        raise SaveInterrupted(str(path), phase, saved=_holds(path, text)) from None
     except LockTimeout:
         raise BaselineError(
             str(path),
@@ -359,15 +373,31 @@ def write_locked(
             "file was left as it was",
             short="its lock was not granted in time",
         ) from None
-    except OSError as problem:
-        where = problem.filename or path
-        what_failed = "cannot write it" if str(where) == str(path) else f"cannot write {where}"
+    except PermissionError as problem:
+        if phase != "waiting for its lock":
+            raise _not_written(path, problem, elsewhere) from None
+        # the lock could not be opened: it needs only to be readable (flock), not writable
         raise BaselineError(
             str(path),
-            f"not saved: {what_failed}: {os_error_words(problem)}; "
-            f"{os_error_remedy(problem, elsewhere=elsewhere)}; the file was left as it was",
+            f"not saved: {unreadable_lock(lock_path.parent, (lock_path.name,)) or lock_path}; "
+            "the file was left as it was",
             short=os_error_words(problem),
         ) from None
+    except OSError as problem:
+        raise _not_written(path, problem, elsewhere) from None
+
+
+def _not_written(path: Path, problem: OSError, elsewhere: str) -> BaselineError:
+    """The error of a save the file system refused: what failed, the errno's words, the
+    way out."""
+    where = problem.filename or path
+    what_failed = "cannot write it" if str(where) == str(path) else f"cannot write {where}"
+    return BaselineError(
+        str(path),
+        f"not saved: {what_failed}: {os_error_words(problem)}; "
+        f"{os_error_remedy(problem, elsewhere=elsewhere)}; the file was left as it was",
+        short=os_error_words(problem),
+    )
 
 
 def lock_path_for(path: Path) -> Path:
@@ -430,4 +460,8 @@ def read_checked(path: Path, kind: str, parse_text: Callable[[str], R]) -> R:
     except RecursionError:  # check_nesting's scan missed a way to nest: still one line
         raise BaselineError(
             str(path), "nests too deep to parse; fix the file or restore it from git"
+        ) from None
+    except (ValueError, MemoryError) as error:  # what the scan did not bound (file_read.py)
+        raise BaselineError(
+            str(path), f"cannot be parsed ({error}); fix the file or restore it from git"
         ) from None

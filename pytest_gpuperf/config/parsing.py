@@ -20,7 +20,7 @@ from pytest_gpuperf.config.options import (
     MAX_SIM_GPUS,
     REQUIRE_CHOICES,
 )
-from pytest_gpuperf.config.ranges import Range
+from pytest_gpuperf.config.ranges import MAX_GPU_INDEX, MAX_PEAK_GBPS, MAX_SECONDS, Range
 from pytest_gpuperf.engine.results import CACHE_MODES
 from pytest_gpuperf.errors import ConfigError
 
@@ -118,10 +118,23 @@ def parse_device_key(raw: Any, where: str) -> str:
 
 
 def parse_gpu_index(raw: Any, where: str) -> int:
+    index = _count(raw, 0, MAX_GPU_INDEX)
+    if index is None:
+        raise ConfigError(
+            f"{where}: expected a device index from 0 to {MAX_GPU_INDEX} (0, 1, ...), got {raw!r}"
+        )
+    return index
+
+
+def _count(raw: Any, low: int, high: int) -> int | None:
+    """A whole number written in decimal digits inside [low, high], else None. The digits
+    are counted before they are converted: Python refuses to convert more than 4,300 (a
+    ValueError, a traceback before)."""
     text = str(raw).strip()
-    if not (text.isascii() and text.isdigit()):
-        raise ConfigError(f"{where}: expected a device index (0, 1, ...), got {raw!r}")
-    return int(text)
+    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > len(str(high)):
+        return None
+    value = int(text)
+    return value if low <= value <= high else None
 
 
 def parse_gpu_margin(raw: Any, where: str) -> float:
@@ -136,9 +149,10 @@ def parse_sim_gpus(raw: Any, where: str) -> tuple[float, ...]:
         f"comma-separated (e.g. 1,1,0.95), got {raw!r}"
     )
     if text.isascii() and text.isdigit():
-        if not 1 <= int(text) <= MAX_SIM_GPUS:
+        count = _count(text, 1, MAX_SIM_GPUS)
+        if count is None:
             raise ConfigError(f"{where}: {hint}")
-        return (1.0,) * int(text)
+        return (1.0,) * count
     parts = [part.strip() for part in text.split(",")]
     if len(parts) < 2 or len(parts) > MAX_SIM_GPUS:
         raise ConfigError(f"{where}: {hint}")
@@ -179,10 +193,10 @@ def parse_shard(raw: Any, where: str) -> tuple[int, int]:
 
 
 def parse_history(raw: Any, where: str) -> int:
-    text = str(raw).strip()
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 100:
+    count = _count(raw, 1, 100)
+    if count is None:
         raise ConfigError(f"{where}: expected a number of saves from 1 to 100, got {raw!r}")
-    return int(text)
+    return count
 
 
 def in_range(raw: Any, where: str, what: str, allowed: Range) -> float:
@@ -225,20 +239,20 @@ def parse_threshold(raw: Any, where: str) -> float:
 
 
 def parse_loads(raw: Any, where: str) -> int:
-    text = str(raw).strip()
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 64:
+    count = _count(raw, 1, 64)
+    if count is None:
         raise ConfigError(f"{where}: expected a number of module loads from 1 to 64, got {raw!r}")
-    return int(text)
+    return count
 
 
 def parse_buffer_sets(raw: Any, where: str) -> int:
-    text = str(raw).strip()
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 64:
+    count = _count(raw, 1, 64)
+    if count is None:
         raise ConfigError(
             f"{where}: expected a number of buffer sets from 1 to 64 (1: the test's own "
             f"buffers only), got {raw!r}"
         )
-    return int(text)
+    return count
 
 
 def parse_code_spread(raw: Any, where: str) -> float:
@@ -255,18 +269,34 @@ def parse_suite_alarm(raw: Any, where: str) -> float:
 
 def seconds_parser(what: str) -> Callable[[Any, str], float]:
     def parse(raw: Any, where: str) -> float:
-        value = parse_number(raw, where, f"{what} in seconds")
-        if value <= 0:
-            raise ConfigError(f"{where}: {what} must be a positive number of seconds, got {raw!r}")
-        return value
+        return _seconds(raw, where, what)
 
     return parse
 
 
 def parse_budget(raw: Any, where: str) -> float:
-    value = parse_number(raw, where, "the budget in seconds")
-    if value <= 0:
-        raise ConfigError(f"{where}: the budget must be a positive number of seconds, got {raw!r}")
+    return _seconds(raw, where, "the budget")
+
+
+def _seconds(raw: Any, where: str, what: str) -> float:
+    """A time in (0, MAX_SECONDS]: beyond a day, a budget or a timeout means "never" and
+    overflowed where it was used (--gpuperf-budget=1e307: an OverflowError in every test)."""
+    value = parse_number(raw, where, f"{what} in seconds")
+    if not 0 < value <= MAX_SECONDS:
+        raise ConfigError(
+            f"{where}: {what} must be a number of seconds in (0, {MAX_SECONDS:g}] (a day at "
+            f"most), got {raw!r}"
+        )
+    return value
+
+
+def parse_peak_gbps(raw: Any, where: str) -> float:
+    """A peak bandwidth in GB/s, in (0, MAX_PEAK_GBPS]."""
+    value = parse_number(raw, where, "peak_gbps")
+    if not 0 < value <= MAX_PEAK_GBPS:
+        raise ConfigError(
+            f"{where}: must be GB/s in (0, {MAX_PEAK_GBPS:g}] (100 TB/s at most), got {raw!r}"
+        )
     return value
 
 

@@ -48,3 +48,12 @@ SUITE_ALARM = Range(1e-4, 0.5)
 # The one-sided level of one check (the history CLI's --false-alarm-rate): from one in a
 # million to one in four (a 50% one-sided level is a coin toss, not a band).
 CHECK_RATE = Range(1e-6, 0.25)
+
+# Budgets and timeouts (--gpuperf-budget, --gpuperf-kernel-timeout, --gpuperf-compile-timeout,
+# a marker's budget_s, bisect's --budget), in seconds: (0, a day]. Beyond it a time means
+# "never", and 1e307 overflowed where it was used (an OverflowError in every test).
+MAX_SECONDS = 86_400.0
+# A marker's peak_gbps: (0, 100 TB/s], twenty times the fastest HBM of today.
+MAX_PEAK_GBPS = 100_000.0
+# --gpuperf-gpu: a device index; its digits are counted before they are converted.
+MAX_GPU_INDEX = 1023

@@ -41,7 +41,7 @@ from pytest_gpuperf.config.parsing import (
     parse_gpu_margin,
     parse_history,
     parse_loads,
-    parse_number,
+    parse_peak_gbps,
     parse_ref,
     parse_require,
     parse_shard,
@@ -261,10 +261,21 @@ def build_settings(
                 f"{where}=-: standard output carries pytest's own output, a report there "
                 "could not be read back; give a file path"
             )
-        joined = base / Path(os.path.expanduser(text))
+        joined = Path(os.path.abspath(base / Path(os.path.expanduser(text))))
         # A report path keeps its links (report/files.py judges what one points to, and
-        # /dev/stdout must still read as /dev/stdout); a folder is resolved once here.
-        return Path(os.path.abspath(joined)) if report else joined.resolve()
+        # /dev/stdout must still read as /dev/stdout); a folder is resolved once here,
+        # unless a link on its way points nowhere: resolved, the save created the link's
+        # target (wherever it pointed) and saved there
+        if report:
+            return joined
+        for step in (joined, *joined.parents):
+            if os.path.islink(step) and not os.path.exists(step):
+                raise ConfigError(
+                    f"{where}={text}: {step} is a symbolic link to {os.readlink(step)!r}, "
+                    "which does not exist; a save would create its target. Remove the link, "
+                    "or give a directory that exists (or a new name in one)"
+                )
+        return joined.resolve()
 
     save = get("gpuperf_save", parse_bool, False)
     compares = on_command_line("gpuperf_compare")
@@ -455,9 +466,7 @@ def _apply_gpuperf(result: TestSettings, test_id: str, kwargs: Mapping[str, Any]
     if "budget_s" in kwargs:
         changes["budget_s"] = parse_budget(kwargs["budget_s"], f"{where}(budget_s=...)")
     if "peak_gbps" in kwargs:
-        gbps = parse_number(kwargs["peak_gbps"], f"{where}(peak_gbps=...)", "peak_gbps")
-        if gbps <= 0:
-            raise ConfigError(f"{where}(peak_gbps=...): must be positive GB/s, got {gbps!r}")
+        gbps = parse_peak_gbps(kwargs["peak_gbps"], f"{where}(peak_gbps=...)")
         changes["peak_bps"] = gbps * 1e9
     if "strict" in kwargs:
         if not isinstance(kwargs["strict"], bool):

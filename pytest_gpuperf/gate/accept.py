@@ -1,15 +1,20 @@
 """Accepting an intended slowdown: which tests an accept rule names, and the rules a run has.
 
-A rule is `PATTERN [reason]`: a glob of test ids (fnmatch, as `-k` users write them:
-`test_rmsnorm.py::*`, `*::test_copy[large]`) and why the slowdown is intended. Rules come from
---gpuperf-accept (repeatable; the ini key `gpuperf_accept` holds one a line) and from
-`Gpuperf-Accept: PATTERN <reason>` trailers of the commits a --gpuperf-compare run compares
-(base..head), so the reason travels with the change that needs it and a reviewer sees it in
-the diff. A trailer must give its reason; an option may leave it out.
+A rule is `PATTERN [reason]`: a glob of test ids (`*` any text, `?` one character:
+`test_rmsnorm.py::*`, `*::test_copy[large]`, `test_scale[*]`) and why the slowdown is
+intended. `[` and `]` are themselves, as in pytest's ids of parametrized tests, not fnmatch's
+character class: the id a failure prints, pasted as it is, names that test (with fnmatch,
+`test_scale[0]` named `test_scale0` and not the test). Rules come from --gpuperf-accept
+(repeatable, one rule a value; the ini key `gpuperf_accept` holds one a line) and from
+`Gpuperf-Accept: PATTERN <reason>` trailers of the pull request's own commits (which ones:
+session/base_tree.py's accept_trailers), so the reason travels with the change that needs it
+and a reviewer sees it in the diff. A trailer must give its reason; an option may leave it
+out.
 
 A confirmed regression of a test that a rule names is ACCEPTED (gate/decide.py): it passes,
 and every report lists it with the rule's reason and origin. A rule that names no test of
-the run is a warning (a typo would otherwise excuse nothing, silently).
+the run is a warning (a typo would otherwise excuse nothing, silently), and so is one that
+names every test (`*`, `*::*`: any regression would pass without a word).
 """
 
 from __future__ import annotations
@@ -36,9 +41,15 @@ def parse_rule(text: str, source: str, *, commit: str = "") -> Acceptance:
 
 
 def option_rules(values: Iterable[str], source: str) -> tuple[Acceptance, ...]:
-    """The rules of --gpuperf-accept (each value one rule) or of the ini key (one a line)."""
+    """The rules of --gpuperf-accept (each value one rule: a newline in it is refused, it
+    would smuggle a second rule, `$'x why\\n* sneaky'`) or of the ini key (one a line)."""
     rules = []
     for value in values:
+        if source == OPTION_SOURCE and len(str(value).strip().splitlines()) > 1:
+            raise ConfigError(
+                f"{source}: one rule a value, got a line break in {str(value)!r}; repeat the "
+                "option for another rule"
+            )
         for line in str(value).splitlines():
             if line.strip():
                 rules.append(parse_rule(line, source))
@@ -66,8 +77,23 @@ def trailer_rules(
 
 
 def names(rule: Acceptance, test_id: str) -> bool:
-    """Whether `rule` names the test `test_id` (case-sensitive glob, as pytest ids are)."""
-    return fnmatch.fnmatchcase(test_id, rule.pattern)
+    """Whether `rule` names the test `test_id` (case-sensitive glob, as pytest ids are;
+    brackets are literal)."""
+    return fnmatch.fnmatchcase(test_id, rule.pattern.replace("[", "[[]"))
+
+
+def blanket(rule: Acceptance) -> bool:
+    """Whether `rule` names every test whatever its id (`*`, `**`, `*::*`)."""
+    return "*" in rule.pattern and not rule.pattern.strip("*:")
+
+
+def blanket_line(rule: Acceptance) -> str:
+    """The warning for a rule that accepts every test's regression."""
+    return (
+        f"accept rule '{rule.pattern}' ({rule.origin()}) names every test: any confirmed "
+        "regression of this run is accepted by it; name the tests the change slows down "
+        "(e.g. 'tests/perf/test_rmsnorm.py::*')"
+    )
 
 
 def rule_for(rules: Sequence[Acceptance], test_id: str) -> Acceptance | None:

@@ -188,10 +188,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shared = config.stash.get(SIM_SEED_SHARED, None)
     if shared is not None:
         os.environ.pop(shared[0], None)
+    state = config.stash.get(STATE, None)
+    _stopped_after_the_end(state)
+    _stopped_before_the_start(config, state)
     restore = config.stash.get(RESTORE_SIGTERM, None)
     if restore is not None:
         restore()
-    state = config.stash.get(STATE, None)
     if state is not None:
         if (opened := state.opened_session) is not None:
             opened.close()
@@ -203,3 +205,38 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)
+
+
+def _stopped_after_the_end(state: PluginState | None) -> None:
+    """A SIGTERM after the saves and the reports (errors.defer_sigterm): nothing was lost,
+    and the exit status still says the run was stopped."""
+    from pytest_gpuperf.errors import sigterm_after_the_end
+
+    if state is None or state.ended is None or not sigterm_after_the_end():
+        return
+    import sys
+
+    state.ended.exitstatus = pytest.ExitCode.INTERRUPTED
+    print(
+        "gpuperf: SIGTERM arrived after the saves and the reports were written; they are "
+        "complete (exit 2)",
+        file=sys.stderr,
+    )
+
+
+def _stopped_before_the_start(config: pytest.Config, state: PluginState | None) -> None:
+    """SIGTERM before pytest's session began (a conftest's sessionstart, the degraded-GPU
+    probe): pytest calls no end of the session then, so no summary and no report; say so."""
+    from pytest_gpuperf.errors import stop_words
+
+    if state is None or state.finished or stop_words() != "SIGTERM":
+        return
+    if config.stash.get(RESTORE_SIGTERM, None) is None or hasattr(config, "workerinput"):
+        return
+    import sys
+
+    print(
+        "gpuperf: interrupted (SIGTERM) before the tests began: nothing was measured or "
+        "saved, and no report was written",
+        file=sys.stderr,
+    )

@@ -31,18 +31,29 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     that could not be written, stops the run before any test, naming it: found after the
     tests, it would cost the summary (found at the first measurement, every test failed)."""
     state = state_of(session.config)
+    _note_the_checkout(session.config, state)
     if state.settings.measure:
         try:
             state.session.check_baseline_files()
         except BaselineError as broken:
             raise pytest.UsageError(f"pytest-gpuperf: {broken}") from None
     if state.settings.measure or state.settings.save:
-        from pytest_gpuperf.baseline.shared_lock import ensure_lock_dir, lock_dir
+        from pytest_gpuperf.baseline.shared_lock import (
+            GPU_LOCK_NAMES,
+            SAVE_LOCK_NAMES,
+            ensure_lock_dir,
+            lock_dir,
+            unreadable_lock,
+        )
 
         try:
-            ensure_lock_dir(lock_dir())
+            folder = ensure_lock_dir(lock_dir())
         except GpuPerfError as unusable:
             raise pytest.UsageError(f"pytest-gpuperf: {unusable}") from None
+        saves = state.settings.save or state.settings.prune
+        problem = unreadable_lock(folder, GPU_LOCK_NAMES + (SAVE_LOCK_NAMES if saves else ()))
+        if problem:
+            raise pytest.UsageError(f"pytest-gpuperf: {problem}")
     if state.settings.measure or state.settings.static:
         try:
             state.session.check_compare_ref()
@@ -67,6 +78,27 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if is_xdist_controller(session.config):
         _share_sim_seed(session.config, state)
         _probe_gpus(session.config, state)
+
+
+def _note_the_checkout(config: pytest.Config, state: PluginState) -> None:
+    """The checkout's commit and dirtiness for the reports, read before the run writes
+    anything: read at the end, the baseline file a save had just rewritten made every saving
+    run of a clean checkout "dirty" (and shards run with and without --gpuperf-save then
+    disagreed on the commit)."""
+    settings = state.settings
+    if is_xdist_worker(config) or not (
+        settings.measure
+        or settings.static
+        or settings.json_path
+        or settings.benchmark_json_path
+        or settings.markdown_path
+    ):
+        return
+    from pytest_gpuperf.session.provenance import git_facts
+
+    # the baseline folder is the run's data, not the code measured (a save's own provenance
+    # ignores it too: the second save of a series is of the same, clean code)
+    state.checkout = git_facts(Path(config.rootpath), ignore=[settings.baseline_dir])
 
 
 def _pytest_reports(config: pytest.Config) -> list[tuple[str, Path]]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gpuperf.errors import GpuPerfError, SaveInterrupted, stop_words
+from pytest_gpuperf.errors import GpuPerfError, SaveInterrupted, defer_sigterm, stop_words
 from pytest_gpuperf.plugin.state import (
     EXIT_NOW,
     MAIN_WORKER,
@@ -27,6 +27,24 @@ if TYPE_CHECKING:
     from pytest_gpuperf.report import ReportMeta
 
 
+@pytest.hookimpl(wrapper=True, trylast=True, specname="pytest_sessionfinish")
+def pytest_sessionfinish_stopped_elsewhere(session: pytest.Session) -> Any:
+    """Ctrl-C or SIGTERM in another plugin's end of the run (pytest's JUnit writer, which runs
+    before ours) skips the hooks after it and, left alone, ends pytest in a traceback with
+    nothing saved or reported: here it becomes the run's stop, and the end of our run (no
+    save, the reports) still happens."""
+    try:
+        return (yield)
+    except KeyboardInterrupt:
+        state = state_of(session.config)
+        state.interrupted = True
+        state.problems.append(f"interrupted ({stop_words()}) at the end of the run")
+        if not state.finished:
+            _finish(session)
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
+        return None
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Write the saved baselines (each worker its own, one merge per file), then the JSON and
@@ -36,8 +54,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     here and becomes a line of the summary; the rows of what was not saved say so, the report
     files are still written, and the exit status says what happened (docs/reliability.md):
     1 when a file could not be written, 2 when Ctrl-C stopped the run."""
+    _finish(session)
+
+
+def _finish(session: pytest.Session) -> None:
     config = session.config
     state = state_of(config)
+    state.finished = True
     stopped = session.exitstatus == pytest.ExitCode.INTERRUPTED
     config.stash[STOPPED] = stopped
     state.tests_failed, state.exitstatus = session.testsfailed, int(session.exitstatus)
@@ -65,17 +88,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             return
         _mark_unsaved(state)
         _confirm_saves(state, stopped=stopped or state.interrupted)
-        try:
-            if not (stopped or state.interrupted):  # pruning writes: not after Ctrl-C
+        if not (stopped or state.interrupted):  # pruning writes: not after Ctrl-C
+            try:
                 _orphans(state)
-            _write_files(config, state)
-        except KeyboardInterrupt as stopped:  # a prune's save, or a report being written
-            state.interrupted = True
-            state.problems.append(
-                f"{stopped}: not saved; the file was left as it was"
-                if isinstance(stopped, SaveInterrupted) and not stopped.saved
-                else f"interrupted ({stop_words()}) while writing the reports"
-            )
+            except KeyboardInterrupt as stop:  # a prune's save (not named `stopped`: Python
+                # deletes an `except ... as` name after its block)
+                state.interrupted = True
+                state.problems.append(_late_stop_line(stop))
+        _write_files_once_more_after_a_stop(config, state)
+        defer_sigterm()  # only printing is left: a SIGTERM now is noted (plugin/__init__.py)
+        state.ended = session
         if stopped or state.interrupted:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
         elif state.problems:
@@ -85,6 +107,33 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             opened.close()
             if opened.hung:
                 config.stash[EXIT_NOW] = int(session.exitstatus or pytest.ExitCode.TESTS_FAILED)
+
+
+def _write_files_once_more_after_a_stop(config: pytest.Config, state: PluginState) -> None:
+    """The report files; a stop while they are written (each is whole or absent) writes them
+    once more, saying the run was interrupted: a CI job cancelled at that moment otherwise
+    kept no report at all. A second stop leaves them as they are."""
+    for attempt in range(2):
+        try:
+            _write_files(config, state)
+            return
+        except KeyboardInterrupt as stop:
+            state.interrupted = True
+            if attempt == 0:
+                state.problems.append(_late_stop_line(stop))
+                state.meta, state.written = None, []  # again, with the stop in it
+            else:
+                state.problems.append(f"interrupted ({stop_words()}) again: not all written")
+
+
+def _late_stop_line(stop: KeyboardInterrupt) -> str:
+    """What a stop after the tests and the saves interrupted: a prune's save (replaced or
+    not), or the report files."""
+    if not isinstance(stop, SaveInterrupted):
+        return f"interrupted ({stop_words()}) while writing the reports: written again"
+    if stop.saved:
+        return f"{stop.path}: interrupted ({stop_words()}) after it was saved (pruned)"
+    return f"{stop}: not saved; the file was left as it was"
 
 
 def _mark_unsaved(state: PluginState) -> None:
@@ -287,7 +336,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     smoke = sum(state.smoke.values())
     missing_base = _missing_base_line(state)
     # a measuring run stopped before its first measurement still says so (and what was saved)
-    stopped_early = ctrl_c_stopped(config) and state.settings.measure
+    settings = state.settings
+    stopped_early = ctrl_c_stopped(config) and (
+        settings.measure or settings.json_path or settings.markdown_path
+    )
     if not (rows or state.devices or smoke or state.problems or state.interrupted or stopped_early):
         if missing_base:
             terminalreporter.write_line(missing_base, yellow=True)
@@ -365,17 +417,21 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 def _accept_warnings(state: PluginState) -> tuple[str, ...]:
-    """Accept rules that name no test of the run (a typo excuses nothing, silently otherwise)
-    and Gpuperf-Accept trailers refused for want of a reason."""
+    """Accept rules that name no test of the run (a typo excuses nothing, silently otherwise),
+    rules that name every test, and Gpuperf-Accept trailers refused for want of a reason."""
     if not state.settings.measure:
         return ()
-    from pytest_gpuperf.gate.accept import unmatched, unmatched_line
+    from pytest_gpuperf.gate.accept import blanket, blanket_line, unmatched, unmatched_line
 
     try:
         rules, refused = state.session.accept_rules()
     except GpuPerfError as problem:
         return (f"accept rules not read: {problem}",)
-    return (*refused, *(unmatched_line(r) for r in unmatched(rules, sorted(state.collected))))
+    return (
+        *refused,
+        *(blanket_line(rule) for rule in rules if blanket(rule)),
+        *(unmatched_line(r) for r in unmatched(rules, sorted(state.collected))),
+    )
 
 
 def _missing_base_line(state: PluginState) -> str:
@@ -399,7 +455,8 @@ def _meta(config: pytest.Config, state: PluginState) -> ReportMeta:
 
     if state.meta is not None:
         return state.meta
-    facts = git_facts(Path(config.rootpath))
+    # as the checkout was before the run wrote (collect.py); else without what it wrote
+    facts = state.checkout or git_facts(Path(config.rootpath), ignore=[state.settings.baseline_dir])
     info = from_plain(DeviceInfo, state.devices[0]["info"]) if state.devices else None
     compare = state.settings.compare_ref or ""
     compare_commit = state.session.base_tree().commit if compare else ""

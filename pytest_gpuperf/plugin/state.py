@@ -50,7 +50,10 @@ class PluginState:
     problems: list[str] = field(default_factory=list)
     unsaved: dict[str, str] = field(default_factory=dict)  # files not saved -> why not
     interrupted: bool = False  # Ctrl-C stopped a save or the writing of the reports
+    finished: bool = False  # the end of the run (finish.py) has begun
+    ended: Any = None  # the pytest.Session whose saves and reports are done (its exit status)
     meta: Any = None  # report.ReportMeta, made once at the end
+    checkout: Any = None  # provenance.GitFacts before the run wrote anything (collect.py)
     # The tests of the run that measure (use gpu_bench): they share the false-alarm budget.
     # Counted at collection, where every xdist worker sees the whole run; the controller
     # learns it from the workers' reports.

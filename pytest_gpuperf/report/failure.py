@@ -193,7 +193,8 @@ def _actions(verdict: Verdict, test_id: str = "") -> list[tuple[str, str]]:
             )
         )
     if failed and all(cause in ACCEPTABLE_CHECKS for cause in failed):
-        pattern = test_id or "TEST_ID"
+        # the rule's pattern ends at its first blank: a blank of the id is matched by `?`
+        pattern = "".join("?" if c.isspace() else c for c in test_id) or "TEST_ID"
         actions.append(
             (
                 "accept",

@@ -126,8 +126,8 @@ def first_unwritable(
     seen: dict[Path, str] = {}
     for option, path in [*ours, *others]:
         problem = guards.owner(path) or _input(path, inputs)
-        if not problem and (option, path) in ours:
-            problem = _problem(path)
+        if not problem:
+            problem = _problem(path) if (option, path) in ours else _opened_in_place(path)
         real = _real(path)
         if not problem and real in seen:
             problem = f"is also {seen[real]}'s file; give each report its own path"
@@ -193,6 +193,22 @@ def not_regular(path: Path) -> str:
         return ""
     kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
     return f"is {kind}, not a regular file; a report replaces the file it is given"
+
+
+def _opened_in_place(path: Path) -> str:
+    """pytest's --junitxml is opened where it is, not replaced: a device (/dev/null) takes it;
+    a FIFO would block the end of the run until a reader came (SIGTERM was then the only way
+    out), a folder or a socket fails it after the tests."""
+    if _system_file(path):
+        return ""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return _problem(path)  # nothing there: can it be made?
+    if stat.S_ISREG(mode) or stat.S_ISCHR(mode):
+        return "" if os.access(path, os.W_OK) else "is not writable"
+    kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    return f"is {kind}, not a regular file; pytest's writer would block on it or fail there"
 
 
 def _problem(path: Path, *, append: bool = False) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -175,23 +176,63 @@ def _safe_extract(tar: tarfile.TarFile, destination: Path) -> None:
 
 
 def accept_trailers(start: Path, base_commit: str, head: str = "HEAD") -> list[tuple[str, str]]:
-    """(commit, value) of every `Gpuperf-Accept:` trailer in the commits a comparison with
-    `base_commit` covers (`base_commit..head`: what head adds; `head` is --gpuperf-head's
-    commit when the kernels come from there), newest first; [] outside a repository. The
-    trailer's meaning is gate/accept.py's."""
+    """(commit, value) of every `Gpuperf-Accept:` trailer of the pull request's own commits,
+    newest first; [] outside a repository. The trailer's meaning is gate/accept.py's.
+
+    The pull request's commits (docs/ci.md, "Accepting an intended slowdown"): the commits of
+    `base_commit..head` on head's first-parent line (`head` is --gpuperf-head's commit when
+    the kernels come from there), less
+    - the commits of a merged side branch (a trailer there was written for another change);
+    - the commits already on the target branch: CI's test merge (a merge commit whose first
+      parent is in the base or on the default branch) is read from its second parent, the pull
+      request's head, without what its first parent holds; and what `origin/HEAD` (the
+      default branch) holds, when git knows it, so a comparison with an older tag does not
+      pick up trailers merged long ago (without origin/HEAD it cannot tell them apart);
+    - a commit that a later commit of the pull request reverts (git revert's "This reverts
+      commit <sha>."), unless that revert is itself reverted."""
     toplevel = run_git(start, "rev-parse", "--show-toplevel")
     if not toplevel or not base_commit:
         return []
+    top = Path(toplevel)
+    default = run_git(top, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/HEAD")
+    targets = [base_commit, *([default] if default else [])]
+    line, excluded = head, targets[1:]
+    parents = (run_git(top, "rev-list", "--parents", "-n", "1", head) or "").split()
+    if len(parents) == 3 and any(_is_ancestor(top, parents[1], t) for t in targets):
+        line, excluded = parents[2], [*excluded, parents[1]]  # CI's test merge
     log = run_git(
-        Path(toplevel),
+        top,
         "log",
-        "--format=%H%x1f%(trailers:key=Gpuperf-Accept,valueonly,separator=%x1e)%x1d",
-        f"{base_commit}..{head}",
+        "--first-parent",
+        "--format=%H%x1f%(trailers:key=Gpuperf-Accept,valueonly,separator=%x1e)%x1f%B%x1d",
+        f"{base_commit}..{line}",
+        *(f"^{commit}" for commit in excluded),
+        "--",
     )
-    found = []
+    records = []
     for record in (log or "").split("\x1d"):
-        commit, _, values = record.strip().partition("\x1f")
+        commit, _, rest = record.strip().partition("\x1f")
+        values, _, message = rest.partition("\x1f")
+        if commit:
+            records.append((commit, values, message))
+    reverted: set[str] = set()
+    for commit, _, message in records:  # newest first: a reverted revert reverts nothing
+        if commit not in reverted:
+            reverted.update(_REVERTS.findall(message))
+    found = []
+    for commit, values, _ in records:
+        if commit in reverted:
+            continue
         for value in values.split("\x1e"):
-            if commit and value.strip():
+            if value.strip():
                 found.append((commit, value.strip()))
     return found
+
+
+# git revert's message names the commit it reverts in full
+_REVERTS = re.compile(r"This reverts commit ([0-9a-f]{40})")
+
+
+def _is_ancestor(top: Path, commit: str, of: str) -> bool:
+    """Whether `commit` is `of` or one of its ancestors."""
+    return run_git(top, "merge-base", "--is-ancestor", commit, of) is not None

@@ -249,3 +249,62 @@ def test_under_xdist_the_controller_reports_what_the_workers_accepted(two):
     document = report(two)
     assert [a["test_id"] for a in document["accepted"]] == ["test_perf.py::test_add"]
     assert document["accepted"][0]["commit"] == sha
+
+
+PARAMETRIZED = """
+import pytest
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_scale(gpu_bench, n):
+    add(gpu_bench)
+"""
+
+
+def test_the_advice_for_a_parametrized_test_pasted_as_it_is_accepts_it(repo):
+    """Before: the failure said `Gpuperf-Accept: test_perf.py::test_scale[0] <why>`; committed
+    word for word it accepted nothing (fnmatch read `[0]` as a character class) and the run
+    warned that the rule "names no test"."""
+    repo.test_file(PARAMETRIZED)
+    git(repo.path, "add", "-A")
+    git(repo.path, "commit", "-qm", "parametrized")
+    commit_slower(repo, "slower vadd")
+    failed = repo.run("--gpuperf", "--gpuperf-compare=HEAD~1")
+    failed.assert_outcomes(failed=2)
+    advice = next(
+        line.split("a commit trailer '")[1].split("'")[0]
+        for line in failed.stdout.lines
+        if "test_scale[0]" in line and "a commit trailer" in line
+    )
+    assert advice == "Gpuperf-Accept: test_perf.py::test_scale[0] <why>"
+    git(
+        repo.path,
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "the why\n\n" + advice.replace("<why>", REASON),
+    )
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD~2")
+    result.assert_outcomes(passed=1, failed=1)  # test_scale[1] is still a regression
+    assert "names no test" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["  test_perf.py::test_scale[[]0]", "    vector_add * accepted"])
+
+
+def test_a_blanket_rule_is_a_warning(two):
+    commit_slower(two, f"slower vadd\n\nGpuperf-Accept: *::* {REASON}\n")
+    result = two.run("--gpuperf", "--gpuperf-compare=HEAD~1", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "gpuperf: WARNING: accept rule '*::*' (Gpuperf-Accept in *) names every test: any "
+            "confirmed regression of this run is accepted by it; name the tests the change slows "
+            "down (e.g. 'tests/perf/test_rmsnorm.py::*')"
+        ]
+    )
+    assert "names every test" in report(two)["accept_warnings"][0]
+
+
+def test_a_line_break_in_the_option_stops_the_run(two):
+    result = two.run("--gpuperf", "--gpuperf-accept=x why\n* sneaky")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gpuperf-accept: one rule a value, got a line break in*"])

@@ -167,6 +167,25 @@ def test_baseline_dir_option_is_used(gp):
     assert not (gp.path / "baselines").exists()
 
 
+@pytest.mark.parametrize("given", ["dangling", "dangling/sub"])
+def test_a_baseline_dir_through_a_dangling_link_is_refused(gp, given):
+    """Before: the folder was resolved through the link, and the save created the link's
+    target (wherever it pointed) and saved there."""
+    gp.test_file(TWO_TESTS)
+    target = gp.path / "elsewhere" / "made"
+    (gp.path / "dangling").symlink_to(target)
+    result = gp.run("--gpuperf-save", f"--gpuperf-baseline-dir={given}", "-k", "test_add")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: pytest-gpuperf: --gpuperf-baseline-dir={given}: *dangling is a symbolic "
+            f"link to '{target}', which does not exist; a save would create its target*"
+        ]
+    )
+    assert not (gp.path / "elsewhere").exists()
+    assert os.readlink(gp.path / "dangling") == str(target)
+
+
 BROKEN = {
     # a TOML syntax error: the parser's line
     "broken-toml": (
@@ -244,6 +263,27 @@ def test_repeated_saves_of_the_same_code_learn_the_run_spread(gp):
     assert len(fourth["save"]) == 1
     assert fourth["save"][0]["fingerprint"] != third["save"][-1]["fingerprint"]
     assert fourth["spread_basis"] == "prior" and fourth["run_spread"] == DEFAULT_RUN_SPREAD["sim"]
+
+
+def test_a_saving_run_of_a_clean_checkout_reports_it_clean(gp):
+    """Before: the report's `commit.dirty` was read after the save had rewritten the committed
+    baseline file, so every saving run of a clean checkout said dirty, and the merge of shards
+    run with and without --gpuperf-save failed on "shards disagree on the commit"."""
+    gp.test_file(TWO_TESTS)
+    gp.baseline("mi300x-sim", [{"id": "test_perf.py::test_add", "efficiency": 0.44}])
+    (gp.path / ".gitignore").write_text(".locks/\n__pycache__/\n*.json\n")
+    commit_all(gp.path, "x")
+    before = (gp.path / "baselines" / "mi300x-sim.toml").read_bytes()
+    gp.run("--gpuperf-save", "--gpuperf-json=saved.json")
+    assert (gp.path / "baselines" / "mi300x-sim.toml").read_bytes() != before  # it saved
+    gp.run("--gpuperf", "--gpuperf-json=measured.json")
+    saved = json.loads((gp.path / "saved.json").read_text())["commit"]
+    measured = json.loads((gp.path / "measured.json").read_text())["commit"]
+    assert saved["dirty"] is False and saved == measured
+    (gp.path / "test_perf.py").write_text((gp.path / "test_perf.py").read_text() + "\n")
+    edited = gp.run("--gpuperf", "--gpuperf-json=edited.json")  # a real edit still counts
+    assert edited.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    assert json.loads((gp.path / "edited.json").read_text())["commit"]["dirty"] is True
 
 
 def test_xdist_workers_saving_at_once_lose_nothing(gp):

@@ -136,6 +136,20 @@ def test_a_fifo_is_refused_without_hanging(gp):
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
+def test_pytests_junitxml_at_a_fifo_is_refused_without_hanging(gp):
+    """Before: pytest's JUnit writer opened the FIFO after the tests and waited for a reader
+    (SIGTERM then ended it in a traceback, nothing saved). A device it writes into in place,
+    /dev/null, is still fine."""
+    gp.test_file(PLAIN)
+    fifo = gp.path / "pipe.xml"
+    os.mkfifo(fifo)
+    args = gp.args("--gpuperf", "--junitxml=pipe.xml")
+    result = gp.pytester.runpytest_subprocess(*args, timeout=60)
+    refused(result, "*--junitxml=*pipe.xml: is a FIFO (named pipe), not a regular file*")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert gp.run("--gpuperf", "--junitxml=/dev/null").ret == pytest.ExitCode.OK
+
+
 def test_standard_output_is_refused_at_the_start(gp):
     gp.test_file(PLAIN)
     result = gp.run_subprocess("--gpuperf", "--gpuperf-json=/dev/stdout")

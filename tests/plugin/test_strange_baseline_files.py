@@ -95,6 +95,25 @@ def test_an_array_nested_100k_deep_is_refused_at_its_line(gp, option):
     assert path.read_text() == text
 
 
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ("a" + ".a" * 10_000 + " = 1", "a dotted key of more than 32 parts here"),
+        ("x = " + "9" * 5000, "a number of more than 100 digits here"),
+    ],
+    ids=["dotted-key", "5000-digits"],
+)
+def test_a_dotted_key_or_a_huge_number_is_refused_before_parsing(gp, line, words):
+    """Before: 10,000 dotted parts took 0.4 GB (100,000 were killed for memory), a 5,000-digit
+    integer was an INTERNALERROR (exit 3)."""
+    gp.test_file(PLAIN)
+    path = gp.path / "baselines" / "mi300x-sim.toml"
+    path.parent.mkdir()
+    path.write_text(HEADER + line + "\n")
+    result = gp.run("--gpuperf")
+    _stops_with_one_line(result, f":3: {words}*")
+
+
 def test_bytes_that_are_not_utf8_name_their_line(gp):
     gp.test_file(PLAIN)
     path = gp.baseline("mi300x-sim", [{"id": "test_perf.py::test_add", "efficiency": 0.5}])

@@ -37,6 +37,8 @@ USAGE = pytest.ExitCode.USAGE_ERROR
         ),
         ("gpuperf(tolerance=5)", "*gpuperf(tolerance=...): the tolerance*must be in [[]0, 0.5]*"),
         ("gpuperf(0.1)", "*@pytest.mark.gpuperf takes keyword arguments only*"),
+        ("gpuperf(budget_s=1e307)", "*gpuperf(budget_s=...): the budget must be * (0, 86400]*"),
+        ("gpuperf(peak_gbps=1e307)", "*gpuperf(peak_gbps=...): must be GB/s in (0, 100000]*"),
     ],
 )
 def test_bad_marker_is_a_usage_error_naming_the_test(gp, marker, message):
@@ -84,13 +86,27 @@ def test_bad_marker_on_a_deselected_test_does_not_stop_the_session(gp):
         ("--gpuperf-cache=warm", "--gpuperf-cache: unknown cache mode 'warm'; valid modes: cold*"),
         ("--gpuperf-tolerance=5%", "--gpuperf-tolerance: * must be a number in [[]0, 0.5], *"),
         ("--gpuperf-tolerance=1.5", "--gpuperf-tolerance: * must be in [[]0, 0.5], got *1.5*"),
-        ("--gpuperf-budget=0", "--gpuperf-budget: the budget must be a positive number*"),
+        ("--gpuperf-budget=0", "--gpuperf-budget: the budget must be a number of seconds in*"),
+        # Before: accepted, then an OverflowError in every test
+        (
+            "--gpuperf-budget=1e307",
+            "--gpuperf-budget: the budget must be a number of seconds in (0, 86400] (a day at "
+            "most), got '1e307'",
+        ),
+        ("--gpuperf-kernel-timeout=1e307", "--gpuperf-kernel-timeout: the kernel timeout must*"),
+        ("--gpuperf-compile-timeout=1e20", "--gpuperf-compile-timeout: *in (0, 86400]*"),
+        # Before: more than 4,300 digits were a ValueError traceback out of int()
+        ("--gpuperf-compare-loads=" + "9" * 5000, "--gpuperf-compare-loads: expected * 1 to 64*"),
+        ("--gpuperf-compare-buffer-sets=" + "9" * 5000, "--gpuperf-compare-buffer-sets: *1 to 64*"),
+        ("--gpuperf-history=" + "9" * 5000, "--gpuperf-history: expected * from 1 to 100*"),
+        ("--gpuperf-gpu=" + "9" * 5000, "--gpuperf-gpu: expected a device index from 0 to 1023*"),
+        ("--gpuperf-sim-gpus=" + "9" * 5000, "--gpuperf-sim-gpus: expected a number of simul*"),
         (
             "--gpuperf-backend=rocm",
             "--gpuperf-backend: unknown backend 'rocm'; choose from hip, cuda, sim*",
         ),
         ("--gpuperf-device=mi999", "--gpuperf-device: unknown device key 'mi999'; known keys: *"),
-        ("--gpuperf-gpu=first", "--gpuperf-gpu: expected a device index (0, 1, ...)*"),
+        ("--gpuperf-gpu=first", "--gpuperf-gpu: expected a device index from 0 to 1023*"),
     ],
 )
 def test_bad_option_is_a_usage_error_naming_it(gp, option, message):
@@ -114,7 +130,8 @@ def test_bad_ini_value_is_a_usage_error_naming_the_key(gp):
     ("line", "message"),
     [
         ("gpuperf_compare_loads = 2.5", "gpuperf_compare_loads (ini): *'2.5'*"),
-        ("gpuperf_compile_timeout = 0", "gpuperf_compile_timeout (ini): *must be a positive*"),
+        ("gpuperf_compile_timeout = 0", "gpuperf_compile_timeout (ini): *must be a number of*"),
+        ("gpuperf_kernel_timeout = 1e307", "gpuperf_kernel_timeout (ini): * (0, 86400]*"),
         ("gpuperf_gpu = first", "gpuperf_gpu (ini): *'first'*"),
     ],
 )

@@ -67,3 +67,37 @@ def test_non_utf8_names_the_line_and_the_byte(tmp_path):
         read_store_text(path, "a baseline file")
     path.write_bytes(b"\xef\xbb\xbfx = 1\n")  # a byte-order mark is not an error
     assert read_store_text(path, "a baseline file") == "x = 1\n"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "a" + ".a" * 100_000 + " = 1",  # 100,000 parts were killed for memory at 18.6 GB
+        "[" + ".".join(["a"] * 10_000) + "]",  # a table header nests the same way
+        'x = {"a"' + '."a"' * 1_000 + " = 1}",  # quoted parts, in an inline table
+    ],
+    ids=["key", "header", "quoted"],
+)
+def test_a_dotted_key_of_too_many_parts_is_refused_at_its_line(tmp_path, line):
+    text = 'schema = 2\ndevice = "h100-sxm"\n' + line + "\n"
+    with pytest.raises(BaselineError, match=r"f.toml:3: a dotted key of more than 32 parts"):
+        check_nesting(tmp_path / "f.toml", text)
+
+
+def test_a_number_of_5000_digits_is_refused_at_its_line(tmp_path):
+    """Python converts no integer of more than 4,300 digits: a ValueError out of the parser
+    (INTERNALERROR, exit 3, before)."""
+    for text in ("a = 1\nb = " + "9" * 5000 + "\n", '{"a": 1,\n"b": ' + "9" * 5000 + "}"):
+        with pytest.raises(BaselineError, match=r"f:2: a number of more than 100 digits"):
+            check_nesting(tmp_path / "f", text)
+
+
+def test_what_the_files_hold_is_not_refused(tmp_path):
+    text = (
+        f'"tests/perf/test_x.py::test_y[{".".join("abcdefghijklmnopqrstuvwxyz01234567")}]" = 1\n'
+        "entry.save.more = [1.5, 2.5e-3, 3.25, 0.999999999999999999999, 1_000.5]\n"
+        "when = 2026-11-27T07:00:00.123456Z\n"
+        f'big = "{"9" * 5000}"  # digits in a string are text\n'
+        f"# {'a.' * 100} in a comment\n"
+    )
+    check_nesting(tmp_path / "f.toml", text)

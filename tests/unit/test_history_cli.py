@@ -115,6 +115,16 @@ def test_a_broken_or_non_utf8_baseline_file(run, tmp_path):
     one_line_exit_2(run(str(broken), cwd=tmp_path), "is a FIFO")
 
 
+def test_a_dotted_key_or_a_huge_number_is_one_line(run, tmp_path):
+    """Before: 10,000 dotted parts took 0.4 GB (100,000 were killed for memory), a
+    5,000-digit integer a traceback."""
+    broken = tmp_path / "h100-sxm.toml"
+    broken.write_text('schema = 2\ndevice = "h100-sxm"\n' + "a" + ".a" * 10_000 + " = 1\n")
+    one_line_exit_2(run(str(broken), cwd=tmp_path), "h100-sxm.toml:3: a dotted key of more")
+    broken.write_text('schema = 2\ndevice = "h100-sxm"\nx = ' + "9" * 5000 + "\n")
+    one_line_exit_2(run(str(broken), cwd=tmp_path), "h100-sxm.toml:3: a number of more than")
+
+
 def test_reports_that_are_missing_broken_or_not_reports(run, tmp_path):
     one_line_exit_2(
         run(str(BASELINE), "--reports", "/nonexistent.json", cwd=tmp_path),
@@ -155,6 +165,19 @@ def test_a_baseline_file_with_no_entries_says_so_not_that_nothing_matches(run, t
 def test_no_entry_matching_the_filters_is_still_exit_1(run, tmp_path):
     result = run(str(BASELINE), "--test", "no-such-test", cwd=tmp_path)
     assert result.returncode == 1 and "no entry in" in result.stderr
+
+
+def test_a_plot_path_that_is_no_plot_is_one_line_and_nothing_is_written(run, tmp_path):
+    """Before: `--out plot.toml` (or the baseline file itself) was a traceback out of
+    matplotlib, after the whole history was read."""
+    copy = tmp_path / "h100-sxm.toml"
+    copy.write_bytes(BASELINE.read_bytes())
+    one_line_exit_2(run(str(copy), "--out", "plot.toml", cwd=tmp_path), "--out plot.toml: the")
+    assert not (tmp_path / "plot.toml").exists()
+    one_line_exit_2(run(str(copy), "--out", str(copy), cwd=tmp_path), "one of .png, .svg, .pdf")
+    assert copy.read_bytes() == BASELINE.read_bytes()
+    os.mkfifo(tmp_path / "pipe.png")
+    one_line_exit_2(run(str(copy), "--out", "pipe.png", cwd=tmp_path), "is a FIFO")
 
 
 def test_the_baseline_is_never_written(run, tmp_path):

@@ -26,10 +26,13 @@ import pytest
 from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.baseline import store as store_module
 from pytest_gpuperf.baseline.shared_lock import (
+    GPU_LOCK_NAMES,
+    SAVE_LOCK_NAMES,
     LockTimeout,
     SharedFileLock,
     ensure_lock_dir,
     lock_dir,
+    unreadable_lock,
 )
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.session.gpu_lock import GpuLock
@@ -300,3 +303,97 @@ print("one lock")
     )
     assert done.returncode == 0 and "one lock" in done.stdout, done.stderr
     assert not any(other.iterdir())  # the mount never left its namespace
+
+
+def _planted(folder: Path, name: str) -> Path:
+    """A lock file uid 2002 made 0600 in the shared folder (by hand, or an old release)."""
+    ensure_lock_dir(folder)
+    path = folder / name
+    path.touch()
+    path.chmod(0o600)
+    os.chown(path, 2002, 2002)
+    return path
+
+
+@as_root
+def test_a_lock_file_another_user_made_unreadable_is_named_before_anything_runs(shared):
+    """Before: the GPU lock failed each test with a long traceback, and a save lock let the
+    run measure, then advised "make it writable" (a lock needs only to be readable)."""
+    locks = shared / "locks"
+    gpu = _planted(locks, "sim-mi300x-0.lock")
+    said = []
+    assert as_user(2001, lambda: said.append(unreadable_lock(locks, GPU_LOCK_NAMES))) == "ok"
+    assert unreadable_lock(locks, GPU_LOCK_NAMES) == ""  # root reads it
+
+    def check() -> None:
+        line = unreadable_lock(locks, GPU_LOCK_NAMES)
+        assert line == (
+            f"the lock file {gpu} (owner uid 2002, mode 600) cannot be read by this user, and "
+            f"a lock needs only that: its owner can run `chmod 644 {gpu}` (or remove it), or "
+            "set GPUPERF_LOCK_DIR to a folder of your own"
+        ), line
+        assert unreadable_lock(locks, SAVE_LOCK_NAMES) == ""
+
+    assert as_user(2001, check) == "ok"
+
+
+@as_root
+def test_a_save_lock_another_user_made_unreadable_says_readable_not_writable(shared, monkeypatch):
+    locks, baselines = shared / "locks", shared / "baselines"
+    baselines.mkdir()
+    baselines.chmod(0o777)
+    monkeypatch.setenv("GPUPERF_LOCK_DIR", str(locks))
+    store = BaselineStore(baselines, lock_timeout_s=5)
+    lock = _planted(locks, store_module.lock_path_for(store.path_for("h100-sxm")).name)
+
+    def save() -> None:
+        BaselineStore(baselines, lock_timeout_s=5).save("h100-sxm", [make_entry()])
+
+    said = as_user(2001, save)
+    assert said.startswith("BaselineError: ") and "not saved: the lock file" in said, said
+    assert f"`chmod 644 {lock}`" in said and "writable" not in said, said
+    assert not (baselines / "h100-sxm.toml").exists()
+
+
+@as_root
+def test_a_run_with_an_unreadable_lock_stops_before_its_first_test(shared):
+    """A real pytest run of uid 2001 (in a forked child, its imports made as root first)."""
+    project, locks = shared / "project", shared / "locks"
+    project.mkdir(mode=0o777)
+    project.chmod(0o777)
+    (project / "test_it.py").write_text("def test_it():\n    pass\n")
+    planted = _planted(locks, "sim-mi300x-0.lock")
+    args = [
+        "-p",
+        "pytest_gpuperf.plugin",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--gpuperf",
+        "--gpuperf-backend=sim",
+        "--rootdir",
+        str(project),
+        str(project),
+    ]
+
+    def run() -> None:
+        import pytest as inner
+
+        os.environ["GPUPERF_LOCK_DIR"] = str(locks)
+        output = open(project / "out.txt", "w", buffering=1)  # noqa: SIM115 - the child's
+        sys.stdout = sys.stderr = output  # terminal, up to its end
+        # as root first: what the run imports is imported (the interpreter's folder is root's)
+        assert inner.main(args) == inner.ExitCode.OK
+        output.seek(0)
+        output.truncate()
+        os.setgroups([])
+        os.setgid(2001)
+        os.setuid(2001)
+        code = inner.main(args)
+        assert code == inner.ExitCode.USAGE_ERROR, code
+
+    said = as_user(0, run)
+    text = (project / "out.txt").read_text()
+    assert said == "ok", text
+    assert f"pytest-gpuperf: the lock file {planted} (owner uid 2002, mode 600)" in text
+    assert "Traceback" not in text and "passed" not in text

@@ -1,0 +1,285 @@
+"""Ctrl-C and SIGTERM after the tests: during the prune, while the reports are written, in
+pytest's own JUnit writer, and during collection. Each ends in the summary, the reports that
+could be written, exit 2, and no traceback; the baseline file is whole (old or new) and no
+temporary lies beside it.
+
+The slow step is made slow on purpose (an inner conftest sleeps in it and touches a marker),
+so the signal lands where it should whatever the machine's load.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+
+from tests.plugin.test_save_faults import (
+    OLD_ENTRIES,
+    PLAIN,
+    finish,
+    inject,
+    left_intact,
+    no_traceback,
+    start,
+    wait_for,
+)
+
+# Appended to the inner conftest: with $H25_FAULT=slow-report the JSON report's writer, with
+# slow-junit pytest's JUnit writer (its makedirs), touches $H25_MARKER.slow and sleeps, only
+# while the session finishes ($H25_MARKER itself INJECT touches when the session's end begins).
+SLOW_REPORT = """
+
+import pytest_gpuperf.report as _report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session):
+    real, real_makedirs = _report.write_json, os.makedirs
+
+    def slow(path, document):  # the first call only: the stop's report is written at once
+        if not os.path.exists(os.environ["H25_MARKER"] + ".slow"):
+            open(os.environ["H25_MARKER"] + ".slow", "w").close()
+            time.sleep(60)
+        return real(path, document)
+
+    def slow_makedirs(*args, **kwargs):
+        open(os.environ["H25_MARKER"] + ".slow", "w").close()
+        time.sleep(60)
+        return real_makedirs(*args, **kwargs)
+
+    if os.environ.get("H25_FAULT") == "slow-report":
+        _report.write_json = slow
+    if os.environ.get("H25_FAULT") == "slow-junit":
+        os.makedirs = slow_makedirs
+    try:
+        return (yield)
+    finally:
+        _report.write_json, os.makedirs = real, real_makedirs
+"""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stop_during_the_prune_ends_in_the_summary_and_the_reports(gp, stop):
+    """Before: `UnboundLocalError: cannot access local variable 'stopped'`, exit 1, no summary
+    and no JSON (finish.py read an `except ... as` name after its block)."""
+    gp.test_file(PLAIN)
+    inject(gp)  # fault "slow": the prune's fsync sleeps (nothing else is fsynced: no save)
+    orphan = {"id": "test_perf.py::test_add", "name": "renamed", "efficiency": 0.4}
+    path = gp.baseline("mi300x-sim", [*OLD_ENTRIES, orphan])
+    before = path.read_bytes()
+    marker = gp.path / "pruning"
+    process = start(
+        gp,
+        "--gpuperf",
+        "--gpuperf-prune",
+        "--gpuperf-json=report.json",
+        fault="slow",
+        marker=marker,
+    )
+    wait_for(marker, process)
+    process.send_signal(stop)
+    code, output = finish(process)
+    assert code == pytest.ExitCode.INTERRUPTED, output
+    no_traceback(output)
+    words = "SIGTERM" if stop == signal.SIGTERM else "Ctrl-C"
+    assert (
+        f"gpuperf: ERROR: {path}: interrupted ({words}) while writing it: not saved; "
+        "the file was left as it was"
+    ) in output
+    assert "test_perf.py::test_add" in output  # the summary's table
+    document = json.loads((gp.path / "report.json").read_text())
+    assert document["interrupted"] is True
+    left_intact(path, before)
+
+
+def test_a_stop_while_the_reports_are_written_ends_in_the_summary(gp):
+    """Before: the same UnboundLocalError; 2 of 40 random SIGTERMs on a save run hit it (the
+    file saved, no report). The reports are now written once more, saying so."""
+    gp.test_file(PLAIN)
+    conftest = inject(gp)
+    conftest.write_text(conftest.read_text() + SLOW_REPORT)
+    marker = gp.path / "reporting"
+    process = start(
+        gp,
+        "--gpuperf",
+        "--gpuperf-json=report.json",
+        "--gpuperf-markdown=summary.md",
+        fault="slow-report",
+        marker=marker,
+    )
+    wait_for(gp.path / "reporting.slow", process)
+    process.send_signal(signal.SIGTERM)
+    code, output = finish(process)
+    assert code == pytest.ExitCode.INTERRUPTED, output
+    no_traceback(output)
+    line = "interrupted (SIGTERM) while writing the reports: written again"
+    assert f"gpuperf: ERROR: {line}" in output
+    assert "test_perf.py::test_add" in output
+    document = json.loads((gp.path / "report.json").read_text())  # whole, and says so
+    assert document["interrupted"] is True and line in document["problems"]
+    assert "- interrupted (SIGTERM)" in (gp.path / "summary.md").read_text()
+    assert not list(gp.path.glob(".*.tmp"))  # no temporary left
+
+
+def test_sigterm_in_pytests_junit_writer_still_ends_our_run(gp):
+    """pytest's JUnit writer runs before our end of the run. Before: SIGTERM there was a
+    `Terminated` traceback, exit 1, no summary, no report, nothing saved (and no word why)."""
+    gp.test_file(PLAIN)
+    conftest = inject(gp)
+    conftest.write_text(conftest.read_text() + SLOW_REPORT)
+    path = gp.baseline("mi300x-sim", OLD_ENTRIES)
+    before = path.read_bytes()
+    marker = gp.path / "junit"
+    process = start(
+        gp,
+        "--gpuperf-save",
+        "--gpuperf-json=report.json",
+        "--junitxml=junit.xml",
+        fault="slow-junit",
+        marker=marker,
+    )
+    wait_for(gp.path / "junit.slow", process)
+    process.send_signal(signal.SIGTERM)
+    code, output = finish(process)
+    assert code == pytest.ExitCode.INTERRUPTED, output
+    no_traceback(output)
+    assert "gpuperf: ERROR: interrupted (SIGTERM) at the end of the run" in output
+    assert "NOT saved: 1 measurement to baselines/mi300x-sim.toml (interrupted (SIGTERM))" in output
+    document = json.loads((gp.path / "report.json").read_text())
+    assert document["interrupted"] is True
+    assert document["results"][0]["verdict"]["save"]["saved"] is False
+    left_intact(path, before)
+
+
+LATE_SUMMARY = """
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter):
+    open(os.environ["H25_MARKER"] + ".summary", "w").close()  # (the marker itself: INJECT's,
+    go = os.environ["H25_MARKER"] + ".go"  # touched when the session's end begins)
+    for _ in range(1200):  # until the test has sent its signal (at most 60 s)
+        if os.path.exists(go):
+            break
+        time.sleep(0.05)
+    terminalreporter.write_line("the summary went on")
+"""
+
+
+def test_sigterm_after_the_reports_is_noted_not_a_traceback(gp):
+    """After our end of the run only printing is left: a SIGTERM there is noted (exit 2, one
+    line) instead of a `Terminated` traceback out of pytest's terminal summary."""
+    gp.test_file(PLAIN)
+    conftest = inject(gp)
+    conftest.write_text(conftest.read_text() + LATE_SUMMARY)
+    marker = gp.path / "summary"
+    process = start(gp, "--gpuperf", "--gpuperf-json=report.json", marker=marker)
+    wait_for(gp.path / "summary.summary", process)
+    process.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    (gp.path / "summary.go").touch()
+    code, output = finish(process)
+    assert code == pytest.ExitCode.INTERRUPTED, output
+    no_traceback(output)
+    assert "the summary went on" in output
+    assert "gpuperf: SIGTERM arrived after the saves and the reports were written" in output
+    assert json.loads((gp.path / "report.json").read_text())["interrupted"] is False
+
+
+STOP_AFTER_RENAME = """
+
+import signal
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session):
+    real = os.replace
+
+    def replace_then_stop(source, target, *args, **kwargs):
+        real(source, target, *args, **kwargs)
+        if str(target).endswith(".toml"):  # the baseline file is in place: Ctrl-C now
+            os.kill(os.getpid(), signal.SIGINT)
+
+    os.replace = replace_then_stop
+    try:
+        return (yield)
+    finally:
+        os.replace = real
+"""
+
+
+def test_ctrl_c_right_after_the_rename_says_saved(gp):
+    """Once in 40 random Ctrl-Cs the file was written but the terminal said "NOT saved": the
+    stop came after the rename, before the code could note it. Saved or not is now read from
+    the file."""
+    gp.test_file(PLAIN)
+    conftest = inject(gp)
+    conftest.write_text(conftest.read_text() + STOP_AFTER_RENAME)
+    path = gp.baseline("mi300x-sim", OLD_ENTRIES)
+    before = path.read_bytes()
+    process = start(gp, "--gpuperf-save", "--gpuperf-json=report.json")
+    code, output = finish(process)
+    assert code == pytest.ExitCode.INTERRUPTED, output
+    no_traceback(output)
+    assert path.read_bytes() != before  # the save reached the file
+    assert "NOT saved" not in output
+    assert "gpuperf: saved 1 measurement to baselines/mi300x-sim.toml" in output
+    document = json.loads((gp.path / "report.json").read_text())
+    assert document["results"][0]["verdict"]["save"]["saved"] is True
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+
+SLOW_START = """
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    if os.environ.get("H25_FAULT") == "slow-start":
+        open(os.environ["H25_MARKER"], "w").close()
+        time.sleep(60)
+"""
+
+SLOW_COLLECTION = """
+import os, time
+
+open(os.environ["H25_MARKER"], "w").close()
+time.sleep(60)
+
+
+def test_never():
+    pass
+"""
+
+
+def test_sigterm_before_the_tests_says_only_what_is_true(gp):
+    """Before: "the summary and the reports follow", and neither followed (a stop in the
+    session's start: pytest ends no session then; a smoke run stopped in collection printed
+    no gpuperf line)."""
+    gp.test_file(PLAIN)
+    conftest = inject(gp)
+    conftest.write_text(conftest.read_text() + SLOW_START)
+    marker = gp.path / "starting"
+    process = start(
+        gp, "--gpuperf", "--gpuperf-json=report.json", fault="slow-start", marker=marker
+    )
+    wait_for(marker, process)
+    process.send_signal(signal.SIGTERM)
+    code, output = finish(process)
+    assert code == pytest.ExitCode.INTERRUPTED, output
+    assert "follow" not in output
+    assert (
+        "gpuperf: interrupted (SIGTERM) before the tests began: nothing was measured or saved, "
+        "and no report was written"
+    ) in output
+    assert not (gp.path / "report.json").exists()
+
+    gp.test_file(SLOW_COLLECTION, name="test_slow_import")  # a smoke run, stopped collecting
+    marker = gp.path / "collecting"
+    process = start(gp, "--gpuperf-json=report.json", marker=marker)
+    wait_for(marker, process)
+    process.send_signal(signal.SIGTERM)
+    code, output = finish(process)
+    assert code == pytest.ExitCode.INTERRUPTED, output
+    assert "follow" not in output
+    assert "gpuperf: interrupted (SIGTERM): no measurement completed" in output
+    assert json.loads((gp.path / "report.json").read_text())["interrupted"] is True
