@@ -242,7 +242,7 @@ class Session:
         wanted = settings.min_samples
         while not stopped_by:
             samples, spin_s = pacing.plan(min(wanted, settings.max_samples - len(work.samples_s)))
-            batch_began, real_batch_began = self.clock(), time.perf_counter()
+            batch_began = self.clock()
             batch = self._batch(
                 timed,
                 samples,
@@ -267,10 +267,11 @@ class Session:
             # and, at REAL_TIME_ALLOWANCE times it, the host's real one.
             spent_s = max(now - sampling_began, (real_now - real_began) / REAL_TIME_ALLOWANCE)
             stopped_by = self._stop_reason(timed, spent_s)
-            # Double the batch, but not past what the remaining budget can pay for.
-            real_batch_s = (real_now - real_batch_began) / REAL_TIME_ALLOWANCE
-            per_sample_s = max(now - batch_began, real_batch_s) / samples
-            affordable = (settings.budget_s - spent_s) / max(per_sample_s, 1e-12)
+            # Double the batch, but not past what the remaining budget can pay for, on the
+            # backend's clock only: a seeded simulated run batches alike on any machine (the
+            # real clock may end it one batch, at most as long as all before it, late).
+            per_sample_s = (now - batch_began) / samples
+            affordable = (settings.budget_s - (now - sampling_began)) / max(per_sample_s, 1e-12)
             wanted = max(1, min(2 * samples, int(affordable) + 1))
             if pair is not None and not pair.decidable(settings.min_samples):
                 wanted = 2 * samples  # every load needs its pairs (a batch starts at load 0)
