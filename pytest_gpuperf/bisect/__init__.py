@@ -8,8 +8,8 @@ tests load (docs/ci.md, "A nightly run regressed: find the commit").
 """
 
 from pytest_gpuperf.bisect.commits import Commit, RangeError
-from pytest_gpuperf.bisect.probe import Key, ProbeError, ProbeRun, Reading
-from pytest_gpuperf.bisect.runner import Bisection, Plan, Report
+from pytest_gpuperf.bisect.probe import Key, ProbeError, ProbeFailed, ProbeRun, Reading
+from pytest_gpuperf.bisect.runner import Bisection, Plan, Report, SearchStopped
 from pytest_gpuperf.bisect.search import Outcome, Probe, Search, Step
 
 __all__ = [
@@ -20,10 +20,12 @@ __all__ = [
     "Plan",
     "Probe",
     "ProbeError",
+    "ProbeFailed",
     "ProbeRun",
     "RangeError",
     "Reading",
     "Report",
     "Search",
+    "SearchStopped",
     "Step",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shlex
 import signal
 import sys
@@ -182,7 +183,27 @@ def _json_problem(path: Path, cwd: Path, pytest_args: Sequence[str]) -> str:
         elif arg == "--gpuperf-baseline-dir" and index + 1 < len(pytest_args):
             folders.append(cwd / pytest_args[index + 1])
     guards = [Guarded(folder, lock_dir(), cache_dir()) for folder in folders]
-    return path_problem(path, guards)
+    problem = path_problem(path, guards)
+    if problem:
+        return problem
+    for option, other in _probe_reports(pytest_args):
+        if os.path.realpath(cwd / other) == os.path.realpath(path):
+            return f"is also {option}'s file, which every probe writes"
+    return ""
+
+
+def _probe_reports(pytest_args: Sequence[str]) -> list[tuple[str, str]]:
+    """(option, path) of the report files the pytest arguments ask every probe to write."""
+    named = ("--junitxml", "--junit-xml", "--gpuperf-markdown", "--gpuperf-benchmark-json")
+    found = []
+    for index, arg in enumerate(pytest_args):
+        flag, equals, value = arg.partition("=")
+        if flag in named:
+            if equals:
+                found.append((flag, value))
+            elif index + 1 < len(pytest_args):
+                found.append((flag, pytest_args[index + 1]))
+    return found
 
 
 def _progress(probe: Probe, expected: int) -> None:

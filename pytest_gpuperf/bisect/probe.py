@@ -10,6 +10,7 @@ crashes or hangs costs that probe, not the search.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -32,6 +33,7 @@ PROBE_FAILED = "probe failed"  # pytest itself did not finish (a timeout, a cras
 GOOD_STATE = "good"
 COMPILE_ERROR = "CompileError"  # the type the JSON report's tests[].error starts with
 STOP_GRACE_S = 10.0  # a stopped probe's pytest gets this long to clean up before SIGKILL
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 # pytest's exit codes that mean the command line, not a commit, is at fault
 _USAGE_EXITS = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
 # Options the bisection sets itself on every probe (its own flags say how to change them).
@@ -199,6 +201,7 @@ def _run_child(
         text=True,
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
         start_new_session=True,
+        preexec_fn=_end_with_parent,
     )
     try:
         stdout, stderr = child.communicate(timeout=timeout_s)
@@ -214,6 +217,13 @@ def _run_child(
         _stop(child, signal.SIGINT)
         raise
     return child.returncode, stdout, stderr
+
+
+def _end_with_parent() -> None:
+    """In the child before it runs pytest (Linux): SIGTERM when the bisection dies, even by
+    SIGKILL, so a killed bisection never leaves a probe holding the GPU lock."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _stop(child: subprocess.Popen[str], signum: int) -> None:

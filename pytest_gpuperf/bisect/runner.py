@@ -33,16 +33,10 @@ from pytest_gpuperf.bisect.probe import (
 from pytest_gpuperf.bisect.search import Measured, Outcome, Probe, Search
 from pytest_gpuperf.engine.results import AB_INCONCLUSIVE, AB_MODELLED, AB_REGRESSED
 from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.report.text import MODELLED_FROM
 
 BUDGET_GROWTH = 4  # each further round of an undecided probe samples for 4x the budget
 ATTEMPTS = 2  # a probe that failed (not a compile error) is run once more, then ends the search
-MODEL_SOURCES = {
-    "option": "the kernel_efficiency option",
-    "directive": "its gpuperf-sim directive",
-    "model": "the model registered for it",
-    "reference": "the simulator's reference table",
-    "default": "the simulator's default",
-}
 
 
 class SearchStopped(GpuPerfError):
@@ -308,7 +302,7 @@ def _rank(reading: Reading) -> tuple[int, float]:
 
 def _why_unmeasured(reading: Reading) -> str:
     """BAD's kernels differ from GOOD's, and the simulated device gave both one model."""
-    source = MODEL_SOURCES.get(reading.modelled_by, "the simulator")
+    source = MODELLED_FROM.get(reading.modelled_by, "the simulator")
     if reading.modelled_by == "default":
         way_out = (
             "give the kernels at BAD a `gpuperf-sim:` directive or a model, or bisect on a GPU"

@@ -24,12 +24,12 @@ from pytest_gpuperf.engine.policy import (
     MIN_WARMUP_S,
     NO_WORK_MARGIN_S,
     PROGRESS_EVERY_S,
-    REAL_TIME_ALLOWANCE,
     WARMUP_BATCH_SAMPLES,
     WARMUP_TOLERANCE,
     MeasureSettings,
     launches_per_pair,
     queue_method_for,
+    real_limit_s,
     rotation_copies_for,
     round_up,
     scratch_bytes_for,
@@ -242,7 +242,7 @@ class Session:
         wanted = settings.min_samples
         while not stopped_by:
             samples, spin_s = pacing.plan(min(wanted, settings.max_samples - len(work.samples_s)))
-            batch_began, real_batch_began = self.clock(), time.perf_counter()
+            batch_began = self.clock()
             batch = self._batch(
                 timed,
                 samples,
@@ -264,13 +264,17 @@ class Session:
             pacing.device_per_sample_s = self._device_per_sample_s(timed)
             now, real_now = self.clock(), time.perf_counter()
             # The budget bounds both clocks: the backend's (virtual on the simulated device)
-            # and, at REAL_TIME_ALLOWANCE times it, the host's real one.
-            spent_s = max(now - sampling_began, (real_now - real_began) / REAL_TIME_ALLOWANCE)
+            # and, at real_limit_s, the host's real one.
+            real_spent = (
+                (real_now - real_began) * settings.budget_s / real_limit_s(settings.budget_s)
+            )
+            spent_s = max(now - sampling_began, real_spent)
             stopped_by = self._stop_reason(timed, spent_s)
-            # Double the batch, but not past what the remaining budget can pay for.
-            real_batch_s = (real_now - real_batch_began) / REAL_TIME_ALLOWANCE
-            per_sample_s = max(now - batch_began, real_batch_s) / samples
-            affordable = (settings.budget_s - spent_s) / max(per_sample_s, 1e-12)
+            # Double the batch, but not past what the remaining budget can pay for, on the
+            # backend's clock only: a seeded simulated run batches alike on any machine (the
+            # real clock may end it one batch, at most as long as all before it, late).
+            per_sample_s = (now - batch_began) / samples
+            affordable = (settings.budget_s - (now - sampling_began)) / max(per_sample_s, 1e-12)
             wanted = max(1, min(2 * samples, int(affordable) + 1))
             if pair is not None and not pair.decidable(settings.min_samples):
                 wanted = 2 * samples  # every load needs its pairs (a batch starts at load 0)
@@ -431,7 +435,8 @@ class Session:
             launches += samples * timed[0].launches
             pacing.observe(batch, samples, spin_s)
             pacing.device_per_sample_s = self._device_per_sample_s(timed)
-            real_s = (time.perf_counter() - real_began) / REAL_TIME_ALLOWANCE
+            warmup_s = self.settings.warmup_s
+            real_s = (time.perf_counter() - real_began) * warmup_s / real_limit_s(warmup_s)
             elapsed_s = max(self.clock() - began, real_s)
             if elapsed_s >= self.settings.warmup_s:
                 return launches

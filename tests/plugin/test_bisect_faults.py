@@ -65,7 +65,7 @@ def test_an_edit_the_simulated_device_cannot_time_is_not_measured(tmp_path, cach
     assert report["probes"][0]["state"] == "modelled" and report["probes"][0]["ratio_ci"] is None
 
 
-@pytest.mark.parametrize("target", ["baseline", "directory", "fifo", "/dev/full"])
+@pytest.mark.parametrize("target", ["baseline", "directory", "fifo", "/dev/full", "junit"])
 def test_a_json_path_that_must_not_be_written_stops_before_the_first_probe(
     small_project, cache, target
 ):
@@ -80,11 +80,15 @@ def test_a_json_path_that_must_not_be_written_stops_before_the_first_probe(
         "directory": "baselines",
         "fifo": "pipe",
         "/dev/full": "/dev/full",
+        "junit": "junit.xml",  # every probe writes it: --junitxml=junit.xml after --
     }[target]
+    extra = ("--junitxml=junit.xml",) if target == "junit" else ()
     if target == "fifo":
         os.mkfifo(small_project / "pipe")
     began = time.monotonic()
-    done = bisect(small_project, "HEAD~4", "HEAD", "--json", path, *PYTEST_ARGS, cache=cache)
+    done = bisect(
+        small_project, "HEAD~4", "HEAD", "--json", path, *PYTEST_ARGS, *extra, cache=cache
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stdout == "" and done.stderr.count("\n") == 1
     assert done.stderr.startswith(f"{PREFIX}--json {path}: ")
@@ -128,8 +132,12 @@ def _processes_naming(text: str) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="looks for the probe in /proc")
-def test_sigterm_stops_the_probe_removes_its_files_and_says_so(
-    small_project, cache, tmp_path_factory
+@pytest.mark.parametrize(
+    ("signum", "status", "words"),
+    [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")],
+)
+def test_a_signal_stops_the_probe_removes_its_files_and_says_so(
+    signum, status, words, small_project, cache, tmp_path_factory
 ):
     """It exited 143 silently, left gpuperf-bisect-*/probe.json and the probe's pytest
     running (on a GPU, holding the GPU lock)."""
@@ -149,11 +157,11 @@ def test_sigterm_stops_the_probe_removes_its_files_and_says_so(
         time.sleep(0.1)
     assert _processes_naming(f"--gpuperf-json={scratch}"), "the probe never started"
     time.sleep(1.0)
-    bisection.send_signal(signal.SIGTERM)
+    bisection.send_signal(signum)
     _, stderr = bisection.communicate(timeout=60)
-    assert bisection.returncode == 143
+    assert bisection.returncode == status
     assert stderr.strip().splitlines()[-1] == (
-        "python -m pytest_gpuperf.bisect: stopped by SIGTERM: the running probe was stopped, "
+        f"python -m pytest_gpuperf.bisect: stopped by {words}: the running probe was stopped, "
         "its files removed; no --json written"
     )
     assert "Traceback" not in stderr

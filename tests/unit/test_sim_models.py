@@ -382,12 +382,17 @@ def test_another_kernel_writing_the_outputs_makes_the_next_launch_compute(kernel
     np.testing.assert_array_equal(args[1].download(np.float32), data.reshape(4, 4).T.ravel())
 
 
-def test_a_hot_measurement_computes_the_plugins_kernel_only_a_few_times():
-    backend = _open()
+def _vector_add(backend: SimBackend):
+    """The plugin's vector_add on 64 Ki ones: (kernel, args, n)."""
     kernel = backend.compile(KERNELS_DIR / "vector_add.hip").kernel("vector_add")
     n = 1 << 16
     a, b = (backend.to_device(np.ones(n, np.float32)) for _ in range(2))
-    c = backend.alloc(4 * n)
+    return kernel, (a, b, backend.alloc(4 * n), n), n
+
+
+def test_a_hot_measurement_computes_the_plugins_kernel_only_a_few_times():
+    backend = _open()
+    kernel, (a, b, c, _), n = _vector_add(backend)
     result = measure_kernel(
         backend,
         kernel,
@@ -425,12 +430,9 @@ def test_the_flush_scratch_is_not_refused_for_host_memory_it_does_not_use(monkey
     OutOfDeviceMemory (and a bisection read that as "does not build")."""
     monkeypatch.setattr(sim_backend, "host_available_bytes", lambda: 700 * MiB)
     backend = _open()
-    kernel = backend.compile(KERNELS_DIR / "vector_add.hip").kernel("vector_add")
-    n = 1 << 16
-    a, b = (backend.to_device(np.ones(n, np.float32)) for _ in range(2))
-    c = backend.alloc(4 * n)
+    kernel, args, n = _vector_add(backend)
     result = measure_kernel(
-        backend, kernel, grid=n // 256, block=256, args=(a, b, c, n), bytes_moved=12 * n,
+        backend, kernel, grid=n // 256, block=256, args=args, bytes_moved=12 * n,
         device=backend.spec, settings=MeasureSettings(cache="cold", budget_s=0.01),
     )  # fmt: skip
     assert result.time_s > 0 and result.extra["scratch_bytes"] >= 512 * MiB
