@@ -81,6 +81,11 @@ def test_a_shard_under_xdist_reports_its_plan_from_the_controller(gp):
     result.assert_outcomes(passed=3)
     document = json.loads((gp.path / "x.json").read_text())
     assert document["shard"]["index"] == 2 and document["shard"]["tests_failed"] == 0
+    # the controller saw every test's outcome; the places came with the workers' plan
+    shard = document["shard"]
+    assert list(shard["outcomes"]) == shard["tests"] and len(shard["tests"]) == 3
+    assert all(o == {"outcome": "passed", "message": ""} for o in shard["outcomes"].values())
+    assert shard["positions"] == sorted(shard["positions"]) and len(shard["positions"]) == 3
     assert document["suite"]["checks"] == 6
     result.stdout.fnmatch_lines(["gpuperf: shard 2/3: 2 of 6 measuring tests (+1 not measuring)*"])
 
