@@ -500,6 +500,7 @@ def _shard_json(state: PluginState) -> dict[str, Any] | None:
         "outcomes": {
             test: state.outcomes[test] for test in state.shard.selected if test in state.outcomes
         },
+        "measured": state.settings.measure,
         "tests_failed": state.tests_failed,
         "exitstatus": state.exitstatus,
     }

@@ -110,6 +110,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         return result
     from pytest_gpuperf.engine.results import FAIL, MARGINAL, MODELLED
     from pytest_gpuperf.report import failure_text, junit_properties, not_measured_reason
+    from pytest_gpuperf.report.visible import visible
 
     verdicts = judgement.verdicts
     verbose = item.config.get_verbosity() > 0  # -v: every check, not only what decided
@@ -117,7 +118,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         prefix = "gpuperf" if len(verdicts) == 1 else f"gpuperf.{measurement.name}"
         item.user_properties.extend(junit_properties(measurement, verdict, prefix=prefix))
         if verdict.status == MARGINAL:
-            item.warn(GpuPerfWarning(failure_text(measurement, verdict, verbose=verbose)))
+            text = failure_text(measurement, verdict, verbose=verbose)
+            item.warn(GpuPerfWarning("\n".join(map(visible, text.split("\n")))))
         if verdict.floor is not None and verdict.floor.hot_floor:
             item.warn(
                 GpuPerfWarning(
@@ -132,7 +134,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         if v.status == FAIL
     ]
     if failures:
-        pytest.fail("\n\n".join(failures), pytrace=False)
+        # the baseline's provenance and boards come from its file: each line stays one line
+        text = "\n\n".join(failures)
+        pytest.fail("\n".join(map(visible, text.split("\n"))), pytrace=False)
     modelled = [(m, v) for m, v in verdicts if v.status == MODELLED]
     if modelled:  # only a measured verdict is green: xfailed, with the reason on its line
         pytest.xfail(not_measured_reason(modelled))

@@ -242,6 +242,7 @@ class _Checker:
             stray = next(test for test in measuring if test not in tests)
             raise self.fail("shard.measuring", f"{stray!r} is not one of shard.tests")
         self.integer(shard.get("suite_tests"), "shard.suite_tests", low=len(measuring))
+        self.kind(shard.get("measured", True), "shard.measured", (bool,))
         self.integer(shard.get("tests_failed", 0), "shard.tests_failed", low=0)
         self.integer(shard.get("exitstatus", 0), "shard.exitstatus", low=0)
         planned = shard.get("planned_cost_s", [])

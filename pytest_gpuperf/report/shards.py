@@ -205,6 +205,8 @@ def failures(shard: ShardReport) -> list[str]:
         for test in shard.shard["measuring"]
         if test not in measured and ended.get(test) in ("passed", "xpassed")
     ]
+    if not shard.shard.get("measured", True):
+        unmeasured = []  # a run without --gpuperf: its measuring tests ran once, untimed
     if unmeasured:
         reasons.append(
             f"{len(unmeasured)} measuring test{'s' if len(unmeasured) != 1 else ''} passed "
@@ -272,6 +274,7 @@ def _disagreements(shards: Sequence[ShardReport]) -> list[str]:
     """One line per fact on which the shards disagree (the run is then not one run)."""
     facts = {
         "the number of shards": lambda s: s.shard.get("count"),
+        "whether they measured (--gpuperf)": lambda s: s.shard.get("measured", True),
         "the commit": lambda s: _commit(s.document),
         "the device key": lambda s: s.device_key(),
         "the suite size (measuring tests)": lambda s: s.shard.get("suite_tests"),

@@ -345,3 +345,24 @@ def test_concurrent_saving_processes_keep_every_save(gp):
     assert len(saved) == 6
     for key, entry in saved.items():
         assert len(entry.saves) == min(runs, history), (key, len(entry.saves))
+
+
+def test_a_baselines_provenance_reaches_the_failure_escaped(gp):
+    """Text from a baseline file (a reported figure's source, a board) is printed in the
+    failure: control characters in it are escaped, never sent to the terminal."""
+    gp.test_file(TWO_TESTS)
+    gp.baseline(
+        "mi300x-sim",
+        [
+            {
+                "id": "test_perf.py::test_add",
+                "efficiency": 0.99,
+                "reported_in": "a blog\\u001b]0;owned\\u0007\\u001b[2J\\rPASSED",
+            }
+        ],
+    )
+    result = gp.run("--gpuperf", "-k", "test_add", "-v")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "\x1b]0;" not in out and "\x1b[2J" not in out and "\r" not in out
+    assert "a blog\\x1b]0;owned\\x07\\x1b[2J\\rPASSED" in out

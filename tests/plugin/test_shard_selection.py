@@ -81,6 +81,11 @@ def test_a_shard_under_xdist_reports_its_plan_from_the_controller(gp):
     result.assert_outcomes(passed=3)
     document = json.loads((gp.path / "x.json").read_text())
     assert document["shard"]["index"] == 2 and document["shard"]["tests_failed"] == 0
+    # the controller saw every test's outcome; the places came with the workers' plan
+    shard = document["shard"]
+    assert list(shard["outcomes"]) == shard["tests"] and len(shard["tests"]) == 3
+    assert all(o == {"outcome": "passed", "message": ""} for o in shard["outcomes"].values())
+    assert shard["positions"] == sorted(shard["positions"]) and len(shard["positions"]) == 3
     assert document["suite"]["checks"] == 6
     result.stdout.fnmatch_lines(["gpuperf: shard 2/3: 2 of 6 measuring tests (+1 not measuring)*"])
 
@@ -209,3 +214,23 @@ def test_shards_of_different_runs_fail_the_merge(gp, capsys, second, words):
     assert code == 1
     assert f"gpuperf: FAILED: {words}" in out
     assert words in (gp.path / "m.md").read_text()  # the summary's errors say it too
+
+
+def test_shards_run_without_gpuperf_merge_on_their_outcomes_alone(gp, capsys):
+    """A smoke run (no --gpuperf) measures nothing: its measuring tests without a measurement
+    are not a lost result, and a shard that measured beside one that did not is not one run."""
+    from pytest_gpuperf.merge import main
+
+    gp.test_file(TESTS)
+    for k in (1, 2):
+        gp.run(f"--gpuperf-shard={k}/2", f"--gpuperf-json=s{k}.json")
+    reports = [str(gp.path / "s1.json"), str(gp.path / "s2.json")]
+    assert main(reports) == 0, capsys.readouterr().out
+    assert "merged 2 shards: 8 tests (6 measuring in the suite, 0 measured" in (
+        capsys.readouterr().out
+    )
+    gp.run("--gpuperf", "--gpuperf-shard=2/2", "--gpuperf-json=s2.json")
+    assert main(reports) == 1
+    assert "shards disagree on whether they measured (--gpuperf): 1/2: False; 2/2: True" in (
+        capsys.readouterr().out
+    )

@@ -151,15 +151,25 @@ def test_the_merged_report_holds_every_test_once_at_the_unsharded_suite_budget(r
     assert {t["test_id"]: t["kernel_files"] for t in merged["tests"]} == {
         t["test_id"]: t["kernel_files"] for t in full["tests"]
     }
-    assert (
-        "merged 3 shards (17 measuring tests in the suite; 17 measured, 19 measurements): PASSED"
-        in done.stdout
+    # every test once, in the order of the unsharded run (its results follow collection)
+    tests = merged["merge"]["tests"]
+    assert [t["test_id"] for t in tests if t["measuring"]] == list(
+        dict.fromkeys(r["test_id"] for r in full["results"])
     )
+    assert [r["test_id"] for r in merged["results"]] == [r["test_id"] for r in full["results"]]
+    assert len(tests) == sum(len(s["shard"]["tests"]) for s in shards)
+    assert all(t["outcome"] == "passed" for t in tests)
+    assert (
+        f"merged 3 shards: {len(tests)} tests (17 measuring in the suite, 17 measured, "
+        f"19 measurements): {len(tests)} passed: PASSED"
+    ) in done.stdout
     markdown = (out / "merged.md").read_text()
     assert markdown.startswith("<!-- pytest-gpuperf -->") and "#### Shards" in markdown
     assert "SIMULATED" in markdown
     xml = (out / "merged.xml").read_text()
-    assert xml.count("<testcase ") == 19 and 'failures="0"' in xml
+    # a test case per measurement, and one per test without a measurement
+    plain = sum(1 for t in tests if not t["measurements"])
+    assert xml.count("<testcase ") == 19 + plain and 'failures="0"' in xml
 
 
 def test_the_shards_planned_costs_are_within_20_percent(runs):

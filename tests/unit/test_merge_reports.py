@@ -14,13 +14,14 @@ from xml.etree import ElementTree
 import pytest
 
 from pytest_gpuperf.engine.plain import to_plain
-from pytest_gpuperf.engine.results import NO_BASELINE, BaselineCheck, Measurement, Row
+from pytest_gpuperf.engine.results import NO_BASELINE, BaselineCheck, Row
 from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.gate.floor import check_floor
 from pytest_gpuperf.merge import main
 from pytest_gpuperf.report.json_report import REPORT_SCHEMA, to_json
 from pytest_gpuperf.report.shards import merge_reports, read_shard
 from pytest_gpuperf.report.text import ReportMeta
+from tests.unit.test_baseline import make_measurement
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,28 +30,10 @@ REPO = Path(__file__).resolve().parents[2]
 ORDER = ("a", "p", "b", "q", "c")
 
 
-def _measurement(time_s: float = 1e-4, name: str = "k") -> Measurement:
-    return Measurement(
-        name=name,
-        kernel="k",
-        cache="cold",
-        bytes_moved=400_000_000,
-        time_s=time_s,
-        time_ci_s=(time_s * 0.99, time_s * 1.01),
-        samples_s=(time_s,) * 10,
-        peak_bps=5.3e12,
-        device_key="mi300x",
-        device_name="simulated MI300X",
-        backend="sim",
-        simulated=True,
-        queue_method="flush",
-    )
-
-
 def _row(test_id: str, *, time_s: float = 1e-4, floor: float | None = None) -> Row:
     """A measurement as the gate judged it (efficiency 400 MB / time / 5.3 TB/s: 75% at
     100 us)."""
-    m = _measurement(time_s)
+    m = make_measurement("k", time_s, bytes_moved=400_000_000, simulated=True, backend="sim")
     verdict = decide(
         baseline=BaselineCheck(outcome=NO_BASELINE),
         floor=check_floor(m, floor) if floor is not None else None,
