@@ -252,3 +252,34 @@ def test_sigterm_before_the_tests_says_only_what_is_true(gp):
     assert "follow" not in output
     assert "gpuperf: interrupted (SIGTERM): no measurement completed" in output
     assert json.loads((gp.path / "report.json").read_text())["interrupted"] is True
+
+
+STOP_IN_OUR_END = """
+
+import signal
+
+from pytest_gpuperf.session.bench_session import BenchSession
+
+_real_facts = BenchSession.gpu_facts
+
+
+def _facts_then_stop(self):  # a step of the end of the run that catches no stop of its own
+    os.kill(os.getpid(), signal.SIGTERM)
+    return _real_facts(self)
+
+
+BenchSession.gpu_facts = _facts_then_stop
+"""
+
+
+def test_sigterm_between_the_steps_of_our_end_still_writes_the_reports(gp):
+    gp.test_file(PLAIN)
+    conftest = inject(gp)
+    conftest.write_text(conftest.read_text() + STOP_IN_OUR_END)
+    process = start(gp, "--gpuperf", "--gpuperf-json=report.json")
+    code, output = finish(process)
+    assert code == pytest.ExitCode.INTERRUPTED, output
+    no_traceback(output)
+    assert "gpuperf: ERROR: interrupted (SIGTERM) at the end of the run" in output
+    document = json.loads((gp.path / "report.json").read_text())
+    assert document["interrupted"] is True
