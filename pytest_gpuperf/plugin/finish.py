@@ -32,7 +32,8 @@ def pytest_sessionfinish_stopped_elsewhere(session: pytest.Session) -> Any:
     """Ctrl-C or SIGTERM in another plugin's end of the run (pytest's JUnit writer, which runs
     before ours) skips the hooks after it and, left alone, ends pytest in a traceback with
     nothing saved or reported: here it becomes the run's stop, and the end of our run (no
-    save, the reports) still happens."""
+    save, the reports) still happens. A stop between the steps of our own end that catch
+    theirs (the device's release, the rows' marks) ends the same way."""
     try:
         return (yield)
     except KeyboardInterrupt:
@@ -41,6 +42,9 @@ def pytest_sessionfinish_stopped_elsewhere(session: pytest.Session) -> Any:
         state.problems.append(f"interrupted ({stop_words()}) at the end of the run")
         if not state.finished:
             _finish(session)
+        elif state.ended is None and not is_xdist_worker(session.config):
+            _write_files_once_more_after_a_stop(session.config, state)
+            defer_sigterm()
         session.exitstatus = pytest.ExitCode.INTERRUPTED
         return None
 

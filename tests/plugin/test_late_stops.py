@@ -60,29 +60,34 @@ def pytest_sessionfinish(session):
 """
 
 
+def stopped_in(
+    gp, step: str, *args: str, fault: str = "", stop: int = signal.SIGTERM, extra: str = ""
+) -> str:
+    """pytest with `args` in a child process, the fault injector (and `extra`) in its conftest;
+    `stop` is sent once the marker file `step` appears (the slow step has begun). The output,
+    once the run ended with exit 2 and no traceback."""
+    conftest = inject(gp)
+    conftest.write_text(conftest.read_text() + extra)
+    process = start(gp, *args, fault=fault, marker=gp.path / step.split(".")[0])
+    wait_for(gp.path / step, process)
+    process.send_signal(stop)
+    code, output = finish(process)
+    assert code == pytest.ExitCode.INTERRUPTED, output
+    no_traceback(output)
+    return output
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_stop_during_the_prune_ends_in_the_summary_and_the_reports(gp, stop):
     """Before: `UnboundLocalError: cannot access local variable 'stopped'`, exit 1, no summary
     and no JSON (finish.py read an `except ... as` name after its block)."""
     gp.test_file(PLAIN)
-    inject(gp)  # fault "slow": the prune's fsync sleeps (nothing else is fsynced: no save)
     orphan = {"id": "test_perf.py::test_add", "name": "renamed", "efficiency": 0.4}
     path = gp.baseline("mi300x-sim", [*OLD_ENTRIES, orphan])
     before = path.read_bytes()
-    marker = gp.path / "pruning"
-    process = start(
-        gp,
-        "--gpuperf",
-        "--gpuperf-prune",
-        "--gpuperf-json=report.json",
-        fault="slow",
-        marker=marker,
-    )
-    wait_for(marker, process)
-    process.send_signal(stop)
-    code, output = finish(process)
-    assert code == pytest.ExitCode.INTERRUPTED, output
-    no_traceback(output)
+    # fault "slow": the prune's fsync sleeps (nothing else is fsynced: no save)
+    args = ("--gpuperf", "--gpuperf-prune", "--gpuperf-json=report.json")
+    output = stopped_in(gp, "pruning", *args, fault="slow", stop=stop)
     words = "SIGTERM" if stop == signal.SIGTERM else "Ctrl-C"
     assert (
         f"gpuperf: ERROR: {path}: interrupted ({words}) while writing it: not saved; "
@@ -98,22 +103,8 @@ def test_a_stop_while_the_reports_are_written_ends_in_the_summary(gp):
     """Before: the same UnboundLocalError; 2 of 40 random SIGTERMs on a save run hit it (the
     file saved, no report). The reports are now written once more, saying so."""
     gp.test_file(PLAIN)
-    conftest = inject(gp)
-    conftest.write_text(conftest.read_text() + SLOW_REPORT)
-    marker = gp.path / "reporting"
-    process = start(
-        gp,
-        "--gpuperf",
-        "--gpuperf-json=report.json",
-        "--gpuperf-markdown=summary.md",
-        fault="slow-report",
-        marker=marker,
-    )
-    wait_for(gp.path / "reporting.slow", process)
-    process.send_signal(signal.SIGTERM)
-    code, output = finish(process)
-    assert code == pytest.ExitCode.INTERRUPTED, output
-    no_traceback(output)
+    args = ("--gpuperf", "--gpuperf-json=report.json", "--gpuperf-markdown=summary.md")
+    output = stopped_in(gp, "reporting.slow", *args, fault="slow-report", extra=SLOW_REPORT)
     line = "interrupted (SIGTERM) while writing the reports: written again"
     assert f"gpuperf: ERROR: {line}" in output
     assert "test_perf.py::test_add" in output
@@ -127,24 +118,10 @@ def test_sigterm_in_pytests_junit_writer_still_ends_our_run(gp):
     """pytest's JUnit writer runs before our end of the run. Before: SIGTERM there was a
     `Terminated` traceback, exit 1, no summary, no report, nothing saved (and no word why)."""
     gp.test_file(PLAIN)
-    conftest = inject(gp)
-    conftest.write_text(conftest.read_text() + SLOW_REPORT)
     path = gp.baseline("mi300x-sim", OLD_ENTRIES)
     before = path.read_bytes()
-    marker = gp.path / "junit"
-    process = start(
-        gp,
-        "--gpuperf-save",
-        "--gpuperf-json=report.json",
-        "--junitxml=junit.xml",
-        fault="slow-junit",
-        marker=marker,
-    )
-    wait_for(gp.path / "junit.slow", process)
-    process.send_signal(signal.SIGTERM)
-    code, output = finish(process)
-    assert code == pytest.ExitCode.INTERRUPTED, output
-    no_traceback(output)
+    args = ("--gpuperf-save", "--gpuperf-json=report.json", "--junitxml=junit.xml")
+    output = stopped_in(gp, "junit.slow", *args, fault="slow-junit", extra=SLOW_REPORT)
     assert "gpuperf: ERROR: interrupted (SIGTERM) at the end of the run" in output
     assert "NOT saved: 1 measurement to baselines/mi300x-sim.toml (interrupted (SIGTERM))" in output
     document = json.loads((gp.path / "report.json").read_text())
@@ -256,16 +233,8 @@ def test_sigterm_before_the_tests_says_only_what_is_true(gp):
     session's start: pytest ends no session then; a smoke run stopped in collection printed
     no gpuperf line)."""
     gp.test_file(PLAIN)
-    conftest = inject(gp)
-    conftest.write_text(conftest.read_text() + SLOW_START)
-    marker = gp.path / "starting"
-    process = start(
-        gp, "--gpuperf", "--gpuperf-json=report.json", fault="slow-start", marker=marker
-    )
-    wait_for(marker, process)
-    process.send_signal(signal.SIGTERM)
-    code, output = finish(process)
-    assert code == pytest.ExitCode.INTERRUPTED, output
+    args = ("--gpuperf", "--gpuperf-json=report.json")
+    output = stopped_in(gp, "starting", *args, fault="slow-start", extra=SLOW_START)
     assert "follow" not in output
     assert (
         "gpuperf: interrupted (SIGTERM) before the tests began: nothing was measured or saved, "
@@ -283,3 +252,34 @@ def test_sigterm_before_the_tests_says_only_what_is_true(gp):
     assert "follow" not in output
     assert "gpuperf: interrupted (SIGTERM): no measurement completed" in output
     assert json.loads((gp.path / "report.json").read_text())["interrupted"] is True
+
+
+STOP_IN_OUR_END = """
+
+import signal
+
+from pytest_gpuperf.session.bench_session import BenchSession
+
+_real_facts = BenchSession.gpu_facts
+
+
+def _facts_then_stop(self):  # a step of the end of the run that catches no stop of its own
+    os.kill(os.getpid(), signal.SIGTERM)
+    return _real_facts(self)
+
+
+BenchSession.gpu_facts = _facts_then_stop
+"""
+
+
+def test_sigterm_between_the_steps_of_our_end_still_writes_the_reports(gp):
+    gp.test_file(PLAIN)
+    conftest = inject(gp)
+    conftest.write_text(conftest.read_text() + STOP_IN_OUR_END)
+    process = start(gp, "--gpuperf", "--gpuperf-json=report.json")
+    code, output = finish(process)
+    assert code == pytest.ExitCode.INTERRUPTED, output
+    no_traceback(output)
+    assert "gpuperf: ERROR: interrupted (SIGTERM) at the end of the run" in output
+    document = json.loads((gp.path / "report.json").read_text())
+    assert document["interrupted"] is True
