@@ -113,6 +113,9 @@ def _finish(session: pytest.Session) -> None:
                 config.stash[EXIT_NOW] = int(session.exitstatus or pytest.ExitCode.TESTS_FAILED)
 
 
+STEP_SUMMARY_WRITTEN = "appended to $GITHUB_STEP_SUMMARY"
+
+
 def _write_files_once_more_after_a_stop(config: pytest.Config, state: PluginState) -> None:
     """The report files; a stop while they are written (each is whole or absent) writes them
     once more, saying the run was interrupted: a CI job cancelled at that moment otherwise
@@ -125,7 +128,8 @@ def _write_files_once_more_after_a_stop(config: pytest.Config, state: PluginStat
             state.interrupted = True
             if attempt == 0:
                 state.problems.append(_late_stop_line(stop))
-                state.meta, state.written = None, []  # again, with the stop in it
+                state.meta = None  # again, with the stop in it
+                state.written = [w for w in state.written if w.startswith(STEP_SUMMARY_WRITTEN)]
             else:
                 state.problems.append(f"interrupted ({stop_words()}) again: not all written")
 
@@ -323,11 +327,13 @@ def _write_files(config: pytest.Config, state: PluginState) -> None:
             "--gpuperf-markdown=PATH",
             lambda: report.write_report(path, text),
         )
-        attempt(
-            "appended to $GITHUB_STEP_SUMMARY",
-            "another $GITHUB_STEP_SUMMARY",
-            lambda: report.append_github_step_summary(text),
-        )
+        if not state.step_summary_tried:  # appended once, whatever stopped it: a second
+            state.step_summary_tried = True  # try after a stop would repeat the summary
+            attempt(
+                STEP_SUMMARY_WRITTEN,
+                "another $GITHUB_STEP_SUMMARY",
+                lambda: report.append_github_step_summary(text),
+            )
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

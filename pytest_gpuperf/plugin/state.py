@@ -51,6 +51,7 @@ class PluginState:
     unsaved: dict[str, str] = field(default_factory=dict)  # files not saved -> why not
     interrupted: bool = False  # Ctrl-C stopped a save or the writing of the reports
     finished: bool = False  # the end of the run (finish.py) has begun
+    step_summary_tried: bool = False  # $GITHUB_STEP_SUMMARY appended to (or tried) once
     ended: Any = None  # the pytest.Session whose saves and reports are done (its exit status)
     meta: Any = None  # report.ReportMeta, made once at the end
     checkout: Any = None  # provenance.GitFacts before the run wrote anything (collect.py)

@@ -27,8 +27,9 @@ from tests.plugin.test_save_faults import (
 )
 
 # Appended to the inner conftest: with $H25_FAULT=slow-report the JSON report's writer, with
-# slow-junit pytest's JUnit writer (its makedirs), touches $H25_MARKER.slow and sleeps, only
-# while the session finishes ($H25_MARKER itself INJECT touches when the session's end begins).
+# slow-junit pytest's JUnit writer (its makedirs), with slow-step-summary the append to
+# $GITHUB_STEP_SUMMARY (after it appended), touches $H25_MARKER.slow and sleeps, only while the
+# session finishes ($H25_MARKER itself INJECT touches when the session's end begins).
 SLOW_REPORT = """
 
 import pytest_gpuperf.report as _report
@@ -44,6 +45,15 @@ def pytest_sessionfinish(session):
             time.sleep(60)
         return real(path, document)
 
+    real_append = _report.append_github_step_summary
+
+    def append_then_slow(text):  # appended, then the stop: it must not be appended again
+        done = real_append(text)
+        if not os.path.exists(os.environ["H25_MARKER"] + ".slow"):
+            open(os.environ["H25_MARKER"] + ".slow", "w").close()
+            time.sleep(60)
+        return done
+
     def slow_makedirs(*args, **kwargs):
         open(os.environ["H25_MARKER"] + ".slow", "w").close()
         time.sleep(60)
@@ -53,10 +63,13 @@ def pytest_sessionfinish(session):
         _report.write_json = slow
     if os.environ.get("H25_FAULT") == "slow-junit":
         os.makedirs = slow_makedirs
+    if os.environ.get("H25_FAULT") == "slow-step-summary":
+        _report.append_github_step_summary = append_then_slow
     try:
         return (yield)
     finally:
         _report.write_json, os.makedirs = real, real_makedirs
+        _report.append_github_step_summary = real_append
 """
 
 
@@ -112,6 +125,17 @@ def test_a_stop_while_the_reports_are_written_ends_in_the_summary(gp):
     assert document["interrupted"] is True and line in document["problems"]
     assert "- interrupted (SIGTERM)" in (gp.path / "summary.md").read_text()
     assert not list(gp.path.glob(".*.tmp"))  # no temporary left
+
+
+def test_a_stop_after_the_step_summary_was_appended_does_not_append_it_twice(gp):
+    gp.test_file(PLAIN)
+    step_summary = gp.path / "step-summary.md"
+    gp.monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    args = ("--gpuperf", "--gpuperf-json=report.json", "--gpuperf-markdown=summary.md")
+    output = stopped_in(gp, "steps.slow", *args, fault="slow-step-summary", extra=SLOW_REPORT)
+    assert "gpuperf: ERROR: interrupted (SIGTERM) while writing the reports" in output
+    assert step_summary.read_text().count("test_perf.py::test_add") == 1  # once, not twice
+    assert json.loads((gp.path / "report.json").read_text())["interrupted"] is True
 
 
 def test_sigterm_in_pytests_junit_writer_still_ends_our_run(gp):
