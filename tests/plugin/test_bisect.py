@@ -101,6 +101,7 @@ def bisect(root: Path, *args: str, cache: Path) -> subprocess.CompletedProcess[s
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     env["GPUPERF_CACHE_DIR"] = str(cache)
+    env["GPUPERF_LOCK_DIR"] = str(cache / "locks")  # not the machine's: others' runs wait there
     env["GPUPERF_SIM_SEED"] = "4321"
     env.pop("GITHUB_STEP_SUMMARY", None)
     return subprocess.run(
