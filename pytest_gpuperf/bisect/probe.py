@@ -4,7 +4,7 @@ and what its JSON report says about the measurement the search follows.
 
 Each probe is its own pytest process: the same path a pull request's `--gpuperf-compare`
 takes (the same statistic, module loads, drift and confirming round), and a probe that
-crashes or hangs costs that probe, not the search.
+crashes or hangs is stopped and reported (`ProbeFailed`), never the bisection's own crash.
 """
 
 from __future__ import annotations
@@ -83,13 +83,8 @@ class Reading:
     @property
     def measured(self) -> bool:
         """A speed the search may use: timed, the same code as GOOD, or (simulated) GOOD's
-        model; `timed` says which."""
+        model (the state says which)."""
         return self.ratio is not None
-
-    @property
-    def timed(self) -> bool:
-        """The ratio was measured (an interval), not given by construction or by a model."""
-        return self.ratio is not None and self.state not in (AB_UNCHANGED, AB_MODELLED)
 
     @property
     def retried(self) -> bool:

@@ -101,6 +101,7 @@ def bisect(root: Path, *args: str, cache: Path) -> subprocess.CompletedProcess[s
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     env["GPUPERF_CACHE_DIR"] = str(cache)
+    env["GPUPERF_LOCK_DIR"] = str(cache / "locks")  # not the machine's: others' runs wait there
     env["GPUPERF_SIM_SEED"] = "4321"
     env.pop("GITHUB_STEP_SUMMARY", None)
     return subprocess.run(
@@ -257,7 +258,7 @@ def small_project(tmp_path):
         (("HEAD~3",), "the following arguments are required: BAD"),
         (("HEAD~3", "HEAD", "--threshold", "lots"), "--threshold: the compare threshold"),
         (("HEAD~3", "HEAD", "--budget", "-1"), "--budget:"),
-        (("HEAD~3", "HEAD", "--rounds", "0"), "--rounds: expected at least 1"),
+        (("HEAD~3", "HEAD", "--rounds", "0"), "--rounds: expected 1 to 8 runs per probe"),
         (("HEAD~3", "HEAD", "--json", "kernels"), "--json kernels: is a directory, not a regular"),
         (("HEAD~3", "HEAD", "--", "--gpuperf-budget=3"), "--gpuperf-budget after --: bisect sets"),
         (("HEAD~3", "HEAD", "--", "--gpuperf-compare=HEAD"), "--gpuperf-compare after --"),

@@ -145,7 +145,10 @@ def test_a_signal_stops_the_probe_removes_its_files_and_says_so(
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.update(
-        PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", GPUPERF_CACHE_DIR=str(cache), TMPDIR=str(scratch)
+        PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+        GPUPERF_CACHE_DIR=str(cache),
+        GPUPERF_LOCK_DIR=str(cache / "locks"),
+        TMPDIR=str(scratch),
     )
     command = [sys.executable, "-m", "pytest_gpuperf.bisect", "HEAD~3", "HEAD", "--budget", "30"]
     bisection = subprocess.Popen(

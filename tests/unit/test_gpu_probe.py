@@ -153,3 +153,23 @@ def test_the_simulated_gpus_are_probed_with_tight_intervals_and_decided():
     report = run_probe((1.0, 1.0, 0.9))
     assert [g.index for g in report.degraded] == [2] and not report.undecided
     assert all(g.spread < DEFAULT_GPU_MARGIN for g in report.gpus)
+
+
+def test_an_undecided_gpu_is_said_in_the_summary_and_not_marked():
+    from pytest_gpuperf.engine.plain import to_plain
+    from pytest_gpuperf.report.devices import gpu_lines
+    from pytest_gpuperf.report.text import ReportMeta
+
+    found = compare(
+        [
+            GpuProbe(0, "H200", None, None, 1959e9, 0.377, 0.5, probes=3),
+            GpuProbe(1, "H200", None, None, 1900e9, 0.394, 0.5, probes=3),
+        ],
+        0.03,
+    )
+    report = gpu_probe.ProbeReport("cuda", 0.03, found)
+    lines = gpu_lines([], ReportMeta(probe=to_plain(report)))
+    assert "degraded-GPU probe: GPU 1 undecided: 0.970x its peers, +-39.4% after 3 probes" in (
+        "\n".join(lines)
+    )
+    assert not any(line.startswith("DEGRADED") for line in lines)
