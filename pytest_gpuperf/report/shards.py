@@ -12,16 +12,14 @@ or any shard failed (a failed measurement or test, a problem, Ctrl-C).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf.engine.results import FAIL, Row
-from pytest_gpuperf.errors import BaselineError, ConfigError
+from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.suite import SuiteBudget
-from pytest_gpuperf.report.json_report import REPORT_SCHEMA, rows_from_json
+from pytest_gpuperf.report.reading import read_report
 from pytest_gpuperf.report.suite import suite_lines
 from pytest_gpuperf.report.text import ReportMeta
 
@@ -124,34 +122,14 @@ class MergedReport:
 
 def read_shard(path: str) -> ShardReport:
     """A shard's report; ConfigError (one line, naming the file) when it is not one."""
-    from pytest_gpuperf.baseline.file_read import read_store_text
-
-    try:
-        # a FIFO hung the merge, bytes that are not UTF-8 ended in a traceback: read it as the
-        # stores read their files (regular files only, bounded, decode errors with their line)
-        text = read_store_text(Path(path), "a JSON report")
-    except BaselineError as problem:
-        raise ConfigError(str(problem)) from None
-    try:
-        document = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as problem:
-        raise ConfigError(f"{path}: not a JSON report ({problem})") from None
-    if not isinstance(document, dict) or document.get("schema") != REPORT_SCHEMA:
-        raise ConfigError(
-            f"{path}: not a pytest-gpuperf report (written by --gpuperf-json; "
-            f'its "schema" is not "{REPORT_SCHEMA}")'
-        )
-    shard = document.get("shard")
+    read = read_report(path)
+    shard = read.document.get("shard")
     if not isinstance(shard, dict) or not {"index", "count", "digest"} <= set(shard):
         raise ConfigError(
             f'{path}: the report of an unsharded run (no "shard" object); merge the reports '
             "of runs made with --gpuperf-shard=K/N"
         )
-    try:
-        rows = tuple(rows_from_json(document))
-    except (KeyError, TypeError, ValueError) as problem:
-        raise ConfigError(f"{path}: its results cannot be read ({problem!r})") from None
-    return ShardReport(path=str(path), document=document, rows=rows)
+    return ShardReport(path=str(path), document=read.document, rows=read.rows)
 
 
 def merge_reports(shards: Sequence[ShardReport], *, command: str = "") -> MergedReport:

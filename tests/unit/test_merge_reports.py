@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.merge import main
-from pytest_gpuperf.report.json_report import REPORT_SCHEMA
+from pytest_gpuperf.report.json_report import REPORT_SCHEMA, REPORT_SCHEMA_VERSION
 from pytest_gpuperf.report.shards import merge_reports, read_shard
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _shard(index: int, count: int = 2, tests=("a",), **changes) -> dict:
     document = {
         "schema": REPORT_SCHEMA,
+        "schema_version": REPORT_SCHEMA_VERSION,
         "commit": {"id": "c0ffee", "dirty": False},
         "suite": {"target": 0.01, "checks": 2},
         "problems": [],
@@ -73,9 +74,16 @@ def test_a_test_in_two_shards_and_a_bad_exit_fail(tmp_path):
 @pytest.mark.parametrize(
     ("content", "words"),
     [
-        ("{not json", "not a JSON report"),
-        ('{"schema": "something-else"}', "not a pytest-gpuperf report"),
-        (json.dumps({"schema": REPORT_SCHEMA, "results": []}), "the report of an unsharded run"),
+        ("{not json", ":1: not a JSON report"),
+        ('{"schema": "something-else"}', ": not a pytest-gpuperf report"),
+        (
+            json.dumps({"schema": REPORT_SCHEMA, "schema_version": 3, "results": []}),
+            ": the report of an unsharded run",
+        ),
+        (
+            json.dumps({"schema": REPORT_SCHEMA, "schema_version": 1, "results": []}),
+            ": a pytest-gpuperf report of schema version 1; this plugin reads versions 2 to 3",
+        ),
     ],
 )
 def test_a_file_that_is_not_a_shards_report_is_one_line_and_exit_2(
@@ -85,7 +93,7 @@ def test_a_file_that_is_not_a_shards_report_is_one_line_and_exit_2(
     bad = _write(tmp_path, "bad.json", content)
     assert main([good, bad, "--json", str(tmp_path / "out.json")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"{bad}: {words}" in err
+    assert err.count("\n") == 1 and f"{bad}{words}" in err
     assert not (tmp_path / "out.json").exists()
 
 
