@@ -80,6 +80,34 @@ class Guarded:
         return False
 
 
+def output_problem(
+    path: Path, *, baseline_dirs: Sequence[Path] = (), inputs: Sequence[Path] = ()
+) -> str:
+    """Why an offline command (publish, compare) must not or cannot write its file at `path`
+    ("" when it may): the run's own rules (not a baseline file of `baseline_dirs` or of
+    ./baselines, the GPU lock folder, the kernel cache, a device, a FIFO, a folder) and not one
+    of the command's `inputs` (the output would replace what it was made from)."""
+    from pytest_gpuperf.baseline.shared_lock import lock_dir
+    from pytest_gpuperf.runtime.compile import cache_dir
+
+    for folder in [*baseline_dirs, Path("baselines")]:
+        problem = Guarded(folder, lock_dir(), cache_dir()).owner(path)
+        if problem:
+            return problem.replace("a baseline file of this run", "a baseline file")
+    real = _real(path)
+    for given in inputs:
+        if _real(given) == real or _same_file(given, path):
+            return f"is one of the inputs ({given}); the output would replace it"
+    return _problem(path)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def report_paths(settings: Any) -> list[tuple[str, Path]]:
     """(option, path) of every report file the settings ask for."""
     named = [
@@ -218,6 +246,7 @@ __all__ = [
     "Guarded",
     "ReportPathError",
     "not_regular",
+    "output_problem",
     "report_paths",
     "unwritable",
     "write_report",
