@@ -279,6 +279,9 @@ def _run_point(run: Run, row: Row) -> Point:
         reason = f"{verdict.acceptance.reason} ({verdict.acceptance.origin()})"
     checks = verdict.accepted_checks if verdict.status == ACCEPTED else verdict.failed_checks
     judged = check.outcome not in (NO_BASELINE, OTHER_DEVICE)
+    # the level the stored check was judged at: the check's, or its band's (the same number;
+    # a check made outside a pytest run may leave the former at 0)
+    rate = check.false_alarm_rate or (check.band.false_alarm_rate if check.band else 0.0)
     return Point(
         when=run.created or run.commit_time,
         efficiency=measurement.efficiency,
@@ -294,7 +297,7 @@ def _run_point(run: Run, row: Row) -> Point:
         allowance=check.allowance,
         checks=tuple(checks),
         reason=reason,
-        false_alarm_rate=check.false_alarm_rate if judged else 0.0,
+        false_alarm_rate=rate if judged else 0.0,
         tolerance=check.tolerance,
     )
 

@@ -41,9 +41,10 @@ def read_report(path: str | Path) -> ReadReport:
     try:
         document = json.loads(text)
     except json.JSONDecodeError as problem:
-        cut = " (the file ends early: truncated?)" if problem.pos >= len(text.rstrip()) else ""
+        last_line = text.rstrip().count("\n") + 1
+        cut = "; the file ends early: truncated?" if problem.lineno >= last_line else ""
         raise ConfigError(
-            f"{path}:{problem.lineno}: not a JSON report ({problem.msg}){cut}"
+            f"{path}:{problem.lineno}: not a JSON report ({problem.msg}{cut})"
         ) from None
     except RecursionError:
         raise ConfigError(f"{path}: not a JSON report (nested too deep to parse)") from None
