@@ -131,9 +131,9 @@ def publish(
     others = [path for path in inputs if path not in baselines and path not in report_paths]
     if others:
         raise ConfigError(f"{others[0]}: neither a baseline file (.toml) nor a JSON report (.json)")
-    for path in inputs + ([bisect] if bisect else []):
-        _exists(path)
     given = [*inputs, *([bisect] if bisect else [])]
+    for path in given:
+        _exists(path)
     problem = output_problem(out, baseline_dirs=[p.parent for p in baselines], inputs=given)
     if problem:
         raise ConfigError(f"-o {out}: {problem}; choose another path")

@@ -174,7 +174,8 @@ def gather(
                 f"(baselines/<device>.toml)"
             )
         for entry in loaded.entries.values():
-            entries[(path.stem, *entry.key)] = (store, entry)
+            test_id, name, cache = entry.key
+            entries[(path.stem, test_id, name, cache)] = (store, entry)
     series = []
     for key in sorted(run_points.keys() | entries.keys()):
         found = entries.get(key)
