@@ -182,15 +182,18 @@ def _regressions(dashboard: Dashboard, ids: Mapping[Any, str]) -> str:
             continue
         delta = f"{point.delta:+.2%}" if point.delta is not None else "–"
         allowed = f"allowed −{point.allowance:.2%}" if point.allowance is not None else ""
-        streak = (
-            "the latest run"
-            if episode.runs == 1 and point is series.latest_run
-            else f"{episode.runs} run{'s' if episode.runs != 1 else ''} since "
-            f"{_short(first.when)} (commit {first.commit[:12]})"
-        )
-        what = f"{', '.join(point.checks) or point.outcome}; {streak}"
+        if episode.runs == 1:
+            streak = "the latest run" if point is series.latest_run else "one run"
+        else:
+            streak = (
+                f"{episode.runs} runs in a row since {_short(first.when)} "
+                f"(commit {first.commit[:12]})"
+            )
+        checks = ", ".join(point.checks) or point.outcome
+        verb = "accepted" if episode.state == "accepted" else "failed"
+        what = f"{verb} ({checks}) in {streak}"
         if point.reason:
-            what += f"; accepted: {point.reason}"
+            what += f": {point.reason}"
         rows.append(
             f"{head}<td class='num'>{delta}<br><small>{allowed}</small></td>"
             f"<td>{escape(what)}; last commit <code>{escape(point.commit[:12])}</code></td></tr>"
@@ -249,7 +252,14 @@ def _plots(dashboard: Dashboard, ids: Mapping[Any, str]) -> str:
             f'<span class="state s-{_cls(series.state)}">{escape(series.state)}</span></h3>'
             f'<div class="svg" data-sid="{sid}"></div>{_caption(series)}</section>'
         )
-    return f'<section id="plots"><h2>Measurements</h2>{"".join(sections)}</section>'
+    legend = (
+        '<p class="legend">○ a save of the stored baseline, ● a run (colour: its board), '
+        '<b class="failed">✕</b> a failed run, <b class="accepted">◆</b> an accepted slowdown; '
+        "grey band: the level ± the allowance the gate computes for the entry (below it a run "
+        "fails), dashed: the baselines it replaced. Point at a mark for its commit, date and "
+        "run.</p>"
+    )
+    return f'<section id="plots"><h2>Measurements</h2>{legend}{"".join(sections)}</section>'
 
 
 def _caption(series: Series) -> str:
@@ -271,9 +281,18 @@ def _caption(series: Series) -> str:
         )
     if series.drift is not None:
         lines.append(drift_text(series.drift))
+    accepted: dict[str, list[Point]] = {}
     for point in series.points:
         if point.status == ACCEPTED:
-            lines.append(f"accepted slowdown at {point.when} ({point.commit[:12]}): {point.reason}")
+            accepted.setdefault(point.reason, []).append(point)
+    for reason, points in accepted.items():
+        runs = f"{len(points)} run{'s' if len(points) != 1 else ''}"
+        span = _short(points[0].when)
+        if len(points) > 1:
+            span = f"from {span} to {_short(points[-1].when)}"
+        lines.append(
+            f"accepted slowdown in {runs} ({span}, last commit {points[-1].commit[:12]}): {reason}"
+        )
     items = "".join(f"<li>{escape(line)}</li>" for line in lines)
     return f'<ul class="caption">{items}</ul>'
 

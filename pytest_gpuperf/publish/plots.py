@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from pytest_gpuperf.engine.results import ACCEPTED, FAIL
-from pytest_gpuperf.publish.series import Point, Series
+from pytest_gpuperf.publish.series import Series
 
 # Colour per board: matplotlib's default cycle (tab10), then grey for the rest.
 BOARD_COLOURS = (
@@ -115,7 +115,7 @@ def series_plot(series: Series, sid: str, colours: dict[str, str]) -> Plot:
         axis.grid(axis="y", color="#e6e6e6", linewidth=0.6)
         axis.spines[["top", "right"]].set_visible(False)
         _date_axis(axis)
-        figure.tight_layout(pad=0.4)
+        figure.tight_layout(pad=0.9)  # room for a browser font wider than matplotlib's
         buffer = io.StringIO()
         figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
         plt.close(figure)
@@ -209,9 +209,15 @@ def _date_axis(axis) -> None:
 
 
 _LONG_NUMBER = re.compile(r"(-?\d+\.\d)\d+")
+_ATTRIBUTE = re.compile(r'(?<=[ \n])(d|x|y|x1|x2|y1|y2|width|height|transform|viewBox)="([^"]*)"')
 _BETWEEN_TAGS = re.compile(r">\s+<")
 _METADATA = re.compile(r"<metadata>.*?</metadata>", re.S)
 _PROLOGUE = re.compile(r"^<\?xml[^>]*>\s*<!DOCTYPE[^>]*>\s*", re.S)
+
+
+def _rounded(match: re.Match[str]) -> str:
+    value = _LONG_NUMBER.sub(r"\1", match.group(2))
+    return f'{match.group(1)}="{value}"'
 
 
 def trim_svg(svg: str) -> str:
@@ -219,44 +225,38 @@ def trim_svg(svg: str) -> str:
     doctype, the metadata, six decimals (0.1 pt is below a screen pixel) and indentation."""
     svg = _PROLOGUE.sub("", svg)
     svg = _METADATA.sub("", svg)
-    svg = _LONG_NUMBER.sub(r"\1", svg)
+    # numbers in the geometry only: a tick label's text ("80.75") is shown as written
+    svg = _ATTRIBUTE.sub(_rounded, svg)
     svg = re.sub(r"\s*\n\s*", " ", svg)
     return _BETWEEN_TAGS.sub("><", svg).strip()
 
 
-def sparkline(series: Series, width: int = 110, height: int = 22, last: int = 40) -> str:
-    """A small inline SVG of the latest `last` points and the band: a polyline of at most
-    `last` vertices, drawn directly (a matplotlib figure carries about 3 KB of styles and
-    defs of its own, more than its line, times every row of the grid)."""
-    points = [p.efficiency for p in series.points[-last:]]
+def sparkline(series: Series, width_px: int = 110, height_px: int = 22, last: int = 40) -> str:
+    """A small SVG of the latest `last` points over the band, for the summary grid (matplotlib
+    too: 1.6 KB a row once trimmed)."""
+    points = [p.efficiency * 100 for p in series.points[-last:]]
     if not points:
         return ""
-    low_band = high_band = None
-    values = list(points)
-    if series.expected is not None:
-        low_band = series.expected * (1 - series.allowance)
-        high_band = series.expected * (1 + series.allowance)
-        values += [low_band, high_band]
-    low, high = min(values), max(values)
-    span = (high - low) or max(high * 0.01, 1e-9)
-
-    def y(value: float) -> float:
-        return round(height - 2 - (value - low) / span * (height - 4), 1)
-
-    step = (width - 4) / max(len(points) - 1, 1)
-    xy = " ".join(f"{round(2 + i * step, 1)},{y(v)}" for i, v in enumerate(points))
-    band = ""
-    if low_band is not None and high_band is not None:
-        top, bottom = y(high_band), y(low_band)
-        band = (
-            f'<rect x="0" y="{top}" width="{width}" height="{round(bottom - top, 1)}" '
-            f'fill="{BAND_COLOUR}" fill-opacity="0.3"/>'
-        )
-    last_point: Point = series.points[-1]
-    colour = FAILED_COLOUR if last_point.status == FAIL else "#1f77b4"
-    end_x, end_y = xy.rsplit(" ", 1)[-1].split(",")
-    return (
-        f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
-        f'{band}<polyline fill="none" stroke="#1f77b4" stroke-width="1.2" points="{xy}"/>'
-        f'<circle cx="{end_x}" cy="{end_y}" r="2.2" fill="{colour}"/></svg>'
-    )
+    plt = _pyplot()
+    dpi = 72  # one point a pixel: the SVG's size in points is the cell's in pixels
+    with plt.rc_context(_STYLE):
+        figure = plt.figure(figsize=(width_px / dpi, height_px / dpi), dpi=dpi)
+        axis = figure.add_axes((0.02, 0.1, 0.96, 0.8))
+        axis.axis("off")
+        if series.expected is not None:
+            expected = series.expected * 100
+            axis.axhspan(
+                expected * (1 - series.allowance),
+                expected * (1 + series.allowance),
+                color=BAND_COLOUR,
+                alpha=0.3,
+                linewidth=0,
+            )
+        axis.plot(range(len(points)), points, color="#1f77b4", linewidth=1.1)
+        last_colour = FAILED_COLOUR if series.points[-1].status == FAIL else "#1f77b4"
+        axis.plot([len(points) - 1], [points[-1]], "o", color=last_colour, markersize=3)
+        axis.set_xlim(-0.5, max(len(points) - 0.5, 0.5))
+        buffer = io.StringIO()
+        figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+        plt.close(figure)
+    return trim_svg(buffer.getvalue()).replace("<svg ", '<svg class="spark" ', 1)
