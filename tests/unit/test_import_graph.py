@@ -214,7 +214,7 @@ def test_every_top_level_name_is_placed_in_one_layer():
 def test_the_top_level_shows_the_layers_in_at_most_17_names():
     # the checkout's folder: an installed wheel adds kernels/ (the shipped .hip sources).
     # 17, not 15: each `python -m pytest_gpuperf.X` command a user types is a name of its own
-    # (bisect, compare, history, merge, publish), beside the twelve layers and __init__.py
+    # (bisect, compare, history, merge, publish), beside the eleven layers and __init__.py
     package_dir = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
     entries = [path.name for path in package_dir.iterdir() if path.name != "__pycache__"]
     assert len(entries) <= 17, sorted(entries)
