@@ -18,20 +18,19 @@ no measurement in common, an output path that is an input, a baseline or a devic
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import NoReturn
 
+from pytest_gpuperf.config.command import CommandParser, exit_with, run_command
 from pytest_gpuperf.engine.results import ACCEPTED, BaselineRef, NoiseBand, Row
-from pytest_gpuperf.errors import BaselineError, ConfigError, GpuPerfError
+from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE, prior_run_spread
 from pytest_gpuperf.report.reading import ReadReport
 
 PROG = "python -m pytest_gpuperf.compare"
-EXIT_OK, EXIT_REGRESSED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_REGRESSED = 0, 1
 SLOWER, FASTER, WITHIN, ONLY_OLD, ONLY_NEW = "slower", "faster", "within noise", "gone", "new"
 # slower beyond the noise, and NEW's run passed it as an intended slowdown (--gpuperf-accept or
 # a Gpuperf-Accept trailer): shown, not a regression for --fail-on-regression
@@ -53,15 +52,8 @@ class Change:
     band: NoiseBand | None = None
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line (usage is in --help), exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{PROG}: error: {message} (see --help)\n")
-
-
-def _parser() -> _Parser:
-    parser = _Parser(
+def _parser() -> CommandParser:
+    parser = CommandParser(
         prog=PROG,
         description="Compare two runs' JSON reports: per measurement the change in "
         "efficiency and whether it is beyond the gate's noise for it.",
@@ -81,14 +73,7 @@ def _parser() -> _Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = _parser().parse_args(argv)
-    try:
-        return _run(options)
-    except (ConfigError, BaselineError) as problem:
-        print(f"{PROG}: error: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted (Ctrl-C)", file=sys.stderr)
-        return 130
+    return run_command(PROG, lambda: _run(options))
 
 
 def _run(options: argparse.Namespace) -> int:
@@ -286,8 +271,4 @@ def markdown(changes: Sequence[Change], old: ReadReport, new: ReadReport) -> str
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except GpuPerfError as problem:  # a last resort: every known error is handled in main
-        print(f"{PROG}: error: {problem}", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
+    exit_with(PROG, main)

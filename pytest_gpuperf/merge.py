@@ -18,23 +18,16 @@ import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
 
-from pytest_gpuperf.errors import BaselineError, ConfigError, GpuPerfError
+from pytest_gpuperf.config.command import CommandParser, exit_with, run_command
+from pytest_gpuperf.errors import ConfigError
 
 PROG = "python -m pytest_gpuperf.merge"
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED = 0, 1
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line (usage is in --help), exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{PROG}: error: {message} (see --help)\n")
-
-
-def _parser() -> _Parser:
-    parser = _Parser(
+def _parser() -> CommandParser:
+    parser = CommandParser(
         prog=PROG,
         description="Merge the JSON reports (or the saved baselines) of a perf suite run in "
         "shards (pytest --gpuperf-shard=K/N) into one report with one verdict (or one "
@@ -70,7 +63,8 @@ def _parser() -> _Parser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     options = parser.parse_args(argv)
-    try:
+
+    def body() -> int:
         if options.baselines is not None:
             if options.reports or options.json or options.markdown or options.junit:
                 parser.error("--baselines merges baselines only: give the reports in another call")
@@ -83,12 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("give every shard's JSON report (or --baselines SHARD_DIR... --out DIR)")
         command = " ".join([PROG, *map(shlex.quote, argv if argv is not None else sys.argv[1:])])
         return _merge_reports(options, command)
-    except (ConfigError, BaselineError) as problem:
-        print(f"{PROG}: error: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted (Ctrl-C)", file=sys.stderr)
-        return 130
+
+    return run_command(PROG, body)
 
 
 def _merge_reports(options: argparse.Namespace, command: str) -> int:
@@ -169,8 +159,4 @@ def _write_text(path: Path, text: str) -> Path:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except GpuPerfError as problem:  # a last resort: every known error is handled in main
-        print(f"{PROG}: error: {problem}", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
+    exit_with(PROG, main)

@@ -13,27 +13,19 @@ baseline, an input, a device or a FIFO), and nothing written.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from pytest_gpuperf.config import ranges
-from pytest_gpuperf.errors import BaselineError, ConfigError, GpuPerfError
+from pytest_gpuperf.config.command import CommandParser, exit_with, run_command
+from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE
 
 PROG = "python -m pytest_gpuperf.publish"
-EXIT_OK, EXIT_USAGE = 0, 2
+EXIT_OK = 0
 BISECT_SCHEMA = "pytest-gpuperf-bisect"  # what python -m pytest_gpuperf.bisect --json writes
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line (usage is in --help), exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{PROG}: error: {message} (see --help)\n")
 
 
 def _fraction(allowed: ranges.Range, what: str):
@@ -49,8 +41,8 @@ def _fraction(allowed: ranges.Range, what: str):
     return parse
 
 
-def _parser() -> _Parser:
-    parser = _Parser(
+def _parser() -> CommandParser:
+    parser = CommandParser(
         prog=PROG,
         description="Write one self-contained HTML dashboard (no network needed to open it) "
         "from baseline files and JSON reports.",
@@ -91,7 +83,8 @@ def _parser() -> _Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = _parser().parse_args(argv)
-    try:
+
+    def body() -> int:
         written = publish(
             options.inputs,
             options.out,
@@ -100,14 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             false_alarm_rate=options.false_alarm_rate,
             tolerance=options.tolerance,
         )
-    except (ConfigError, BaselineError) as problem:
-        print(f"{PROG}: error: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted (Ctrl-C); nothing was written", file=sys.stderr)
-        return 130
-    print(f"gpuperf: written: {options.out} ({written:,} bytes)")
-    return EXIT_OK
+        print(f"gpuperf: written: {options.out} ({written:,} bytes)")
+        return EXIT_OK
+
+    return run_command(PROG, body)
 
 
 def publish(
@@ -162,15 +151,9 @@ def _exists(path: Path) -> None:
 
 
 def _read_bisect(path: Path) -> dict[str, Any]:
-    from pytest_gpuperf.baseline.file_read import read_store_text
+    from pytest_gpuperf.report.reading import read_json
 
-    text = read_store_text(path, "a bisect JSON file")
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as problem:
-        raise ConfigError(f"{path}:{problem.lineno}: not a JSON file ({problem.msg})") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: nested too deep to parse") from None
+    document = read_json(path, "a bisection's JSON")
     if not isinstance(document, dict) or document.get("schema") != BISECT_SCHEMA:
         raise ConfigError(
             f"{path}: not a bisection's result (python -m pytest_gpuperf.bisect --json; its "
@@ -180,8 +163,4 @@ def _read_bisect(path: Path) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except GpuPerfError as problem:  # a last resort: every known error is handled in main
-        print(f"{PROG}: error: {problem}", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
+    exit_with(PROG, main)

@@ -30,24 +30,28 @@ class ReadReport:
     rows: tuple[Row, ...]
 
 
-def read_report(path: str | Path) -> ReadReport:
-    """The report at `path`; ConfigError (one line, naming the file) when it is not one."""
+def read_json(path: str | Path, what: str) -> Any:
+    """The JSON document at `path` (`what`: "a JSON report"); ConfigError, one line naming the
+    file and the line, when it cannot be read or parsed (a truncated file said to be one)."""
     from pytest_gpuperf.baseline.file_read import read_store_text
 
     try:
-        text = read_store_text(Path(path), "a JSON report")
+        text = read_store_text(Path(path), what)
     except BaselineError as problem:
         raise ConfigError(str(problem)) from None
     try:
-        document = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as problem:
         last_line = text.rstrip().count("\n") + 1
         cut = "; the file ends early: truncated?" if problem.lineno >= last_line else ""
-        raise ConfigError(
-            f"{path}:{problem.lineno}: not a JSON report ({problem.msg}{cut})"
-        ) from None
+        raise ConfigError(f"{path}:{problem.lineno}: not {what} ({problem.msg}{cut})") from None
     except RecursionError:
-        raise ConfigError(f"{path}: not a JSON report (nested too deep to parse)") from None
+        raise ConfigError(f"{path}: not {what} (nested too deep to parse)") from None
+
+
+def read_report(path: str | Path) -> ReadReport:
+    """The report at `path`; ConfigError (one line, naming the file) when it is not one."""
+    document = read_json(path, "a JSON report")
     if not isinstance(document, dict) or document.get("schema") != REPORT_SCHEMA:
         raise ConfigError(
             f"{path}: not a pytest-gpuperf report (written by --gpuperf-json; "
