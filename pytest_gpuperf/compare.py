@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(options: argparse.Namespace) -> int:
-    from pytest_gpuperf.report.files import ReportPathError, output_problem, write_report
+    from pytest_gpuperf.report.files import output_problem, write_output
     from pytest_gpuperf.report.reading import read_report
 
     if options.markdown is not None:
@@ -93,14 +93,7 @@ def _run(options: argparse.Namespace) -> int:
         )
     print(terminal(changes, old, new))
     if options.markdown is not None:
-        try:
-            write_report(options.markdown, markdown(changes, old, new))
-        except ReportPathError as refused:
-            raise ConfigError(str(refused)) from None
-        except OSError as failed:
-            raise ConfigError(
-                f"--markdown {options.markdown}: cannot be written: {failed.strerror or failed}"
-            ) from None
+        write_output("--markdown", options.markdown, markdown(changes, old, new))
         print(f"gpuperf: written: {options.markdown}")
     slower = any(c.state == SLOWER for c in changes)
     return EXIT_REGRESSED if slower and options.fail_on_regression else EXIT_OK

@@ -112,7 +112,7 @@ def publish(
     BaselineError (one line) on bad input, with nothing written."""
     from pytest_gpuperf.publish.page import render
     from pytest_gpuperf.publish.series import gather
-    from pytest_gpuperf.report.files import ReportPathError, output_problem, write_report
+    from pytest_gpuperf.report.files import output_problem, write_output
     from pytest_gpuperf.report.reading import read_report
 
     baselines = [path for path in inputs if path.suffix == ".toml"]
@@ -133,14 +133,7 @@ def publish(
     document = _read_bisect(bisect) if bisect else None
     created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     html = render(dashboard, bisect=document, created=created, title=title)
-    try:
-        write_report(out, html)
-    except ReportPathError as refused:
-        raise ConfigError(str(refused)) from None
-    except OSError as failed:
-        raise ConfigError(
-            f"-o {out}: cannot be written: {failed.strerror or failed}; nothing was written"
-        ) from None
+    write_output("-o", out, html)
     return len(html.encode("utf-8"))
 
 

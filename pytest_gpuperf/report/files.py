@@ -101,6 +101,21 @@ def output_problem(
     return _problem(path)
 
 
+def write_output(option: str, path: Path, text: str) -> None:
+    """`write_report` for an offline command's file: a path it refuses or a write that fails
+    (a full disk) is a ConfigError naming the option, and nothing is left behind."""
+    from pytest_gpuperf.errors import ConfigError
+
+    try:
+        write_report(path, text)
+    except ReportPathError as refused:
+        raise ConfigError(f"{option} {refused}") from None
+    except OSError as failed:
+        raise ConfigError(
+            f"{option} {path}: cannot be written: {failed.strerror or failed}; nothing was written"
+        ) from None
+
+
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return os.path.samefile(a, b)
@@ -249,5 +264,6 @@ __all__ = [
     "output_problem",
     "report_paths",
     "unwritable",
+    "write_output",
     "write_report",
 ]
