@@ -95,6 +95,19 @@ def series_plot(series: Series, sid: str, colours: dict[str, str]) -> Plot:
         if limits is not None:
             axis.set_xlim(*limits)
             _draw_levels(axis, series, limits[1])
+            _date_axis(axis)
+        else:  # a reported figure, never saved or run here
+            axis.set_xticks([])
+            if series.expected is not None:
+                axis.axhline(series.expected * 100, color="#616161", linewidth=0.9)
+            axis.text(
+                0.5,
+                0.5,
+                "no save and no run of it yet",
+                transform=axis.transAxes,
+                ha="center",
+                color="#5f6b7a",
+            )
         for kind, marker in (("save", "o"), ("run", ".")):
             for board, colour in colours.items():
                 chosen = [(i, p, x) for i, p, x in placed if p.kind == kind and p.board == board]
@@ -114,7 +127,6 @@ def series_plot(series: Series, sid: str, colours: dict[str, str]) -> Plot:
         axis.set_ylabel("efficiency (% of peak)")
         axis.grid(axis="y", color="#e6e6e6", linewidth=0.6)
         axis.spines[["top", "right"]].set_visible(False)
-        _date_axis(axis)
         figure.tight_layout(pad=0.9)  # room for a browser font wider than matplotlib's
         buffer = io.StringIO()
         figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
