@@ -203,15 +203,19 @@ def _series(
     series = Series(key, device_name, simulated, tuple(points))
     if found is None:
         return _with_state(series, latest_run)
+    from pytest_gpuperf.simulate.device_model import DEFAULT_GPU_SPREAD
+
     store, entry = found
     rate, tolerance = _levels(latest_run, false_alarm_rate, tolerance)
-    ref = store.lookup(key[0], *entry.key)
+    # the entry as the gate judged the latest run: on its board (one the saves were made on,
+    # or another, whose spread between boards the band adds); without runs, on the board of
+    # the latest save
+    board = latest_run.board if latest_run is not None else None
+    ref = store.lookup(key[0], *entry.key, board=board)
     assert ref is not None  # the entry was just read from this store
-    band = stored_band(ref, 0.0, false_alarm_rate=rate)
+    band = stored_band(ref, 0.0, false_alarm_rate=rate, simulated_board_spread=DEFAULT_GPU_SPREAD)
     drift = None
     if entry.source == "measured":
-        from pytest_gpuperf.simulate.device_model import DEFAULT_GPU_SPREAD
-
         drift = drift_of(
             ref,
             tolerance=tolerance,

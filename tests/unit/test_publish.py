@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.publish_page import DEVICE_KEY, make_history
+from bench.publish_page import BOARDS, DEVICE_KEY, make_history
 from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.publish.__main__ import main
 from pytest_gpuperf.publish.series import gather, regressions
 from pytest_gpuperf.report.reading import read_report
+from pytest_gpuperf.simulate.device_model import DEFAULT_GPU_SPREAD
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "baselines" / "h100-sxm.toml"
@@ -81,12 +82,21 @@ def test_the_band_is_the_gates_own_at_the_level_the_latest_run_was_judged(histor
     dashboard = gather([baseline], [read_report(p) for p in reports])
     store = BaselineStore(baseline.parent)
     for series in dashboard.series:
-        ref = store.lookup(DEVICE_KEY, series.test_id, series.name, series.cache)
-        assert ref is not None and series.band is not None
         latest = series.latest_run
         assert latest is not None and latest.false_alarm_rate == 0.01
-        band = stored_band(ref, 0.0, false_alarm_rate=latest.false_alarm_rate)
-        assert series.band == band
+        # the newest run was on the second board, which made no save: the boards' spread adds
+        assert latest.board == BOARDS[1]
+        ref = store.lookup(DEVICE_KEY, series.test_id, series.name, series.cache, board=BOARDS[1])
+        assert ref is not None and series.band is not None
+        band = stored_band(
+            ref,
+            0.0,
+            false_alarm_rate=latest.false_alarm_rate,
+            simulated_board_spread=DEFAULT_GPU_SPREAD,
+        )
+        assert series.band == band and band.board_status == "unseen" and band.between_sigma > 0
+        # what the gate allowed that run, less the run's own interval (narrower than sigma)
+        assert latest.allowance == pytest.approx(series.allowance, rel=1e-9)
         assert series.allowance == max(latest.tolerance, band.noise)
         assert series.expected == ref.efficiency
 
