@@ -243,7 +243,7 @@ def screenshot(page: Path, png: Path, plot: str = "", point: int = 22) -> Path:
             plot = first.find_element("xpath", "ancestor::section[1]").get_attribute("id")
         driver.execute_script(f"document.getElementById({plot!r}).scrollIntoView()")
         driver.execute_script("window.scrollBy(0, -8)")
-        marks = driver.find_elements("css selector", f"#{plot} use[data-gid]")
+        marks = driver.find_elements("css selector", f"#{plot} [data-gid]")
         ActionChains(driver).move_to_element(marks[min(point, len(marks) - 1)]).perform()
         time.sleep(0.3)
         below = Image.open(io.BytesIO(driver.get_screenshot_as_png()))

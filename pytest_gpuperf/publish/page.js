@@ -20,7 +20,11 @@
       for (const group of holder.querySelectorAll("g[id]")) {
         const texts = tips[group.id];
         if (!texts) continue;
-        group.querySelectorAll("use").forEach((point, k) => {
+        // matplotlib writes a group's points in order: as <use> of one marker, or (where it
+        // finds that costlier) as one <path> each
+        let points = group.querySelectorAll("use");
+        if (!points.length) points = group.querySelectorAll("path:not(defs path)");
+        points.forEach((point, k) => {
           point.dataset.gid = group.id;
           point.dataset.k = String(k);
         });
@@ -29,7 +33,7 @@
   }
 
   function show(event) {
-    const point = event.target.closest("use[data-gid]");
+    const point = event.target.closest("[data-gid]");
     if (!point) { tip.hidden = true; return; }
     tip.textContent = tips[point.dataset.gid][Number(point.dataset.k)];
     tip.hidden = false;

@@ -71,7 +71,7 @@ def test_the_page_opens_from_the_file_system_with_one_plot_per_measurement(drive
         assert len(svgs) == 1
         assert svgs[0].size["width"] > 300 and svgs[0].size["height"] > 80
         # 20 runs and 3 saves, each a point with a tooltip
-        assert len(section.find_elements("css selector", "use[data-gid]")) >= 23
+        assert len(section.find_elements("css selector", "[data-gid]")) >= 23
     assert len(driver.find_elements("css selector", "tr.m")) == 12
     assert driver.find_element("id", "unpack-note").is_displayed() is False
 
@@ -104,7 +104,7 @@ def test_a_points_tooltip_names_its_commit_date_and_run(driver, page):
     opened(driver, path)
     newest = json.loads(reports[-1].read_text())
     driver.execute_script("document.getElementById('plot-m0').scrollIntoView()")
-    points = driver.find_elements("css selector", "#plot-m0 use[data-gid]")
+    points = driver.find_elements("css selector", "#plot-m0 [data-gid]")
     tip = driver.find_element("id", "tip")
     assert not tip.is_displayed()
 
