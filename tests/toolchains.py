@@ -2,10 +2,10 @@
 
 The README's test command must be green on a machine that has only Python and git: a test
 that needs clang-19, Debian's ROCm 5.2 HIP runtime (hiprtc), the ROCm device libraries,
-hip-python or NVRTC skips when it is missing, with one reason per toolchain (the same words
-for every test, so the summary shows one line per missing toolchain) that names what is
-missing and the command that installs it. CI installs them all and sets
-GPUPERF_REQUIRE_TOOLCHAINS=1 (docs/ci.md): there such a skip is a failure, so the
+hip-python, NVRTC or headless Chromium with selenium skips when it is missing, with one
+reason per toolchain (the same words for every test, so the summary shows one line per
+missing toolchain) that names what is missing and the command that installs it. CI installs
+them all and sets GPUPERF_REQUIRE_TOOLCHAINS=1 (docs/ci.md): there such a skip is a failure, so the
 real-compiler coverage cannot be lost silently. The variable also takes a comma list of the
 keys below ("clang-19,nvrtc"), and "gpu" there makes the GPU tests' skip a failure too (for
 a run on the GPU machine).
@@ -104,6 +104,12 @@ def _nvrtc() -> str | None:
     return None
 
 
+def _chromium() -> str | None:
+    from tests.chromium import missing as browser_missing
+
+    return browser_missing()
+
+
 TOOLCHAINS = {
     t.key: t
     for t in (
@@ -112,6 +118,12 @@ TOOLCHAINS = {
         Toolchain("rocm-device-libs", "the ROCm device libraries", ROCM_PACKAGES, _device_libs),
         Toolchain("hip-python", "hip-python", "pip install -e '.[hip]'", _hip_python),
         Toolchain("nvrtc", "NVRTC", "pip install -e '.[cuda]'", _nvrtc),
+        Toolchain(
+            "chromium",
+            "headless Chromium driven by selenium (the dashboard's browser tests)",
+            "apt-get install chromium chromium-driver; pip install -e '.[test]'",
+            _chromium,
+        ),
     )
 }
 GPU = "gpu"  # not a toolchain: only an explicit GPUPERF_REQUIRE_TOOLCHAINS=gpu requires it

@@ -168,9 +168,7 @@ def _json_problem(path: Path, cwd: Path, pytest_args: Sequence[str]) -> str:
     baseline file (the repository's `baselines/`, the work folder's, a
     `--gpuperf-baseline-dir` after --), a lock or a compiled kernel; a regular file or a new
     name in a writable folder. Checked before the first probe, not after the search."""
-    from pytest_gpuperf.baseline.shared_lock import lock_dir
-    from pytest_gpuperf.report.files import Guarded, path_problem
-    from pytest_gpuperf.runtime.compile import cache_dir
+    from pytest_gpuperf.report.files import output_problem
 
     if not str(path.name) or str(path) == str(cwd):
         return "names no file"
@@ -182,8 +180,7 @@ def _json_problem(path: Path, cwd: Path, pytest_args: Sequence[str]) -> str:
             folders.append(cwd / arg.split("=", 1)[1])
         elif arg == "--gpuperf-baseline-dir" and index + 1 < len(pytest_args):
             folders.append(cwd / pytest_args[index + 1])
-    guards = [Guarded(folder, lock_dir(), cache_dir()) for folder in folders]
-    problem = path_problem(path, guards)
+    problem = output_problem(path, baseline_dirs=folders)
     if problem:
         return problem
     for option, other in _probe_reports(pytest_args):

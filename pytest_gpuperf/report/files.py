@@ -80,6 +80,39 @@ class Guarded:
         return False
 
 
+def output_problem(
+    path: Path, *, baseline_dirs: Sequence[Path] = (), inputs: Sequence[Path] = ()
+) -> str:
+    """Why a `python -m` command (bisect, publish, compare) must not or cannot write its file
+    at `path` ("" when it may), asked before it starts its work: the run's own rules (not a
+    baseline file of `baseline_dirs` or of ./baselines, the GPU lock folder, the kernel cache,
+    a device, a FIFO, a folder) and not one of the command's `inputs` (the output would
+    replace what it was made from)."""
+    from pytest_gpuperf.baseline.shared_lock import lock_dir
+    from pytest_gpuperf.runtime.compile import cache_dir
+
+    for folder in dict.fromkeys([*baseline_dirs, Path("baselines")]):
+        problem = Guarded(folder, lock_dir(), cache_dir()).owner(path)
+        if problem:
+            return problem.replace("a baseline file of this run", "a baseline file")
+    return _input(path, inputs) or _problem(path)
+
+
+def write_output(option: str, path: Path, text: str) -> None:
+    """`write_report` for an offline command's file: a path it refuses or a write that fails
+    (a full disk) is a ConfigError naming the option, and nothing is left behind."""
+    from pytest_gpuperf.errors import ConfigError
+
+    try:
+        write_report(path, text)
+    except ReportPathError as refused:
+        raise ConfigError(f"{option} {refused}") from None
+    except OSError as failed:
+        raise ConfigError(
+            f"{option} {path}: cannot be written: {failed.strerror or failed}; nothing was written"
+        ) from None
+
+
 def report_paths(settings: Any) -> list[tuple[str, Path]]:
     """(option, path) of every report file the settings ask for."""
     named = [
@@ -148,18 +181,6 @@ def first_unwritable(
     return ""
 
 
-def path_problem(path: Path, guards: Sequence[Guarded]) -> str:
-    """Why a command's report may not be written at `path` ("" when it may): a file one of
-    `guards` keeps (a baseline file, a lock, a compiled kernel), or what is there (a device,
-    a FIFO, a folder, no writable folder). The plugin's rules, for the `python -m` commands,
-    asked before they start their work."""
-    for guard in guards:
-        owned = guard.owner(path)
-        if owned:
-            return owned
-    return _problem(path)
-
-
 def _input(path: Path, inputs: Sequence[Path]) -> str:
     """'is an input of this command ...' when `path` names one of `inputs` (or a hard link
     to one)."""
@@ -174,7 +195,7 @@ def _input(path: Path, inputs: Sequence[Path]) -> str:
             with contextlib.suppress(OSError):
                 same = os.path.samestat(status, os.stat(given))
         if same:
-            return f"is {given}, an input of this command; a report there would replace it"
+            return f"is one of the inputs ({given}); the output would replace it"
     return ""
 
 
@@ -303,8 +324,9 @@ __all__ = [
     "append_report",
     "first_unwritable",
     "not_regular",
-    "path_problem",
+    "output_problem",
     "report_paths",
     "unwritable",
+    "write_output",
     "write_report",
 ]

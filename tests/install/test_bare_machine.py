@@ -1,14 +1,16 @@
 """The README's test command on a machine with none of the optional toolchains: the test
 modules that use clang-19, ROCm's HIP runtime and hiprtc, the ROCm device libraries,
-hip-python, NVRTC or a GPU skip with one line per missing toolchain, and the run is green;
-under GPUPERF_REQUIRE_TOOLCHAINS=1 (what .ci/run sets) the same run fails, naming each.
+hip-python, NVRTC, headless Chromium or a GPU skip with one line per missing toolchain, and
+the run is green; under GPUPERF_REQUIRE_TOOLCHAINS=1 (what .ci/run sets) the same run fails,
+naming each.
 
 The toolchains are hidden from a child pytest, not uninstalled: PATH is a folder of links to
-every program on this PATH except clang*, ROCM_PATH is an empty folder (the plugin then looks
-for libamdhip64.so there only), a sitecustomize makes `hip` and `cuda.bindings` fail to
-import as they do where the [hip] and [cuda] extras are not installed, and every GPU is made
-invisible. Only the toolchain-dependent modules run (a few seconds each run): the rest of the
-suite needs none of these and runs in the outer session anyway.
+every program on this PATH except clang*, chromium and chromedriver, ROCM_PATH is an empty
+folder (the plugin then looks for libamdhip64.so there only), a sitecustomize makes `hip`
+and `cuda.bindings` fail to import as they do where the [hip] and [cuda] extras are not
+installed, and every GPU is made invisible. Only the toolchain-dependent modules run (a few
+seconds each run): the rest of the suite needs none of these and runs in the outer session
+anyway.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ sys.path.insert(0, str(REPO / "tests"))  # tests/doc_samples.py
 from doc_samples import check_sample  # noqa: E402
 
 TOOLCHAIN_MODULES = (
+    "tests/browser",
     "tests/compile",
     "tests/gpu",
     "tests/plugin/test_static_gate.py",
@@ -57,6 +60,9 @@ EXPECTED_SKIPS = (
     r"needs NVRTC: .*; install: pip install -e '\.\[cuda\]'",
     r"needs hip-python: .*; install: pip install -e '\.\[hip\]'",
     r"needs a GPU through the cuda backend: ",
+    r"needs headless Chromium driven by selenium \(the dashboard's browser tests\): "
+    r"chromium is not on PATH; install: apt-get install chromium chromium-driver; "
+    r"pip install -e '\.\[test\]'",
 )
 
 
@@ -69,7 +75,8 @@ def bare_environ(tmp_path: Path) -> dict[str, str]:
             continue
         for program in Path(directory).iterdir():
             link = programs / program.name
-            if program.name.startswith("clang") or link.exists() or link.is_symlink():
+            hidden = program.name.startswith(("clang", "chromium", "chromedriver"))
+            if hidden or link.exists() or link.is_symlink():
                 continue
             if program.is_file() and os.access(program, os.X_OK):
                 link.symlink_to(program)
@@ -137,7 +144,7 @@ def test_the_toolchain_modules_skip_cleanly_and_fail_under_the_ci_variable(bare_
     required = run_pytest({**bare_environ, "GPUPERF_REQUIRE_TOOLCHAINS": "1"})
     assert required.returncode == 1, required.stdout[-4000:]
     out = required.stdout
-    for expected in EXPECTED_SKIPS[:4]:
+    for expected in [*EXPECTED_SKIPS[:4], EXPECTED_SKIPS[5]]:
         assert re.search(expected + r".*\[GPUPERF_REQUIRE_TOOLCHAINS=1: required here\]", out)
     # a GPU is not a toolchain: CI has none, and its tests still skip there
     assert re.search(r"\d+ needs a GPU through the cuda backend: ", out)

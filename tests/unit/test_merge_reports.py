@@ -186,8 +186,8 @@ def _two(tmp_path: Path) -> list[str]:
     [
         ("--json", "baselines/mi300x-sim.toml", "is a baseline file of this run"),
         ("--json", "elsewhere/baselines/mi300x-sim.toml", "is a .toml path, where baselines live"),
-        ("--markdown", "1.json", "an input of this command; a report there would replace it"),
-        ("--junit", "linked-to-2.json", "an input of this command"),
+        ("--markdown", "1.json", "is one of the inputs (1.json); the output would replace it"),
+        ("--junit", "linked-to-2.json", "is one of the inputs"),
     ],
 )
 def test_an_output_onto_a_baseline_or_an_input_is_refused_and_nothing_changes(

@@ -28,7 +28,13 @@ except ModuleNotFoundError:  # Python 3.10
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", REPO / "kernels" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-COMMANDS = ["pytest_gpuperf.history", "pytest_gpuperf.merge", "pytest_gpuperf.bisect"]
+COMMANDS = [
+    "pytest_gpuperf.history",
+    "pytest_gpuperf.merge",
+    "pytest_gpuperf.bisect",
+    "pytest_gpuperf.publish",
+    "pytest_gpuperf.compare",
+]
 
 
 IMPORT_LINE = (

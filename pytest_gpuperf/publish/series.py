@@ -1,0 +1,353 @@
+"""What the dashboard shows, gathered from baseline files and JSON reports: one `Series` per
+measurement (device, test id, measurement name, cache mode) with its saves and runs, the band
+the gate computes for its stored entry, the baselines it replaced and a drift, and its state.
+
+The band and the drift are the gate's own (gate/noise.py `stored_band`, gate/drift.py
+`drift_of`, through the store's `lookup` that lends an entry its file's pooled spread), at the
+false-alarm rate and tolerance the latest run of the measurement recorded in its verdict (a
+run's budget sets its own rate), else the defaults of one test alone, as
+`python -m pytest_gpuperf.history` uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
+from pytest_gpuperf.baseline.model import SaveRecord
+from pytest_gpuperf.engine.results import (
+    ACCEPTED,
+    FAIL,
+    NO_BASELINE,
+    OTHER_DEVICE,
+    Drift,
+    NoiseBand,
+    Row,
+    TrailPoint,
+)
+from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.gate.drift import drift_of
+from pytest_gpuperf.gate.noise import stored_band
+from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE
+from pytest_gpuperf.report.reading import ReadReport
+
+# The states of the summary grid, worst first (the grid sorts by them within a test file).
+REGRESSED_STATE, DRIFT_STATE, ACCEPTED_STATE = "regressed", "drift", "accepted"
+NO_BASELINE_STATE, OK_STATE = "no baseline", "ok"
+STATES = (REGRESSED_STATE, DRIFT_STATE, ACCEPTED_STATE, NO_BASELINE_STATE, OK_STATE)
+
+Key = tuple[str, str, str, str]  # device key (with -sim), test id, measurement name, cache
+
+
+@dataclass(frozen=True)
+class Run:
+    """One report: a pytest run or a merged shard report."""
+
+    index: int
+    path: str
+    created: str  # when the report was written (ISO 8601 UTC)
+    commit: str
+    commit_time: str
+    branch: str
+    merged: bool  # written by python -m pytest_gpuperf.merge
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+
+@dataclass(frozen=True)
+class Point:
+    """One efficiency in time: a save of the stored entry, or a measurement of a run."""
+
+    when: str
+    efficiency: float
+    low: float
+    high: float
+    kind: str  # "save" | "run"
+    commit: str
+    board: str  # GPU UUID ("" unrecorded)
+    run: int = -1  # index into Dashboard.runs (-1: a save)
+    status: str = ""  # the verdict's status for a run
+    outcome: str = ""  # the stored-baseline outcome for a run
+    delta: float | None = None
+    allowance: float | None = None
+    checks: tuple[str, ...] = ()  # the checks that failed (or were accepted)
+    reason: str = ""  # an accepted slowdown's reason and where it was written
+    # the false-alarm rate and tolerance the run's stored check was judged at (0: none)
+    false_alarm_rate: float = 0.0
+    tolerance: float = 0.0
+
+
+@dataclass(frozen=True)
+class Series:
+    """One measurement's history and what the gate makes of it."""
+
+    key: Key
+    device_name: str
+    simulated: bool
+    points: tuple[Point, ...]  # oldest first
+    expected: float | None = None  # the stored entry's level (None: no entry)
+    allowance: float = 0.0  # the drop the gate allows below `expected`
+    band: NoiseBand | None = None
+    false_alarm_rate: float = FALSE_ALARM_RATE
+    tolerance: float = DEFAULT_TOLERANCE
+    trail: tuple[TrailPoint, ...] = ()  # the baselines the entry replaced, oldest first
+    drift: Drift | None = None
+    entry_since: str = ""  # the entry's first kept save (where its band starts)
+    state: str = OK_STATE
+
+    @property
+    def device_key(self) -> str:
+        return self.key[0]
+
+    @property
+    def test_id(self) -> str:
+        return self.key[1]
+
+    @property
+    def name(self) -> str:
+        return self.key[2]
+
+    @property
+    def cache(self) -> str:
+        return self.key[3]
+
+    @property
+    def test_file(self) -> str:
+        return self.test_id.split("::", 1)[0]
+
+    @property
+    def latest(self) -> Point | None:
+        """The newest point (a run where any is newer than the newest save)."""
+        return self.points[-1] if self.points else None
+
+    @property
+    def latest_run(self) -> Point | None:
+        runs = [p for p in self.points if p.kind == "run"]
+        return runs[-1] if runs else None
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    runs: tuple[Run, ...]
+    series: tuple[Series, ...]
+    baseline_files: tuple[str, ...]
+
+
+def device_key_of(row: Row) -> str:
+    """The baseline file a row is judged against: `<key>-sim` for the simulated device."""
+    return row.measurement.device_key + ("-sim" if row.measurement.simulated else "")
+
+
+def gather(
+    baseline_paths: Sequence[Path],
+    reports: Sequence[ReadReport],
+    *,
+    false_alarm_rate: float = FALSE_ALARM_RATE,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> Dashboard:
+    """Every measurement of the baseline files and the reports, as series. ConfigError when a
+    baseline file is of a device none of the reports measured (reports given): the page would
+    set runs of one device beside saves of another."""
+    runs = tuple(_run(index, report) for index, report in enumerate(reports))
+    run_points: dict[Key, list[Point]] = {}
+    seen: dict[Key, tuple[str, bool]] = {}
+    measured_devices: set[str] = set()
+    for run, report in zip(runs, reports, strict=True):
+        for row in report.rows:
+            key = (device_key_of(row), row.test_id, row.measurement.name, row.measurement.cache)
+            measured_devices.add(key[0])
+            run_points.setdefault(key, []).append(_run_point(run, row))
+            seen[key] = (row.measurement.device_name, row.measurement.simulated)
+    entries: dict[Key, tuple[BaselineStore, BaselineEntry]] = {}
+    for path in baseline_paths:
+        store = BaselineStore(path.parent)
+        loaded = store.load(path.stem)
+        if reports and path.stem not in measured_devices:
+            measured = ", ".join(sorted(measured_devices)) or "nothing"
+            raise ConfigError(
+                f"{path}: the baselines of device {path.stem!r}, but the reports measured "
+                f"{measured}; give the baseline file of the reports' device "
+                f"(baselines/<device>.toml)"
+            )
+        for entry in loaded.entries.values():
+            test_id, name, cache = entry.key
+            entries[(path.stem, test_id, name, cache)] = (store, entry)
+    series = []
+    for key in sorted(run_points.keys() | entries.keys()):
+        found = entries.get(key)
+        points = list(run_points.get(key, ()))
+        name, simulated = seen.get(key, ("", key[0].endswith("-sim")))
+        if found is not None:
+            store, entry = found
+            points += [_save_point(save) for save in entry.saves]
+            name = name or (entry.latest.device_name if entry.latest else "")
+        points.sort(key=lambda p: (p.when, p.kind != "save"))
+        series.append(_series(key, name, simulated, points, found, false_alarm_rate, tolerance))
+    return Dashboard(runs, tuple(series), tuple(str(p) for p in baseline_paths))
+
+
+def _series(
+    key: Key,
+    device_name: str,
+    simulated: bool,
+    points: list[Point],
+    found: tuple[BaselineStore, BaselineEntry] | None,
+    false_alarm_rate: float,
+    tolerance: float,
+) -> Series:
+    latest_run = next((p for p in reversed(points) if p.kind == "run"), None)
+    series = Series(key, device_name, simulated, tuple(points))
+    if found is None:
+        return _with_state(series, latest_run)
+    from pytest_gpuperf.simulate.device_model import DEFAULT_GPU_SPREAD
+
+    store, entry = found
+    rate, tolerance = _levels(latest_run, false_alarm_rate, tolerance)
+    # the entry as the gate judged the latest run: on its board (one the saves were made on,
+    # or another, whose spread between boards the band adds); without runs, on the board of
+    # the latest save
+    board = latest_run.board if latest_run is not None else None
+    ref = store.lookup(key[0], *entry.key, board=board)
+    assert ref is not None  # the entry was just read from this store
+    band = stored_band(ref, 0.0, false_alarm_rate=rate, simulated_board_spread=DEFAULT_GPU_SPREAD)
+    drift = None
+    if entry.source == "measured":
+        drift = drift_of(
+            ref,
+            tolerance=tolerance,
+            false_alarm_rate=rate,
+            simulated_board_spread=DEFAULT_GPU_SPREAD,
+        )
+    series = Series(
+        key,
+        device_name,
+        simulated,
+        tuple(points),
+        expected=ref.efficiency,
+        allowance=max(tolerance, band.noise),
+        band=band,
+        false_alarm_rate=rate,
+        tolerance=tolerance,
+        trail=ref.trail,
+        drift=drift,
+        entry_since=entry.saves[0].when if entry.saves else "",
+    )
+    return _with_state(series, latest_run)
+
+
+def _levels(latest: Point | None, rate: float, tolerance: float) -> tuple[float, float]:
+    """The false-alarm rate and tolerance the latest run was judged at (its report's), else
+    the defaults given."""
+    if latest is None or latest.false_alarm_rate <= 0:
+        return rate, tolerance
+    return latest.false_alarm_rate, latest.tolerance
+
+
+def _with_state(series: Series, latest_run: Point | None) -> Series:
+    state = OK_STATE
+    if latest_run is not None and latest_run.status == FAIL:
+        state = REGRESSED_STATE
+    elif latest_run is not None and latest_run.status == ACCEPTED:
+        state = ACCEPTED_STATE
+    elif series.drift is not None:
+        state = DRIFT_STATE
+    elif series.expected is None:
+        state = NO_BASELINE_STATE
+    return replace(series, state=state)
+
+
+def _run(index: int, report: ReadReport) -> Run:
+    document = report.document
+    commit = document.get("commit") or {}
+    return Run(
+        index=index,
+        path=report.path,
+        created=str(document.get("created", "")),
+        commit=str(commit.get("id", "")),
+        commit_time=str(commit.get("time", "")),
+        branch=str(commit.get("branch", "")),
+        merged=bool(document.get("merge")),
+    )
+
+
+def _run_point(run: Run, row: Row) -> Point:
+    measurement, verdict = row.measurement, row.verdict
+    check = verdict.baseline
+    low, high = measurement.efficiency_ci
+    gpu = measurement.gpu
+    reason = ""
+    if verdict.acceptance is not None and verdict.status == ACCEPTED:
+        reason = f"{verdict.acceptance.reason} ({verdict.acceptance.origin()})"
+    checks = verdict.accepted_checks if verdict.status == ACCEPTED else verdict.failed_checks
+    judged = check.outcome not in (NO_BASELINE, OTHER_DEVICE)
+    # the level the stored check was judged at: the check's, or its band's (the same number;
+    # a check made outside a pytest run may leave the former at 0)
+    rate = check.false_alarm_rate or (check.band.false_alarm_rate if check.band else 0.0)
+    return Point(
+        when=run.created or run.commit_time,
+        efficiency=measurement.efficiency,
+        low=low,
+        high=high,
+        kind="run",
+        commit=run.commit,
+        board=(gpu.uuid or "") if gpu else "",
+        run=run.index,
+        status=verdict.status,
+        outcome=check.outcome,
+        delta=check.delta,
+        allowance=check.allowance,
+        checks=tuple(checks),
+        reason=reason,
+        false_alarm_rate=rate if judged else 0.0,
+        tolerance=check.tolerance,
+    )
+
+
+def _save_point(save: SaveRecord) -> Point:
+    low, high = save.efficiency_ci
+    return Point(save.when, save.efficiency, low, high, "save", save.commit, save.board)
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One line of the regressions view: a series' latest streak of failed (or accepted) runs,
+    `first` to `last` over `runs` runs in a row, or (`last` None) the entry's drift."""
+
+    series: Series
+    state: str  # REGRESSED_STATE | ACCEPTED_STATE | DRIFT_STATE
+    last: Point | None = None
+    first: Point | None = None
+    runs: int = 0
+
+    @property
+    def when(self) -> str:
+        if self.last is not None:
+            return self.last.when
+        drift = self.series.drift
+        return drift.steps[-1].when if drift is not None and drift.steps else ""
+
+
+def regressions(dashboard: Dashboard) -> list[Episode]:
+    """What failed, was accepted or drifted, newest first: per series its latest streak of
+    failed runs and of accepted ones (runs in a row of that state, ended by a run of another
+    or by the newest run), and its drift."""
+    found: list[Episode] = []
+    for series in dashboard.series:
+        runs = [p for p in series.points if p.kind == "run"]
+        for state, wanted in ((REGRESSED_STATE, FAIL), (ACCEPTED_STATE, ACCEPTED)):
+            marks = [i for i, p in enumerate(runs) if p.status == wanted]
+            if not marks:
+                continue
+            end = marks[-1]
+            start = end
+            while start > 0 and runs[start - 1].status == wanted:
+                start -= 1
+            found.append(Episode(series, state, runs[end], runs[start], end - start + 1))
+        if series.drift is not None:
+            found.append(Episode(series, DRIFT_STATE))
+    found.sort(key=lambda episode: episode.when, reverse=True)
+    return found
