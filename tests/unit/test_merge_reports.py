@@ -186,7 +186,7 @@ def _two(tmp_path: Path) -> list[str]:
     [
         ("--json", "baselines/mi300x-sim.toml", "is a baseline file of this run"),
         ("--json", "elsewhere/baselines/mi300x-sim.toml", "is a .toml path, where baselines live"),
-        ("--markdown", "1.json", "is one of the inputs (1.json); the output would replace it"),
+        ("--markdown", "1.json", "1.json); the output would replace it"),
         ("--junit", "linked-to-2.json", "is one of the inputs"),
     ],
 )
