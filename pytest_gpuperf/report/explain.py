@@ -28,6 +28,7 @@ from pytest_gpuperf.engine.results import (
     Verdict,
 )
 from pytest_gpuperf.gate.policy import BASIS_DRIFT, BASIS_QUANTUM, Z_95, code_allowance
+from pytest_gpuperf.report.code_change import code_rows
 from pytest_gpuperf.report.text import (
     ab_cell,
     drift_text,
@@ -70,6 +71,7 @@ def failure_text(
     rows: list[tuple[str, str]] = []
     for check in deciding:
         rows += _DECISIVE[check](m, verdict)
+    rows += code_rows(verdict)
     rows.append(("device", f"{_device(m)}; cache={m.cache}"))
     if m.gpu is not None:
         rows.append(("gpu", _gpu(m)))

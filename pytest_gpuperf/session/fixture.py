@@ -170,6 +170,14 @@ class GpuBench:
         """Each kernel this test loaded, with its ISA expectations (for the static gate)."""
         return tuple(self._loaded)
 
+    def kernels_of(self, name: str) -> tuple[Kernel | None, Kernel | None]:
+        """(the kernel measured under `name`, the base build it was timed against) for an
+        explanation of its verdict; None where there is none (a callable, no paired base)."""
+        for recipe in self._recipes:
+            if recipe.label == name:
+                return recipe.kernel, recipe.base
+        return None, None
+
     def uncomputed(self) -> tuple[Kernel, ...]:
         """The kernels this test loaded that the device launched without computing their
         outputs (the simulated device, for a kernel it has no model of)."""
