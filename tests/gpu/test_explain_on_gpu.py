@@ -86,8 +86,9 @@ def test_the_driver_agrees_with_the_no_gpu_path(cuda_backend, tmp_path, name, bl
 KERNEL_AB = """\
 #include "gpuperf.h"
 #define UNROLL {unroll}
-// c = a + b, plus UNROLL scattered reads of zeros kept live together: a larger UNROLL holds
-// more registers and moves more requests, the result unchanged.
+// c = a + b, plus UNROLL scattered reads of zeros all live at once (the first step of the
+// chain needs the first and the last): a larger UNROLL holds more registers and moves more
+// requests, the result unchanged.
 GPUPERF_KERNEL void add_more(const float* a, const float* b, float* c, const float* extra,
                              int n) {{
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -97,7 +98,7 @@ GPUPERF_KERNEL void add_more(const float* a, const float* b, float* c, const flo
     for (int k = 0; k < UNROLL; ++k) keep[k] = extra[(i + k * 4099) % n];
     float s = 0.0f;
 #pragma unroll
-    for (int k = 0; k < UNROLL; ++k) s += keep[k] * keep[(k + 3) % UNROLL];
+    for (int k = 0; k < UNROLL; ++k) s = s * keep[UNROLL - 1 - k] + keep[k];
     c[i] = a[i] + b[i] + s;
 }}
 """
@@ -145,7 +146,10 @@ def test_a_larger_unroll_names_registers_and_occupancy_in_a_real_ab_failure(
     code = verdict["explain"]["code"]
     with capsys.disabled():
         print(json.dumps(verdict["explain"], indent=1))
+    # NVRTC 13 for sm_90: 18 -> 40 registers, 100% -> 75% at 256 threads (registers)
     assert code["head"]["registers"] > code["base"]["registers"]
-    assert any(line.startswith("registers ") for line in code["changes"])
+    assert code["head"]["occupancy"] < code["base"]["occupancy"]
+    assert code["head"]["occupancy_limiter"] == "registers"
+    assert any(line.startswith("registers ") and "occupancy" in line for line in code["changes"])
     assert "  code:" in output and "registers " in output
     assert "the driver" in code["head"]["sources"]["resources"]
