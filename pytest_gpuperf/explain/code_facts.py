@@ -34,8 +34,9 @@ from pytest_gpuperf.static.facts import kernel_facts
 
 # What each group of facts is called in `sources`
 RESOURCES, OCCUPANCY, MEMORY = "resources", "occupancy", "memory instructions"
-DRIVER_NVIDIA = "the driver (cuFuncGetAttribute, cuOccupancyMaxActiveBlocksPerMultiprocessor)"
-DRIVER_AMD = "the HIP runtime (hipFuncGetAttributes)"
+DRIVER_CUDA = "the driver (cuFuncGetAttribute)"
+OCCUPANCY_CUDA = "the driver (cuOccupancyMaxActiveBlocksPerMultiprocessor)"
+DRIVER_HIP = "the HIP runtime (hipFuncGetAttribute, or the loaded code object's metadata)"
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ def nvidia_facts(
     block_threads: int | None,
     dynamic_shared_bytes: int = 0,
     driver: KernelResources | None = None,
+    driver_source: str = DRIVER_CUDA,
 ) -> CodeFacts:
     """Facts of `kernel` in a CUBIN built with `-Xptxas -v` (`ptxas_log`: NVRTC's log).
 
@@ -123,13 +125,13 @@ def nvidia_facts(
     if driver is not None and driver.registers is not None:
         registers, local = driver.registers, driver.scratch_bytes
         shared, most = driver.shared_bytes, driver.max_threads_per_block or most
-        sources[RESOURCES] = DRIVER_NVIDIA + (", spills from ptxas -v" if report else "")
+        sources[RESOURCES] = driver_source + (", spills from ptxas -v" if report else "")
     occupancy, limiter = None, ""
     launched = driver is not None and driver.occupancy is not None and driver.block_threads
     if launched and driver is not None and block_threads in (None, driver.block_threads):
         block_threads = driver.block_threads
         occupancy, limiter = driver.occupancy, driver.occupancy_limiter or ""
-        sources[OCCUPANCY] = DRIVER_NVIDIA
+        sources[OCCUPANCY] = OCCUPANCY_CUDA
     if occupancy is None and block_threads and registers is not None:
         found = nvidia_occupancy(
             arch,
@@ -199,7 +201,7 @@ def amd_facts(
     if driver is not None and driver.registers is not None:
         registers, local = driver.registers, driver.scratch_bytes
         shared, most = driver.shared_bytes, driver.max_threads_per_block or most
-        sources[RESOURCES] = DRIVER_AMD
+        sources[RESOURCES] = DRIVER_HIP
     notes = []
     if static.occupancy is not None:
         sources[OCCUPANCY] = f"the CDNA occupancy model for {build.arch}"

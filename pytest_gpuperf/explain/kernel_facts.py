@@ -17,7 +17,13 @@ import math
 from pathlib import Path
 
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.explain.code_facts import CodeFacts, amd_facts, nvidia_facts
+from pytest_gpuperf.explain.code_facts import (
+    DRIVER_CUDA,
+    DRIVER_HIP,
+    CodeFacts,
+    amd_facts,
+    nvidia_facts,
+)
 from pytest_gpuperf.explain.ptxas import PTXAS_VERBOSE
 from pytest_gpuperf.runtime.base import Kernel
 from pytest_gpuperf.runtime.compile import compile_source, source_request
@@ -117,9 +123,11 @@ def _nvidia(
     driver: KernelResources | None = None,
 ) -> CodeFacts:
     cubin, log, version = _nvrtc_build(kernel, source, arch, defines, timeout_s)
+    backend = kernel.module.backend.name
     return nvidia_facts(
         cubin, log, kernel.name, arch, toolchain=version,
         block_threads=block_threads, dynamic_shared_bytes=dynamic, driver=driver,
+        driver_source=DRIVER_HIP if backend == "hip" else DRIVER_CUDA,
     )  # fmt: skip
 
 
