@@ -107,8 +107,8 @@ def test_the_simulated_device_without_the_compiler_says_so(monkeypatch):
 def test_the_hip_backend_reads_the_runtimes_attributes(hip_runtime, nvrtc):  # noqa: F811
     """hip.py over hip.hip with a CUBIN (what the HIP-over-CUDA shim loads): the resources are
     hipFuncGetAttribute's, answered here by a stub that says 40 registers."""
-    from pytest_gpuperf.runtime.base import Module
     from pytest_gpuperf.runtime import hip
+    from pytest_gpuperf.runtime.base import Module
     from pytest_gpuperf.runtime.signature import parse_signatures
 
     ok = hip_runtime.hipError_t.hipSuccess
