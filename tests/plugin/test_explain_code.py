@@ -92,3 +92,48 @@ def test_a_passing_run_computes_no_explanation(repo, tmp_path):
     result.assert_outcomes(passed=1)
     assert _report(repo)["results"][0]["verdict"]["explain"] is None
     assert not (tmp_path / "kernel-cache" / "static").exists()  # clang never ran
+
+
+def _saved(repo) -> str:
+    """A baseline saved at the committed code; the commit it records."""
+    result = repo.run("--gpuperf-save")
+    result.assert_outcomes(passed=1)
+    saved = (repo.path / "baselines" / "mi300x-sim.toml").read_text()
+    commit = next(line for line in saved.splitlines() if line.startswith("commit = "))
+    return commit.split('"')[1]
+
+
+def test_a_stored_regression_is_explained_against_the_commit_the_baseline_was_saved_from(repo):
+    commit = _saved(repo)
+    _slower_with_an_extra_load(repo)
+    result = repo.run("--gpuperf", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "vector_add: regressed: *",
+            "  code:*global loads 2 -> 3 (b32 2 -> 3)*",
+            f"  code from:*head against the stored baseline ({commit[:12]}*",
+        ]
+    )
+    code = _report(repo)["results"][0]["verdict"]["explain"]["code"]
+    assert code["base"]["global_loads"] == {"b32": 2} and code["unavailable"] == ""
+
+
+def test_a_stored_regression_of_unchanged_code_says_so(repo):
+    _saved(repo)
+    repo.write_kernel(0.2)  # the simulator's directive only
+    result = repo.run("--gpuperf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["vector_add: regressed: *", "  code:*no change in the code*"])
+
+
+def test_a_stored_baseline_without_a_commit_has_no_base_code(gp):
+    gp.test_file(PLAIN)
+    gp.baseline("mi300x-sim", [{"id": "test_perf.py::test_add", "efficiency": 0.9}])
+    result = gp.run("--gpuperf", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["  code:*base code not available: the stored baseline records no commit"]
+    )
+    code = _report(gp)["results"][0]["verdict"]["explain"]["code"]
+    assert code["base"] is None and code["head"]["registers"] > 0
