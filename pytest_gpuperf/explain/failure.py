@@ -2,7 +2,7 @@
 changed between them, as the plain `explain` object of the verdict (docs/json-schema.md):
 
     {"code": {"against": ..., "head": {...}, "base": {...}, "changes": [...],
-              "unavailable": ""},
+              "unavailable": "", "cost_s": 0.4},
      "traffic": None, "bytes_check": None}
 
 Only a FAIL that has a base is explained: an A/B regression (base: the build it was timed
@@ -14,6 +14,7 @@ fails a test.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -39,7 +40,9 @@ def explain_verdicts(
     out = []
     for measurement, verdict in verdicts:
         if needs_explaining(verdict):
+            started = time.perf_counter()
             code = code_explanation(session, bench, measurement, verdict)
+            code["cost_s"] = round(time.perf_counter() - started, 3)
             explain = dict(verdict.explain or {})
             explain["code"] = code
             explain.setdefault("traffic", None)

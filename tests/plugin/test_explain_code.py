@@ -73,6 +73,7 @@ def test_an_ab_regression_names_what_changed_in_the_code(repo):
     assert code["base"]["global_loads"] == {"b32": 2}
     assert code["head"]["arch"] == "gfx942" and code["head"]["registers"] > 0
     assert any("global loads 2 -> 3" in line for line in code["changes"])
+    assert 0 < code["cost_s"] < 120  # compiled and disassembled for this failure only
     markdown = (repo.path / "summary.md").read_text()
     assert "code:" in markdown and "global loads 2 -> 3 (b32 2 -> 3)" in markdown
 
