@@ -37,6 +37,7 @@ OWNED_OPTIONS = {
     "--gpuperf-budget": "use bisect's --budget",
     "--gpuperf-compare-threshold": "use bisect's --threshold",
     "--gpuperf-save": "a probe measures commits other than the work tree's",
+    "--gpuperf-code-facts": "every probe reads its commit's code facts (the culprit's changes)",
 }
 
 
@@ -66,6 +67,9 @@ class Reading:
     pairs: int = 0
     threshold: float = 0.0
     detail: str = ""  # why there is no ratio (the compiler's line), or what decided
+    # the probe's code facts (its verdict's explain.code: "head" is this commit's, "base"
+    # GOOD's), None where the probe gave none
+    code: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def measured(self) -> bool:
@@ -108,6 +112,7 @@ def pytest_command(
         f"--gpuperf-json={json_path}",
         f"--gpuperf-budget={budget_s:g}",
         f"--gpuperf-compare-threshold={threshold:g}",
+        "--gpuperf-code-facts",
     ]
 
 
@@ -215,10 +220,11 @@ def reading_of(verdict: Mapping[str, Any]) -> Reading:
         return Reading(AB_NO_BASE, detail="the measurement was not compared with GOOD")
     state = comparison["state"]
     threshold = float(comparison.get("threshold") or 0.0)
+    code = (verdict.get("explain") or {}).get("code")
     if state in (AB_UNCHANGED, AB_MODELLED):
-        return Reading(state, 1.0, (1.0, 1.0), threshold=threshold)
+        return Reading(state, 1.0, (1.0, 1.0), threshold=threshold, code=code)
     if state == AB_NO_BASE:
-        return Reading(state, threshold=threshold, detail=comparison.get("detail", ""))
+        return Reading(state, threshold=threshold, detail=comparison.get("detail", ""), code=code)
     ratio = comparison.get("ratio")
     ci = comparison.get("ratio_ci")
     return Reading(
@@ -227,4 +233,5 @@ def reading_of(verdict: Mapping[str, Any]) -> Reading:
         (float(ci[0]), float(ci[1])) if ci else None,
         pairs=int(comparison.get("pairs") or 0),
         threshold=threshold,
+        code=code,
     )

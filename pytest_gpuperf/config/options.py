@@ -218,6 +218,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
         is_flag=True,
     ),
     OptionSpec(
+        "--gpuperf-code-facts",
+        "gpuperf_code_facts",
+        "give every A/B measurement the code facts of head and base (what bisect's probes "
+        "read). Default: only a failure's.",
+        ini=None,
+        is_flag=True,
+    ),
+    OptionSpec(
         "--gpuperf-suite-alarm",
         "gpuperf_suite_alarm",
         f"false-alarm budget of the whole run. Default: {DEFAULT_SUITE_ALARM}.",

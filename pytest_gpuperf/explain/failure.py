@@ -35,11 +35,14 @@ def explain_verdicts(
     session: BenchSession,
     bench: GpuBench,
     verdicts: Sequence[tuple[Measurement, Verdict]],
+    *,
+    every: bool = False,
 ) -> tuple[tuple[Measurement, Verdict], ...]:
-    """`verdicts` with each failure that has a base carrying its explanation."""
+    """`verdicts` with each failure that has a base carrying its explanation; under `every`
+    (--gpuperf-code-facts) each A/B measurement's too, failing or not."""
     out = []
     for measurement, verdict in verdicts:
-        if needs_explaining(verdict):
+        if needs_explaining(verdict) or (every and verdict.comparison is not None):
             started = time.perf_counter()
             code = code_explanation(session, bench, measurement, verdict)
             code["cost_s"] = round(time.perf_counter() - started, 3)
@@ -68,10 +71,16 @@ def code_explanation(
 
     if head_kernel is None:
         return _unavailable("", "the measurement is of a callable, not of a compiled kernel")
-    if "ab" in verdict.failed_checks and paired_base is not None:
-        comparison = verdict.comparison
-        assert comparison is not None
+    against_stored = "regression" in verdict.failed_checks and "ab" not in verdict.failed_checks
+    comparison = verdict.comparison
+    if not against_stored and comparison is not None:
         against = f"the A/B base {comparison.ref} ({comparison.ref_commit[:12] or 'unresolved'})"
+        if paired_base is None:
+            why = f"no base build: {comparison.no_base_why or comparison.state}"
+            try:
+                return _explained(against, facts(head_kernel), None, [], unavailable=why)
+            except FactsUnavailable as missing:
+                return _unavailable(against, str(missing))
         base_kernel = paired_base
     else:
         ref = verdict.baseline.baseline

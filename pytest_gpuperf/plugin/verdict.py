@@ -175,11 +175,13 @@ def _explained(session: BenchSession, bench: GpuBench, judgement: Judgement) -> 
     nothing fails imports none of it."""
     from pytest_gpuperf.explain import needs_explaining
 
-    if not any(needs_explaining(verdict) for _, verdict in judgement.verdicts):
+    every = session.settings.code_facts  # --gpuperf-code-facts: bisect's probes
+    if not every and not any(needs_explaining(verdict) for _, verdict in judgement.verdicts):
         return judgement
     from pytest_gpuperf.explain.failure import explain_verdicts
 
-    return replace(judgement, verdicts=explain_verdicts(session, bench, judgement.verdicts))
+    explained = explain_verdicts(session, bench, judgement.verdicts, every=every)
+    return replace(judgement, verdicts=explained)
 
 
 @pytest.hookimpl(wrapper=True)
