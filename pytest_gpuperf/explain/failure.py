@@ -25,7 +25,7 @@ from pytest_gpuperf.errors import GpuPerfError, KernelNotFound
 from pytest_gpuperf.explain import needs_explaining
 from pytest_gpuperf.explain.code_diff import SAME_CODE, code_changes
 from pytest_gpuperf.explain.code_facts import CodeFacts
-from pytest_gpuperf.explain.kernel_facts import FactsUnavailable, facts_of
+from pytest_gpuperf.explain.kernel_facts import FactsUnavailable, facts_of, first_line
 from pytest_gpuperf.runtime.base import Kernel
 from pytest_gpuperf.session.bench_session import BenchSession
 from pytest_gpuperf.session.fixture import GpuBench
@@ -128,6 +128,11 @@ def _stored_base(session: BenchSession, head: Kernel, commit: str) -> tuple[Kern
     from pytest_gpuperf.session.base_tree import materialise
 
     tree = materialise(sha, session.rootdir, cache_dir() / "trees")
+    if not tree.commit:
+        return None, (
+            f"base code not available: commit {sha[:12]}, which the baseline was saved from, is "
+            f"not in this repository (a shallow clone? `git fetch --depth=1 origin {sha}`)"
+        )
     source, _, detail = tree.source_for(Path(origin))
     if source is None:
         return None, f"base code not available (stored baseline from {sha[:12]}): {detail}"
@@ -137,8 +142,8 @@ def _stored_base(session: BenchSession, head: Kernel, commit: str) -> tuple[Kern
     except KernelNotFound:
         return None, f"base code not available: no kernel {head.name!r} at {sha[:12]}"
     except GpuPerfError as failure:
-        first = str(failure).splitlines()[0] if str(failure) else type(failure).__name__
-        return None, f"base code not available (stored baseline from {sha[:12]}): {first}"
+        why = first_line(failure)
+        return None, f"base code not available (stored baseline from {sha[:12]}): {why}"
 
 
 def _explained(

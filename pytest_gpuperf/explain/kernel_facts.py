@@ -97,9 +97,11 @@ def _facts(
     return facts
 
 
-def _nvrtc_build(
+def nvrtc_build(
     kernel: Kernel, source: Path, arch: str, defines: dict[str, str], timeout_s: float
 ) -> tuple[bytes, str, str]:
+    """(CUBIN, NVRTC's log with ptxas's -v report, "nvrtc X.Y") of `source` built as
+    `kernel`'s module was, plus `-Xptxas -v`: the compile cache keeps it."""
     from pytest_gpuperf.errors import CompileError
 
     options = (*kernel.module.options, *PTXAS_VERBOSE)
@@ -107,8 +109,9 @@ def _nvrtc_build(
     try:
         result = compile_source(request, timeout_s=timeout_s)
     except CompileError as failure:
-        first = str(failure).splitlines()[0] if str(failure) else "no message"
-        raise FactsUnavailable(f"NVRTC could not build {source.name} for {arch}: {first}") from None
+        raise FactsUnavailable(
+            f"NVRTC could not build {source.name} for {arch}: {first_line(failure)}"
+        ) from None
     return result.binary, result.log, result.compiler_version
 
 
@@ -122,7 +125,7 @@ def _nvidia(
     timeout_s: float,
     driver: KernelResources | None = None,
 ) -> CodeFacts:
-    cubin, log, version = _nvrtc_build(kernel, source, arch, defines, timeout_s)
+    cubin, log, version = nvrtc_build(kernel, source, arch, defines, timeout_s)
     backend = kernel.module.backend.name
     return nvidia_facts(
         cubin, log, kernel.name, arch, toolchain=version,
@@ -146,14 +149,21 @@ def _amd(
     try:
         build = compile_static(source, arch, defines=defines, options=kernel.module.options)
     except CompileError as failure:
-        first = str(failure).splitlines()[0] if str(failure) else "no message"
-        raise FactsUnavailable(f"clang could not build {source.name} for {arch}: {first}") from None
+        raise FactsUnavailable(
+            f"clang could not build {source.name} for {arch}: {first_line(failure)}"
+        ) from None
     except GpuPerfError as missing:  # no clang-19, an arch it does not know
-        raise FactsUnavailable(str(missing).splitlines()[0]) from None
+        raise FactsUnavailable(first_line(missing)) from None
     return amd_facts(
         build, kernel.name, block_threads=block_threads, dynamic_shared_bytes=dynamic,
         driver=driver,
     )  # fmt: skip
+
+
+def first_line(error: Exception) -> str:
+    """An error's first line (a compiler's message runs on with its whole log)."""
+    lines = str(error).splitlines()
+    return lines[0] if lines else type(error).__name__
 
 
 def _noted(facts: CodeFacts, note: str) -> CodeFacts:

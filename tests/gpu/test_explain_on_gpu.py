@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_ab_on_gpu import TEST  # the same user test: a + b + extra, 32M floats
 
 from pytest_gpuperf.explain.code_facts import nvidia_facts
-from pytest_gpuperf.explain.kernel_facts import _nvrtc_build, facts_of
+from pytest_gpuperf.explain.kernel_facts import nvrtc_build, facts_of
 from tests.git_repo import commit_all
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,7 +70,7 @@ def test_the_driver_agrees_with_the_no_gpu_path(cuda_backend, tmp_path, name, bl
     cuda_backend.launch(kernel, grid=n // block, block=block, args=args)
     cuda_backend.synchronize()
     driven = facts_of(kernel, block=(block, 1, 1))
-    cubin, log, version = _nvrtc_build(kernel, source, "sm_90", {}, 300.0)
+    cubin, log, version = nvrtc_build(kernel, source, "sm_90", {}, 300.0)
     offline = nvidia_facts(cubin, log, name, "sm_90", toolchain=version, block_threads=block)
     print(f"\n{name} block {block}: driver {driven}\n  no-GPU {offline}")
     assert "driver" in dict(driven.sources)["resources"]
@@ -103,20 +104,6 @@ GPUPERF_KERNEL void add_more(const float* a, const float* b, float* c, const flo
 }}
 """
 
-TEST_AB = """\
-import numpy as np
-
-N = 32 << 20
-
-
-def test_add_more(gpu_bench):
-    kernel = gpu_bench.kernel("add_more.hip", "add_more")
-    a = np.random.default_rng(0).random(N, dtype=np.float32)
-    da, db, dc = gpu_bench.to_device(a), gpu_bench.to_device(a), gpu_bench.empty(N)
-    extra = gpu_bench.to_device(np.zeros(N, np.float32))
-    gpu_bench(kernel, grid=N // 256, block=256, bytes=12 * N, args=(da, db, dc, extra, N))
-"""
-
 
 @pytest.mark.gpu
 def test_a_larger_unroll_names_registers_and_occupancy_in_a_real_ab_failure(
@@ -125,7 +112,7 @@ def test_a_larger_unroll_names_registers_and_occupancy_in_a_real_ab_failure(
     root = tmp_path / "project"
     root.mkdir()
     (root / "add_more.hip").write_text(KERNEL_AB.format(unroll=2))
-    (root / "test_add_more.py").write_text(TEST_AB)
+    (root / "test_add_more.py").write_text(TEST)  # its output check holds: s is 0
     commit_all(root, "base")
     (root / "add_more.hip").write_text(KERNEL_AB.format(unroll=24))  # the pull request
     env = dict(os.environ)

@@ -138,3 +138,26 @@ def test_a_stored_baseline_without_a_commit_has_no_base_code(gp):
     )
     code = _report(gp)["results"][0]["verdict"]["explain"]["code"]
     assert code["base"] is None and code["head"]["registers"] > 0
+
+
+def test_a_stored_commit_git_cannot_find_is_said_and_the_verdict_stands(gp):
+    """A baseline saved from a commit this clone lacks (a shallow CI checkout): the failure
+    names it in one line; the verdict and everything else are as without an explanation."""
+    gp.test_file(PLAIN)
+    commit_all(gp.path, "the base")
+    path = gp.baseline("mi300x-sim", [{"id": "test_perf.py::test_add", "efficiency": 0.9}])
+    missing = "0123456789abcdef0123456789abcdef01234567"
+    path.write_text(path.read_text().replace('note = "written by hand"', f'commit = "{missing}"'))
+    result = gp.run("--gpuperf", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "vector_add: regressed: *",
+            "  code:*base code not available: commit 0123456789ab, which the baseline was saved "
+            "from, is not in this repository (a shallow clone? `git fetch --depth=1 origin "
+            f"{missing}`)",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+    verdict = _report(gp)["results"][0]["verdict"]
+    assert verdict["status"] == "fail" and verdict["explain"]["code"]["base"] is None
