@@ -220,8 +220,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-code-facts",
         "gpuperf_code_facts",
-        "give every A/B measurement the code facts of head and base (what bisect's probes "
-        "read). Default: only a failure's.",
+        "code facts of every A/B row, not only failures.",
         ini=None,
         is_flag=True,
     ),

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from pytest_gpuperf.explain import needs_explaining
 from pytest_gpuperf.explain.code_diff import SAME_CODE, code_changes
 from pytest_gpuperf.explain.code_facts import CodeFacts
 from pytest_gpuperf.explain.kernel_facts import FactsUnavailable, facts_of, first_line
+from pytest_gpuperf.gate.decide import with_explanation
 from pytest_gpuperf.runtime.base import Kernel
 from pytest_gpuperf.session.bench_session import BenchSession
 from pytest_gpuperf.session.fixture import GpuBench
@@ -50,7 +50,7 @@ def explain_verdicts(
             explain["code"] = code
             explain.setdefault("traffic", None)
             explain.setdefault("bytes_check", None)
-            verdict = replace(verdict, explain=explain)
+            verdict = with_explanation(verdict, explain)
         out.append((measurement, verdict))
     return tuple(out)
 
