@@ -44,6 +44,7 @@ OWNED_OPTIONS = {
     "--gpuperf-budget": "use bisect's --budget",
     "--gpuperf-compare-threshold": "use bisect's --threshold",
     "--gpuperf-save": "a probe measures commits other than the work tree's",
+    "--gpuperf-code-facts": "every probe reads its commit's code facts (the culprit's changes)",
 }
 
 
@@ -79,6 +80,9 @@ class Reading:
     threshold: float = 0.0
     detail: str = ""  # why there is no ratio (the compiler's line), or what decided
     modelled_by: str = ""  # AB_MODELLED: where the simulated device's one model came from
+    # the probe's code facts (its verdict's explain.code: "head" is this commit's, "base"
+    # GOOD's), None where the probe gave none
+    code: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def measured(self) -> bool:
@@ -133,6 +137,7 @@ def pytest_command(
         f"--gpuperf-json={json_path}",
         f"--gpuperf-budget={budget_s:g}",
         f"--gpuperf-compare-threshold={threshold:g}",
+        "--gpuperf-code-facts",
     ]
 
 
@@ -298,14 +303,20 @@ def reading_of(verdict: Mapping[str, Any]) -> Reading:
         return Reading(AB_NO_BASE, detail="the measurement was not compared with GOOD")
     state = comparison["state"]
     threshold = float(comparison.get("threshold") or 0.0)
+    code = (verdict.get("explain") or {}).get("code")
     if state == AB_UNCHANGED:
-        return Reading(state, 1.0, (1.0, 1.0), threshold=threshold)
+        return Reading(state, 1.0, (1.0, 1.0), threshold=threshold, code=code)
     if state == AB_MODELLED:  # GOOD's model, not a time: no interval to show
         return Reading(
-            state, 1.0, None, threshold=threshold, modelled_by=comparison.get("modelled_by", "")
+            state,
+            1.0,
+            None,
+            threshold=threshold,
+            modelled_by=comparison.get("modelled_by", ""),
+            code=code,
         )
     if state == AB_NO_BASE:
-        return Reading(state, threshold=threshold, detail=comparison.get("detail", ""))
+        return Reading(state, threshold=threshold, detail=comparison.get("detail", ""), code=code)
     ratio = comparison.get("ratio")
     ci = comparison.get("ratio_ci")
     return Reading(
@@ -314,4 +325,5 @@ def reading_of(verdict: Mapping[str, Any]) -> Reading:
         (float(ci[0]), float(ci[1])) if ci else None,
         pairs=int(comparison.get("pairs") or 0),
         threshold=threshold,
+        code=code,
     )

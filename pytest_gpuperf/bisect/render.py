@@ -81,6 +81,10 @@ def text_report(report: Report) -> str:
         + f", {report.wall_s:.1f} s"
         + (" (simulated device)" if report.simulated else "")
     )
+    code = report.culprit_code
+    if code is not None:
+        said = "; ".join(code["changes"]) or code["unavailable"]
+        lines.append(f"culprit's code, against {code['against']}: {said}")
     lines.append(culprit_line(report))
     return "\n".join(lines)
 
@@ -145,6 +149,7 @@ def to_json(report: Report, command: str = "") -> dict[str, Any]:
         "unmeasured": report.unmeasured,
         "stopped": report.stopped,
         "culprit_line": culprit_line(report),
+        "culprit_explain": {"code": report.culprit_code} if report.culprit_code else None,
         "wall_s": report.wall_s,
     }
 

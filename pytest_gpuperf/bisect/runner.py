@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from pytest_gpuperf.bisect import commits as git_range
 from pytest_gpuperf.bisect.commits import Commit
@@ -88,6 +89,9 @@ class Report:
     stopped: str = ""  # set when a probe failed twice (not a compile error)
     wall_s: float = 0.0
     positions: dict[str, int] = field(default_factory=dict)  # sha -> place in GOOD..BAD
+    # what the culprit changed in the code against the commit before it (the explain
+    # package's `code` object), None without a culprit or without facts
+    culprit_code: dict[str, Any] | None = None
 
     @property
     def culprit(self) -> Commit | None:
@@ -275,7 +279,8 @@ class Bisection:
             probes = (*search.probes, probe)
             return self._done(replace(report, probes=probes, stopped=str(stop)))
         report = replace(report, outcome=outcome, probes=outcome.probes)
-        return self._done(replace(report, why_none=_why_no_culprit(outcome, reading)))
+        report = replace(report, why_none=_why_no_culprit(outcome, reading))
+        return self._done(replace(report, culprit_code=culprit_code(report)))
 
     def _done(self, report: Report) -> Report:
         return replace(report, wall_s=time.monotonic() - self._began)
@@ -357,3 +362,41 @@ def _why_no_culprit(outcome: Outcome, bad_reading: Reading) -> str:
         else ("the commits before the last do not build")
     )
     return f"the step ({step.ratio:.4f}x) is in one of {names}: {cause}"
+
+
+def culprit_code(report: Report) -> dict[str, Any] | None:
+    """The culprit's code facts against the commit before it (the step's other end: the
+    probe of the last candidate before it, or GOOD), from the probes' own facts
+    (--gpuperf-code-facts): both built on the same machine with the test's options."""
+    culprit = report.culprit
+    outcome = report.outcome
+    if culprit is None or outcome is None:
+        return None
+    before = outcome.steps[0].before
+    readings = {(p.stands_for or p.commit).sha: p.reading for p in report.probes}
+    at_culprit = readings.get(culprit.sha)
+    culprit_code = at_culprit.code if at_culprit is not None else None
+    if not culprit_code or not culprit_code.get("head"):
+        return None
+    if before.sha == report.good.sha:
+        before_facts = culprit_code.get("base")
+    else:
+        at_before = readings.get(before.sha)
+        before_code = at_before.code if at_before is not None else None
+        before_facts = before_code.get("head") if before_code else None
+    against = f"{before.short} {before.subject}"
+    if not before_facts:
+        return {
+            "against": against, "head": culprit_code["head"], "base": None, "changes": [],
+            "unavailable": f"no code facts for {before.short}",
+        }  # fmt: skip
+    from pytest_gpuperf.explain.code_diff import code_changes
+    from pytest_gpuperf.explain.code_facts import CodeFacts
+
+    changes = code_changes(
+        CodeFacts.from_dict(before_facts), CodeFacts.from_dict(culprit_code["head"])
+    )
+    return {
+        "against": against, "head": culprit_code["head"], "base": before_facts,
+        "changes": changes, "unavailable": "",
+    }  # fmt: skip

@@ -230,6 +230,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
         is_flag=True,
     ),
     OptionSpec(
+        "--gpuperf-code-facts",
+        "gpuperf_code_facts",
+        "code facts of every A/B row, not only failures.",
+        ini=None,
+        is_flag=True,
+    ),
+    OptionSpec(
         "--gpuperf-suite-alarm",
         "gpuperf_suite_alarm",
         f"false-alarm budget of the whole run. Default: {DEFAULT_SUITE_ALARM}.",

@@ -76,6 +76,7 @@ MEASURING_ONLY = (
     "gpuperf_compare_loads",
     "gpuperf_compare_buffer_sets",
     "gpuperf_compare_force",
+    "gpuperf_code_facts",
     "gpuperf_suite_alarm",
     "gpuperf_history",
     "gpuperf_budget",
@@ -112,6 +113,7 @@ class Settings:
     compare_loads: int = DEFAULT_PAIR_LOADS
     compare_buffer_sets: int | None = None  # None: one per load (measure.pair_buffer_sets)
     compare_force: bool = False
+    code_facts: bool = False  # --gpuperf-code-facts: every A/B row's, not only a failure's
     suite_alarm: float = DEFAULT_SUITE_ALARM
     compare_missing_ok: bool = False  # an unresolvable REF: no base, instead of a usage error
     shard: tuple[int, int] | None = None  # (K, N): --gpuperf-shard=K/N
@@ -348,6 +350,7 @@ def build_settings(
         compare_loads=get("gpuperf_compare_loads", parse_loads, DEFAULT_PAIR_LOADS),
         compare_buffer_sets=get("gpuperf_compare_buffer_sets", parse_buffer_sets, None),
         compare_force=get("gpuperf_compare_force", parse_bool, False),
+        code_facts=get("gpuperf_code_facts", parse_bool, False),
         suite_alarm=get("gpuperf_suite_alarm", parse_suite_alarm, DEFAULT_SUITE_ALARM),
         compare_missing_ok=get("gpuperf_compare_missing_ok", parse_bool, False),
         shard=get("gpuperf_shard", parse_shard, None),

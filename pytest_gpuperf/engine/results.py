@@ -522,6 +522,10 @@ class Verdict:
     # on any other status it was not needed: the test did not regress)
     acceptance: Acceptance | None = None
     beyond_peak: BeyondPeak | None = None  # set only when the efficiency is impossible
+    # Why a failure happened, as plain data (docs/json-schema.md, "explain"): "code" (the
+    # compiled code of head and base, explain/failure.py), "traffic" and "bytes_check".
+    # None on every verdict that was not explained.
+    explain: dict[str, Any] | None = None
 
     @property
     def unmeasured(self) -> tuple[str, ...]:

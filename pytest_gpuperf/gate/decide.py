@@ -20,6 +20,7 @@ listed with its reason. A floor or a strict rule is never accepted.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from pytest_gpuperf.engine.results import (
     AB_INCONCLUSIVE,
@@ -115,3 +116,9 @@ def _fails(
         ):
             return True
     return False
+
+
+def with_explanation(verdict: Verdict, explain: dict[str, Any]) -> Verdict:
+    """`verdict` carrying why it failed (the `explain` object explain/failure.py makes). An
+    explanation never changes what was decided: the status and every check stay as they are."""
+    return replace(verdict, explain=explain)

@@ -8,6 +8,7 @@ import contextlib
 import itertools
 import os
 from collections.abc import Generator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,7 @@ from pytest_gpuperf.plugin.state import (
 )
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.session.bench_session import Judgement
+    from pytest_gpuperf.session.bench_session import BenchSession, Judgement
     from pytest_gpuperf.session.fixture import GpuBench
 
 
@@ -171,11 +172,27 @@ def _judge(item: pytest.Item, *, unjudged: bool) -> Judgement | None:
     bench = item.stash.get(BENCH, None)
     if bench is None or not bench.measuring or not bench.taken:
         return None
-    judgement = state_of(item.config).session.judge(
+    session = state_of(item.config).session
+    judgement = session.judge(
         bench.test, bench.taken, unjudged=unjudged, remeasure=None if unjudged else bench.confirm
     )
+    judgement = _explained(session, bench, judgement)
     item.stash[JUDGEMENT] = judgement
     return judgement
+
+
+def _explained(session: BenchSession, bench: GpuBench, judgement: Judgement) -> Judgement:
+    """The judgement with each failure that has a base explained (explain/): a run where
+    nothing fails imports none of it."""
+    from pytest_gpuperf.explain import needs_explaining
+
+    every = session.settings.code_facts  # --gpuperf-code-facts: bisect's probes
+    if not every and not any(needs_explaining(verdict) for _, verdict in judgement.verdicts):
+        return judgement
+    from pytest_gpuperf.explain.failure import explain_verdicts
+
+    explained = explain_verdicts(session, bench, judgement.verdicts, every=every)
+    return replace(judgement, verdicts=explained)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -22,6 +22,7 @@ from pytest_gpuperf.engine.results import (
     Verdict,
 )
 from pytest_gpuperf.report.ab_words import ab_decisive, comparison_details, comparison_headline
+from pytest_gpuperf.report.code_change import code_rows
 from pytest_gpuperf.report.stored_words import (
     baseline_decisive,
     baseline_details,
@@ -66,6 +67,7 @@ def failure_text(
     rows: list[tuple[str, str]] = []
     for check in deciding:
         rows += _DECISIVE[check](m, verdict)
+    rows += code_rows(verdict)
     rows.append(("device", f"{_device(m)}; cache={m.cache}"))
     if m.gpu is not None:
         rows.append(("gpu", _gpu(m)))

@@ -37,7 +37,7 @@ REPORT_SCHEMA = "pytest-gpuperf-report"
 # A/B statistic's fields and the base side's samples in pair order; the stored check's
 # band (its basis: prior, history or pooled); a shard's plan (shard) and the merge's verdict
 # (merge); the tests that used gpu_bench with the kernel files each loaded (tests, rootdir),
-# and --gpuperf-head's revision (head).
+# and --gpuperf-head's revision (head); a failure's explanation (verdict.explain).
 REPORT_SCHEMA_VERSION = 3
 
 

@@ -301,3 +301,32 @@ def _u16(data: bytes, offset: int) -> int:
 
 def _u64(data: bytes, offset: int) -> int:
     return struct.unpack_from("<Q", data, offset)[0]
+
+
+EIATTR_MAX_THREADS = 0x05  # __launch_bounds__: three 32-bit block dimensions
+
+
+def cubin_launch_bound(binary: bytes, kernel: str) -> int | None:
+    """The thread count `kernel`'s `__launch_bounds__` allows (EIATTR_MAX_THREADS in its
+    `.nv.info.<kernel>` section), None when it declares none or the CUBIN cannot be read."""
+    try:
+        elf = _Elf(binary)
+    except (_ElfError, struct.error, IndexError):
+        return None
+    for section in elf.sections:
+        if section.name != f".nv.info.{kernel}":
+            continue
+        data = elf.section_bytes(section)
+        position = 0
+        while position + 4 <= len(data):
+            fmt, attribute = data[position], data[position + 1]
+            if fmt != EIFMT_SVAL:
+                position += 4
+                continue
+            size = _u16(data, position + 2)
+            payload = data[position + 4 : position + 4 + size]
+            position += 4 + size
+            if attribute == EIATTR_MAX_THREADS and len(payload) == 12:
+                x, y, z = struct.unpack("<III", payload)
+                return x * y * z
+    return None

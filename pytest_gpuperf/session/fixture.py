@@ -61,6 +61,7 @@ class _Recipe:
     kernel: Kernel | None = None
     base: Kernel | None = None
     fn: Callable[[], Any] | None = None
+    compared: Kernel | None = None  # the base build, timed or not (what explain/ reads)
 
 
 class GpuBench:
@@ -177,6 +178,15 @@ class GpuBench:
     def loaded(self) -> tuple[tuple[Kernel, Mapping[str, tuple[str, ...]]], ...]:
         """Each kernel this test loaded, with its ISA expectations (for the static gate)."""
         return tuple(self._loaded)
+
+    def kernels_of(self, name: str) -> tuple[Kernel | None, Kernel | None]:
+        """(the kernel measured under `name`, the base build it was compared with, timed or
+        not) for an explanation of its verdict; None where there is none (a callable, no
+        base)."""
+        for recipe in self._recipes:
+            if recipe.label == name:
+                return recipe.kernel, recipe.compared
+        return None, None
 
     def uncomputed(self) -> tuple[Kernel, ...]:
         """The kernels this test loaded that the device launched without computing their
@@ -344,7 +354,7 @@ class GpuBench:
                     measurement = paired.head
                     ab = AbResult(paired=paired)
         paired_base = base if paired is not None else None
-        recipe = _Recipe(label, mode, common, kernel=kernel, base=paired_base)
+        recipe = _Recipe(label, mode, common, kernel=kernel, base=paired_base, compared=base)
         self._keep(measurement, floor_rule, ab, recipe)
         return self._record(
             BenchResult(

@@ -301,3 +301,36 @@ def test_outside_a_git_repository_is_one_line(tmp_path, cache):
     assert done.stderr.strip().endswith(
         "is not inside a git work tree: there is no history to bisect"
     )
+
+
+def test_the_culprits_code_change_is_named_against_the_commit_before_it(tmp_path, cache):
+    """Each probe carries its commit's code facts (--gpuperf-code-facts; the simulated
+    device's are clang-19's for gfx942): the culprit, which added a load, is explained
+    against the commit before it, not against GOOD."""
+    from tests import toolchains
+
+    toolchains.need("clang-19")
+    shas = make_project(tmp_path, steps_at(3, {}))
+    # commits 4-6 read a third value (and the directive slows them down): 4 is the culprit
+    kernels = tmp_path / "kernels" / "vadd.hip"
+    for index in range(4, 7):
+        text = KERNEL.format(revision=index, efficiency=0.55, broken="")
+        kernels.write_text(
+            text.replace("c[i] = a[i] + b[i];", "c[i] = a[i] + b[i] + 0.0f * a[n - 1 - i];")
+        )
+        git(tmp_path, "commit", "-qam", f"change {index}")
+    shas = git(tmp_path, "rev-list", "--reverse", "HEAD").split()
+    done = bisect(
+        tmp_path, shas[0], shas[-1], "--budget", "0.02", "--json", "bisect.json",
+        *PYTEST_ARGS, cache=cache,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[-1] == f"culprit: {shas[4]} change 4"
+    assert lines[-2] == (
+        f"culprit's code, against {shas[3][:12]} change 3: registers 8 -> 10; global loads 2 -> 3 "
+        "(b32 2 -> 3)"
+    )
+    report = json.loads((tmp_path / "bisect.json").read_text())
+    code = report["culprit_explain"]["code"]
+    assert code["base"]["global_loads"] == {"b32": 2} and code["head"]["global_loads"] == {"b32": 3}

@@ -21,6 +21,7 @@ VALUES = {
     "gpuperf_compare_loads": "--gpuperf-compare-loads=4",
     "gpuperf_compare_buffer_sets": "--gpuperf-compare-buffer-sets=2",
     "gpuperf_compare_force": "--gpuperf-compare-force",
+    "gpuperf_code_facts": "--gpuperf-code-facts",
     "gpuperf_suite_alarm": "--gpuperf-suite-alarm=0.05",
     "gpuperf_history": "--gpuperf-history=3",
     "gpuperf_budget": "--gpuperf-budget=0.5",

@@ -200,6 +200,7 @@ def test_the_walk_finds_a_cycle_of_function_level_imports(tmp_path):
 LAYERS: list[set[str]] = [
     {"bisect", "compare", "history", "merge", "publish"},  # the `python -m` commands
     {"plugin"},  # the only layer that knows pytest
+    {"explain"},  # why a failure happened: code facts of head and base (reads the session's)
     {"session"},  # one process's view of the device: the fixture, the library's front door
     {"static"},  # the static gate (compiled code objects, no GPU)
     {"config"},  # options, parsing, the frozen settings
@@ -248,13 +249,14 @@ def test_every_top_level_name_is_placed_in_one_layer():
     assert names == set(placed)
 
 
-def test_the_top_level_shows_the_layers_in_at_most_17_names():
+def test_the_top_level_shows_the_layers_in_at_most_18_names():
     # the checkout's folder: an installed wheel adds kernels/ (the shipped .hip sources).
-    # 17, not 15: each `python -m pytest_gpuperf.X` command a user types is a name of its own
-    # (bisect, compare, history, merge, publish), beside the eleven layers and __init__.py
+    # 18, not 15: each `python -m pytest_gpuperf.X` command a user types is a name of its own
+    # (bisect, compare, history, merge, publish), beside the twelve layers (explain/ became
+    # one: a capability gets a folder) and __init__.py
     package_dir = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
     entries = [path.name for path in package_dir.iterdir() if path.name != "__pycache__"]
-    assert len(entries) <= 17, sorted(entries)
+    assert len(entries) <= 18, sorted(entries)
 
 
 def test_imports_point_down_the_layers():

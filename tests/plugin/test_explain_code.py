@@ -1,0 +1,163 @@
+"""A failure explains itself with the code facts of head and base (explain/), on the
+simulated device: the failure text, the JSON's `explain` object and the Markdown summary, for
+an A/B regression and a stored-baseline regression; a passing run computes none.
+
+The simulated device runs no code: its facts are what clang-19 compiles for its gfx942, and
+the text says so. The edits here change the code (a third load) or only the simulator's
+directive (no change in the code), so both answers are shown.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests import toolchains
+from tests.git_repo import commit_all
+
+PLAIN = """
+def test_add(gpu_bench):
+    add(gpu_bench)
+"""
+
+
+@pytest.fixture(autouse=True)
+def _clang(monkeypatch, tmp_path):
+    toolchains.need("clang-19")
+    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path / "kernel-cache"))
+
+
+def _slower_with_an_extra_load(gp) -> None:
+    """Head reads a third value per element (and the sim's directive makes it slower)."""
+    path = gp.write_kernel(0.5)
+    path.write_text(
+        path.read_text().replace(
+            "c[i] = a[i] + b[i];", "c[i] = a[i] + b[i] + (i + 1 < n ? a[i + 1] * 0.0f : 0.0f);"
+        )
+    )
+
+
+def _report(gp) -> dict:
+    return json.loads((gp.path / "report.json").read_text())
+
+
+@pytest.fixture
+def repo(gp):
+    gp.test_file(PLAIN)
+    commit_all(gp.path, "the base")
+    return gp
+
+
+def test_an_ab_regression_names_what_changed_in_the_code(repo):
+    _slower_with_an_extra_load(repo)
+    result = repo.run(
+        "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json",
+        "--gpuperf-markdown=summary.md",
+    )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "vector_add: A/B regressed against HEAD*",
+            "  code:*global loads 2 -> 3 (b32 2 -> 3)*",
+            "  code from:*head against the A/B base HEAD (*); resources from the code object's "
+            "metadata (clang 19*; compiled for gfx942 by clang 19*: the simulated device runs "
+            "no code",
+        ]
+    )
+    explain = _report(repo)["results"][0]["verdict"]["explain"]
+    assert set(explain) == {"code", "traffic", "bytes_check"}
+    assert explain["traffic"] is None and explain["bytes_check"] is None
+    code = explain["code"]
+    assert code["head"]["global_loads"] == {"b32": 3}
+    assert code["base"]["global_loads"] == {"b32": 2}
+    assert code["head"]["arch"] == "gfx942" and code["head"]["registers"] > 0
+    assert any("global loads 2 -> 3" in line for line in code["changes"])
+    assert 0 < code["cost_s"] < 120  # compiled and disassembled for this failure only
+    markdown = (repo.path / "summary.md").read_text()
+    assert "code:" in markdown and "global loads 2 -> 3 (b32 2 -> 3)" in markdown
+
+
+def test_an_edit_that_leaves_the_code_alone_says_so(repo):
+    repo.write_kernel(0.5)  # only the simulator's directive (a comment to a compiler)
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["  code:*no change in the code (byte-identical machine code)"])
+    code = _report(repo)["results"][0]["verdict"]["explain"]["code"]
+    assert code["changes"] == ["no change in the code (byte-identical machine code)"]
+    assert code["head"]["fingerprint"] == code["base"]["fingerprint"]
+
+
+def test_a_passing_run_computes_no_explanation(repo, tmp_path):
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
+    assert _report(repo)["results"][0]["verdict"]["explain"] is None
+    assert not (tmp_path / "kernel-cache" / "static").exists()  # clang never ran
+
+
+def _saved(repo) -> str:
+    """A baseline saved at the committed code; the commit it records."""
+    result = repo.run("--gpuperf-save")
+    result.assert_outcomes(passed=1)
+    saved = (repo.path / "baselines" / "mi300x-sim.toml").read_text()
+    commit = next(line for line in saved.splitlines() if line.startswith("commit = "))
+    return commit.split('"')[1]
+
+
+def test_a_stored_regression_is_explained_against_the_commit_the_baseline_was_saved_from(repo):
+    commit = _saved(repo)
+    _slower_with_an_extra_load(repo)
+    result = repo.run("--gpuperf", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "vector_add: regressed: *",
+            "  code:*global loads 2 -> 3 (b32 2 -> 3)*",
+            f"  code from:*head against the stored baseline ({commit[:12]}*",
+        ]
+    )
+    code = _report(repo)["results"][0]["verdict"]["explain"]["code"]
+    assert code["base"]["global_loads"] == {"b32": 2} and code["unavailable"] == ""
+
+
+def test_a_stored_regression_of_unchanged_code_says_so(repo):
+    _saved(repo)
+    repo.write_kernel(0.2)  # the simulator's directive only
+    result = repo.run("--gpuperf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["vector_add: regressed: *", "  code:*no change in the code*"])
+
+
+def test_a_stored_baseline_without_a_commit_has_no_base_code(gp):
+    gp.test_file(PLAIN)
+    gp.baseline("mi300x-sim", [{"id": "test_perf.py::test_add", "efficiency": 0.9}])
+    result = gp.run("--gpuperf", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["  code:*base code not available: the stored baseline records no commit"]
+    )
+    code = _report(gp)["results"][0]["verdict"]["explain"]["code"]
+    assert code["base"] is None and code["head"]["registers"] > 0
+
+
+def test_a_stored_commit_git_cannot_find_is_said_and_the_verdict_stands(gp):
+    """A baseline saved from a commit this clone lacks (a shallow CI checkout): the failure
+    names it in one line; the verdict and everything else are as without an explanation."""
+    gp.test_file(PLAIN)
+    commit_all(gp.path, "the base")
+    path = gp.baseline("mi300x-sim", [{"id": "test_perf.py::test_add", "efficiency": 0.9}])
+    missing = "0123456789abcdef0123456789abcdef01234567"
+    path.write_text(path.read_text().replace('note = "written by hand"', f'commit = "{missing}"'))
+    result = gp.run("--gpuperf", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "vector_add: regressed: *",
+            "  code:*base code not available: commit 0123456789ab, which the baseline was saved "
+            "from, is not in this repository (a shallow clone? `git fetch --depth=1 origin "
+            f"{missing}`)",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+    verdict = _report(gp)["results"][0]["verdict"]
+    assert verdict["status"] == "fail" and verdict["explain"]["code"]["base"] is None
