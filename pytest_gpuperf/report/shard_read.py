@@ -12,8 +12,12 @@ known sets, no measurement or test listed twice, every result a test of this sha
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import math
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +43,9 @@ from pytest_gpuperf.engine.results import (
     REGRESSED,
     UNJUDGED,
     WITHIN_NOISE,
+    Measurement,
     Row,
+    Verdict,
 )
 from pytest_gpuperf.errors import BaselineError, ConfigError
 
@@ -168,7 +174,66 @@ def read_shard(path: str | Path) -> ShardReport:
         rows = tuple(rows_from_json(document))
     except (KeyError, TypeError, ValueError, AttributeError) as problem:
         raise ConfigError(f"{path}: its results cannot be read ({problem!r})") from None
+    for n, row in enumerate(rows):  # every field as its class declares it, not only those above
+        for field, value, hint in (
+            ("measurement", row.measurement, Measurement),
+            ("verdict", row.verdict, Verdict),
+        ):
+            wrong = _mistyped(value, hint, f"results[{n}].{field}")
+            if wrong:
+                raise check.fail(wrong[0], f"expected {wrong[1]}, got {_shown(wrong[2])}")
     return ShardReport(path=str(path), document=document, rows=rows)
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _mistyped(value: Any, hint: Any, where: str) -> tuple[str, str, Any] | None:
+    """(field, what it should be, what it is) of the first value in `value` that is not of the
+    type its dataclass declares (engine/plain.py builds them from plain data without asking:
+    a string where a number belongs reached the renderers), or None."""
+    if hint is Any:
+        return None
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if not isinstance(value, hint):
+            return where, f"an object ({hint.__name__})", value
+        for field in dataclasses.fields(hint):
+            wrong = _mistyped(
+                getattr(value, field.name), _hints(hint)[field.name], f"{where}.{field.name}"
+            )
+            if wrong:
+                return wrong
+        return None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        found = [_mistyped(value, option, where) for option in options]
+        return None if any(f is None for f in found) else found[0]
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return where, "an array", value
+        items = args[:1] * len(value) if len(args) == 2 and args[1] is Ellipsis else args
+        if len(items) != len(value):
+            return where, f"an array of {len(items)}", value
+        for n, (item, kind) in enumerate(zip(value, items, strict=True)):
+            wrong = _mistyped(item, kind, f"{where}[{n}]")
+            if wrong:
+                return wrong
+        return None
+    if origin is dict or hint is dict:
+        return None if isinstance(value, dict) else (where, "an object", value)
+    if hint is float:  # None: what the writer makes of a number that is not finite
+        fits = isinstance(value, (int, float)) and not isinstance(value, bool)
+        ok = value is None or (fits and math.isfinite(value))
+        return None if ok else (where, "a finite number", value)
+    if hint in (int, str, bool):
+        fits = isinstance(value, hint) and (hint is bool or not isinstance(value, bool))
+        return None if fits else (where, _KIND_NAMES[hint], value)
+    return None
 
 
 class _NotFinite(ValueError):

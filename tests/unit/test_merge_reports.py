@@ -362,6 +362,22 @@ def _result_field(document: dict, *path, value) -> dict:
             "results[0].test_id: 'z' is not one of shard.tests",
         ),
         (lambda d: d | {"problems": None}, "problems: expected an array, got null"),
+        (
+            lambda d: _result_field(d, "measurement", "calibrated_efficiency", value="x"),
+            "results[0].measurement.calibrated_efficiency: expected a finite number, got 'x'",
+        ),
+        (
+            lambda d: _result_field(d, "verdict", "baseline", "tolerance", value=[1]),
+            "results[0].verdict.baseline.tolerance: expected a finite number, got [1]",
+        ),
+        (
+            lambda d: _result_field(d, "measurement", "grid", value=["a", 1, 1]),
+            "results[0].measurement.grid[0]: expected an integer, got 'a'",
+        ),
+        (
+            lambda d: _result_field(d, "measurement", "grid", value=[1, 2]),
+            "its results cannot be read",
+        ),
     ],
 )
 def test_a_forged_or_broken_field_is_one_line_naming_file_and_field(tmp_path, forge, words):

@@ -1,4 +1,5 @@
-"""A shard's verdicts decided again from its numbers, not read.
+"""A shard's verdicts decided again from its numbers, not read (for the shard merge,
+report/shards.py).
 
 A shard's report says what its gate decided, and a file can say anything: an efficiency of 5%
 under a 30% floor with status `pass` merged as PASSED. The merge therefore takes from each
@@ -9,7 +10,7 @@ and decides the checks the numbers decide once more, with the gate's own functio
 gate/stored.py) and its confirmation (gate/confirm.py), then the status (gate/decide.py).
 Where the report's status differs, the recomputed one stands and the merge fails naming the
 file and the measurement. The A/B comparison's state comes from pairs the report does not keep
-in full; it is read, from the known states only (shard_read.py).
+in full; it is read, from the known states only (report/shard_read.py).
 """
 
 from __future__ import annotations
