@@ -30,6 +30,7 @@ DEFAULT_BASELINE_DIR = "baselines"
 # healthy H200s of one machine measured within 0.995-1.007 of each other, and the probe's own
 # interval is a few tenths of a percent (docs/benchmarks.md, "GPU probe").
 DEFAULT_GPU_MARGIN = 0.03
+DEFAULT_EXPLAIN_TIMEOUT_S = 120.0  # a child that compiles, profiles two launches and exits
 MAX_SIM_GPUS = 64
 
 
@@ -295,6 +296,31 @@ OPTIONS: tuple[OptionSpec, ...] = (
         f"cold, hot or rotate. Default: {DEFAULT_CACHE}.",
         ini="gpuperf_cache",
         metavar="MODE",
+    ),
+    OptionSpec(
+        "--gpuperf-explain",
+        "gpuperf_explain",
+        "profile one launch each of head and base of every measured test in a child process "
+        "(ncu, rocprofv3) and say what the counters moved. Default: only confirmed "
+        "regressions, where the profiler is present and permitted.",
+        ini="gpuperf_explain",
+        is_flag=True,
+    ),
+    OptionSpec(
+        "--gpuperf-check-bytes",
+        "gpuperf_check_bytes",
+        "check every measurement's declared bytes against the DRAM bytes of one profiled cold "
+        "launch (warns beyond 5%; --gpuperf-strict fails). Default: off.",
+        ini="gpuperf_check_bytes",
+        is_flag=True,
+    ),
+    OptionSpec(
+        "--gpuperf-explain-timeout",
+        "gpuperf_explain_timeout",
+        f"seconds a test's profiled re-run may take. Default: {DEFAULT_EXPLAIN_TIMEOUT_S:g}.",
+        ini="gpuperf_explain_timeout",
+        metavar="SECONDS",
+        ini_type="float",
     ),
     OptionSpec(
         "--gpuperf-json",

@@ -591,3 +591,5 @@ class Row:
     measurement: Measurement
     verdict: Verdict
     test_outcome: str = ""
+    # what the profiler counted (plain data, explain/measured.py): {"traffic", "bytes_check"}
+    explain: dict[str, Any] | None = None

@@ -14,6 +14,7 @@ import pytest
 
 from pytest_gpuperf.errors import DeviceFault, DeviceUnavailable, GpuPerfError
 from pytest_gpuperf.plugin.collect import item_settings
+from pytest_gpuperf.plugin.explain_pass import EXPLAINED, judgement_strict
 from pytest_gpuperf.plugin.state import (
     BENCH,
     FAILED_SUBTESTS,
@@ -102,9 +103,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     if judgement is None:
         return result
     from pytest_gpuperf.engine.results import FAIL, MARGINAL, MODELLED
+    from pytest_gpuperf.explain.measured import explain_block
+    from pytest_gpuperf.plugin.explain_pass import bytes_warnings, explain_test
     from pytest_gpuperf.report import failure_text, junit_properties, not_measured_reason
 
     verdicts = judgement.verdicts
+    explained = item.stash[EXPLAINED] = explain_test(item, judgement)
     verbose = item.config.get_verbosity() > 0  # -v: every check, not only what decided
     for measurement, verdict in verdicts:
         prefix = "gpuperf" if len(verdicts) == 1 else f"gpuperf.{measurement.name}"
@@ -120,10 +124,14 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
                 )
             )
     failures = [
-        failure_text(m, v, verbose=verbose, test_id=item.nodeid)
-        for m, v in verdicts
+        failure_text(m, v, verbose=verbose, test_id=item.nodeid) + explain_block(explained.get(i))
+        for i, (m, v) in enumerate(verdicts)
         if v.status == FAIL
     ]
+    for line in bytes_warnings(item, explained):
+        item.warn(GpuPerfWarning(line))
+        if state_of(item.config).settings.strict or judgement_strict(item):
+            failures.append(line)
     if failures:
         pytest.fail("\n\n".join(failures), pytrace=False)
     modelled = [(m, v) for m, v in verdicts if v.status == MODELLED]
@@ -204,10 +212,11 @@ def pytest_runtest_makereport(
         "error": _gpuperf_error(call),
     }
     judgement = item.stash.get(JUDGEMENT, None)
+    explained = item.stash.get(EXPLAINED, {})
     if judgement is not None:
         payload["rows"] = [
-            to_plain(Row(item.nodeid, m, v, test_outcome=report.outcome))
-            for m, v in judgement.verdicts
+            to_plain(Row(item.nodeid, m, v, report.outcome, explained.get(i)))
+            for i, (m, v) in enumerate(judgement.verdicts)
         ]
     session = state_of(item.config).session
     if session.opened:

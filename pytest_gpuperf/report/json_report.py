@@ -111,6 +111,7 @@ def to_json(
                 "test_outcome": row.test_outcome,
                 "measurement": measurement_json(row.measurement),
                 "verdict": to_plain(row.verdict),
+                "explain": row.explain,
             }
             for row in rows
         ],
@@ -150,6 +151,7 @@ def rows_from_json(document: Mapping[str, Any]) -> list[Row]:
                 measurement=from_plain(Measurement, fields),
                 verdict=from_plain(Verdict, result["verdict"]),
                 test_outcome=result.get("test_outcome", ""),
+                explain=result.get("explain"),
             )
         )
     return rows

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pytest_gpuperf.engine.results import FAIL, MARGINAL, Row
 from pytest_gpuperf.errors import stop_words
+from pytest_gpuperf.explain.measured import explain_block
 from pytest_gpuperf.report.cells import COLUMNS, HEADERS, LEFT_ALIGNED, cells
 from pytest_gpuperf.report.devices import device_lines, gpu_lines
 from pytest_gpuperf.report.explain import failure_text
@@ -79,6 +80,7 @@ def markdown(
             for row in listed:
                 out.append(f"- `{md_escape(row.test_id)}` ({md_escape(row.measurement.name)}):")
                 text = failure_text(row.measurement, row.verdict, test_id=row.test_id)
+                text += explain_block(row.explain)
                 out += ["  ```", *(f"  {line}" for line in text.splitlines()), "  ```"]
     return "\n".join(out) + "\n"
 

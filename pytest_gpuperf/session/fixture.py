@@ -30,6 +30,7 @@ from pytest_gpuperf.engine.measure import (
 )
 from pytest_gpuperf.engine.results import NO_BASE_CALLABLE, Measurement, PairedComparison
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
+from pytest_gpuperf.explain.profile import PROFILED_NOTE, child_plan, profile_sides
 from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
 from pytest_gpuperf.gate.pairing import measure_ab
 from pytest_gpuperf.gate.suite import interval_confidence
@@ -90,6 +91,7 @@ class GpuBench:
         self._loaded: list[tuple[Kernel, Mapping[str, tuple[str, ...]]]] = []  # gpuperf-static
         self._kernel_files: list[Path] = []  # the work tree's files, in order of first use
         self._closed = False
+        self._profiled = 0  # an explain pass's child: the gpu_bench calls made so far
         spec = device.match.spec
         if test.peak_bps is not None:
             spec = replace(spec, peak_bps=test.peak_bps, source=f"{spec.source}; peak_gbps marker")
@@ -272,11 +274,23 @@ class GpuBench:
                 setup()
             self.backend.launch(kernel, grid, block, call_args, shared_bytes=shared_bytes)
             self.backend.synchronize()
-            return self._record(
-                BenchResult(
-                    label, kernel.name, bytes_moved, mode, None, kernel.resources, SMOKE_NOTE
+            return self._unmeasured(label, kernel, bytes_moved, mode, SMOKE_NOTE)
+        plan = child_plan()
+        if plan is not None:  # an explain pass's child: one profiled launch of each side
+            position, self._profiled = self._profiled, self._profiled + 1
+            with self._device.lock.held(f"{self.test.test_id} [{label}] (profiled)"):
+                profile_sides(
+                    self.backend,
+                    plan,
+                    {"position": position, "name": label, "cache": mode},
+                    (kernel, self._base_of(kernel)[0]),
+                    lambda k: self.backend.launch(
+                        k, grid, block, call_args, shared_bytes=shared_bytes
+                    ),
+                    declared=(bytes_moved, call_args, writes),
+                    setup=setup,
                 )
-            )
+            return self._unmeasured(label, kernel, bytes_moved, mode, PROFILED_NOTE)
         common: dict[str, Any] = {
             "grid": grid,
             "block": block,
@@ -363,11 +377,12 @@ class GpuBench:
         mode = self._cache(cache, label)
         floor_rule = self._floor(floor, label, mode)
         _check_setup(setup, label)
-        if not self.measuring:
+        if not self.measuring or child_plan() is not None:
             if setup is not None:
                 setup()
             fn()
             self.backend.synchronize()
+            self._profiled += 1  # a callable is not profiled: it keeps its position
             return self._record(BenchResult(label, label, bytes_moved, mode, note=SMOKE_NOTE))
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
             measurement = measure_callable(
@@ -563,6 +578,12 @@ class GpuBench:
 
     def _measure_settings(self, cache: str) -> MeasureSettings:
         return MeasureSettings(cache=cache, budget_s=self.test.budget_s)
+
+    def _unmeasured(
+        self, label: str, kernel: Kernel, bytes_moved: int, mode: str, note: str
+    ) -> BenchResult:
+        result = BenchResult(label, kernel.name, bytes_moved, mode, None, kernel.resources, note)
+        return self._record(result)
 
     def _record(self, result: BenchResult) -> BenchResult:
         self._results.append(result)
