@@ -165,6 +165,7 @@ class Profiled:
     cost_s: float
     launches: tuple[tuple[PlannedLaunch, Traffic], ...] = ()
     problem: str = ""
+    lasting: bool = False  # the problem holds for the whole run (no profiler, refused)
     output_tail: tuple[str, ...] = field(default=(), compare=False)
 
     def of(self, position: int, side: str) -> Traffic | None:
@@ -212,11 +213,11 @@ def run_profile(request: ProfileRequest) -> Profiled:
     tool_path = ncu.find_ncu() if request.backend == "cuda" else rocprof.find_rocprofv3()
     tool = "ncu" if request.backend == "cuda" else "rocprofv3"
     if request.backend not in ("cuda", "hip"):
-        return Profiled(
-            tool, cache_control, 0.0, problem="not explained: the simulated device has no counters"
-        )
+        line = "not explained: the simulated device has no counters"
+        return Profiled(tool, cache_control, 0.0, problem=line, lasting=True)
     if tool_path is None:
-        return Profiled(tool, cache_control, 0.0, problem=missing_profiler_line(request.backend))
+        line = missing_profiler_line(request.backend)
+        return Profiled(tool, cache_control, 0.0, problem=line, lasting=True)
     with tempfile.TemporaryDirectory(prefix="gpuperf-explain-") as folder:
         work = Path(folder)
         plan, log = work / "plan.jsonl", work / "ncu.csv"
@@ -237,7 +238,8 @@ def run_profile(request: ProfileRequest) -> Profiled:
         report = _read_text(log) if request.backend == "cuda" else ""
         refused = ncu.refusal(output + "\n" + report)
         if refused:
-            return failed(f"not explained: {refused}")
+            line = f"not explained: {refused}"
+            return Profiled(tool, cache_control, cost_s, problem=line, lasting=True)
         if timed_out:
             return failed(
                 f"not explained: the profiled re-run of {request.nodeid} took longer than "

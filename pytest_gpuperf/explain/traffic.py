@@ -57,7 +57,7 @@ def _moved(head: float, base: float) -> str:
     change = _change(head, base)
     if abs(change) < STEADY:
         return f"unchanged ({megabytes(head)})"
-    return f"{change:+.1%} ({megabytes(base)} -> {megabytes(head)})"
+    return f"{change:+.1%} ({base / 1e6:.1f} -> {megabytes(head)})"
 
 
 def traffic_lines(head: Traffic, base: Traffic | None) -> list[str]:

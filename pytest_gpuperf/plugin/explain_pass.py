@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from pytest_gpuperf.session.bench_session import Judgement
 
 EXPLAINED: pytest.StashKey[dict[int, dict[str, Any]]] = pytest.StashKey()
+# A problem that holds for the whole run (no profiler, counters refused): later tests are not
+# re-run under a profiler that already said no.
+LASTING: pytest.StashKey[Any] = pytest.StashKey()
 _REGRESSIONS = {"ab", "regression"}
 # Report files and the GPU probe are the parent's: the child writes and probes nothing.
 _CHILD_INI = ("gpuperf_json=", "gpuperf_markdown=", "gpuperf_benchmark_json=")
@@ -48,11 +51,13 @@ def explain_test(item: pytest.Item, judgement: Judgement) -> dict[int, dict[str,
         nodeid=item.nodeid,
         pytest_args=tuple(_child_args(item.config, device.info.index)),
         cwd=Path(item.config.rootpath),
-        backend=device.info.backend,
+        backend=profiler_backend(device.info),
         hot=all(m.cache == "hot" for m, _ in verdicts),
         timeout_s=settings.explain_timeout_s,
     )
-    profiled = run_profile(request)
+    profiled = item.config.stash.get(LASTING, None) or run_profile(request)
+    if profiled.lasting:
+        item.config.stash[LASTING] = profiled
     l2_bytes = int(device.info.l2_bytes)
     return {
         position: explanation(profiled, position, check_bytes=True, l2_bytes=l2_bytes)
@@ -60,10 +65,17 @@ def explain_test(item: pytest.Item, judgement: Judgement) -> dict[int, dict[str,
     }
 
 
+def profiler_backend(info: Any) -> str:
+    """Whose profiler explains this device's launches: "cuda" (ncu), "hip" (rocprofv3) or
+    "sim" (none: the simulated device counts nothing)."""
+    return str(info.backend)
+
+
 def _child_args(config: pytest.Config, gpu_index: int) -> list[str]:
     """The re-run's pytest options: the same kernels on the same GPU, nothing written."""
     settings = state_of(config).settings
-    args = ["-q", "-p", "no:cacheprovider", "--gpuperf", *settings.command_options()]
+    args = ["-q", "-p", "no:cacheprovider", *_plugins(config.invocation_params.args)]
+    args += ["--gpuperf", *settings.command_options()]
     args += [f"--gpuperf-gpu={gpu_index}", "--gpuperf-gpu-margin=0"]
     if settings.compare_ref:
         args.append(f"--gpuperf-compare={settings.compare_ref}")
@@ -77,6 +89,17 @@ def _child_args(config: pytest.Config, gpu_index: int) -> list[str]:
     if config.pluginmanager.hasplugin("xdist"):
         args += ["-n", "0"]
     return args
+
+
+def _plugins(given: tuple[str, ...] | list[str]) -> list[str]:
+    """The run's own `-p NAME` options (the plugin itself may be loaded that way)."""
+    found = []
+    for position, arg in enumerate(given):
+        if arg == "-p" and position + 1 < len(given):
+            found += ["-p", given[position + 1]]
+        elif arg.startswith("-p") and len(arg) > 2 and not arg.startswith("--"):
+            found += ["-p", arg[2:]]
+    return found
 
 
 def judgement_strict(item: pytest.Item) -> bool:
