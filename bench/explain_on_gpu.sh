@@ -23,16 +23,16 @@ from pathlib import Path
 from pytest_gpuperf.explain.ncu import ncu_command
 print(' '.join(ncu_command(Path('$NCU'), cache_control='all', log_file=Path('$OUT/ncu_raw.csv'))[1:]))")
 start=$(date +%s.%N)
-GPUPERF_PROFILE_PLAN="$OUT/plan.jsonl" timeout 120 "$NCU" $NCU_ARGS python3 -m pytest \
+GPUPERF_PROFILE_PLAN="$OUT/plan.jsonl" timeout 90 "$NCU" $NCU_ARGS python3 -m pytest \
   -p pytest_gpuperf.plugin -p no:cacheprovider -q --gpuperf --gpuperf-backend=cuda "$COPY" \
   > /tmp/record.txt 2>&1
 echo "recording: exit $?, $(python3 -c "import time; print(round(time.time() - $start, 2))") s" >> "$OUT/device.txt"
 tail -5 /tmp/record.txt >> "$OUT/device.txt"
-timeout 240 python3 bench/explain_demo.py --backend cuda --out /tmp/demo > /dev/null 2>&1
+timeout 170 python3 bench/explain_demo.py --backend cuda --out /tmp/demo > /dev/null 2>&1
 echo "demo: exit $?" >> "$OUT/device.txt"
 cp /tmp/demo/pytest.txt "$OUT/demo_pytest.txt"; cp /tmp/demo/report.json "$OUT/demo_report.json"
 cp /tmp/demo/explain.json "$OUT/demo_explain.json"
-timeout 280 python3 -m pytest -p pytest_gpuperf.plugin -p no:cacheprovider tests/perf \
-  --gpuperf --gpuperf-backend=cuda --gpuperf-check-bytes --gpuperf-budget=0.3 \
+timeout 200 python3 -m pytest -p pytest_gpuperf.plugin -p no:cacheprovider tests/perf \
+  --gpuperf --gpuperf-backend=cuda --gpuperf-check-bytes --gpuperf-budget=0.2 \
   --gpuperf-json="$OUT/perf_report.json" -q -rA > "$OUT/perf_pytest.txt" 2>&1
 echo "perf: exit $?" >> "$OUT/device.txt"
