@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 FLAGS = {"--csv"}
 
@@ -35,38 +36,76 @@ def main() -> int:
         print("==ERROR== the fake ncu failed", flush=True)
         return 3
     if mode == "perm":
-        print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access "
-              "NVIDIA GPU Performance Counters on the target device 0.", flush=True)
+        print(
+            "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access "
+            "NVIDIA GPU Performance Counters on the target device 0.",
+            flush=True,
+        )
     if mode == "dcgm":
-        print("==ERROR== Profiling failed because a driver resource was unavailable. Ensure "
-              "that no other tool (like DCGM) is concurrently collecting profiling data.",
-              flush=True)
+        print(
+            "==ERROR== Profiling failed because a driver resource was unavailable. Ensure "
+            "that no other tool (like DCGM) is concurrently collecting profiling data.",
+            flush=True,
+        )
     done = subprocess.run(application, check=False)
     if mode != "ok":
         return done.returncode
     plan = os.environ["GPUPERF_PROFILE_PLAN"]
     scale = float(os.environ.get("FAKE_NCU_READ_SCALE", "1.0"))
     metrics = options["--metrics"].split(",")
-    header = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context",
-              "Stream", "Block Size", "Grid Size", "Device", "CC", *metrics]
-    units = {"dram__bytes_read.sum": "byte", "dram__bytes_write.sum": "byte",
-             "lts__t_bytes.sum": "byte", "gpu__time_duration.sum": "nsecond",
-             "sm__warps_active.avg.pct_of_peak_sustained_active": "%",
-             "launch__registers_per_thread": "register/thread", "smsp__inst_executed.sum": "inst"}
+    header = [
+        "ID",
+        "Process ID",
+        "Process Name",
+        "Host Name",
+        "Kernel Name",
+        "Context",
+        "Stream",
+        "Block Size",
+        "Grid Size",
+        "Device",
+        "CC",
+        *metrics,
+    ]
+    units = {
+        "dram__bytes_read.sum": "byte",
+        "dram__bytes_write.sum": "byte",
+        "lts__t_bytes.sum": "byte",
+        "gpu__time_duration.sum": "ns",
+        "sm__warps_active.avg.pct_of_peak_sustained_active": "%",
+        "launch__registers_per_thread": "register/thread",
+        "smsp__inst_executed.sum": "inst",
+    }
     lines = ["==PROF== Connected to process 4711", ",".join(f'"{h}"' for h in header)]
     lines.append(",".join(f'"{units.get(h, "") if h in metrics else ""}"' for h in header))
-    entries = [json.loads(line) for line in open(plan, encoding="utf-8") if line.strip()]
+    text = Path(plan).read_text(encoding="utf-8")
+    entries = [json.loads(line) for line in text.splitlines() if line.strip()]
     for number, entry in enumerate(entries):
         declared = entry["declared_bytes"]
         read = declared * (scale if entry["side"] == "head" else 1.0) / 2
-        values = {"dram__bytes_read.sum": read, "dram__bytes_write.sum": declared / 2,
-                  "lts__t_bytes.sum": declared, "gpu__time_duration.sum": 1000,
-                  "sm__warps_active.avg.pct_of_peak_sustained_active": 80,
-                  "launch__registers_per_thread": 16 if entry["side"] == "head" else 16,
-                  "smsp__inst_executed.sum": 1000}
-        row = [str(number), "4711", "python3", "127.0.0.1", entry["kernel"], "1", "7",
-               "(256, 1, 1)", "(4, 1, 1)", "0", "9.0"]
-        row += [f"{values.get(m, 0):.0f}" for m in metrics]
+        values = {
+            "dram__bytes_read.sum": read,
+            "dram__bytes_write.sum": declared / 2,
+            "lts__t_bytes.sum": declared,
+            "gpu__time_duration.sum": 1000,
+            "sm__warps_active.avg.pct_of_peak_sustained_active": 80,
+            "launch__registers_per_thread": 16,
+            "smsp__inst_executed.sum": 1000,
+        }
+        row = [
+            str(number),
+            "4711",
+            "python3",
+            "127.0.0.1",
+            entry["kernel"],
+            "1",
+            "7",
+            "(256, 1, 1)",
+            "(4, 1, 1)",
+            "0",
+            "9.0",
+        ]
+        row += [f"{values.get(m, 0):,.0f}" for m in metrics]  # "33,559,808", as ncu writes
         lines.append(",".join(f'"{v}"' for v in row))
     with open(options["--log-file"], "w", encoding="utf-8") as out:
         out.write("\n".join(lines) + "\n")

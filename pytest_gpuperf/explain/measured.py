@@ -42,7 +42,7 @@ def explanation(
             traffic["lines"] = [traffic["problem"]]
         return {"traffic": traffic, "bytes_check": None}
     traffic["head"], traffic["base"] = head.plain(), None if base is None else base.plain()
-    traffic["lines"] = traffic_lines(head, base)
+    traffic["lines"] = traffic_lines(head, base, l2_bytes=l2_bytes)
     check = None
     if check_bytes and head.dram_read_bytes is not None and head.dram_write_bytes is not None:
         check = BytesCheck(

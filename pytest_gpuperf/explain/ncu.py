@@ -41,8 +41,9 @@ METRICS = (
     DURATION,
 )
 # Base units as --print-units base writes them, to the unit the Traffic fields hold.
-_SCALE = {"": 1.0, "byte": 1.0, "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}
-_SCALE.update({"%": 0.01, "register/thread": 1.0, "inst": 1.0, "warp": 1.0})
+# Nsight Compute 2025.3 writes "ns" for gpu__time_duration and "%" for percentages.
+_SCALE = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "s": 1.0}
+_SCALE.update({"%": 0.01, "byte": 1.0, "register/thread": 1.0, "inst": 1.0, "": 1.0})
 
 
 class ProfileCsvError(GpuPerfError):
@@ -94,13 +95,10 @@ def _number(text: str) -> float | None:
     text = text.strip()
     if not text or text.lower() == "n/a":
         return None
-    try:
-        return float(text)
+    try:  # the raw page writes thousands separators: "33,559,808"
+        return float(text.replace(",", ""))
     except ValueError:
-        try:  # a thousands separator, as other pages write numbers
-            return float(text.replace(",", ""))
-        except ValueError:
-            return None
+        return None
 
 
 def read_ncu_csv(text: str) -> list[dict[str, float | str | None]]:

@@ -44,6 +44,8 @@ _PARENT_ONLY = (
     "PYTEST_CURRENT_TEST",
     "GITHUB_STEP_SUMMARY",
 )
+_POISON = 0xFFFFFFFF
+CALLABLE = ""  # the kernel name of a planned gpu_bench.run: whatever the callable launches
 _UNIFORM_SAMPLE_BYTES = 1 << 30  # buffers past this are not read back to look for one value
 
 
@@ -67,7 +69,8 @@ def uniform_args(args: Sequence[Any], skip: Sequence[Any] = ()) -> tuple[int, ..
         if arg.freed or arg.nbytes < 4 or arg.nbytes > _UNIFORM_SAMPLE_BYTES:
             continue
         words = arg.download(np.uint32)
-        if words.size and bool(np.all(words == words[0])):
+        # all 0xFF bytes: gpu_bench.empty's poison, an output the launch will overwrite
+        if words.size and bool(np.all(words == words[0])) and words[0] != _POISON:
             found.append(position)
     return tuple(found)
 
@@ -104,15 +107,16 @@ def profile_sides(
     backend: Backend,
     plan: Path,
     entry: Mapping[str, Any],
-    kernels: tuple[Kernel, Kernel | None],
-    launch: Callable[[Kernel], None],
+    kernels: tuple[Kernel, Kernel | None] | None,
+    launch: Callable[..., Any],
     *,
     declared: tuple[int, Sequence[Any], Any],
     setup: Callable[[], Any] | None = None,
 ) -> None:
     """One gpu_bench call in the child: head, then base (None: no base), each launched once
-    in the profiler's range. `declared`: the bytes the call declares, its arguments and its
-    `writes=` (the outputs, not looked at for uniform data)."""
+    in the profiler's range by `launch(kernel)`; `kernels` None: a gpu_bench.run, whose
+    callable `launch()` is profiled once. `declared`: the bytes the call declares, its
+    arguments and its `writes=` (outputs, not looked at for uniform data)."""
     bytes_moved, args, writes = declared
     outputs = writes if isinstance(writes, list | tuple) else (writes,)
     known = {
@@ -120,6 +124,10 @@ def profile_sides(
         "declared_bytes": bytes_moved,
         "uniform_args": list(uniform_args(args, skip=outputs)),
     }
+    if kernels is None:
+        sided = {**known, "side": HEAD, "kernel": CALLABLE}
+        profile_launch(backend, plan, sided, launch, setup=setup)
+        return
     for side, kernel in zip((HEAD, BASE), kernels, strict=True):
         if kernel is not None:
             sided = {**known, "side": side, "kernel": kernel.name}
@@ -257,20 +265,21 @@ def run_profile(request: ProfileRequest) -> Profiled:
                 for line in _read_text(plan).splitlines()
                 if line.strip()
             ]
+            if not planned:
+                return failed("not explained: the test made no gpu_bench call to profile")
             if request.backend == "cuda":
-                counted = [ncu.traffic_of(launch) for launch in ncu.read_ncu_csv(report)]
+                every = [ncu.traffic_of(launch) for launch in ncu.read_ncu_csv(report)]
             else:
                 files = rocprof.counter_files(work / "rocprof")
                 every = rocprof.read_rocprof_csv(_read_text(f) for f in files)
-                counted = _by_name(every, planned)
+                every = _by_name(every, planned)
         except (GpuPerfError, ValueError, KeyError) as bad:
             return failed(f"not explained: the profile could not be read: {bad}")
-        if len(counted) != len(planned) or not all(
-            _same_kernel(t.kernel, p.kernel) for p, t in zip(planned, counted, strict=False)
-        ):
-            names = ", ".join(t.kernel for t in counted) or "none"
+        counted = _aligned(every, planned)
+        if counted is None:
+            names = ", ".join(t.kernel for t in every) or "none"
             return failed(
-                f"not explained: the profile holds {len(counted)} launch(es) ({names}) where "
+                f"not explained: the profile holds {len(every)} launch(es) ({names}) where "
                 f"the test made {len(planned)}"
             )
         return Profiled(
@@ -280,6 +289,48 @@ def run_profile(request: ProfileRequest) -> Profiled:
             launches=tuple(zip(planned, counted, strict=True)),
             output_tail=tail,
         )
+
+
+def _aligned(every: list[Traffic], planned: list[PlannedLaunch]) -> list[Traffic] | None:
+    """One Traffic per planned launch (None: the profile does not fit the plan). A kernel
+    launch is one profiled launch; a gpu_bench.run (a callable) is whatever it launched: the
+    launches left over, summed, when the test made one such call (with more, which launch
+    belongs to which call cannot be told)."""
+    callables = [i for i, p in enumerate(planned) if p.kernel == CALLABLE]
+    extra = len(every) - len(planned)
+    if len(callables) > 1 or extra < (-1 if callables else 0) or (extra and not callables):
+        return None
+    found, rows = [], iter(every)
+    for entry in planned:
+        if entry.kernel == CALLABLE:
+            found.append(summed([next(rows) for _ in range(extra + 1)]))
+            continue
+        traffic = next(rows)
+        if not _same_kernel(traffic.kernel, entry.kernel):
+            return None
+        found.append(traffic)
+    return found
+
+
+def summed(launches: list[Traffic]) -> Traffic:
+    """Several launches as one piece of work (what a callable launched): bytes, instructions
+    and time add up; registers are the most any launch used; occupancy is not a sum."""
+
+    def total(name: str) -> float | None:
+        values = [getattr(t, name) for t in launches]
+        return None if not values or None in values else float(sum(values))
+
+    registers = [t.registers_per_thread for t in launches if t.registers_per_thread is not None]
+    return Traffic(
+        kernel=" + ".join(t.kernel for t in launches) or "(nothing launched)",
+        dram_read_bytes=total("dram_read_bytes"),
+        dram_write_bytes=total("dram_write_bytes"),
+        l2_bytes=total("l2_bytes"),
+        registers_per_thread=max(registers) if registers else None,
+        instructions=total("instructions"),
+        local_bytes=total("local_bytes"),
+        time_s=total("time_s"),
+    )
 
 
 def _same_kernel(reported: str, launched: str) -> bool:
@@ -341,6 +392,7 @@ def _run(
 
 __all__ = [
     "BASE",
+    "CALLABLE",
     "HEAD",
     "PLAN_ENV",
     "PROFILED_NOTE",
@@ -351,5 +403,6 @@ __all__ = [
     "profile_launch",
     "profile_sides",
     "run_profile",
+    "summed",
     "uniform_args",
 ]

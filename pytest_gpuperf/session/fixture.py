@@ -100,8 +100,9 @@ class GpuBench:
     # -- what the test can look at -------------------------------------------------------
     @property
     def measuring(self) -> bool:
-        """True under --gpuperf (or --gpuperf-save): calls measure; else they launch once."""
-        return self._session.settings.measure
+        """True under --gpuperf (or --gpuperf-save): calls measure; else they launch once
+        (and in an explain pass's child, which launches once under the profiler)."""
+        return self._session.settings.measure and child_plan() is None
 
     @property
     def backend(self) -> Backend:
@@ -269,12 +270,6 @@ class GpuBench:
         floor_rule = self._floor(floor, label, mode)
         call_args = tuple(args)
         _check_setup(setup, label)
-        if not self.measuring:
-            if setup is not None:
-                setup()
-            self.backend.launch(kernel, grid, block, call_args, shared_bytes=shared_bytes)
-            self.backend.synchronize()
-            return self._unmeasured(label, kernel, bytes_moved, mode, SMOKE_NOTE)
         plan = child_plan()
         if plan is not None:  # an explain pass's child: one profiled launch of each side
             position, self._profiled = self._profiled, self._profiled + 1
@@ -291,6 +286,12 @@ class GpuBench:
                     setup=setup,
                 )
             return self._unmeasured(label, kernel, bytes_moved, mode, PROFILED_NOTE)
+        if not self.measuring:
+            if setup is not None:
+                setup()
+            self.backend.launch(kernel, grid, block, call_args, shared_bytes=shared_bytes)
+            self.backend.synchronize()
+            return self._unmeasured(label, kernel, bytes_moved, mode, SMOKE_NOTE)
         common: dict[str, Any] = {
             "grid": grid,
             "block": block,
@@ -377,12 +378,19 @@ class GpuBench:
         mode = self._cache(cache, label)
         floor_rule = self._floor(floor, label, mode)
         _check_setup(setup, label)
-        if not self.measuring or child_plan() is not None:
+        plan = child_plan()
+        if plan is not None:  # an explain pass's child: whatever fn launches, profiled once
+            entry = {"position": self._profiled, "name": label, "cache": mode}
+            self._profiled += 1
+            with self._device.lock.held(f"{self.test.test_id} [{label}] (profiled)"):
+                declared = (bytes_moved, (), ())
+                profile_sides(self.backend, plan, entry, None, fn, declared=declared, setup=setup)
+            return self._record(BenchResult(label, label, bytes_moved, mode, note=PROFILED_NOTE))
+        if not self.measuring:
             if setup is not None:
                 setup()
             fn()
             self.backend.synchronize()
-            self._profiled += 1  # a callable is not profiled: it keeps its position
             return self._record(BenchResult(label, label, bytes_moved, mode, note=SMOKE_NOTE))
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
             measurement = measure_callable(

@@ -30,7 +30,7 @@ def test_add(gpu_bench):
 def fake_ncu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """The stand-in ncu (run by this interpreter), and a device the plugin profiles as CUDA."""
     script = tmp_path / "ncu"
-    script.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_NCU} \"$@\"\n")
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_NCU} "$@"\n')
     script.chmod(0o755)
     monkeypatch.setenv("GPUPERF_NCU", str(script))
     monkeypatch.setattr(explain_pass, "profiler_backend", lambda info: "cuda")
@@ -137,3 +137,33 @@ def test_explain_only_acts_while_measuring(gp):
     result = gp.run_plain("--gpuperf-explain")
     assert result.ret == 4
     assert "only acts while measuring" in result.stderr.str() + result.stdout.str()
+
+
+def test_the_child_takes_the_tests_smoke_branch_and_profiles_a_callable(gp, fake_ncu, monkeypatch):
+    """In the child nothing is measured: a test that checks its timings while measuring
+    (`gpu_bench.measuring`) skips them there, and a gpu_bench.run is profiled as one piece."""
+    monkeypatch.setenv("FAKE_NCU_MODE", "ok")
+    gp.test_file(
+        """
+        def test_add(gpu_bench):
+            result = add(gpu_bench)
+            if gpu_bench.measuring:
+                assert result.measurement.time_s > 0
+
+        def test_callable(gpu_bench):
+            kernel = gpu_bench.kernel("vadd.hip", "vector_add")
+            n = 1 << 20
+            a, c = gpu_bench.to_device(np.ones(n, np.float32)), gpu_bench.empty(n)
+            def go():
+                gpu_bench.backend.launch(kernel, n // 256, 256, (a, a, c, n))
+            gpu_bench.run(go, bytes=12 * n)
+        """
+    )
+    result = gp.run("--gpuperf", "--gpuperf-explain", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=2)
+    rows = {row["test_id"]: row["explain"] for row in _report(gp)["results"]}
+    assert rows["test_perf.py::test_add"]["traffic"]["problem"] == ""
+    callable_traffic = rows["test_perf.py::test_callable"]["traffic"]
+    assert callable_traffic["problem"] == "" and callable_traffic["head"]["dram_read_bytes"] > 0
+    # one input of ones: the GPU may compress it, and the check says so if bytes fall short
+    assert rows["test_perf.py::test_callable"]["bytes_check"]["uniform_args"] == []
