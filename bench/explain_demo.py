@@ -6,7 +6,8 @@ The project: `gather.hip` variants, each `gather4` (c[i] = a[i] + a[i+n] + a[i+2
 16 n bytes read, 4 n written) committed as the base; the work tree's head reads EXTRA_PERMILLE
 per mille of those 16 n bytes more from `extra` (random values, so the GPU cannot compress
 them, and never 1e30, so the result never changes). The truth: DRAM read bytes +1.5% and
-+3.0%; the comment-only edit builds the same code. The script runs
++3.0%; the comment-only edit builds the same code. A fourth test feeds the unchanged kernel
+one constant value, which the GPU compresses: its bytes check must name that. The script runs
 `pytest --gpuperf --gpuperf-compare=HEAD --gpuperf-explain` there and compares what each
 failure names with the truth.
 
@@ -66,6 +67,15 @@ def test_gather(gpu_bench, variant):
     gpu_bench(kernel, grid=N // 256, block=256, args=(da, dc, de, N), reads=(a,), writes=(dc,))
     expected = ((a[:N] + a[N : 2 * N]) + a[2 * N : 3 * N]) + a[3 * N :]
     np.testing.assert_allclose(gpu_bench.from_device(dc, np.float32, N), expected, rtol=1e-6)
+
+
+def test_constant_input(gpu_bench):
+    # one value everywhere: the GPU compresses it, and the bytes check must say so
+    kernel = gpu_bench.kernel("comment.hip", "gather4")
+    da = gpu_bench.to_device(np.full(4 * N, 1.5, np.float32))
+    de, dc = gpu_bench.to_device(np.zeros(N, np.float32)), gpu_bench.empty(N)
+    gpu_bench(kernel, grid=N // 256, block=256, args=(da, dc, de, N), bytes=20 * N)
+    np.testing.assert_array_equal(gpu_bench.from_device(dc, np.float32, N), 6.0)
 """
 
 HEADS = {"read15": 15, "read30": 30, "comment": 0}  # per mille of the read bytes, in head
@@ -88,6 +98,7 @@ def main() -> int:
     parser.add_argument("--backend", default="cuda")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--budget", default="0.5")
+    parser.add_argument("-k", default="", help="pytest's -k: which of the project's tests")
     options = parser.parse_args()
     options.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="explain-demo-") as folder:
@@ -105,7 +116,8 @@ def main() -> int:
              "no:cacheprovider", "--gpuperf", f"--gpuperf-backend={options.backend}",
              "--gpuperf-compare=HEAD", "--gpuperf-explain", f"--gpuperf-budget={options.budget}",
              f"--gpuperf-json={options.out / 'report.json'}",
-             f"--gpuperf-markdown={options.out / 'summary.md'}", "-v"],
+             f"--gpuperf-markdown={options.out / 'summary.md'}", "-v",
+             *(["-k", options.k] if options.k else [])],
             cwd=root, env=env, capture_output=True, text=True, timeout=560, check=False,
         )  # fmt: skip
         wall_s = time.monotonic() - began
@@ -114,7 +126,7 @@ def main() -> int:
     report = options.out / "report.json"
     results = json.loads(report.read_text())["results"] if report.exists() else []
     for result in results:
-        variant = result["test_id"].split("[")[-1].rstrip("]")
+        variant = result["test_id"].split("[")[-1].rstrip("]").split("::")[-1]
         traffic = (result.get("explain") or {}).get("traffic") or {}
         head, base = traffic.get("head") or {}, traffic.get("base") or {}
         measured = None
@@ -129,6 +141,7 @@ def main() -> int:
                 "lines": traffic.get("lines"),
                 "cost_s": traffic.get("cost_s"),
                 "problem": traffic.get("problem"),
+                "bytes_check": ((result.get("explain") or {}).get("bytes_check") or {}).get("line"),
             }
         )
     summary = {"exit": done.returncode, "wall_s": wall_s, "rows": rows}
