@@ -270,21 +270,13 @@ class GpuBench:
         floor_rule = self._floor(floor, label, mode)
         call_args = tuple(args)
         _check_setup(setup, label)
-        plan = child_plan()
-        if plan is not None:  # an explain pass's child: one profiled launch of each side
-            position, self._profiled = self._profiled, self._profiled + 1
-            with self._device.lock.held(f"{self.test.test_id} [{label}] (profiled)"):
-                profile_sides(
-                    self.backend,
-                    plan,
-                    {"position": position, "name": label, "cache": mode},
-                    (kernel, self._base_of(kernel)[0]),
-                    lambda k: self.backend.launch(
-                        k, grid, block, call_args, shared_bytes=shared_bytes
-                    ),
-                    declared=(bytes_moved, call_args, writes),
-                    setup=setup,
-                )
+        if child_plan() is not None:  # an explain pass's child: one profiled launch a side
+
+            def go(k: Kernel) -> None:
+                self.backend.launch(k, grid, block, call_args, shared_bytes=shared_bytes)
+
+            sides = (kernel, self._base_of(kernel)[0])
+            self._profile(label, mode, sides, go, (bytes_moved, call_args, writes), setup)
             return self._unmeasured(label, kernel, bytes_moved, mode, PROFILED_NOTE)
         if not self.measuring:
             if setup is not None:
@@ -378,13 +370,8 @@ class GpuBench:
         mode = self._cache(cache, label)
         floor_rule = self._floor(floor, label, mode)
         _check_setup(setup, label)
-        plan = child_plan()
-        if plan is not None:  # an explain pass's child: whatever fn launches, profiled once
-            entry = {"position": self._profiled, "name": label, "cache": mode}
-            self._profiled += 1
-            with self._device.lock.held(f"{self.test.test_id} [{label}] (profiled)"):
-                declared = (bytes_moved, (), ())
-                profile_sides(self.backend, plan, entry, None, fn, declared=declared, setup=setup)
+        if child_plan() is not None:  # an explain pass's child: what fn launches, profiled
+            self._profile(label, mode, None, fn, (bytes_moved, (), ()), setup)
             return self._record(BenchResult(label, label, bytes_moved, mode, note=PROFILED_NOTE))
         if not self.measuring:
             if setup is not None:
@@ -586,6 +573,17 @@ class GpuBench:
 
     def _measure_settings(self, cache: str) -> MeasureSettings:
         return MeasureSettings(cache=cache, budget_s=self.test.budget_s)
+
+    def _profile(
+        self, label: str, mode: str, sides: Any, launch: Any, declared: Any, setup: Any
+    ) -> None:
+        """In an explain pass's child: launch once a side under the profiler (explain/)."""
+        plan = child_plan()
+        assert plan is not None
+        entry = {"position": self._profiled, "name": label, "cache": mode}
+        self._profiled += 1
+        with self._device.lock.held(f"{self.test.test_id} [{label}] (profiled)"):
+            profile_sides(self.backend, plan, entry, sides, launch, declared=declared, setup=setup)
 
     def _unmeasured(
         self, label: str, kernel: Kernel, bytes_moved: int, mode: str, note: str
