@@ -300,27 +300,23 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-explain",
         "gpuperf_explain",
-        "profile one launch each of head and base of every measured test in a child process "
-        "(ncu, rocprofv3) and say what the counters moved. Default: only confirmed "
-        "regressions, where the profiler is present and permitted.",
+        "profile head and base of every measured test (ncu). Default: confirmed regressions.",
         ini="gpuperf_explain",
         is_flag=True,
     ),
     OptionSpec(
         "--gpuperf-check-bytes",
         "gpuperf_check_bytes",
-        "check every measurement's declared bytes against the DRAM bytes of one profiled cold "
-        "launch (warns beyond 5%; --gpuperf-strict fails). Default: off.",
+        "declared bytes against the GPU's counters. Default: off.",
         ini="gpuperf_check_bytes",
         is_flag=True,
     ),
     OptionSpec(
         "--gpuperf-explain-timeout",
         "gpuperf_explain_timeout",
-        f"seconds a test's profiled re-run may take. Default: {DEFAULT_EXPLAIN_TIMEOUT_S:g}.",
-        ini="gpuperf_explain_timeout",
+        f"seconds for a profiled re-run. Default: {DEFAULT_EXPLAIN_TIMEOUT_S:g}.",
+        ini=None,
         metavar="SECONDS",
-        ini_type="float",
     ),
     OptionSpec(
         "--gpuperf-json",
