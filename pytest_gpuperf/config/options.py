@@ -31,6 +31,7 @@ DEFAULT_BASELINE_DIR = "baselines"
 # healthy H200s of one machine measured within 0.995-1.007 of each other, and the probe's own
 # interval is a few tenths of a percent (docs/benchmarks.md, "GPU probe").
 DEFAULT_GPU_MARGIN = 0.03
+DEFAULT_EXPLAIN_TIMEOUT_S = 120.0  # a child that compiles, profiles two launches and exits
 MAX_SIM_GPUS = 64
 INI_HELP_WIDTH = 52  # what fits beside the key in `pytest --help` at 80 columns
 
@@ -314,6 +315,27 @@ OPTIONS: tuple[OptionSpec, ...] = (
         f"cold, hot or rotate. Default: {DEFAULT_CACHE}.",
         ini="gpuperf_cache",
         metavar="MODE",
+    ),
+    OptionSpec(
+        "--gpuperf-explain",
+        "gpuperf_explain",
+        "profile head and base of every measured test (ncu). Default: confirmed regressions.",
+        ini="gpuperf_explain",
+        is_flag=True,
+    ),
+    OptionSpec(
+        "--gpuperf-check-bytes",
+        "gpuperf_check_bytes",
+        "declared bytes against the GPU's counters. Default: off.",
+        ini="gpuperf_check_bytes",
+        is_flag=True,
+    ),
+    OptionSpec(
+        "--gpuperf-explain-timeout",
+        "gpuperf_explain_timeout",
+        f"seconds for a profiled re-run. Default: {DEFAULT_EXPLAIN_TIMEOUT_S:g}.",
+        ini=None,
+        metavar="SECONDS",
     ),
     OptionSpec(
         "--gpuperf-json",

@@ -22,6 +22,7 @@ from pytest_gpuperf.config.options import (
     DEFAULT_BUDGET_S,
     DEFAULT_CACHE,
     DEFAULT_COMPILE_TIMEOUT_S,
+    DEFAULT_EXPLAIN_TIMEOUT_S,
     DEFAULT_GPU_MARGIN,
     GPUPERF_HELP,
     MIN_BW_HELP,
@@ -85,6 +86,9 @@ MEASURING_ONLY = (
     "gpuperf_strict",
     "gpuperf_compare_missing_ok",
     "gpuperf_prune",
+    "gpuperf_explain",
+    "gpuperf_check_bytes",
+    "gpuperf_explain_timeout",
 )
 STATIC_ACTS_ON = ("gpuperf_strict", "gpuperf_compare_missing_ok", "gpuperf_prune")
 
@@ -126,6 +130,9 @@ class Settings:
     json_path: Path | None = None
     benchmark_json_path: Path | None = None
     markdown_path: Path | None = None
+    explain: bool = False  # --gpuperf-explain: profile every measured test (explain/)
+    check_bytes: bool = False  # --gpuperf-check-bytes
+    explain_timeout_s: float = DEFAULT_EXPLAIN_TIMEOUT_S
     accept: tuple[Acceptance, ...] = ()  # --gpuperf-accept / gpuperf_accept (gate/accept.py)
     static_archs: tuple[str, ...] = ()  # gpuperf-static: --gpuperf-static (empty: off)
     clang: str | None = None  # gpuperf-static: --gpuperf-clang
@@ -367,6 +374,13 @@ def build_settings(
         json_path=path("gpuperf_json", report=True),
         benchmark_json_path=path("gpuperf_benchmark_json", report=True),
         markdown_path=path("gpuperf_markdown", report=True),
+        explain=get("gpuperf_explain", parse_bool, False),
+        check_bytes=get("gpuperf_check_bytes", parse_bool, False),
+        explain_timeout_s=get(
+            "gpuperf_explain_timeout",
+            seconds_parser("the explain timeout"),
+            DEFAULT_EXPLAIN_TIMEOUT_S,
+        ),
         accept=accept,
         static_archs=static_archs,  # gpuperf-static
         clang=get("gpuperf_clang", parse_clang, None),  # gpuperf-static

@@ -1,5 +1,6 @@
-"""Why a regression happened: what the compiled code of head and base says (code facts), and
-what changed between them, for every failure that has a base (A/B, stored baseline, bisect).
+"""Why a regression happened: what the compiled code of head and base says (code facts), what
+changed between them, for every failure that has a base (A/B, stored baseline, bisect), and
+what the vendor's profiler counted for one launch of each (the verdict never depends on it).
 
 Nothing here runs for a passing test: the plugin imports this package only to explain a
 failure. Facts come from the build the run already made (the driver's function attributes

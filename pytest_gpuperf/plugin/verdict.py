@@ -17,6 +17,7 @@ import pytest
 
 from pytest_gpuperf.errors import DeviceFault, DeviceUnavailable, GpuPerfError
 from pytest_gpuperf.plugin.collect import item_settings
+from pytest_gpuperf.plugin.explain_pass import EXPLAINED, judgement_strict
 from pytest_gpuperf.plugin.state import (
     BENCH,
     FAILED_SUBTESTS,
@@ -110,9 +111,24 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     if judgement is None:
         return result
     from pytest_gpuperf.engine.results import FAIL, MARGINAL, MODELLED
+    from pytest_gpuperf.plugin.explain_pass import bytes_warnings, explain_test
     from pytest_gpuperf.report import failure_text, junit_properties, not_measured_reason
+    from pytest_gpuperf.report.traffic_words import explain_block
     from pytest_gpuperf.report.visible import visible
 
+    explained = item.stash[EXPLAINED] = explain_test(item, judgement)
+    if explained:  # the profiler's counters join the code facts in each verdict's `explain`
+        from pytest_gpuperf.gate.decide import with_explanation
+
+        judgement = item.stash[JUDGEMENT] = replace(
+            judgement,
+            verdicts=[
+                (m, with_explanation(v, {"code": None, **(v.explain or {}), **explained[i]}))
+                if i in explained
+                else (m, v)
+                for i, (m, v) in enumerate(judgement.verdicts)
+            ],
+        )
     verdicts = judgement.verdicts
     verbose = item.config.get_verbosity() > 0  # -v: every check, not only what decided
     for measurement, verdict in verdicts:
@@ -130,10 +146,14 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
                 )
             )
     failures = [
-        failure_text(m, v, verbose=verbose, test_id=item.nodeid)
+        failure_text(m, v, verbose=verbose, test_id=item.nodeid) + explain_block(v.explain)
         for m, v in verdicts
         if v.status == FAIL
     ]
+    for line in bytes_warnings(item, explained):
+        item.warn(GpuPerfWarning(line))
+        if state_of(item.config).settings.strict or judgement_strict(item):
+            failures.append(line)
     if failures:
         # the baseline's provenance and boards come from its file: each line stays one line
         text = "\n\n".join(failures)

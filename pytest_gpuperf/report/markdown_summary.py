@@ -18,6 +18,7 @@ from pytest_gpuperf.report.text import (
     run_notes,
     summary_line,
 )
+from pytest_gpuperf.report.traffic_words import explain_block
 
 # Marks the comment the CI recipe updates in place on every push (docs/ci.md).
 COMMENT_MARKER = "<!-- pytest-gpuperf -->"
@@ -79,6 +80,7 @@ def markdown(
             for row in listed:
                 out.append(f"- `{md_escape(row.test_id)}` ({md_escape(row.measurement.name)}):")
                 text = failure_text(row.measurement, row.verdict, test_id=row.test_id)
+                text += explain_block(row.verdict.explain)
                 out += ["  ```", *(f"  {line}" for line in text.splitlines()), "  ```"]
     return "\n".join(out) + "\n"
 

@@ -7,7 +7,7 @@ the gate's; this module only says them.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -400,11 +400,19 @@ def _own_key(row: Row) -> str:
     )
 
 
+def explain_notes(explain: Mapping[str, Any] | None) -> list[str]:
+    """An explain pass's word for the run: why it could not profile (the same line for every
+    test it names, so said once), and a declaration the counters contradict."""
+    traffic, check = (explain or {}).get("traffic") or {}, (explain or {}).get("bytes_check")
+    notes = [traffic["problem"]] if traffic.get("problem") else []
+    return notes + ([check["line"]] if check and check.get("warns") else [])
+
+
 def row_notes(row: Row) -> list[str]:
     """What a row adds for the reader, as sentences that are the same for every row they
     apply to (so a run can say each once)."""
     v, m = row.verdict, row.measurement
-    notes = []
+    notes = explain_notes(v.explain)
     if m.clocks and m.clocks.throttled:
         reasons = ", ".join(m.clocks.throttle_reasons) or "reason not reported"
         notes.append(f"clocks throttled during the measurement ({reasons})")

@@ -506,6 +506,13 @@ class Backend(abc.ABC):
         """Destroy a graph from `capture_graph` (the engine captures one per measurement)."""
         raise NotImplementedError(f"the {self.name or type(self).__name__} backend has no graphs")
 
+    def profile_start(self) -> None:  # noqa: B027 (a backend no profiler attaches to)
+        """Open the range of launches an external profiler records (the explain pass runs
+        the test under `ncu --profile-from-start off`); work queued before is finished."""
+
+    def profile_stop(self) -> None:  # noqa: B027
+        """Close the range `profile_start` opened, once its launches have finished."""
+
     def close(self) -> None:  # noqa: B027 (optional: not every backend holds resources)
         """Release the context/device; the backend is unusable afterwards."""
 

@@ -434,6 +434,14 @@ class CudaBackend(Backend):
             self._await(lambda: self._done(end), "the timed launches")
         return float(_ok(self._d.cuEventElapsedTime(start, end), "cuEventElapsedTime")) / 1e3
 
+    def profile_start(self) -> None:
+        self.synchronize()
+        _ok(self._d.cuProfilerStart(), "cuProfilerStart")
+
+    def profile_stop(self) -> None:
+        self.synchronize()
+        _ok(self._d.cuProfilerStop(), "cuProfilerStop")
+
     def synchronize(self, stream: Any = None) -> None:
         """Wait for `stream` (None: the legacy default stream, which waits for every blocking
         stream) with the watchdog: an event recorded there, polled."""

@@ -45,6 +45,7 @@ from pytest_gpuperf.session.buffers import (
 )
 from pytest_gpuperf.session.declared import declared_bytes, resolve_kernel_path
 from pytest_gpuperf.session.device import OpenDevice
+from pytest_gpuperf.session.profile_child import PROFILED_NOTE, child_plan, profile_sides
 from pytest_gpuperf.static.session import expect_isa_spec  # gpuperf-static
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
@@ -99,6 +100,7 @@ class GpuBench:
         self._loaded: list[tuple[Kernel, Mapping[str, tuple[str, ...]]]] = []  # gpuperf-static
         self._kernel_files: list[Path] = []  # the work tree's files, in order of first use
         self._closed = False
+        self._profiled = 0  # an explain pass's child: the gpu_bench calls made so far
         spec = device.match.spec
         if test.peak_bps is not None:
             spec = replace(spec, peak_bps=test.peak_bps, source=f"{spec.source}; peak_gbps marker")
@@ -107,8 +109,9 @@ class GpuBench:
     # -- what the test can look at -------------------------------------------------------
     @property
     def measuring(self) -> bool:
-        """True under --gpuperf (or --gpuperf-save): calls measure; else they launch once."""
-        return self._session.settings.measure
+        """True under --gpuperf (or --gpuperf-save): calls measure; else they launch once
+        (and in an explain pass's child, which launches once under the profiler)."""
+        return self._session.settings.measure and child_plan() is None
 
     @property
     def backend(self) -> Backend:
@@ -298,16 +301,20 @@ class GpuBench:
         floor_rule = self._floor(floor, label, mode)
         call_args = tuple(args)
         _check_setup(setup, label)
+        if child_plan() is not None:  # an explain pass's child: one profiled launch a side
+
+            def go(k: Kernel) -> None:
+                self.backend.launch(k, grid, block, call_args, shared_bytes=shared_bytes)
+
+            sides = (kernel, self._base_of(kernel)[0])
+            self._profile(label, mode, sides, go, (bytes_moved, call_args, writes), setup)
+            return self._unmeasured(label, kernel, bytes_moved, mode, PROFILED_NOTE)
         if not self.measuring:
             if setup is not None:
                 setup()
             self.backend.launch(kernel, grid, block, call_args, shared_bytes=shared_bytes)
             self.backend.synchronize()
-            return self._record(
-                BenchResult(
-                    label, kernel.name, bytes_moved, mode, None, kernel.resources, SMOKE_NOTE
-                )
-            )
+            return self._unmeasured(label, kernel, bytes_moved, mode, SMOKE_NOTE)
         common: dict[str, Any] = {
             "grid": grid,
             "block": block,
@@ -394,6 +401,9 @@ class GpuBench:
         mode = self._cache(cache, label)
         floor_rule = self._floor(floor, label, mode)
         _check_setup(setup, label)
+        if child_plan() is not None:  # an explain pass's child: what fn launches, profiled
+            self._profile(label, mode, None, fn, (bytes_moved, (), ()), setup)
+            return self._record(BenchResult(label, label, bytes_moved, mode, note=PROFILED_NOTE))
         if not self.measuring:
             if setup is not None:
                 setup()
@@ -602,6 +612,23 @@ class GpuBench:
                 heartbeat(f"gpuperf: {test_id}: {line}")
 
         return MeasureSettings(cache=cache, budget_s=self.test.budget_s, progress=progress)
+
+    def _profile(
+        self, label: str, mode: str, sides: Any, launch: Any, declared: Any, setup: Any
+    ) -> None:
+        """In an explain pass's child: launch once a side under the profiler (explain/)."""
+        plan = child_plan()
+        assert plan is not None
+        entry = {"position": self._profiled, "name": label, "cache": mode}
+        self._profiled += 1
+        with self._device.lock.held(f"{self.test.test_id} [{label}] (profiled)"):
+            profile_sides(self.backend, plan, entry, sides, launch, declared=declared, setup=setup)
+
+    def _unmeasured(
+        self, label: str, kernel: Kernel, bytes_moved: int, mode: str, note: str
+    ) -> BenchResult:
+        result = BenchResult(label, kernel.name, bytes_moved, mode, None, kernel.resources, note)
+        return self._record(result)
 
     def _record(self, result: BenchResult) -> BenchResult:
         self._results.append(result)

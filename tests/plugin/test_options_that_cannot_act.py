@@ -29,6 +29,9 @@ VALUES = {
     "gpuperf_strict": "--gpuperf-strict",
     "gpuperf_compare_missing_ok": "--gpuperf-compare-missing-ok",
     "gpuperf_prune": "--gpuperf-prune",
+    "gpuperf_explain": "--gpuperf-explain",
+    "gpuperf_check_bytes": "--gpuperf-check-bytes",
+    "gpuperf_explain_timeout": "--gpuperf-explain-timeout=60",
 }
 
 

@@ -99,7 +99,9 @@ def test_every_field_of_a_row_round_trips_through_json():
         acceptance=filled(Acceptance),
         beyond_peak=filled(BeyondPeak),
     )
-    row = Row("tests/x.py::test_y[a|b]", measurement, verdict, test_outcome="passed")
+    explain = {"traffic": {"lines": ["head moved +1.2% DRAM bytes"], "head": {"kernel": "k"}},
+               "bytes_check": None}  # fmt: skip
+    row = Row("tests/x.py::test_y[a|b]", measurement, verdict, "passed", explain)
     wire = json.loads(json.dumps(to_plain(row)))  # what xdist and the JSON report carry
     assert from_plain(Row, wire) == row
 

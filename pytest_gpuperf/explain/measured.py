@@ -1,0 +1,60 @@
+"""One measurement's `explain.traffic` and `explain.bytes_check`, as plain data and lines.
+
+`traffic` holds the profiler, how it treated the caches, what the pass cost, head's and
+base's counters and the lines that compare them (or `problem`, the one line that says why
+there are none); `bytes_check` holds the check of the declared bytes (None when not asked
+for, or nothing was counted). The failure text, the JSON report and the Markdown summary read
+the same lines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_gpuperf.explain.bytes_check import BytesCheck
+from pytest_gpuperf.explain.profile import Profiled
+from pytest_gpuperf.explain.traffic import traffic_lines
+from pytest_gpuperf.session.profile_child import BASE, HEAD
+
+_CACHE_WORDS = {
+    "all": "caches flushed before each profiled launch (ncu --cache-control all)",
+    "none": "caches warmed by one launch before the profiled one (ncu --cache-control none)",
+}
+
+
+def explanation(
+    profiled: Profiled, position: int, *, check_bytes: bool, l2_bytes: int
+) -> dict[str, Any]:
+    """The `traffic` and `bytes_check` of measurement `position` of the test."""
+    traffic: dict[str, Any] = {
+        "profiler": profiled.tool,
+        "cache_control": _CACHE_WORDS.get(profiled.cache_control, profiled.cache_control),
+        "cost_s": round(profiled.cost_s, 2),
+        "problem": profiled.problem,
+        "head": None,
+        "base": None,
+        "lines": [profiled.problem] if profiled.problem else [],
+    }
+    head, base = profiled.of(position, HEAD), profiled.of(position, BASE)
+    planned = profiled.planned(position)
+    if head is None or planned is None:
+        if not profiled.problem:
+            traffic["problem"] = "not explained: this measurement launched nothing to profile"
+            traffic["lines"] = [traffic["problem"]]
+        return {"traffic": traffic, "bytes_check": None}
+    traffic["head"], traffic["base"] = head.plain(), None if base is None else base.plain()
+    traffic["lines"] = traffic_lines(head, base, l2_bytes=l2_bytes)
+    check = None
+    if check_bytes and head.dram_read_bytes is not None and head.dram_write_bytes is not None:
+        check = BytesCheck(
+            declared_bytes=planned.declared_bytes,
+            read_bytes=head.dram_read_bytes,
+            written_bytes=head.dram_write_bytes,
+            l2_bytes=l2_bytes,
+            cache=planned.cache,
+            uniform_args=planned.uniform_args,
+        ).plain()
+    return {"traffic": traffic, "bytes_check": check}
+
+
+__all__ = ["explanation"]

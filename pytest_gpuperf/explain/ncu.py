@@ -1,0 +1,191 @@
+"""Nsight Compute (`ncu`) as the profiler of an explain pass: the command line and its CSV.
+
+`ncu --csv --page raw --print-units base` prints one row per profiled launch with a column
+per metric and a row of units under the header; numbers in base units (bytes, nanoseconds,
+percent). The child pytest process marks the launches to profile with cuProfilerStart/Stop
+(`--profile-from-start off`), so the flush kernels of a cold measurement and the test's own
+launches are not counted.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.explain.traffic import Traffic
+
+NCU_FALLBACK = Path("/usr/local/cuda/bin/ncu")
+DRAM_READ = "dram__bytes_read.sum"
+DRAM_WRITE = "dram__bytes_write.sum"
+L2_BYTES = "lts__t_bytes.sum"
+REGISTERS = "launch__registers_per_thread"
+OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
+INSTRUCTIONS = "smsp__inst_executed.sum"
+LOCAL_LOAD = "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum"
+LOCAL_STORE = "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum"
+DURATION = "gpu__time_duration.sum"
+METRICS = (
+    DRAM_READ,
+    DRAM_WRITE,
+    L2_BYTES,
+    REGISTERS,
+    OCCUPANCY,
+    INSTRUCTIONS,
+    LOCAL_LOAD,
+    LOCAL_STORE,
+    DURATION,
+)
+# Base units as --print-units base writes them, to the unit the Traffic fields hold.
+# Nsight Compute 2025.3 writes "ns" for gpu__time_duration and "%" for percentages.
+_SCALE = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "s": 1.0}
+_SCALE.update({"%": 0.01, "byte": 1.0, "register/thread": 1.0, "inst": 1.0, "": 1.0})
+
+
+class ProfileCsvError(GpuPerfError):
+    """The profiler's output could not be read as the CSV it should be."""
+
+
+def find_ncu() -> Path | None:
+    """$GPUPERF_NCU, else `ncu` on PATH, else CUDA's default place (None: not installed)."""
+    named = os.environ.get("GPUPERF_NCU")
+    if named:
+        return Path(named) if Path(named).is_file() else None
+    found = shutil.which("ncu")
+    if found:
+        return Path(found)
+    return NCU_FALLBACK if NCU_FALLBACK.is_file() else None
+
+
+def ncu_command(ncu: Path, *, cache_control: str, log_file: Path) -> list[str]:
+    """The profiler's part of the child's command line (the application follows it).
+
+    `cache_control`: "all" flushes every cache before each profiled launch (and each of its
+    replay passes): a cold launch, what cache="cold" and "rotate" time; "none" leaves the
+    caches as the launch before left them (cache="hot"). Clocks are left alone (`--clock-
+    control none`): the counts do not depend on them and the gate's times are not taken here.
+    Only the application process is profiled, not the compilers it starts."""
+    return [
+        str(ncu),
+        "--csv",
+        "--page",
+        "raw",
+        "--print-units",
+        "base",
+        "--metrics",
+        ",".join(METRICS),
+        "--profile-from-start",
+        "off",
+        "--cache-control",
+        cache_control,
+        "--clock-control",
+        "none",
+        "--target-processes",
+        "application-only",
+        "--log-file",
+        str(log_file),
+    ]
+
+
+def _number(text: str) -> float | None:
+    text = text.strip()
+    if not text or text.lower() == "n/a":
+        return None
+    try:  # the raw page writes thousands separators: "33,559,808"
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def read_ncu_csv(text: str) -> list[dict[str, float | str | None]]:
+    """Each profiled launch of a `--csv --page raw --print-units base` report, in launch
+    order: the metrics in base units scaled (bytes, seconds, fractions), plus "Kernel Name".
+    Lines before the header (`==PROF==` progress, warnings) are skipped."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if start is None:
+        raise ProfileCsvError('the ncu report has no CSV header (a line starting with "ID")')
+    table = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+    header, body = table[0], table[1:]
+    units = [""] * len(header)
+    if body and body[0] and body[0][0] == "":  # --print-units: the units under the header
+        units, body = body[0], body[1:]
+    launches = []
+    for row in body:
+        if len(row) != len(header) or not row[0].strip().isdigit():
+            continue  # a ==PROF== or ==WARNING== line among the rows
+        launch: dict[str, float | str | None] = {"Kernel Name": row[header.index("Kernel Name")]}
+        for column, unit, value in zip(header, units, row, strict=True):
+            if column in METRICS:
+                number = _number(value)
+                scale = _SCALE.get(unit.strip(), 1.0)
+                launch[column] = None if number is None else number * scale
+        launches.append(launch)
+    return launches
+
+
+def traffic_of(launch: dict[str, float | str | None]) -> Traffic:
+    """One launch of `read_ncu_csv` as a Traffic."""
+
+    def get(metric: str) -> float | None:
+        value = launch.get(metric)
+        return value if isinstance(value, float) else None
+
+    registers = get(REGISTERS)
+    local = [get(LOCAL_LOAD), get(LOCAL_STORE)]
+    return Traffic(
+        kernel=str(launch.get("Kernel Name", "")),
+        dram_read_bytes=get(DRAM_READ),
+        dram_write_bytes=get(DRAM_WRITE),
+        l2_bytes=get(L2_BYTES),
+        registers_per_thread=None if registers is None else round(registers),
+        achieved_occupancy=get(OCCUPANCY),
+        instructions=get(INSTRUCTIONS),
+        local_bytes=None if None in local else sum(v for v in local if v is not None),
+        time_s=get(DURATION),
+    )
+
+
+# What ncu prints when it may not profile, and the fix to name (the first that matches).
+_REFUSALS: Sequence[tuple[str, str]] = (
+    (
+        "ERR_NVGPUCTRPERM",
+        "ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM): run as root, "
+        "or let every user profile (the nvidia module option "
+        "NVreg_RestrictProfilingToAdminUsers=0; https://developer.nvidia.com/ERR_NVGPUCTRPERM)",
+    ),
+    (
+        "driver resource was unavailable",
+        "another tool holds the GPU's performance counters (DCGM's profiling module, another "
+        "ncu): pause it for the run (dcgmi profile --pause, then --resume)",
+    ),
+    (
+        "DCGM",
+        "DCGM holds the GPU's performance counters: pause it for the run (dcgmi profile "
+        "--pause, then --resume)",
+    ),
+)
+
+
+def refusal(output: str) -> str:
+    """The one line that names the fix when ncu's output says it could not profile ("" when
+    it says nothing of the kind)."""
+    for marker, line in _REFUSALS:
+        if marker in output:
+            return line
+    return ""
+
+
+__all__ = [
+    "METRICS",
+    "ProfileCsvError",
+    "find_ncu",
+    "ncu_command",
+    "read_ncu_csv",
+    "refusal",
+    "traffic_of",
+]

@@ -1,0 +1,309 @@
+"""The explain pass: one launch of head and one of base, profiled in a child process.
+
+The parent (the pytest run that judged the test) re-runs the test's node id under the
+vendor's profiler with `PLAN_ENV` set. In that child the `gpu_bench` fixture measures nothing:
+each call launches head once and base once inside a profiler range (`profile_launch`), with
+the test's own inputs and cache mode, and appends what it launched to the plan file. The
+parent then pairs the plan with the profiler's report, launch by launch. Everything that can
+go wrong (no profiler, counters not permitted or held by another tool, a child that fails or
+hangs) ends in one line, and the verdict, decided before, never depends on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.explain import ncu, rocprof
+from pytest_gpuperf.explain.traffic import Traffic
+from pytest_gpuperf.session.profile_child import BASE, CALLABLE, HEAD, PLAN_ENV
+
+# Variables of the parent that must not reach the child: an xdist worker's identity would make
+# the child a worker, and a job summary is the parent's to write.
+_PARENT_ONLY = (
+    "PYTEST_XDIST_WORKER",
+    "PYTEST_XDIST_WORKER_COUNT",
+    "PYTEST_XDIST_TESTRUNUID",
+    "PYTEST_CURRENT_TEST",
+    "GITHUB_STEP_SUMMARY",
+)
+
+
+# -- the parent: running the child ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlannedLaunch:
+    """One launch the child profiled: which measurement (its position among the test's
+    gpu_bench calls), which side, and what the check of its bytes needs."""
+
+    position: int
+    name: str
+    side: str
+    kernel: str
+    cache: str
+    declared_bytes: int
+    uniform_args: tuple[int, ...] = ()
+
+    @classmethod
+    def from_plain(cls, data: Mapping[str, Any]) -> PlannedLaunch:
+        return cls(
+            position=int(data["position"]),
+            name=str(data["name"]),
+            side=str(data["side"]),
+            kernel=str(data["kernel"]),
+            cache=str(data["cache"]),
+            declared_bytes=int(data["declared_bytes"]),
+            uniform_args=tuple(int(i) for i in data.get("uniform_args", ())),
+        )
+
+
+@dataclass(frozen=True)
+class Profiled:
+    """What the child's profile gave: each planned launch with its counters (in order), or
+    `problem`, the one line that says why there are none and what fixes it."""
+
+    tool: str
+    cache_control: str
+    cost_s: float
+    launches: tuple[tuple[PlannedLaunch, Traffic], ...] = ()
+    problem: str = ""
+    lasting: bool = False  # the problem holds for the whole run (no profiler, refused)
+    output_tail: tuple[str, ...] = field(default=(), compare=False)
+
+    def of(self, position: int, side: str) -> Traffic | None:
+        for planned, traffic in self.launches:
+            if planned.position == position and planned.side == side:
+                return traffic
+        return None
+
+    def planned(self, position: int) -> PlannedLaunch | None:
+        return next((p for p, _ in self.launches if p.position == position), None)
+
+
+@dataclass(frozen=True)
+class ProfileRequest:
+    """How to re-run one test under a profiler: its node id, the pytest options that build
+    and launch it the same way, where to run, the backend ("cuda" or "hip"), the cache
+    mode its measurements time, and how long the child may take."""
+
+    nodeid: str
+    pytest_args: tuple[str, ...]
+    cwd: Path
+    backend: str
+    hot: bool
+    timeout_s: float
+
+
+def missing_profiler_line(backend: str) -> str:
+    if backend == "hip":
+        return (
+            "not explained: rocprofv3 was not found (on PATH or /opt/rocm/bin): install "
+            "ROCm's rocprofiler-sdk to explain regressions with the GPU's counters"
+        )
+    return (
+        "not explained: Nsight Compute's ncu was not found (GPUPERF_NCU, PATH, "
+        f"{ncu.NCU_FALLBACK}): install Nsight Compute (or the CUDA toolkit), or set "
+        "GPUPERF_NCU=/path/to/ncu, to explain regressions with the GPU's counters"
+    )
+
+
+def run_profile(request: ProfileRequest) -> Profiled:
+    """Profile the test in a child process; never raises for what the child or the profiler
+    did (the problem is the result's one line)."""
+    began = time.monotonic()
+    cache_control = "none" if request.hot else "all"
+    tool_path = ncu.find_ncu() if request.backend == "cuda" else rocprof.find_rocprofv3()
+    tool = "ncu" if request.backend == "cuda" else "rocprofv3"
+    if request.backend not in ("cuda", "hip"):
+        line = "not explained: the simulated device has no counters"
+        return Profiled(tool, cache_control, 0.0, problem=line, lasting=True)
+    if tool_path is None:
+        line = missing_profiler_line(request.backend)
+        return Profiled(tool, cache_control, 0.0, problem=line, lasting=True)
+    with tempfile.TemporaryDirectory(prefix="gpuperf-explain-") as folder:
+        work = Path(folder)
+        plan, log = work / "plan.jsonl", work / "ncu.csv"
+        if request.backend == "cuda":
+            command = ncu.ncu_command(tool_path, cache_control=cache_control, log_file=log)
+        else:
+            command = rocprof.rocprof_command(tool_path, output_dir=work / "rocprof")
+        command += [sys.executable, "-m", "pytest", request.nodeid, *request.pytest_args]
+        env = {k: v for k, v in os.environ.items() if k not in _PARENT_ONLY}
+        env[PLAN_ENV] = str(plan)
+        returncode, output, timed_out = _run(command, env, request.cwd, request.timeout_s)
+        cost_s = time.monotonic() - began
+        tail = tuple(output.strip().splitlines()[-15:])
+
+        def failed(line: str) -> Profiled:
+            return Profiled(tool, cache_control, cost_s, problem=line, output_tail=tail)
+
+        report = _read_text(log) if request.backend == "cuda" else ""
+        refused = ncu.refusal(output + "\n" + report)
+        if refused:
+            line = f"not explained: {refused}"
+            return Profiled(tool, cache_control, cost_s, problem=line, lasting=True)
+        if timed_out:
+            return failed(
+                f"not explained: the profiled re-run of {request.nodeid} took longer than "
+                f"{request.timeout_s:g} s and was stopped (raise --gpuperf-explain-timeout)"
+            )
+        if returncode != 0:
+            last = tail[-1] if tail else "no output"
+            return failed(
+                f"not explained: the profiled re-run of {request.nodeid} failed (exit "
+                f"{returncode}): {last}"
+            )
+        try:
+            planned = [
+                PlannedLaunch.from_plain(json.loads(line))
+                for line in _read_text(plan).splitlines()
+                if line.strip()
+            ]
+            if not planned:
+                return failed("not explained: the test made no gpu_bench call to profile")
+            if request.backend == "cuda":
+                every = [ncu.traffic_of(launch) for launch in ncu.read_ncu_csv(report)]
+            else:
+                files = rocprof.counter_files(work / "rocprof")
+                every = rocprof.read_rocprof_csv(_read_text(f) for f in files)
+                every = _by_name(every, planned)
+        except (GpuPerfError, ValueError, KeyError) as bad:
+            return failed(f"not explained: the profile could not be read: {bad}")
+        counted = _aligned(every, planned)
+        if counted is None:
+            names = ", ".join(t.kernel for t in every) or "none"
+            return failed(
+                f"not explained: the profile holds {len(every)} launch(es) ({names}) where "
+                f"the test made {len(planned)}"
+            )
+        return Profiled(
+            tool,
+            cache_control,
+            time.monotonic() - began,
+            launches=tuple(zip(planned, counted, strict=True)),
+            output_tail=tail,
+        )
+
+
+def _aligned(every: list[Traffic], planned: list[PlannedLaunch]) -> list[Traffic] | None:
+    """One Traffic per planned launch (None: the profile does not fit the plan). A kernel
+    launch is one profiled launch; a gpu_bench.run (a callable) is whatever it launched: the
+    launches left over, summed, when the test made one such call (with more, which launch
+    belongs to which call cannot be told)."""
+    callables = [i for i, p in enumerate(planned) if p.kernel == CALLABLE]
+    extra = len(every) - len(planned)
+    if len(callables) > 1 or extra < (-1 if callables else 0) or (extra and not callables):
+        return None
+    found, rows = [], iter(every)
+    for entry in planned:
+        if entry.kernel == CALLABLE:
+            found.append(summed([next(rows) for _ in range(extra + 1)]))
+            continue
+        traffic = next(rows)
+        if not _same_kernel(traffic.kernel, entry.kernel):
+            return None
+        found.append(traffic)
+    return found
+
+
+def summed(launches: list[Traffic]) -> Traffic:
+    """Several launches as one piece of work (what a callable launched): bytes, instructions
+    and time add up; registers are the most any launch used; occupancy is not a sum."""
+
+    def total(name: str) -> float | None:
+        values = [getattr(t, name) for t in launches]
+        return None if not values or None in values else float(sum(values))
+
+    registers = [t.registers_per_thread for t in launches if t.registers_per_thread is not None]
+    return Traffic(
+        kernel=" + ".join(t.kernel for t in launches) or "(nothing launched)",
+        dram_read_bytes=total("dram_read_bytes"),
+        dram_write_bytes=total("dram_write_bytes"),
+        l2_bytes=total("l2_bytes"),
+        registers_per_thread=max(registers) if registers else None,
+        instructions=total("instructions"),
+        local_bytes=total("local_bytes"),
+        time_s=total("time_s"),
+    )
+
+
+def _same_kernel(reported: str, launched: str) -> bool:
+    """ncu and rocprofv3 may add the parameter list (a C++ kernel's demangled name)."""
+    return reported == launched or reported.split("(")[0].strip().endswith(launched)
+
+
+def _by_name(every: list[Traffic], planned: list[PlannedLaunch]) -> list[Traffic]:
+    """rocprofv3 counts every dispatch (it has no range here): the planned launches are the
+    last dispatches of their kernels' names, in plan order."""
+    found: list[Traffic] = []
+    remaining = list(every)
+    for entry in reversed(planned):
+        while remaining and not _same_kernel(remaining[-1].kernel, entry.kernel):
+            remaining.pop()
+        if remaining:
+            found.append(remaining.pop())
+    return list(reversed(found))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _run(
+    command: list[str], env: Mapping[str, str], cwd: Path, timeout_s: float
+) -> tuple[int, str, bool]:
+    """(exit status, output, timed out): the child in a session of its own, so a timeout
+    stops it and everything it started (the profiler's replay, a compiler)."""
+    try:
+        child = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as failure:
+        return 127, f"{command[0]}: {failure.strerror or failure}", False
+    try:
+        output, _ = child.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        output, _ = child.communicate()
+        return child.returncode, output.decode("utf-8", "replace"), True
+    except BaseException:  # Ctrl-C or SIGTERM in the parent: stop the child too
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        raise
+    return child.returncode, output.decode("utf-8", "replace"), False
+
+
+__all__ = [
+    "BASE",
+    "CALLABLE",
+    "HEAD",
+    "PLAN_ENV",
+    "PlannedLaunch",
+    "ProfileRequest",
+    "Profiled",
+    "run_profile",
+    "summed",
+]

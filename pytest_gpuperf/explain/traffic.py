@@ -1,0 +1,129 @@
+"""What the vendor's profiler counted for one launch of a kernel, and head against base in words.
+
+Counters are far steadier than times (Nsight Compute's DRAM byte counts of a 256 MiB copy
+agreed to 0.01% over launches on an H200 while the times moved by 2%), so they can say *what*
+changed when a time moved by 1%. A quantity is called unchanged within `STEADY` of its base.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Relative change below which a counter is "unchanged" (ten times the launch-to-launch spread
+# of DRAM byte counts measured on an H200: 0.01%).
+STEADY = 0.001
+# Written bytes still in L2 when a kernel ends are not counted, and how many are varies between
+# launches: an H100 wrote 59.1-59.3 MB and 61.7 MB of one 64 MiB output in launches of the same
+# code (2026-11-27). A change of written bytes within this share of the L2 is not called one.
+WRITE_SLACK_OF_L2 = 0.1
+WRITE_SLACK_WORDS = "within what the L2 still holds at the kernel's end"
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """One profiled launch. None: the profiler did not report that quantity (rocprofv3 has
+    no achieved occupancy, for instance)."""
+
+    kernel: str
+    dram_read_bytes: float | None = None
+    dram_write_bytes: float | None = None
+    l2_bytes: float | None = None
+    registers_per_thread: int | None = None
+    achieved_occupancy: float | None = None  # a fraction of the SM's (CU's) warp slots
+    instructions: float | None = None  # warp (wavefront) instructions executed
+    local_bytes: float | None = None  # local-memory traffic: register spills (NVIDIA)
+    l2_hits: float | None = None  # L2 (TCC) requests that hit, and missed (AMD)
+    l2_misses: float | None = None
+    scalar_registers: int | None = None  # SGPRs (AMD)
+    scratch_per_thread_bytes: int | None = None  # scratch a work-item was given (AMD)
+    time_s: float | None = None  # under the profiler's clock and cache control: not the gate's
+
+    @property
+    def dram_bytes(self) -> float | None:
+        if self.dram_read_bytes is None or self.dram_write_bytes is None:
+            return None
+        return self.dram_read_bytes + self.dram_write_bytes
+
+    def plain(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def megabytes(value: float) -> str:
+    return f"{value / 1e6:.1f} MB"
+
+
+def _change(head: float, base: float) -> float:
+    return (head - base) / base if base else (0.0 if head == base else float("inf"))
+
+
+def _moved(head: float, base: float, slack_bytes: float = 0.0) -> str:
+    """'unchanged (247.0 MB)' or '+1.5% (268.4 -> 272.5 MB)'; a move within `slack_bytes`
+    is unchanged too, with both numbers."""
+    change = _change(head, base)
+    if abs(change) < STEADY:
+        return f"unchanged ({megabytes(head)})"
+    if abs(head - base) <= slack_bytes:
+        return f"unchanged ({base / 1e6:.1f} -> {megabytes(head)}: {WRITE_SLACK_WORDS})"
+    return f"{change:+.1%} ({base / 1e6:.1f} -> {megabytes(head)})"
+
+
+def traffic_lines(head: Traffic, base: Traffic | None, *, l2_bytes: int = 0) -> list[str]:
+    """Head against base, one line a quantity that moved, the DRAM bytes always first:
+    'head moved +1.5% DRAM bytes: read +1.5% (268.4 -> 272.5 MB), write unchanged (247.0 MB)'
+    (the bytes that moved beyond the noise of each, over base's read and written bytes; a
+    device with `l2_bytes` of L2 leaves some of the written bytes uncounted). Without a base,
+    what head moved."""
+    if base is None:
+        return [_head_alone(head)]
+    lines = []
+    h_read, b_read = head.dram_read_bytes, base.dram_read_bytes
+    h_write, b_write = head.dram_write_bytes, base.dram_write_bytes
+    if h_read is not None and b_read is not None and h_write is not None and b_write is not None:
+        slack = WRITE_SLACK_OF_L2 * l2_bytes
+        moved_read = h_read - b_read if abs(_change(h_read, b_read)) >= STEADY else 0.0
+        moved_write = h_write - b_write
+        if abs(_change(h_write, b_write)) < STEADY or abs(moved_write) <= slack:
+            moved_write = 0.0
+        total = (moved_read + moved_write) / (b_read + b_write) if b_read + b_write else 0.0
+        verb = "the same" if moved_read == moved_write == 0.0 else f"{total:+.1%}"
+        lines.append(
+            f"head moved {verb} DRAM bytes: read {_moved(h_read, b_read)}, "
+            f"write {_moved(h_write, b_write, slack)}"
+        )
+    h_l2, b_l2 = head.l2_bytes, base.l2_bytes
+    if h_l2 is not None and b_l2 is not None and abs(_change(h_l2, b_l2)) >= STEADY:
+        lines.append(f"L2 bytes {_moved(h_l2, b_l2)}")
+    h_reg, b_reg = head.registers_per_thread, base.registers_per_thread
+    if h_reg is not None and b_reg is not None and h_reg != b_reg:
+        lines.append(f"registers {b_reg} -> {h_reg}")
+    h_occ, b_occ = head.achieved_occupancy, base.achieved_occupancy
+    if h_occ is not None and b_occ is not None and abs(h_occ - b_occ) >= 0.01:
+        lines.append(f"achieved occupancy {b_occ:.0%} -> {h_occ:.0%}")
+    h_inst, b_inst = head.instructions, base.instructions
+    if h_inst is not None and b_inst is not None and abs(_change(h_inst, b_inst)) >= STEADY:
+        change = _change(h_inst, b_inst)
+        lines.append(f"instructions executed {change:+.1%} ({b_inst:,.0f} -> {h_inst:,.0f})")
+    h_local, b_local = head.local_bytes, base.local_bytes
+    if h_local is not None and b_local is not None and h_local != b_local:
+        lines.append(f"local-memory (spill) bytes {megabytes(b_local)} -> {megabytes(h_local)}")
+    if len(lines) == 1 and "the same" in lines[0]:
+        lines[0] += "; no counter moved: the time changed without the traffic"
+    return lines
+
+
+def _head_alone(head: Traffic) -> str:
+    parts = []
+    if head.dram_read_bytes is not None and head.dram_write_bytes is not None:
+        parts.append(
+            f"DRAM read {megabytes(head.dram_read_bytes)}, "
+            f"written {megabytes(head.dram_write_bytes)}"
+        )
+    if head.registers_per_thread is not None:
+        parts.append(f"{head.registers_per_thread} registers")
+    if head.achieved_occupancy is not None:
+        parts.append(f"achieved occupancy {head.achieved_occupancy:.0%}")
+    return "one launch moved " + ("; ".join(parts) if parts else "no counter the profiler gave")
+
+
+__all__ = ["STEADY", "Traffic", "megabytes", "traffic_lines"]

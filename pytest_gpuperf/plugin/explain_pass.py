@@ -1,0 +1,125 @@
+"""The explain pass's hooks: when a test is profiled, how its re-run is invoked, and what its
+lines do to the test (a bytes-check warning fails it under --gpuperf-strict).
+
+A run where nothing fails pays nothing: without --gpuperf-explain or --gpuperf-check-bytes
+only a confirmed regression (a failed A/B or stored check, which the gate measured twice) on a
+real GPU is profiled. What the profile says never changes a verdict.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.plugin.state import state_of
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.session.bench_session import Judgement
+
+EXPLAINED: pytest.StashKey[dict[int, dict[str, Any]]] = pytest.StashKey()
+# A problem that holds for the whole run (no profiler, counters refused): later tests are not
+# re-run under a profiler that already said no.
+LASTING: pytest.StashKey[Any] = pytest.StashKey()
+_REGRESSIONS = {"ab", "regression"}
+# Report files and the GPU probe are the parent's: the child writes and probes nothing.
+_CHILD_INI = ("gpuperf_json=", "gpuperf_markdown=", "gpuperf_benchmark_json=")
+
+
+def explain_test(item: pytest.Item, judgement: Judgement) -> dict[int, dict[str, Any]]:
+    """Each measurement's `explain` object, by position ({} when the test is not profiled)."""
+    from pytest_gpuperf.engine.results import FAIL
+    from pytest_gpuperf.explain.measured import explanation
+    from pytest_gpuperf.explain.profile import ProfileRequest, run_profile
+    from pytest_gpuperf.session.profile_child import child_plan
+
+    state = state_of(item.config)
+    settings = state.settings
+    verdicts = judgement.verdicts
+    asked = settings.explain or settings.check_bytes
+    confirmed = any(v.status == FAIL and _REGRESSIONS & set(v.failed_checks) for _, v in verdicts)
+    if child_plan() is not None or not verdicts or not (asked or confirmed):
+        return {}
+    try:
+        device = state.session.device()
+    except GpuPerfError:
+        return {}
+    if device.simulated and not asked:
+        return {}  # the simulated device has no counters: nothing to say unless asked
+    request = ProfileRequest(
+        nodeid=item.nodeid,
+        pytest_args=tuple(_child_args(item.config, device.info.index)),
+        cwd=Path(item.config.rootpath),
+        backend=profiler_backend(device.info),
+        hot=all(m.cache == "hot" for m, _ in verdicts),
+        timeout_s=settings.explain_timeout_s,
+    )
+    profiled = item.config.stash.get(LASTING, None) or run_profile(request)
+    if profiled.lasting:
+        item.config.stash[LASTING] = profiled
+    l2_bytes = int(device.info.l2_bytes)
+    return {
+        position: explanation(profiled, position, check_bytes=True, l2_bytes=l2_bytes)
+        for position in range(len(verdicts))
+    }
+
+
+def profiler_backend(info: Any) -> str:
+    """Whose profiler explains this device's launches: "cuda" (ncu), "hip" (rocprofv3) or
+    "sim" (none: the simulated device counts nothing)."""
+    return str(info.backend)
+
+
+def _child_args(config: pytest.Config, gpu_index: int) -> list[str]:
+    """The re-run's pytest options: the same kernels on the same GPU, nothing written."""
+    settings = state_of(config).settings
+    args = ["-q", "-p", "no:cacheprovider", *_plugins(config.invocation_params.args)]
+    args += ["--gpuperf", *settings.command_options()]
+    args += [f"--gpuperf-gpu={gpu_index}", "--gpuperf-gpu-margin=0"]
+    if settings.compare_ref:
+        args.append(f"--gpuperf-compare={settings.compare_ref}")
+    if settings.head_ref:
+        args.append(f"--gpuperf-head={settings.head_ref}")
+    for override in _CHILD_INI:
+        args += ["-o", override]
+    if config.inipath is not None:
+        args += ["-c", str(config.inipath)]
+    args.append(f"--rootdir={config.rootpath}")
+    if config.pluginmanager.hasplugin("xdist"):
+        args += ["-n", "0"]
+    return args
+
+
+def _plugins(given: tuple[str, ...] | list[str]) -> list[str]:
+    """The run's own `-p NAME` options (the plugin itself may be loaded that way)."""
+    found = []
+    for position, arg in enumerate(given):
+        if arg == "-p" and position + 1 < len(given):
+            found += ["-p", given[position + 1]]
+        elif arg.startswith("-p") and len(arg) > 2 and not arg.startswith("--"):
+            found += ["-p", arg[2:]]
+    return found
+
+
+def judgement_strict(item: pytest.Item) -> bool:
+    """The test asked for strict gating (the gpuperf marker's strict=True)."""
+    from pytest_gpuperf.plugin.state import BENCH
+
+    bench = item.stash.get(BENCH, None)
+    return bool(bench is not None and bench.test.strict)
+
+
+def bytes_warnings(item: pytest.Item, explained: dict[int, dict[str, Any]]) -> list[str]:
+    """The bytes checks that warn: each is a warning, and under --gpuperf-strict (or the
+    test's strict=True) a failure of the test."""
+    lines = []
+    for explain in explained.values():
+        check = explain.get("bytes_check") or {}
+        if check.get("warns"):
+            lines.append(f"gpuperf: {check['line']}")
+    return lines
+
+
+__all__ = ["EXPLAINED", "bytes_warnings", "explain_test", "judgement_strict"]

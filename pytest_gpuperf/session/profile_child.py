@@ -1,0 +1,121 @@
+"""The explain pass's child, the fixture's side: in a pytest process started under the
+vendor's profiler with `PLAN_ENV` set, each gpu_bench call launches head once and base once
+inside the profiler's range, with the test's own inputs and cache mode, and appends what it
+launched to the plan file; the parent (explain/profile.py) pairs the plan with the profiler's
+report. Here, below the session layer, because the fixture calls it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel
+
+PLAN_ENV = "GPUPERF_PROFILE_PLAN"  # set in the child: where the fixture writes its launches
+HEAD, BASE = "head", "base"
+PROFILED_NOTE = "not measured: head and base launched once each under the profiler (explain pass)"
+_POISON = 0xFFFFFFFF
+CALLABLE = ""  # the kernel name of a planned gpu_bench.run: whatever the callable launches
+_UNIFORM_SAMPLE_BYTES = 1 << 30  # buffers past this are not read back to look for one value
+
+
+def child_plan() -> Path | None:
+    """The plan file when this process is an explain pass's child (None: a normal run)."""
+    named = os.environ.get(PLAN_ENV)
+    return Path(named) if named else None
+
+
+def uniform_args(args: Sequence[Any], skip: Sequence[Any] = ()) -> tuple[int, ...]:
+    """The positions of the buffer arguments whose bytes all repeat one 4-byte value (zeros,
+    one constant): data the GPU may compress. Buffers in `skip` (the declared outputs, filled
+    with a poison value before the launch) are not looked at."""
+    found = []
+    for position, arg in enumerate(args):
+        if not isinstance(arg, DeviceBuffer) or any(arg is s for s in skip):
+            continue
+        if arg.freed or arg.nbytes < 4 or arg.nbytes > _UNIFORM_SAMPLE_BYTES:
+            continue
+        words = arg.download(np.uint32)
+        # all 0xFF bytes: gpu_bench.empty's poison, an output the launch will overwrite
+        if words.size and bool(np.all(words == words[0])) and words[0] != _POISON:
+            found.append(position)
+    return tuple(found)
+
+
+def profile_launch(
+    backend: Backend,
+    plan: Path,
+    entry: Mapping[str, Any],
+    launch: Callable[[], None],
+    *,
+    setup: Callable[[], Any] | None = None,
+) -> None:
+    """Launch once inside the profiler's range and append `entry` to the plan. cache="hot"
+    launches once before, outside the range, so the profiled launch finds its data cached;
+    cold and rotate launches are made cold by the profiler (ncu's --cache-control all)."""
+    if entry.get("cache") == "hot":
+        if setup is not None:
+            setup()
+        launch()
+        backend.synchronize()
+    if setup is not None:
+        setup()
+    backend.synchronize()
+    backend.profile_start()
+    try:
+        launch()
+    finally:
+        backend.profile_stop()
+    with plan.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(dict(entry)) + "\n")
+
+
+def profile_sides(
+    backend: Backend,
+    plan: Path,
+    entry: Mapping[str, Any],
+    kernels: tuple[Kernel, Kernel | None] | None,
+    launch: Callable[..., Any],
+    *,
+    declared: tuple[int, Sequence[Any], Any],
+    setup: Callable[[], Any] | None = None,
+) -> None:
+    """One gpu_bench call in the child: head, then base (None: no base), each launched once
+    in the profiler's range by `launch(kernel)`; `kernels` None: a gpu_bench.run, whose
+    callable `launch()` is profiled once. `declared`: the bytes the call declares, its
+    arguments and its `writes=` (outputs, not looked at for uniform data)."""
+    bytes_moved, args, writes = declared
+    outputs = writes if isinstance(writes, list | tuple) else (writes,)
+    known = {
+        **entry,
+        "declared_bytes": bytes_moved,
+        "uniform_args": list(uniform_args(args, skip=outputs)),
+    }
+    if kernels is None:
+        sided = {**known, "side": HEAD, "kernel": CALLABLE}
+        profile_launch(backend, plan, sided, launch, setup=setup)
+        return
+    for side, kernel in zip((HEAD, BASE), kernels, strict=True):
+        if kernel is not None:
+            sided = {**known, "side": side, "kernel": kernel.name}
+            profile_launch(backend, plan, sided, partial(launch, kernel), setup=setup)
+
+
+__all__ = [
+    "BASE",
+    "CALLABLE",
+    "HEAD",
+    "PLAN_ENV",
+    "PROFILED_NOTE",
+    "child_plan",
+    "profile_launch",
+    "profile_sides",
+    "uniform_args",
+]

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""A stand-in for Nsight Compute's `ncu`, for the explain pass's plumbing tests (it proves the
+child process, the plan and the parsing, not the counters: its numbers are SIMULATED).
+
+FAKE_NCU_MODE picks what it does: "ok" runs the application and writes a raw-page CSV with one
+row per planned launch (DRAM read = the declared bytes x FAKE_NCU_READ_SCALE, base's x 1.0);
+"perm" prints ncu's ERR_NVGPUCTRPERM refusal and runs the application unprofiled, as ncu does;
+"dcgm" prints the refusal of counters held by another tool; "hang" sleeps; "fail" exits 3.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FLAGS = {"--csv"}
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    options, position = {}, 0
+    while position < len(args) and args[position].startswith("--"):
+        if args[position] in FLAGS:
+            options[args[position]] = True
+            position += 1
+        else:
+            options[args[position]] = args[position + 1]
+            position += 2
+    application = args[position:]
+    mode = os.environ.get("FAKE_NCU_MODE", "ok")
+    if mode == "hang":
+        time.sleep(600)
+    if mode == "fail":
+        print("==ERROR== the fake ncu failed", flush=True)
+        return 3
+    if mode == "perm":
+        print(
+            "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access "
+            "NVIDIA GPU Performance Counters on the target device 0.",
+            flush=True,
+        )
+    if mode == "dcgm":
+        print(
+            "==ERROR== Profiling failed because a driver resource was unavailable. Ensure "
+            "that no other tool (like DCGM) is concurrently collecting profiling data.",
+            flush=True,
+        )
+    done = subprocess.run(application, check=False)
+    if mode != "ok":
+        return done.returncode
+    plan = os.environ["GPUPERF_PROFILE_PLAN"]
+    scale = float(os.environ.get("FAKE_NCU_READ_SCALE", "1.0"))
+    metrics = options["--metrics"].split(",")
+    header = [
+        "ID",
+        "Process ID",
+        "Process Name",
+        "Host Name",
+        "Kernel Name",
+        "Context",
+        "Stream",
+        "Block Size",
+        "Grid Size",
+        "Device",
+        "CC",
+        *metrics,
+    ]
+    units = {
+        "dram__bytes_read.sum": "byte",
+        "dram__bytes_write.sum": "byte",
+        "lts__t_bytes.sum": "byte",
+        "gpu__time_duration.sum": "ns",
+        "sm__warps_active.avg.pct_of_peak_sustained_active": "%",
+        "launch__registers_per_thread": "register/thread",
+        "smsp__inst_executed.sum": "inst",
+    }
+    lines = ["==PROF== Connected to process 4711", ",".join(f'"{h}"' for h in header)]
+    lines.append(",".join(f'"{units.get(h, "") if h in metrics else ""}"' for h in header))
+    text = Path(plan).read_text(encoding="utf-8")
+    entries = [json.loads(line) for line in text.splitlines() if line.strip()]
+    for number, entry in enumerate(entries):
+        declared = entry["declared_bytes"]
+        read = declared * (scale if entry["side"] == "head" else 1.0) / 2
+        values = {
+            "dram__bytes_read.sum": read,
+            "dram__bytes_write.sum": declared / 2,
+            "lts__t_bytes.sum": declared,
+            "gpu__time_duration.sum": 1000,
+            "sm__warps_active.avg.pct_of_peak_sustained_active": 80,
+            "launch__registers_per_thread": 16,
+            "smsp__inst_executed.sum": 1000,
+        }
+        row = [
+            str(number),
+            "4711",
+            "python3",
+            "127.0.0.1",
+            entry["kernel"],
+            "1",
+            "7",
+            "(256, 1, 1)",
+            "(4, 1, 1)",
+            "0",
+            "9.0",
+        ]
+        row += [f"{values.get(m, 0):,.0f}" for m in metrics]  # "33,559,808", as ncu writes
+        lines.append(",".join(f'"{v}"' for v in row))
+    with open(options["--log-file"], "w", encoding="utf-8") as out:
+        out.write("\n".join(lines) + "\n")
+    return done.returncode
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

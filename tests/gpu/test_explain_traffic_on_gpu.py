@@ -1,0 +1,59 @@
+"""The explain pass with the real profiler (Nsight Compute) on a real GPU, through pytest
+itself, on a user's repository (bench/explain_demo.py's: its own kernel, not one the plugin
+ships): a head that reads 3% more fails its A/B, and the failure names the extra DRAM read
+bytes within half a point of the truth; an input of one value, where the GPU compresses it,
+is named as such and not as a wrong declaration; and explaining one test costs at most 10 s.
+
+Skipped without a CUDA GPU or without ncu (the stand-in of tests/plugin/test_explain.py
+proves the plumbing everywhere else)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.explain_demo import make_project
+from pytest_gpuperf.explain.ncu import find_ncu
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.gpu
+def test_a_regression_names_its_extra_dram_reads(cuda_backend, tmp_path, capsys):
+    if find_ncu() is None:
+        pytest.skip("Nsight Compute's ncu is not installed")
+    root = tmp_path / "project"
+    make_project(root)
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    )
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "pytest_gpuperf.plugin", "-p",
+         "no:cacheprovider", "--gpuperf", "--gpuperf-backend=cuda", "--gpuperf-compare=HEAD",
+         "--gpuperf-check-bytes", "--gpuperf-budget=0.5", f"--gpuperf-json={report}",
+         "-k", "read30 or constant", "-q"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    results = {r["test_id"].split("::")[-1]: r for r in json.loads(report.read_text())["results"]}
+    read30 = results["test_gather[read30]"]
+    assert read30["verdict"]["status"] == "fail", output[-4000:]
+    traffic = read30["verdict"]["explain"]["traffic"]
+    extra = traffic["head"]["dram_read_bytes"] / traffic["base"]["dram_read_bytes"] - 1
+    assert abs(extra - 0.030) < 0.005, traffic
+    assert "explain: head moved" in output and "read +3.0% (268.4 -> 276." in output
+    assert traffic["cost_s"] <= 10.0, traffic  # the issue's budget for one explained test
+    # one value everywhere: named as such when the GPU compressed it, never a wrong declaration
+    constant = results["test_constant_input"]["verdict"]["explain"]["bytes_check"]
+    assert constant["uniform_args"] == [0, 2], constant
+    compressed = constant["read_bytes"] < 0.5 * constant["declared_bytes"]
+    assert constant["outcome"] == ("compressed" if compressed else "within"), constant
+    print(f"\nconstant input: {constant['line']}")
+    with capsys.disabled():
+        print("\n" + "\n".join(line for line in output.splitlines() if "explain:" in line))

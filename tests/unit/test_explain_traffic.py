@@ -1,0 +1,107 @@
+"""Head against base in words, the declared bytes against the counters, and a profile lined up
+with the launches a test planned. The byte counts are those the H100 measured on 2026-11-27
+(bench/explain_on_gpu.sh): the user kernel `gather4` of bench/explain_demo.py, whose head reads
+1.5% more, and a 64 MiB output of which 59.1 MB or 61.7 MB reached DRAM by the kernel's end."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_gpuperf.explain.bytes_check import BytesCheck
+from pytest_gpuperf.explain.profile import PlannedLaunch, _aligned
+from pytest_gpuperf.explain.traffic import Traffic, traffic_lines
+
+H100_L2 = 52_428_800
+BASE = Traffic("gather4", 268_435_456, 59_100_000, 505_700_000, 16, 0.90, 18_874_368, 0.0)
+
+
+def test_extra_reads_are_named_and_a_write_back_within_the_l2_is_not_a_change():
+    head = Traffic("gather4", 272_461_312, 61_700_000, 512_800_000, 16, 0.90, 26_738_688, 0.0)
+    lines = traffic_lines(head, BASE, l2_bytes=H100_L2)
+    assert lines[0] == (
+        "head moved +1.2% DRAM bytes: read +1.5% (268.4 -> 272.5 MB), write unchanged "
+        "(59.1 -> 61.7 MB: within what the L2 still holds at the kernel's end)"
+    )
+    assert lines[1:] == [
+        "L2 bytes +1.4% (505.7 -> 512.8 MB)",
+        "instructions executed +41.7% (18,874,368 -> 26,738,688)",
+    ]
+
+
+def test_a_write_change_beyond_the_l2_is_one():
+    head = Traffic("gather4", 268_435_456, 59_100_000 + 20_000_000)
+    assert "write +33.8% (59.1 -> 79.1 MB)" in traffic_lines(head, BASE, l2_bytes=H100_L2)[0]
+
+
+def test_registers_occupancy_and_spills_are_named_when_they_move():
+    head = Traffic("gather4", 268_435_456, 59_100_000, 505_700_000, 40, 0.62, 18_874_368, 4e6)
+    lines = traffic_lines(head, BASE, l2_bytes=H100_L2)
+    assert lines[0].startswith("head moved the same DRAM bytes: read unchanged (268.4 MB)")
+    assert "registers 16 -> 40" in lines
+    assert "achieved occupancy 90% -> 62%" in lines
+    assert "local-memory (spill) bytes 0.0 MB -> 4.0 MB" in lines
+
+
+def test_counters_that_did_not_move_say_so():
+    (line,) = traffic_lines(BASE, BASE, l2_bytes=H100_L2)
+    assert line.endswith("no counter moved: the time changed without the traffic")
+
+
+def test_without_a_base_head_is_described_alone():
+    (line,) = traffic_lines(BASE, None)
+    assert line == "one launch moved DRAM read 268.4 MB, written 59.1 MB; 16 registers; " + (
+        "achieved occupancy 90%"
+    )
+
+
+@pytest.mark.parametrize(
+    ("read", "written", "uniform", "cache", "outcome"),
+    [
+        (33_559_808, 17_395_200, (), "cold", "within"),  # STREAM copy: writes still in L2
+        (268_460_000, 124_640_000, (), "cold", "within"),  # vector_add, 384 MiB
+        (268_460_000 * 1.4, 124_640_000, (), "cold", "over"),  # moves 30% more than declared
+        (6_400, 1_000, (), "cold", "under"),  # declared far more than it moves
+        (6_400, 1_000, (0,), "cold", "compressed"),  # ...and an input holds one value
+        (268_460_000, 136_960_000, (), "hot", "hot"),
+    ],
+)
+def test_the_declared_bytes_check(read, written, uniform, cache, outcome):
+    declared = 67_108_864 if read < 40e6 and read > 1e6 else 402_653_184
+    check = BytesCheck(declared, read, written, H100_L2, cache, uniform)
+    assert check.outcome == outcome
+    assert check.warns == (outcome in ("over", "under"))
+    assert check.plain()["line"] == check.line()
+
+
+def test_the_words_of_each_outcome():
+    over = BytesCheck(402_653_184, 268_460_000 * 1.4, 124_640_000, H100_L2)
+    assert over.line().startswith("declared bytes look too low: DRAM read 375.8 MB + written")
+    compressed = BytesCheck(268_435_456, 6_400, 0, H100_L2, uniform_args=(0, 2))
+    assert "argument(s) 0, 2 hold one value" in compressed.line()
+    assert "6.4 KB" in compressed.line()
+
+
+def _plan(*kernels: str) -> list[PlannedLaunch]:
+    return [PlannedLaunch(i, f"m{i}", "head", k, "cold", 100) for i, k in enumerate(kernels)]
+
+
+def test_one_callable_takes_the_launches_left_over_summed():
+    every = [Traffic("copy", 10, 5), Traffic("dot", 100, 1, registers_per_thread=32),
+             Traffic("dot_finish", 2, 1, registers_per_thread=20)]  # fmt: skip
+    found = _aligned(every, _plan("copy", ""))
+    assert found is not None
+    assert found[0].kernel == "copy"
+    assert (found[1].kernel, found[1].dram_read_bytes) == ("dot + dot_finish", 102)
+    assert found[1].registers_per_thread == 32
+
+
+@pytest.mark.parametrize(
+    ("kernels", "launched"),
+    [
+        (("copy",), ["copy", "copy"]),  # a launch the plan does not know
+        (("copy", "scale"), ["copy", "triad"]),  # another kernel than planned
+        (("", ""), ["a", "b", "c"]),  # two callables: whose launch is whose
+    ],
+)
+def test_a_profile_that_does_not_fit_the_plan_is_refused(kernels, launched):
+    assert _aligned([Traffic(k, 1, 1) for k in launched], _plan(*kernels)) is None
