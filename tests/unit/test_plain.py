@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import replace
 
 import numpy as np
 
@@ -99,9 +100,10 @@ def test_every_field_of_a_row_round_trips_through_json():
         acceptance=filled(Acceptance),
         beyond_peak=filled(BeyondPeak),
     )
-    explain = {"traffic": {"lines": ["head moved +1.2% DRAM bytes"], "head": {"kernel": "k"}},
-               "bytes_check": None}  # fmt: skip
-    row = Row("tests/x.py::test_y[a|b]", measurement, verdict, "passed", explain)
+    traffic = {"lines": ["head moved +1.2% DRAM bytes"], "head": {"kernel": "k"}}
+    explain = {"code": None, "traffic": traffic, "bytes_check": None}
+    verdict = replace(verdict, explain=explain)
+    row = Row("tests/x.py::test_y[a|b]", measurement, verdict, "passed")
     wire = json.loads(json.dumps(to_plain(row)))  # what xdist and the JSON report carry
     assert from_plain(Row, wire) == row
 
