@@ -16,7 +16,6 @@ from __future__ import annotations
 import collections
 import hashlib
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +53,12 @@ from pytest_gpuperf.simulate.device_model import (
     transfer_s,
 )
 from pytest_gpuperf.simulate.execute import Allocation, Executor, SimKernel
+from pytest_gpuperf.simulate.host_memory import (
+    HOST_CHECK_FROM_BYTES,
+    HOST_MARGIN_BYTES,
+    HOST_MARGIN_FRACTION,
+    host_available_bytes,
+)
 from pytest_gpuperf.simulate.source import (
     check_source,
     code_object,
@@ -64,30 +69,8 @@ from pytest_gpuperf.simulate.source import (
 
 ALIGNMENT = 4096
 BASE_ADDRESS = 0x7F00_0000_0000
-# Host memory kept free when backing simulated buffers: the process, the test session and
-# the rest of the machine need some (the largest of the two).
-HOST_MARGIN_BYTES = 512 * 2**20
-HOST_MARGIN_FRACTION = 0.10
-# Allocations smaller than this are not checked against the host's memory (no /proc read).
-HOST_CHECK_FROM_BYTES = 64 * 2**20
 _COPY_FINGERPRINT = "sim:device_copy"  # the runtime's own copy and fill "kernels"
 _FILL_FINGERPRINT = "sim:device_fill"
-
-
-def host_available_bytes() -> int | None:
-    """Host memory available to new allocations: MemAvailable from /proc/meminfo (Linux),
-    else free physical pages (os.sysconf), else None (unknown: not checked)."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
 
 
 @dataclass(eq=False)
@@ -310,18 +293,11 @@ class SimBackend(Backend):
         return DeviceBuffer(self, ptr, nbytes)
 
     def _back(self, allocation: Allocation) -> None:
-        """Before a buffer's first write (an upload, a fill with another byte, a copy, a
-        kernel's output): the host must back its pages now. An allocation never written
-        (the engine's flush scratch: zeros, only read) is calloc's untouched pages and uses
-        no host memory, so it is not refused for memory it does not use."""
-        if allocation.pristine:
-            self._check_host_memory(allocation.memory.nbytes)
-
-    def _check_host_memory(self, nbytes: int) -> None:
-        """Refuse what the host cannot back: past it the OOM killer ends the process with
-        no message at all. Each buffer is checked, at its first write, against what is
-        available then."""
-        if nbytes < HOST_CHECK_FROM_BYTES:
+        """Before a buffer's first write (upload, fill, copy, a kernel's output), refuse what
+        the host cannot back (past it the OOM killer ends the process without a word). One
+        never written (the flush scratch: zeros, only read) uses no host memory."""
+        nbytes = allocation.memory.nbytes
+        if not allocation.pristine or nbytes < HOST_CHECK_FROM_BYTES:
             return
         available = host_available_bytes()
         if available is None:
@@ -331,10 +307,10 @@ class SimBackend(Backend):
             raise OutOfDeviceMemory(
                 f"cannot allocate {nbytes} bytes ({nbytes / 2**30:.2f} GiB) on the "
                 f"{self._info.name}: its buffers live in host memory, and the host has "
-                f"{available} bytes ({available / 2**30:.2f} GiB) available, of which "
-                f"{margin} are kept free for the rest of the machine; use a smaller problem "
-                "size, free buffers you no longer need, or run on a machine with more memory "
-                "(cache='rotate' allocates copies of every buffer)"
+                f"{available} bytes ({available / 2**30:.2f} GiB) available, of which {margin} "
+                "are kept free for the rest of the machine; use a smaller problem size, free "
+                "buffers you no longer need, or a machine with more memory (cache='rotate' "
+                "copies every buffer)"
             )
 
     def free(self, buffer: DeviceBuffer) -> None:
