@@ -122,12 +122,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
 
         judgement = item.stash[JUDGEMENT] = replace(
             judgement,
-            verdicts=[
+            verdicts=tuple(
                 (m, with_explanation(v, {"code": None, **(v.explain or {}), **explained[i]}))
                 if i in explained
                 else (m, v)
                 for i, (m, v) in enumerate(judgement.verdicts)
-            ],
+            ),
         )
     verdicts = judgement.verdicts
     verbose = item.config.get_verbosity() > 0  # -v: every check, not only what decided
