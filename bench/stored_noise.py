@@ -44,7 +44,8 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from _common import markdown_table, run_child, text_table, write_json
 
 # elements of x and y (8 bytes moved each): about 7.8, 28 and 210 us cold on an H100
-LENGTHS = {"7.8us": 1_150_000, "28us": 11_400_000, "210us": 57_000_000}
+# (2026-11-27, call 1 ran 1.15M, 11.4M and 57M: 7.3, 38.4 and 190 us)
+LENGTHS = {"7.8us": 1_320_000, "28us": 8_000_000, "210us": 64_000_000}
 TIMER_TICK_S = 32e-9
 
 
@@ -56,7 +57,10 @@ def child(options: argparse.Namespace) -> None:
     from pytest_gpuperf import open_device
     from pytest_gpuperf.engine.measure import MeasureSettings
     from pytest_gpuperf.engine.stats import trimmed_mean
+    from pytest_gpuperf.engine.timing import engine_for
 
+    rng = np.random.default_rng()
+    spacers: list[Any] = []
     folder = Path(tempfile.mkdtemp(prefix="stored-noise-"))
     (folder / "scale.hip").write_text(KERNEL)
     with open_device(options.backend) as device:
@@ -80,6 +84,14 @@ def child(options: argparse.Namespace) -> None:
             order = [(load, s) for load in range(options.loads) for s in range(options.sets)]
             for load, s in order:
                 x, y, extra = sets[s]
+                if options.fresh_scratch:
+                    # a new flush buffer for every cell, behind a spacer of random size so it
+                    # lands elsewhere: is the buffer a process flushes with what it keeps?
+                    engine = engine_for(backend)
+                    if engine.scratch is not None:
+                        engine.scratch.free()
+                        engine.scratch = None
+                    spacers.append(backend.alloc(int(rng.integers(1, 64)) << 21))
                 m = device.measure(
                     loads[load], grid=(n + 255) // 256, block=256,
                     args=(x, y, extra, 2.0, n, 0), bytes=8 * n, settings=settings,
@@ -96,6 +108,7 @@ def child(options: argparse.Namespace) -> None:
                     "trimmed_s": trimmed_mean(samples).mean,
                     "mean_s": float(samples.mean()),
                     "ticks": int(np.unique(np.round(samples / TIMER_TICK_S)).size),
+                    "trimmed_se_s": trimmed_mean(samples).se,
                     "ref_median_s": float(np.median(reference)) if reference.size else 0.0,
                     "ref_trimmed_s": trimmed_mean(reference).mean if reference.size > 1 else 0.0,
                     "sm_mhz": _clock(m, "sm_clock_mhz"),
@@ -123,6 +136,8 @@ def collect(options: argparse.Namespace) -> dict[str, Any]:
             str(Path(__file__).resolve()), "--child", f"--backend={options.backend}",
             f"--loads={options.loads}", f"--sets={options.sets}", f"--budget={options.budget}",
         ]  # fmt: skip
+        if options.fresh_scratch:
+            args.append("--fresh-scratch")
         began = time.monotonic()
         rows = run_child(args, timeout_s=120)
         processes.append({"index": index, "wall_s": time.monotonic() - began, "cells": rows})
@@ -134,6 +149,7 @@ def collect(options: argparse.Namespace) -> dict[str, Any]:
         "loads": options.loads,
         "sets": options.sets,
         "budget_s": options.budget,
+        "fresh_scratch": options.fresh_scratch,
         "processes": processes,
         "wall_s": time.monotonic() - started,
     }
@@ -174,6 +190,11 @@ def analyse(document: Mapping[str, Any]) -> list[dict[str, Any]]:
         )
         row["reference_one_cell"] = _sd_log([c["ref_trimmed_s"] for c in first])
         row["ticks"] = statistics.median(c["ticks"] for c in first)
+        # a cell's own standard error of its trimmed mean (log scale): what the cells would
+        # scatter by if nothing moved between them
+        row["cell_se"] = statistics.median(
+            c.get("trimmed_se_s", 0.0) / c["trimmed_s"] for cs in cells for c in cs
+        )
         row["samples"] = statistics.median(c["n"] for c in first)
         # one-way decomposition of log trimmed means: process / load within / set within
         logs = {
@@ -215,13 +236,15 @@ def render(document: Mapping[str, Any], markdown: bool) -> str:
     lines = [
         f"{label}between-process spread (sigma of log time), {document['backend']}, "
         f"{document['started']}: {len(document['processes'])} processes x {document['loads']} "
-        f"loads x {document['sets']} buffer sets, {document['budget_s']} s a cell; "
+        f"loads x {document['sets']} buffer sets, {document['budget_s']} s a cell"
+        f"{', a new flush buffer each' if document.get('fresh_scratch') else ''}; "
         f"{document['wall_s']:.0f} s",
         "",
     ]
     headers = [
         "length", "time", "procs", "ticks", "median 1 cell", "trimmed 1 cell", "trimmed all",
         "calibrated 1", "calibrated all", "ref 1 cell", "process", "load", "set", "residual",
+        "cell se",
     ]  # fmt: skip
     body = []
     for r in rows:
@@ -234,6 +257,7 @@ def render(document: Mapping[str, Any], markdown: bool) -> str:
                 )),
                 *(f"{r[k]:.3%}" if k in r else "-" for k in (
                     "between_process_sd", "between_load_sd", "between_set_sd", "residual_sd",
+                    "cell_se",
                 )),
             ]
         )  # fmt: skip
@@ -257,6 +281,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=0.04, help="seconds a cell")
     parser.add_argument("--deadline", type=float, default=120.0)
     parser.add_argument("--child", action="store_true")
+    parser.add_argument(
+        "--fresh-scratch", action="store_true", help="a new flush buffer for every cell"
+    )
     parser.add_argument("--out")
     parser.add_argument("--render")
     parser.add_argument("--markdown", action="store_true")

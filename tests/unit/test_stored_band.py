@@ -99,7 +99,7 @@ def test_the_band_is_the_posterior_t_prediction_bound():
     assert band.sigma == pytest.approx(sigma, rel=1e-4)
     quantile = float(student_t.ppf(0.99, PRIOR_DF + 2))
     assert band.noise == pytest.approx(quantile * sigma * math.sqrt(1.5), rel=1e-3)
-    pooled = e.to_ref("f.toml", pooled=Pooled(spread=0.004, df=20, entries=5))
+    pooled = e.to_ref("f.toml", pooled=Pooled(spread=0.002, df=20, entries=5))
     band = stored_band(pooled, 0.0)
     assert (band.basis, band.prior_source, band.df) == ("pooled", "file", 22)
     assert band.pooled_entries == 5
