@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,7 +41,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO_ROOT, markdown_table, text_table, write_json
-from stored_scenario import CONFTEST, KERNEL, _results, git
+from stored_scenario import run_pytest as scenario_pytest
+from stored_scenario import write_project
 
 # elements of x and y (8 bytes moved each): about 7.8, 28 and 210 us cold on an H100 (on
 # 2026-11-27 1.15M, 11.4M and 57M took 7.3, 38.2 and 189 us: about 3.8 us + 3.0 us per M)
@@ -81,44 +80,20 @@ def test_scale(gpu_bench, size):
 '''
 
 
-def write_project(directory: Path, sizes: Mapping[str, int]) -> None:
-    directory.mkdir(parents=True)
-    (directory / "scale.hip").write_text(KERNEL)
-    (directory / "conftest.py").write_text(CONFTEST)
-    (directory / "test_lengths.py").write_text(TEST_MODULE.format(sizes=dict(sizes)))
-    (directory / "pytest.ini").write_text("[pytest]\n")
-    (directory / ".gitignore").write_text("baselines/\n__pycache__/\n")
-    git(directory, "init", "-q")
-    git(directory, "add", "-A")
-    git(directory, "commit", "-qm", "the user's kernel")
-
-
 def run_pytest(
     options: argparse.Namespace, project: Path, args: Sequence[str], report: Path, env: Mapping
 ) -> dict[str, Any]:
-    """One pytest process with the plugin of --plugin-root; its JSON report's rows."""
-    command = [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-        "-p", "pytest_gpuperf.plugin", "--gpuperf", f"--gpuperf-backend={options.backend}",
-        f"--gpuperf-budget={options.budget}", f"--gpuperf-json={report}", *args,
-    ]  # fmt: skip
-    root = str(Path(options.plugin_root).resolve())
-    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH", "")]))
-    environment = {
-        **os.environ, **env, "PYTHONPATH": path, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-    }  # fmt: skip
-    started = time.monotonic()
-    done = subprocess.run(
-        command, cwd=project, capture_output=True, text=True, env=environment, timeout=300
-    )
-    wall_s = time.monotonic() - started
-    if not report.exists():
-        return {"error": (done.stdout + done.stderr)[-3000:], "wall_s": wall_s}
-    document = json.loads(report.read_text())
-    rows = _results(document)
-    for row, result in zip(rows, document.get("results", ()), strict=True):
-        row.update(_sampling(result["measurement"]))
-    return {"exit": done.returncode, "wall_s": wall_s, "results": rows}
+    """One pytest process with the plugin of --plugin-root; its rows, with how each
+    measurement sampled."""
+    run = scenario_pytest(
+        project, options.backend, options.budget, args, report, env,
+        plugin_root=Path(options.plugin_root).resolve(),
+    )  # fmt: skip
+    if "results" in run:
+        document = json.loads(report.read_text())
+        for row, result in zip(run["results"], document.get("results", ()), strict=True):
+            row.update(_sampling(result["measurement"]))
+    return run
 
 
 def _sampling(m: Mapping[str, Any]) -> dict[str, Any]:
@@ -150,7 +125,7 @@ def _scenario(options: argparse.Namespace, root: Path) -> dict[str, Any]:
     started = time.monotonic()
     project = root / "project"
     sizes = LENGTHS if options.backend != "sim" else {k: v // 16 for k, v in LENGTHS.items()}
-    write_project(project, sizes)
+    write_project(project, sizes, TEST_MODULE, "test_lengths.py")
     snapshots, reports = root / "snapshots", root / "reports"
     snapshots.mkdir()
     reports.mkdir()

@@ -19,12 +19,13 @@ import pytest
 
 from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.baseline.pool import FilePool
-from pytest_gpuperf.engine.results import GpuIdentity, Measurement
+from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, prior_run_spread
 from pytest_gpuperf.gate.saving import SaveContext, plan_save
 from pytest_gpuperf.gate.stored import check_baseline
 from pytest_gpuperf.report.explain import band_text
+from tests.unit.test_noise_levels import measurement as noise_levels_measurement
 
 PEAK_BPS = 3.352e12
 BOARD_A, BOARD_B = "GPU-aaaaaaaa-0000", "GPU-bbbbbbbb-0000"
@@ -35,27 +36,10 @@ ISSUE_ENTRIES = {"small": (7.8e-6, 0.0130), "mid": (28e-6, 0.0045), "big": (211e
 
 
 def measurement(efficiency: float, time_s: float, board: str = BOARD_A) -> Measurement:
-    """A kernel of about `time_s` at efficiency 0.8 measured at `efficiency` (its bytes fixed
-    by `time_s`, so every save is of the same code)."""
-    bytes_moved = int(0.8 * PEAK_BPS * time_s)
-    took_s = bytes_moved / (efficiency * PEAK_BPS)
-    return Measurement(
-        name="scale",
-        kernel="scale",
-        cache="cold",
-        bytes_moved=bytes_moved,
-        time_s=took_s,
-        time_ci_s=(took_s * 0.9995, took_s * 1.0005),
-        samples_s=(took_s,) * 50,
-        peak_bps=PEAK_BPS,
-        device_key="h100-sxm",
-        device_name="NVIDIA H100 SXM 80GB",
-        backend="cuda",
-        simulated=False,
-        queue_method="flush kernel",
-        fingerprint="sha256:scale",
-        gpu=GpuIdentity(0, uuid=board),
-    )
+    """A cold kernel of about `time_s` at efficiency 0.8 measured at `efficiency` (its bytes
+    fixed by `time_s`, so every save is of the same code)."""
+    m = noise_levels_measurement(efficiency, time_s=time_s, board=board)
+    return replace(m, name="scale", kernel="scale", fingerprint="sha256:scale")
 
 
 def save(previous, test_id: str, m: Measurement):
