@@ -136,11 +136,17 @@ def git(directory: Path, *args: str) -> None:
     )
 
 
-def write_project(directory: Path, sizes: Mapping[str, int]) -> None:
+def write_project(
+    directory: Path,
+    sizes: Mapping[str, int],
+    test_module: str = TEST_MODULE,
+    test_file: str = "test_scenario.py",
+) -> None:
+    """The user's git project: the kernel, its simulated model and `test_module` at `sizes`."""
     directory.mkdir(parents=True)
     (directory / "scale.hip").write_text(KERNEL)
     (directory / "conftest.py").write_text(CONFTEST)
-    (directory / "test_scenario.py").write_text(TEST_MODULE.format(sizes=dict(sizes)))
+    (directory / test_file).write_text(test_module.format(sizes=dict(sizes)))
     (directory / "pytest.ini").write_text("[pytest]\n")
     (directory / ".gitignore").write_text("baselines/\nreports/\nsnapshots/\n__pycache__/\n")
     git(directory, "init", "-q")
@@ -149,9 +155,16 @@ def write_project(directory: Path, sizes: Mapping[str, int]) -> None:
 
 
 def run_pytest(
-    project: Path, backend: str, budget: str, args: Sequence[str], report: Path, env: Mapping
+    project: Path,
+    backend: str,
+    budget: str,
+    args: Sequence[str],
+    report: Path,
+    env: Mapping,
+    plugin_root: Path = REPO_ROOT,
 ) -> dict[str, Any]:
-    """One pytest process; its JSON report (or the failure to make one)."""
+    """One pytest process with the plugin of `plugin_root`; its JSON report (or the failure
+    to make one)."""
     # the repository's own root conftest loads the plugin; a throwaway project names it
     plugin = [] if project == REPO_ROOT else ["-p", "pytest_gpuperf.plugin"]
     command = [
@@ -159,7 +172,7 @@ def run_pytest(
         f"--gpuperf-backend={backend}", f"--gpuperf-budget={budget}",
         f"--gpuperf-json={report}", *args,
     ]  # fmt: skip
-    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    path = os.pathsep.join(filter(None, [str(plugin_root), os.environ.get("PYTHONPATH", "")]))
     environment = {**os.environ, **env, "PYTHONPATH": path}
     if plugin:  # named with -p: an installed entry point must not register it a second time
         environment["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"

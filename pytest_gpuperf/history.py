@@ -276,16 +276,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--false-alarm-rate",
         type=_rate,
-        default=FALSE_ALARM_RATE,
-        help=f"the one-sided level of the band, in {ranges.CHECK_RATE.text} (default "
-        f"{FALSE_ALARM_RATE}: one test alone; a run's budget sets its own, printed in its report)",
+        default=None,
+        help=f"the one-sided level of the band, in {ranges.CHECK_RATE.text} (default: the "
+        "level the newest of --reports judged the entry at, as that run printed it; else "
+        f"{FALSE_ALARM_RATE}, one test alone)",
     )
     parser.add_argument(
         "--tolerance",
         type=_tolerance,
-        default=DEFAULT_TOLERANCE,
+        default=None,
         help=f"--gpuperf-tolerance of the runs to match, in {ranges.TOLERANCE.text} "
-        f"(default {DEFAULT_TOLERANCE})",
+        f"(default: the newest of --reports' run's; else {DEFAULT_TOLERANCE})",
     )
     return parser
 
@@ -333,16 +334,22 @@ def _run(options: argparse.Namespace) -> int:
     if not chosen:
         print(f"no entry in {path} matches", file=sys.stderr)
         return 1
-    histories = [
-        entry_history(
-            entry,
-            reports,
-            options.tolerance,
-            ref=store.lookup(path.stem, *entry.key),
-            false_alarm_rate=options.false_alarm_rate,
+    histories = []
+    for entry in chosen:
+        rate, tolerance = run_level(entry.key, reports)
+        if options.false_alarm_rate is not None:
+            rate = options.false_alarm_rate
+        if options.tolerance is not None:
+            tolerance = options.tolerance
+        histories.append(
+            entry_history(
+                entry,
+                reports,
+                tolerance,
+                ref=store.lookup(path.stem, *entry.key),
+                false_alarm_rate=rate,
+            )
         )
-        for entry in chosen
-    ]
     if options.out:
         try:
             print(plot(histories, options.out))
@@ -373,6 +380,26 @@ def _check_out(out: Path, inputs: Sequence[Path]) -> None:
     for given in inputs:
         if out.exists() and given.exists() and out.samefile(given):
             raise _BadInput(f"--out {out}: is {given}, an input of this command")
+
+
+def run_level(key: tuple[str, str, str], reports: Sequence[dict]) -> tuple[float, float]:
+    """(false-alarm rate, tolerance) the newest of `reports` that judged the entry `key`
+    against its baseline used, so the band printed is the one that run printed; one test
+    alone at the default tolerance when none did."""
+    found = (FALSE_ALARM_RATE, DEFAULT_TOLERANCE)
+    newest = ""
+    for document in reports:
+        for result in document.get("results", ()):
+            m = result.get("measurement") or {}
+            if (result.get("test_id"), m.get("name"), m.get("cache")) != key:
+                continue
+            check = (result.get("verdict") or {}).get("baseline") or {}
+            rate, tolerance = check.get("false_alarm_rate"), check.get("tolerance")
+            when = str(document.get("created", ""))
+            known = isinstance(rate, float) and rate > 0 and isinstance(tolerance, float)
+            if known and when >= newest:
+                found, newest = (float(rate or 0.0), float(tolerance or 0.0)), when
+    return found
 
 
 def _check_file(path: Path, what: str) -> None:

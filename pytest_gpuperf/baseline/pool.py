@@ -8,10 +8,13 @@ from the file, an empirical-Bayes estimate in the manner of limma's moderated va
 (Smyth, "Linear models and empirical Bayes methods for assessing differential expression in
 microarray experiments", Stat. Appl. Genet. Mol. Biol. 3(1), 2004):
 
-- the pool of an entry: the file's OTHER measured entries of the same cache mode with >= 2
-  saves, whose kernel time is within POOL_TIME_FACTOR of the entry's (short kernels scatter
-  more: a launch's jitter is a larger share of them; on the project's H100 a 7.8 us cold
-  kernel scattered by 0.9% between processes, a 145 us one by 0.16%);
+- the pool of an entry: the file's OTHER measured entries whose noise is comparable: the
+  same cache mode, saves on a board this entry's saves were made on (boards differ in their
+  noise; entries that record no board pool with each other), >= 2 saves, and a kernel time
+  within POOL_TIME_FACTOR of the entry's where the file's shape is learned (below), within
+  UNSHAPED_TIME_FACTOR where it is not (short kernels scatter more: a launch's jitter is a
+  larger share of them; on the project's H100 a 7.3 us cold kernel scattered by 1.3% between
+  processes, a 38 us one by 0.26%, a 189 us one by 0.08%, 2026-11-27);
 - each pooled variance is carried to the entry's time the conservative way: a longer kernel's
   variance is scaled by (its time / this time)^2, as if all of it were absolute jitter; a
   shorter kernel's is kept, as if all of it were relative (either way the result is never
@@ -39,6 +42,11 @@ from pytest_gpuperf.baseline.model import BaselineEntry, Pooled, log_spread
 # gives every entry neighbours (with a factor of 2 its 8 us and 145 us entries found too few),
 # narrow enough that an error in the carried shape stays small.
 POOL_TIME_FACTOR = 4.0
+# Without a learned shape a neighbour's variance is carried the conservative way, which for a
+# shorter kernel keeps all of its jitter: within a factor of 2 that overstates it at most 4x
+# in variance, and the gate still sets a pooled band aside when it is the wider one. 4 let a
+# 7.8 us entry double the band of a 28 us one (issue: the 4th save of steady code).
+UNSHAPED_TIME_FACTOR = 2.0
 Z_95 = 1.959963984540054
 Key = tuple[str, str, str]
 
@@ -46,13 +54,14 @@ Key = tuple[str, str, str]
 class _Mode:
     """The poolable entries of one cache mode, as arrays, with the shape's sums over them."""
 
-    def __init__(self, rows: list[tuple[Key, float, int, float]]) -> None:
+    def __init__(self, rows: list[tuple[Key, float, int, float, frozenset[str]]]) -> None:
         import numpy as np
 
-        self.index = {key: i for i, (key, _, _, _) in enumerate(rows)}
+        self.index = {row[0]: i for i, row in enumerate(rows)}
         self.time_s = np.array([r[1] for r in rows])
         self.df = np.array([r[2] for r in rows], dtype=float)
         self.variance = np.array([r[3] for r in rows])
+        self.boards = [r[4] for r in rows]
         grid = np.array(_JITTER_GRID)[:, None]
         self.g = 1.0 + (grid / self.time_s[None, :]) ** 2  # (grid, entries)
         self.scaled = self.df * self.variance / self.g  # per-entry terms of the likelihood
@@ -66,33 +75,42 @@ class FilePool:
     (arrays per cache mode, so a lookup costs one pass over them, not a Python loop)."""
 
     def __init__(self, entries: Iterable[BaselineEntry]) -> None:
-        by_mode: dict[str, list[tuple[Key, float, int, float]]] = {}
+        by_mode: dict[str, list[tuple[Key, float, int, float, frozenset[str]]]] = {}
         for entry in entries:
             sd, df = log_spread(entry)
             if df < 1 or entry.time_s <= 0:
                 continue
-            by_mode.setdefault(entry.cache, []).append((entry.key, entry.time_s, df, sd * sd))
+            row = (entry.key, entry.time_s, df, sd * sd, boards_of(entry))
+            by_mode.setdefault(entry.cache, []).append(row)
         self._modes = {cache: _Mode(rows) for cache, rows in by_mode.items()}
 
     def __len__(self) -> int:
         return sum(len(mode.index) for mode in self._modes.values())
 
-    def for_entry(self, key: Key, cache: str, time_s: float) -> Pooled:
-        """The prior the file lends to the entry `key` (its own history left out)."""
+    def for_entry(
+        self, key: Key, cache: str, time_s: float, boards: frozenset[str] | None = None
+    ) -> Pooled:
+        """The prior the file lends to the entry `key` (its own history left out) from the
+        entries of comparable noise: the cache mode, the kernel time (module docstring) and
+        a board in common with `boards` (the boards of the entry's saves; None: those the
+        file records for `key`, or any board where it has no history yet)."""
         import numpy as np
 
         mode = self._modes.get(cache)
         if mode is None or time_s <= 0:
             return Pooled()
-        chosen = (mode.time_s >= time_s / POOL_TIME_FACTOR) & (
-            mode.time_s <= time_s * POOL_TIME_FACTOR
-        )
         own = mode.index.get(key)
+        if boards is None:
+            boards = mode.boards[own] if own is not None else None
+        jitter_s = self.shape(key, cache)
+        factor = POOL_TIME_FACTOR if jitter_s is not None else UNSHAPED_TIME_FACTOR
+        chosen = (mode.time_s >= time_s / factor) & (mode.time_s <= time_s * factor)
+        if boards is not None:
+            chosen &= np.array([_same_boards(boards, theirs) for theirs in mode.boards])
         if own is not None:
             chosen[own] = False
         if not chosen.any():
             return Pooled()
-        jitter_s = self.shape(key, cache)
         times = mode.time_s[chosen]
         if jitter_s is None:  # no shape to learn: the conservative bound
             scales = np.maximum(1.0, (times / time_s) ** 2)
@@ -127,6 +145,16 @@ class FilePool:
             return None
         likelihood = -0.5 * total_df * np.log(scaled / total_df) - 0.5 * logs
         return float(_JITTER_GRID[int(np.argmax(likelihood))])
+
+
+def boards_of(entry: BaselineEntry) -> frozenset[str]:
+    """The boards an entry's saves of its code were made on ("" for saves that record none)."""
+    return frozenset(spread.board for spread in entry.board_spreads())
+
+
+def _same_boards(mine: frozenset[str], theirs: frozenset[str]) -> bool:
+    """Comparable noise by board: a board in common, or neither side recording one."""
+    return bool(mine & theirs) or (mine <= {""} and theirs <= {""})
 
 
 # Jitter times for the shape's grid: 0 (all relative), then 10 ns to 10 ms, 8 per decade.

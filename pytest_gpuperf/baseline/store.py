@@ -25,7 +25,7 @@ from typing import Generic, TypeVar
 from pytest_gpuperf.baseline.file_read import read_store_text
 from pytest_gpuperf.baseline.file_write import remove_stale_temporaries, write_whole
 from pytest_gpuperf.baseline.model import BaselineEntry
-from pytest_gpuperf.baseline.pool import FilePool
+from pytest_gpuperf.baseline.pool import FilePool, boards_of
 from pytest_gpuperf.baseline.schema import SCHEMA_VERSION, parse, render
 from pytest_gpuperf.baseline.shared_lock import (
     LockTimeout,
@@ -164,7 +164,7 @@ class BaselineStore:
         entry = loaded.get(test_id, name, cache)
         if entry is None:
             return None
-        pooled = self.pool(loaded).for_entry(entry.key, entry.cache, entry.time_s)
+        pooled = self.pool(loaded).for_entry(entry.key, entry.cache, entry.time_s, boards_of(entry))
         path = self.path_for(device_key)
         if self.shown_from is not None and path.is_relative_to(self.shown_from):
             path = path.relative_to(self.shown_from)

@@ -327,6 +327,9 @@ class NoiseBand:
     pooled_entries: int = 0
     measured_sigma: float = 0.0  # this run's own uncertainty, when it exceeds sigma
     pool_refused_p: float = 0.0  # > 0: the file's pool was refused, the saves scatter more (p)
+    # > 0: the band the file's pool (`pooled_entries` entries) would give, wider than this
+    # one and therefore set aside (a noisier neighbour never raises a steadier entry's band)
+    pool_set_aside: float = 0.0
     # Noise by level: "seen" (the run's board made saves: sigma, the run-to-run spread on one
     # board, alone) or "unseen" / "unrecorded" / "unknown" (the spread between boards of the
     # model is added: `between_sigma`, a standard deviation of log efficiency, from

@@ -5,14 +5,17 @@ spread of an entry is estimated as a posterior, the conjugate update of a normal
 
     sigma^2 = (prior_df * prior_sigma^2 + SS) / (prior_df + saves - 1),   df = prior_df + saves - 1
 
-where SS is the sum of squared deviations of the saves' log efficiencies and the prior is the
-file's pooled spread at this kernel time (baseline/pool.py) when it holds at least as many
-degrees of freedom as the backend's figure for a first save (policy.prior_run_spread) is
-worth (policy.PRIOR_DF, 8; the simulated device's figure is its own setting, known exactly),
-else that figure; an entry whose own saves scatter significantly more than its pool (a
-one-sided F test at POOL_CONFLICT_P) keeps the backend's figure instead. The next run is one
-more draw around the centre, the median of the saves, so the band is a one-sided prediction
-bound for one new run:
+where SS is the sum of squared deviations of the saves' log efficiencies. The prior is the
+backend's figure for a first save at this kernel time and cache mode (policy.prior_run_spread,
+worth policy.PRIOR_DF = 3 degrees of freedom; the simulated device's figure is its own
+setting, known exactly), or the file's pooled spread at this kernel time (baseline/pool.py:
+entries of comparable noise only) when the pool holds at least as many degrees of freedom.
+The pool is a second opinion that may only sharpen: the band is made both ways and the
+pooled one is taken only when it is no wider (a noisier neighbour never raises a steadier
+entry's band), and an entry whose own saves scatter significantly more than its pool (a
+one-sided F test at POOL_CONFLICT_P) is judged without it. The next run is one more draw
+around the centre, the median of the saves, so the band is a one-sided prediction bound for
+one new run:
 
     noise = t(1 - false_alarm_rate; df) * max(sigma, this run's own sigma) * sqrt(1 + c(saves))
 
@@ -22,13 +25,16 @@ median is the mean; pi / 2n beyond, at most 1/2).
 Why more saves never loosen the band unless they scatter more than assumed: each save adds a
 degree of freedom (t falls), shrinks c (the centre is surer), and changes sigma^2 only through
 SS; a save raises sigma^2 only when its squared distance from the mean of the earlier saves,
-times k / (k + 1), exceeds the sigma^2 assumed before it. tests/unit/test_stored_band.py checks
-this over thousands of random histories.
+times k / (k + 1), exceeds the sigma^2 assumed before it. Both candidate bands obey this, so
+their smaller one does too, and the switch between them (a pool that grows past the prior's
+degrees of freedom) can only narrow the band. tests/unit/test_stored_band.py checks this over
+thousands of random histories, and over files whose entries are saved together.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from pytest_gpuperf.engine.results import BaselineRef, NoiseBand
 from pytest_gpuperf.gate.policy import (
@@ -122,13 +128,39 @@ def stored_band(
         # a reported entry's spread is the one its document states (the MI300X blog's +-7%):
         # taken as stated, since no save of it can ever say better
         prior_df = math.inf if ref.source == "reported" else prior_df_for(ref.backend)
-    z_run = _z(RUN_SPREAD_CONFIDENCE)
-    saves = max(ref.saves, 1)
     history_df = 0
     if ref.source == "measured":
-        history_df = saves - 1 if ref.history_df is None else ref.history_df
+        history_df = max(ref.saves, 1) - 1 if ref.history_df is None else ref.history_df
     refused_p = pool_conflict(ref, history_df)
-    if ref.pooled_entries > 0 and ref.pooled_df >= prior_df and not refused_p:
+    poolable = ref.pooled_entries > 0 and ref.pooled_df >= prior_df and not refused_p
+    inputs = (measured_rel_ci, confidence, false_alarm_rate, prior_df, history_df)
+    own = _band(ref, *inputs, simulated_board_spread, refused_p, use_pool=False)
+    if not poolable:
+        return own
+    pooled = _band(ref, *inputs, simulated_board_spread, refused_p, use_pool=True)
+    if pooled.noise <= own.noise:
+        return pooled
+    # the neighbours scatter more than this entry's own figure and saves say it does: a
+    # noisier neighbour must not raise a steadier entry's band
+    return replace(own, pool_set_aside=pooled.noise, pooled_entries=ref.pooled_entries)
+
+
+def _band(
+    ref: BaselineRef,
+    measured_rel_ci: float,
+    confidence: float,
+    false_alarm_rate: float,
+    prior_df: float,
+    history_df: int,
+    simulated_board_spread: float,
+    refused_p: float,
+    *,
+    use_pool: bool,
+) -> NoiseBand:
+    """The band with the file's pool as prior (`use_pool`) or the backend's figure."""
+    z_run = _z(RUN_SPREAD_CONFIDENCE)
+    saves = max(ref.saves, 1)
+    if use_pool:
         source, prior_sigma, prior_weight = "file", ref.pooled_spread / z_run, ref.pooled_df
     else:
         # a history entry without the prior it was first saved with (an older or hand-written
@@ -188,7 +220,7 @@ def stored_band(
         prior_df=prior_weight if math.isfinite(prior_weight) else 0.0,
         history_sigma=ref.history_sd,
         history_df=history_df,
-        pooled_entries=ref.pooled_entries if source == "file" else 0,
+        pooled_entries=ref.pooled_entries if use_pool else 0,
         measured_sigma=measured_sigma if measured_sigma > sigma else 0.0,
         pool_refused_p=refused_p,
         board_status=ref.board_status,

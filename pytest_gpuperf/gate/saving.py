@@ -3,9 +3,11 @@
 Each save appends a `SaveRecord` to the entry's history (the last `history_length` are kept).
 The expected efficiency is the median of the history and, once it holds MIN_HISTORY saves, the
 run-to-run spread is learned from them, so it can shrink as well as grow; before that the
-backend's prior stands (policy.prior_run_spread). A save of DIFFERENT code (another code-object
-fingerprint, other declared bytes or launch shape) starts a new history: repeated saves of an
-edited kernel must not widen the spread of the old one (that once let a 26% drop pass).
+backend's prior stands (policy.prior_run_spread). The simulated device's spread is its own
+setting, known exactly: its entries keep it, as the gate does. A save of DIFFERENT code
+(another code-object fingerprint, other declared bytes or launch shape) starts a new history:
+repeated saves of an edited kernel must not widen the spread of the old one (that once let a
+26% drop pass).
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ from pytest_gpuperf.baseline.model import (
     within_spread,
 )
 from pytest_gpuperf.engine.results import FAIL, FloorCheck, Measurement, SaveAction, Verdict
-from pytest_gpuperf.gate.policy import HISTORY_LENGTH, MIN_HISTORY, TRAIL_LENGTH, Z_95
+from pytest_gpuperf.gate.policy import (
+    HISTORY_LENGTH,
+    MIN_HISTORY,
+    TRAIL_LENGTH,
+    Z_95,
+    prior_df_for,
+)
 
 
 @dataclass(frozen=True)
@@ -195,7 +203,13 @@ def entry_from_history(
     """The entry for a history of saves: median efficiency, spread learned or prior."""
     centre = statistics.median(s.efficiency for s in saves)
     boards = tuple(boards) or spreads_of(saves)
-    run_spread, basis = learned_spread(saves, prior_spread, boards=boards)
+    if math.isinf(prior_df_for(measurement.backend)):
+        # the simulated device's spread is its own setting, known exactly: the gate judges by
+        # it whatever the saves say, so the file says the same (one story: the table's
+        # "prior", the file's spread_basis and the history CLI agree)
+        run_spread, basis = round(prior_spread, 6), "prior"
+    else:
+        run_spread, basis = learned_spread(saves, prior_spread, boards=boards)
     lows = [s.efficiency_ci[0] for s in saves]
     highs = [s.efficiency_ci[1] for s in saves]
     bandwidth_bps = centre * measurement.peak_bps

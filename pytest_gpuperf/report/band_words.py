@@ -60,6 +60,13 @@ def band_text(band: NoiseBand) -> str:
             f"; the file's pooled spread is not used: this entry's saves scatter more than it "
             f"(F test, p = {band.pool_refused_p:.3f})"
         )
+    if band.pool_set_aside > 0:
+        text += (
+            f"; the spread pooled from {band.pooled_entries} other "
+            f"{'entry' if band.pooled_entries == 1 else 'entries'} of this file would allow "
+            f"{band.pool_set_aside:.2%}: set aside, a noisier neighbour never widens this "
+            "entry's band"
+        )
     if band.measured_sigma > 0:
         text += f"; this run's own sigma {band.measured_sigma:.2%} is larger and taken instead"
     board = board_level_text(band)

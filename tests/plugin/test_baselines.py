@@ -9,7 +9,6 @@ once per file at the end of the session.
 from __future__ import annotations
 
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -244,17 +243,10 @@ def test_repeated_saves_of_the_same_code_learn_the_run_spread(gp):
     efficiencies = [s["efficiency"] for s in third["save"]]
     assert len(efficiencies) == 3 and len(set(efficiencies)) == 3
     assert third["efficiency"] == statistics.median(efficiencies)
-    between = statistics.stdev(math.log(e) for e in efficiencies)
-    within = math.sqrt(
-        statistics.fmean(
-            ((high - low) / 2 / s["efficiency"] / 1.96) ** 2
-            for s in third["save"]
-            for low, high in [s["efficiency_ci"]]
-        )
-    )
-    assert third["spread_basis"] == "history"
-    assert third["run_spread"] == pytest.approx(1.96 * max(between, within), rel=1e-2)
-    assert third["run_spread"] != DEFAULT_RUN_SPREAD["sim"]
+    # the simulated device's spread is its own setting, known exactly: the gate judges by it
+    # however many saves there are, and the file says the same (a real GPU's saves learn it:
+    # tests/unit/test_gate.py)
+    assert third["spread_basis"] == "prior" and third["run_spread"] == DEFAULT_RUN_SPREAD["sim"]
     # A change to the kernel is not noise: a new history, from the prior again.
     kernel = gp.path / "vadd.hip"
     # (a comment alone would not do: the code object, and so its fingerprint, stays the same)

@@ -99,7 +99,7 @@ def test_the_band_is_the_posterior_t_prediction_bound():
     assert band.sigma == pytest.approx(sigma, rel=1e-4)
     quantile = float(student_t.ppf(0.99, PRIOR_DF + 2))
     assert band.noise == pytest.approx(quantile * sigma * math.sqrt(1.5), rel=1e-3)
-    pooled = e.to_ref("f.toml", pooled=Pooled(spread=0.004, df=20, entries=5))
+    pooled = e.to_ref("f.toml", pooled=Pooled(spread=0.002, df=20, entries=5))
     band = stored_band(pooled, 0.0)
     assert (band.basis, band.prior_source, band.df) == ("pooled", "file", 22)
     assert band.pooled_entries == 5
@@ -132,16 +132,23 @@ def test_the_simulated_device_knows_its_spread():
     assert band.quantile == pytest.approx(2.3263, rel=1e-4)
 
 
+def _assumed_sigma(ref) -> float:
+    """The smallest spread either candidate band (the backend's prior, the file's pool)
+    assumed: a save within it raises neither estimate."""
+    alone = stored_band(replace(ref, pooled_entries=0, pooled_df=0.0, pooled_spread=0.0), 0.0)
+    return min(stored_band(ref, 0.0).sigma, alone.sigma)
+
+
 def _sequential_history(rng, prior_sigma, ref_for, max_saves=5, shrink=True):
     """Saves drawn around the running mean; with `shrink`, each new one is pulled in until
-    it does not raise the spread estimate the band before it assumed."""
+    it does not raise the spread estimate the band before it assumed (either candidate's)."""
     logs = [float(rng.normal(0.0, prior_sigma))]
     bands = [stored_band(ref_for(logs), 0.0)]
     while len(logs) < max_saves:
         k = len(logs)
         mean = float(np.mean(logs))
         step = float(rng.normal(0.0, prior_sigma * rng.uniform(0.1, 1.5)))
-        limit = bands[-1].sigma * math.sqrt((k + 1) / k)
+        limit = _assumed_sigma(ref_for(logs)) * math.sqrt((k + 1) / k)
         if shrink and abs(step) > limit:
             step = math.copysign(limit * rng.uniform(0.0, 1.0), step)
         logs.append(mean + step)
@@ -156,7 +163,8 @@ def test_more_saves_that_scatter_no_more_than_assumed_never_loosen_the_band(sour
     spread estimate (its squared distance from the earlier saves' mean, x k/(k+1), is at
     most the variance assumed before it), whatever the prior and this run's own interval."""
     rng = np.random.default_rng(2026)
-    checked = 0
+    checked = refused = 0
+    sources: set[str] = set()
     for _ in range(1500):
         time_s = float(np.exp(rng.uniform(np.log(3e-6), np.log(500e-6))))
         pool = (
@@ -172,11 +180,16 @@ def test_more_saves_that_scatter_no_more_than_assumed_never_loosen_the_band(sour
         prior_sigma = (pool.spread if pool else entry([0.0], time_s=time_s).prior_spread) / Z95
         logs, bands = _sequential_history(rng, prior_sigma, ref_for)
         noises = [stored_band(ref_for(logs[: k + 1]), measured).noise for k in range(len(logs))]
-        assert all(b.prior_source == source for b in bands)
+        sources.update(b.prior_source for b in bands)
         for k in range(1, len(noises)):
+            if bands[k].pool_refused_p > 0:  # the saves scatter more than the pool: allowed
+                refused += 1
+                continue
             assert noises[k] <= noises[k - 1] * (1 + 1e-9), (k, logs, noises)
             checked += 1
-    assert checked == 1500 * 4
+    assert checked >= 1500 * 4 * 0.95
+    # both candidates decided somewhere: the pool where it is the narrower
+    assert sources == ({"backend", "file"} if source == "file" else {"backend"}), sources
 
 
 def test_the_property_test_can_fail():

@@ -63,6 +63,7 @@ def test_replay_scores_every_size_through_the_gate(tmp_path):
     assert {r["saves"] for r in replay} == {1, 3, 5}
     three = {r["judged"]: r for r in replay if r["saves"] == 3}
     assert three["long_slow3"]["regressed"] == 1.0 and three["long_same"]["regressed"] == 0.0
-    assert three["long_same"]["pooled"] == 1.0  # 3 neighbours x 2 df
+    # 3 neighbours x 2 df: the pool decides where its band is the narrower (else set aside)
+    assert three["long_same"]["pooled"] > 0
     assert [r for r in document["rows"] if r["part"] == "model"]
     assert 0 <= document["a"] < 0.005 and 20e-9 < document["b"] < 200e-9  # ~70 ns of jitter

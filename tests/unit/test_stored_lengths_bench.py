@@ -1,0 +1,77 @@
+"""bench/stored_lengths.py and bench/stored_noise.py: the H100 outputs of 2026-11-27 committed in
+bench/measured/, analysed again, give the tables docs/benchmarks.md and docs/measurement.md
+quote (the allowance by saves before and after, the false alarms and catches, and the spread
+between processes taken apart)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MEASURED = REPO / "bench" / "measured"
+
+
+def _load(name: str):
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            f"gpuperf_bench_{name}", REPO / "bench" / f"{name}.py"
+        )
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+
+
+def _rows(file: str) -> dict[str, dict]:
+    bench = _load("stored_lengths")
+    document = json.loads((MEASURED / file).read_text())
+    return {row["entry"]: row for row in bench.analyse(document)}
+
+
+def _allowances(row: dict) -> list[float]:
+    return [row["allowance_by_saves"][str(k)]["allowance"] for k in range(1, 6)]
+
+
+def test_after_no_save_of_steady_code_pooled_a_neighbour_and_no_unchanged_run_failed():
+    after = _rows("stored-lengths-h100-2026-11-27-after.json")
+    mid, long = _allowances(after["mid"]), _allowances(after["long"])
+    assert mid == sorted(mid, reverse=True)  # 3.57, 2.05, 1.65, 1.35, 1.14%
+    assert mid[2] == pytest.approx(0.0165, abs=5e-5)
+    assert long == [pytest.approx(0.01)] * 5  # the tolerance from the first save
+    bases = {a["basis"] for r in after.values() for a in r["allowance_by_saves"].values()}
+    assert "pooled" not in bases
+    assert sum(r["unchanged"]["runs"] for r in after.values()) == 42
+    assert sum(r["unchanged"]["failed"] for r in after.values()) == 0
+    assert (after["mid"]["drop"]["failed"], after["mid"]["drop"]["runs"]) == (17, 20)
+
+
+def test_before_the_fourth_save_of_steady_code_widened_the_28_us_band_by_pooling():
+    before = _rows("stored-lengths-h100-2026-11-27-before.json")
+    third, fourth = (
+        before["mid"]["allowance_by_saves"]["3"],
+        before["mid"]["allowance_by_saves"]["4"],
+    )
+    assert third["basis"] == "history" and fourth["basis"] == "pooled"
+    assert fourth["allowance"] > 1.5 * third["allowance"]  # 1.50% -> 2.72%
+
+
+def test_the_noise_decomposition_renders():
+    bench = _load("stored_noise")
+    document = json.loads((MEASURED / "stored-noise-h100-2026-11-27.json").read_text())
+    rows = {row["length"]: row for row in bench.analyse(document)}
+    assert set(rows) == {"7.8us", "28us", "210us"} and rows["28us"]["processes"] == 10
+    # the spread between processes falls with the kernel's length (launch jitter)
+    assert (
+        rows["7.8us"]["between_process_sd"]
+        > rows["28us"]["between_process_sd"]
+        > rows["210us"]["between_process_sd"]
+    )
+    assert "between-process spread" in bench.render(document, markdown=True)
