@@ -83,6 +83,9 @@ class Reading:
     # the probe's code facts (its verdict's explain.code: "head" is this commit's, "base"
     # GOOD's), None where the probe gave none
     code: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    # what the vendor's profiler counted for one launch of this commit and of GOOD (its
+    # verdict's explain.traffic: a confirmed regression on a GPU with the profiler), or None
+    traffic: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def measured(self) -> bool:
@@ -303,7 +306,8 @@ def reading_of(verdict: Mapping[str, Any]) -> Reading:
         return Reading(AB_NO_BASE, detail="the measurement was not compared with GOOD")
     state = comparison["state"]
     threshold = float(comparison.get("threshold") or 0.0)
-    code = (verdict.get("explain") or {}).get("code")
+    explain = verdict.get("explain") or {}
+    code = explain.get("code")
     if state == AB_UNCHANGED:
         return Reading(state, 1.0, (1.0, 1.0), threshold=threshold, code=code)
     if state == AB_MODELLED:  # GOOD's model, not a time: no interval to show
@@ -326,4 +330,5 @@ def reading_of(verdict: Mapping[str, Any]) -> Reading:
         pairs=int(comparison.get("pairs") or 0),
         threshold=threshold,
         code=code,
+        traffic=explain.get("traffic"),
     )

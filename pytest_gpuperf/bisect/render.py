@@ -85,6 +85,10 @@ def text_report(report: Report) -> str:
     if code is not None:
         said = "; ".join(code["changes"]) or code["unavailable"]
         lines.append(f"culprit's code, against {code['against']}: {said}")
+    traffic = report.culprit_traffic
+    if traffic is not None:
+        good = f"{report.good.short} (GOOD)"
+        lines += [f"culprit's traffic, against {good}: {line}" for line in traffic["lines"]]
     lines.append(culprit_line(report))
     return "\n".join(lines)
 
@@ -149,7 +153,11 @@ def to_json(report: Report, command: str = "") -> dict[str, Any]:
         "unmeasured": report.unmeasured,
         "stopped": report.stopped,
         "culprit_line": culprit_line(report),
-        "culprit_explain": {"code": report.culprit_code} if report.culprit_code else None,
+        "culprit_explain": (
+            {"code": report.culprit_code, "traffic": report.culprit_traffic}
+            if report.culprit_code or report.culprit_traffic
+            else None
+        ),
         "wall_s": report.wall_s,
     }
 

@@ -92,6 +92,8 @@ class Report:
     # what the culprit changed in the code against the commit before it (the explain
     # package's `code` object), None without a culprit or without facts
     culprit_code: dict[str, Any] | None = None
+    # what the profiler counted at the culprit's own probe, against GOOD (explain.traffic)
+    culprit_traffic: dict[str, Any] | None = None
 
     @property
     def culprit(self) -> Commit | None:
@@ -280,7 +282,11 @@ class Bisection:
             return self._done(replace(report, probes=probes, stopped=str(stop)))
         report = replace(report, outcome=outcome, probes=outcome.probes)
         report = replace(report, why_none=_why_no_culprit(outcome, reading))
-        return self._done(replace(report, culprit_code=culprit_code(report)))
+        return self._done(
+            replace(
+                report, culprit_code=culprit_code(report), culprit_traffic=culprit_traffic(report)
+            )
+        )
 
     def _done(self, report: Report) -> Report:
         return replace(report, wall_s=time.monotonic() - self._began)
@@ -362,6 +368,20 @@ def _why_no_culprit(outcome: Outcome, bad_reading: Reading) -> str:
         else ("the commits before the last do not build")
     )
     return f"the step ({step.ratio:.4f}x) is in one of {names}: {cause}"
+
+
+def culprit_traffic(report: Report) -> dict[str, Any] | None:
+    """What the vendor's profiler counted at the culprit's probe (one launch of the culprit
+    and one of GOOD, the step's whole span: a probe compares its commit with GOOD), when that
+    probe's regression was confirmed on a GPU with the profiler; None otherwise."""
+    culprit = report.culprit
+    if culprit is None:
+        return None
+    for probe in report.probes:
+        if (probe.stands_for or probe.commit).sha == culprit.sha:
+            traffic = probe.reading.traffic
+            return dict(traffic) if traffic and traffic.get("lines") else None
+    return None
 
 
 def culprit_code(report: Report) -> dict[str, Any] | None:

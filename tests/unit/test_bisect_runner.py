@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,36 @@ def test_a_bad_that_stays_undecided_names_no_culprit_and_says_how_to_decide(proj
     assert len(fake.calls) == 2 and report.culprit is None
     assert report.why_none.startswith("BAD's difference from GOOD stays within the noise")
     assert "raise --budget or --rounds" in report.why_none
+
+
+def test_the_culprits_measured_traffic_is_said_under_it_against_good(project):
+    """A probe whose regression was confirmed on a GPU with the vendor's profiler carries its
+    explain.traffic (one launch of the commit, one of GOOD): the culprit's lines are printed
+    above the culprit line and kept in the JSON; a probe without them adds nothing."""
+    traffic = {
+        "profiler": "ncu",
+        "lines": ["head moved +2.5% DRAM bytes: read +3.0% (268.4 -> 276.5 MB), write unchanged"],
+    }
+
+    def answer(subject, budget_s):
+        index = index_of(subject)
+        if index >= 6:
+            return {FOLLOWED: replace(reading(AB_REGRESSED, 1.03), traffic=traffic)}, {}
+        return {FOLLOWED: reading(AB_PASS, 1.0)}, {}
+
+    report = Bisection(plan(project), probe_fn=FakePytest(project, answer)).run()
+    assert report.culprit is not None and report.culprit.subject == "commit 6"
+    lines = text_report(report).splitlines()
+    assert lines[-2] == (
+        f"culprit's traffic, against {report.good.short} (GOOD): head moved +2.5% DRAM bytes: "
+        "read +3.0% (268.4 -> 276.5 MB), write unchanged"
+    )
+    assert to_json(report)["culprit_explain"]["traffic"] == traffic
+
+    quiet = Bisection(
+        plan(project), probe_fn=FakePytest(project, lambda s, b: ({FOLLOWED: reading(
+            AB_REGRESSED if index_of(s) >= 6 else AB_PASS, 1.03 if index_of(s) >= 6 else 1.0
+        )}, {}))
+    ).run()  # fmt: skip
+    assert "traffic" not in text_report(quiet)
+    assert to_json(quiet)["culprit_explain"] is None
