@@ -100,7 +100,8 @@ def test_a_json_path_that_must_not_be_written_stops_before_the_first_probe(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--budget", "1e308"), "--budget 1e308 with --rounds 3: the last round would sample"),
+        (("--budget", "1e308"), "--budget: the budget must be a number of seconds in (0, 86400]"),
+        (("--budget", "1000"), "--budget 1000 with --rounds 3: the last round would sample"),
         (("--budget", "inf"), "--budget: the budget in seconds must be a finite number"),
         (("--rounds", "99"), "--rounds: expected 1 to 8 runs per probe, got 99"),
         (

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from pytest_gpuperf.report.explain import band_text
+from pytest_gpuperf.report.band_words import band_text
 
 from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.baseline.pool import FilePool
