@@ -16,7 +16,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from pytest_gpuperf.report.band_words import band_text
 
 from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.baseline.pool import FilePool
@@ -25,6 +24,7 @@ from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, prior_run_spread
 from pytest_gpuperf.gate.saving import SaveContext, plan_save
 from pytest_gpuperf.gate.stored import check_baseline
+from pytest_gpuperf.report.band_words import band_text
 from tests.unit.test_noise_levels import measurement as noise_levels_measurement
 
 PEAK_BPS = 3.352e12
