@@ -356,17 +356,19 @@ def test_a_save_lock_another_user_made_unreadable_says_readable_not_writable(sha
 
 
 @as_root
-def test_a_run_with_an_unreadable_lock_stops_before_its_first_test(shared, request):
+def test_a_run_with_an_unreadable_lock_stops_before_its_first_test(shared):
     """A real pytest run of uid 2001 (in a forked child, its imports made as root first)."""
     project, locks = shared / "project", shared / "locks"
     project.mkdir(mode=0o777)
     project.chmod(0o777)
     (project / "test_it.py").write_text("def test_it():\n    pass\n")
     planted = _planted(locks, "sim-mi300x-0.lock")
-    # installed, the entry point loads the plugin (as "gpuperf"); naming it again is an error
-    installed = request.config.pluginmanager.has_plugin("gpuperf")
+    # The plugin named, entry points off: uid 2001 may not list a root-only virtual
+    # environment's site-packages (CI's is in a 0700 mktemp folder), where pytest would look
+    # for them, and an installed entry point would register the plugin a second time.
     args = [
-        *([] if installed else ["-p", "pytest_gpuperf.plugin"]),
+        "-p",
+        "pytest_gpuperf.plugin",
         "-p",
         "no:cacheprovider",
         "-q",
@@ -381,6 +383,7 @@ def test_a_run_with_an_unreadable_lock_stops_before_its_first_test(shared, reque
         import pytest as inner
 
         os.environ["GPUPERF_LOCK_DIR"] = str(locks)
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         output = open(project / "out.txt", "w", buffering=1)  # noqa: SIM115 - the child's
         sys.stdout = sys.stderr = output  # terminal, up to its end
         # as root first: what the run imports is imported (the interpreter's folder is root's)
