@@ -48,6 +48,19 @@ PROGRESS_EVERY_S = 10.0  # a sampling measurement says where it is this often (r
 # still cuts the runaway case (238 s of real time for a 4 s pair: now at most 34 s).
 REAL_TIME_ALLOWANCE = 4.0
 REAL_TIME_FLOOR_S = 30.0
+# A cold or rotate measurement of a kernel shorter than MIN_SAMPLING_BELOW_S on a GPU samples
+# for at least STORED_MIN_SAMPLING_S of its budget before its precision may stop it. A stored
+# baseline is one process's measurement judged against other processes', and a process's
+# level wanders within the process far beyond one sample's error: on four H100 SXM boards
+# (2026-11-27, bench/stored_noise.py and bench/process_level.py, 14-20 processes each) the
+# spread between processes at 7.6-8.0 us fell from 1.53-1.63% (stopping at +-0.5%, a few ms
+# of samples) to 1.18-1.30% sampling 0.3-0.6 s; at 27 us it stayed at 0.28-0.35%, at 212 us
+# 0.11% -> 0.08%. Longer kernels reach the gate's 1% tolerance without it.
+STORED_MIN_SAMPLING_S = 0.3
+MIN_SAMPLING_BELOW_S = 100e-6
+# The most samples a measurement keeps while its minimum sampling time runs (max_samples,
+# 2000 by default, would stop a 7.6 us cold kernel after about 0.1 s).
+MIN_SAMPLING_MAX_SAMPLES = 50_000
 
 
 def real_limit_s(budget_s: float) -> float:
@@ -77,6 +90,11 @@ class MeasureSettings:
     graphs: in hot mode, on a backend with graphs (CUDA), time a graph replay of the launches
       of each event pair instead of separate stream launches, which leave a ~1 us gap
       between kernels on an H100 (docs/benchmarks.md); kernels only, never callables.
+    min_sampling_s: in cold and rotate mode, a kernel shorter than MIN_SAMPLING_BELOW_S
+      samples at least this long (within budget_s, and past max_samples up to
+      MIN_SAMPLING_MAX_SAMPLES) before precision may stop it: a process's level wanders, and
+      a stored baseline judges one process against others. A/B pairs ignore it (both sides
+      share the process). 0: precision stops as soon as it is reached.
     """
 
     cache: str = "cold"
@@ -89,6 +107,7 @@ class MeasureSettings:
     reallocation_rounds: int = 1
     calibrate: bool = False
     graphs: bool = True
+    min_sampling_s: float = 0.0
     progress: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -104,10 +123,21 @@ class MeasureSettings:
             (self.budget_s > 0, "budget_s must be positive"),
             (self.warmup_s >= 0, "warmup_s must be >= 0"),
             (self.reallocation_rounds >= 1, "reallocation_rounds must be >= 1"),
+            (self.min_sampling_s >= 0, "min_sampling_s must be >= 0"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ConfigError(f"MeasureSettings: {message} (got {self})")
+
+
+def stored_min_sampling_s(backend: str, cache: str, budget_s: float) -> float:
+    """The minimum sampling time of a measurement a stored baseline may judge: on a GPU, in
+    cold and rotate mode, STORED_MIN_SAMPLING_S within the budget; 0 on the simulated device,
+    whose process-to-process spread is its own setting and which no sampling time moves (its
+    every sample costs host time)."""
+    if backend == "sim" or cache == "hot":
+        return 0.0
+    return min(STORED_MIN_SAMPLING_S, budget_s)
 
 
 def scratch_bytes_for(cache_bytes: int) -> int:

@@ -21,6 +21,8 @@ from pytest_gpuperf.engine import stats
 from pytest_gpuperf.engine.policy import (
     FLUSH_ELEMENT_BYTES,
     MIN_PAIRS_PER_LOAD,
+    MIN_SAMPLING_BELOW_S,
+    MIN_SAMPLING_MAX_SAMPLES,
     MIN_WARMUP_S,
     NO_WORK_MARGIN_S,
     PROGRESS_EVERY_S,
@@ -241,7 +243,10 @@ class Session:
         stopped_by, batches, starved = "", 0, 0
         wanted = settings.min_samples
         while not stopped_by:
-            samples, spin_s = pacing.plan(min(wanted, settings.max_samples - len(work.samples_s)))
+            limit = settings.max_samples
+            if pair is None and settings.min_sampling_s > 0 and settings.cache != "hot":
+                limit = max(limit, MIN_SAMPLING_MAX_SAMPLES)
+            samples, spin_s = pacing.plan(max(1, min(wanted, limit - len(work.samples_s))))
             batch_began = self.clock()
             batch = self._batch(
                 timed,
@@ -296,7 +301,10 @@ class Session:
             "graph_replay": graphs,
             "scratch_bytes": engine.scratch.nbytes if self.cold and engine.scratch else 0,
             "reallocation_rounds": settings.reallocation_rounds,
+            "sampling_s": round(spent_s, 6),
         }
+        if pair is None and self._sampling_short(work, 0.0):
+            extra["min_sampling_s"] = settings.min_sampling_s
         if pair is not None:
             extra["paired_with"] = "base" if user_count == 2 else ""
         wall_s = self.clock() - began
@@ -463,6 +471,9 @@ class Session:
                     return "precision"
             if len(pair.ratios) >= settings.max_samples:
                 return "max_samples"
+        elif self._sampling_short(timed[0], sampling_s):
+            if len(timed[0].samples_s) >= MIN_SAMPLING_MAX_SAMPLES:
+                return "max_samples"
         elif all(
             stats.precision_reached(
                 item.samples_s, settings.target_rel_ci, settings.min_samples, settings.confidence
@@ -479,6 +490,15 @@ class Session:
         ):
             return "budget"
         return ""
+
+    def _sampling_short(self, work: Timed, sampling_s: float) -> bool:
+        """Whether a short cold or rotate kernel is still within its minimum sampling time
+        (MeasureSettings.min_sampling_s): neither precision nor max_samples stop it yet."""
+        settings = self.settings
+        if settings.min_sampling_s <= 0 or settings.cache == "hot" or not work.samples_s:
+            return False
+        per_launch_s = float(np.median(work.samples_s)) / max(work.launches, 1)
+        return per_launch_s < MIN_SAMPLING_BELOW_S and sampling_s < settings.min_sampling_s
 
     def _measurement(
         self,

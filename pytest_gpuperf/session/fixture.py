@@ -28,6 +28,7 @@ from pytest_gpuperf.engine.measure import (
     measure_callable,
     measure_kernel,
 )
+from pytest_gpuperf.engine.policy import stored_min_sampling_s
 from pytest_gpuperf.engine.results import NO_BASE_CALLABLE, Measurement, PairedComparison
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
@@ -611,7 +612,11 @@ class GpuBench:
             def progress(line: str) -> None:
                 heartbeat(f"gpuperf: {test_id}: {line}")
 
-        return MeasureSettings(cache=cache, budget_s=self.test.budget_s, progress=progress)
+        budget_s = self.test.budget_s
+        minimum = stored_min_sampling_s(self.backend.info.backend, cache, budget_s)
+        return MeasureSettings(
+            cache=cache, budget_s=budget_s, min_sampling_s=minimum, progress=progress
+        )
 
     def _profile(
         self, label: str, mode: str, sides: Any, launch: Any, declared: Any, setup: Any

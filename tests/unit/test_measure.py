@@ -342,6 +342,44 @@ def test_stops_on_max_samples_when_precision_is_out_of_reach():
     assert 40 <= len(result.samples_s) < 80
 
 
+def test_a_short_cold_kernel_samples_its_minimum_time_before_precision_stops_it():
+    """min_sampling_s: precision reached within a few samples does not stop a short cold
+    kernel before the minimum (past max_samples too); the budget still bounds it."""
+    quick = _measure(_sim(jitter=0.002), 1 << 16, cache="cold")[0]
+    held = _measure(_sim(jitter=0.002), 1 << 16, cache="cold", min_sampling_s=0.05, max_samples=20)[
+        0
+    ]
+    assert quick.stopped_by == "precision" and quick.samples_s
+    assert held.stopped_by == "precision"
+    assert len(held.samples_s) > max(20, 3 * len(quick.samples_s))
+    assert held.extra["sampling_s"] >= 0.05 and held.extra["min_sampling_s"] == 0.05
+    assert "min_sampling_s" not in quick.extra and quick.extra["sampling_s"] < 0.05
+    bounded = _measure(
+        _sim(jitter=0.002), 1 << 16, cache="cold", min_sampling_s=0.05, budget_s=0.01
+    )[0]
+    assert bounded.stopped_by == "budget"
+
+
+def test_the_minimum_sampling_time_leaves_hot_and_long_kernels_alone():
+    quick = _measure(_sim(jitter=0.002), 1 << 16, cache="hot")[0]
+    held = _measure(_sim(jitter=0.002), 1 << 16, cache="hot", min_sampling_s=0.05)[0]
+    assert len(held.samples_s) == len(quick.samples_s)
+    # a kernel of 100 us or more reaches the gate's tolerance without it
+    long_quick = _measure(_sim(jitter=0.002), 1 << 26, cache="cold")[0]
+    long_held = _measure(_sim(jitter=0.002), 1 << 26, cache="cold", min_sampling_s=0.05)[0]
+    assert long_quick.time_s > policy.MIN_SAMPLING_BELOW_S
+    assert len(long_held.samples_s) == len(long_quick.samples_s)
+
+
+def test_stored_min_sampling_applies_to_cold_and_rotate_on_a_gpu_only():
+    assert policy.stored_min_sampling_s("cuda", "cold", 1.0) == policy.STORED_MIN_SAMPLING_S
+    assert policy.stored_min_sampling_s("hip", "rotate", 0.1) == 0.1  # within the budget
+    assert policy.stored_min_sampling_s("cuda", "hot", 1.0) == 0.0
+    assert policy.stored_min_sampling_s("sim", "cold", 1.0) == 0.0
+    with pytest.raises(ConfigError, match="min_sampling_s"):
+        MeasureSettings(min_sampling_s=-1.0)
+
+
 def test_stops_on_budget_when_precision_is_out_of_reach():
     result = _measure(_sim(jitter=0.2), 1 << 16, cache="cold", budget_s=0.002)[0]
     assert result.stopped_by == "budget"
