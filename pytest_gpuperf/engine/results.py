@@ -327,6 +327,9 @@ class NoiseBand:
     pooled_entries: int = 0
     measured_sigma: float = 0.0  # this run's own uncertainty, when it exceeds sigma
     pool_refused_p: float = 0.0  # > 0: the file's pool was refused, the saves scatter more (p)
+    # > 0: the backend's figure counted only as a guess (policy.PRIOR_DF), the saves scatter
+    # more than it (p)
+    prior_refused_p: float = 0.0
     # > 0: the band the file's pool (`pooled_entries` entries) would give, wider than this
     # one and therefore set aside (a noisier neighbour never raises a steadier entry's band)
     pool_set_aside: float = 0.0

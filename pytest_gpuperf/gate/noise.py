@@ -6,16 +6,18 @@ spread of an entry is estimated as a posterior, the conjugate update of a normal
     sigma^2 = (prior_df * prior_sigma^2 + SS) / (prior_df + saves - 1),   df = prior_df + saves - 1
 
 where SS is the sum of squared deviations of the saves' log efficiencies. The prior is the
-backend's figure for a first save at this kernel time and cache mode (policy.prior_run_spread,
-worth policy.PRIOR_DF = 3 degrees of freedom; the simulated device's figure is its own
-setting, known exactly), or the file's pooled spread at this kernel time (baseline/pool.py:
-entries of comparable noise only) when the pool holds at least as many degrees of freedom.
-The pool is a second opinion that may only sharpen: the band is made both ways and the
-pooled one is taken only when it is no wider (a noisier neighbour never raises a steadier
-entry's band), and an entry whose own saves scatter significantly more than its pool (a
-one-sided F test at POOL_CONFLICT_P) is judged without it. The next run is one more draw
-around the centre, the median of the saves, so the band is a one-sided prediction bound for
-one new run:
+backend's figure for a first save at this kernel time and cache mode
+(policy.prior_run_spread, worth policy.prior_df_for degrees of freedom: 8 for CUDA, measured
+on four boards, 3 elsewhere; the simulated device's figure is its own setting, known
+exactly), or the file's pooled spread at this kernel time (baseline/pool.py: entries of
+comparable noise only) when the pool holds at least as many degrees of freedom. An entry
+whose saves scatter significantly more than a measured figure (a one-sided F test at
+POOL_CONFLICT_P) counts that figure as a guess (policy.PRIOR_DF) instead. The pool is a
+second opinion that may only sharpen: the band is made both ways and the pooled one is taken
+only when it is no wider (a noisier neighbour never raises a steadier entry's band), and an
+entry whose own saves scatter significantly more than its pool (a one-sided F test at
+POOL_CONFLICT_P) is judged without it. The next run is one more draw around the centre, the
+median of the saves, so the band is a one-sided prediction bound for one new run:
 
     noise = t(1 - false_alarm_rate; df) * max(sigma, this run's own sigma) * sqrt(1 + c(saves))
 
@@ -42,6 +44,7 @@ from pytest_gpuperf.gate.policy import (
     BETWEEN_PRIOR_DF,
     FALSE_ALARM_RATE,
     POOL_CONFLICT_P,
+    PRIOR_DF,
     RUN_SPREAD_CONFIDENCE,
     RUN_SPREAD_MODEL,
     between_board_spread,
@@ -131,15 +134,19 @@ def stored_band(
     history_df = 0
     if ref.source == "measured":
         history_df = max(ref.saves, 1) - 1 if ref.history_df is None else ref.history_df
+    prior_refused_p = prior_conflict(ref, history_df, prior_df)
+    if prior_refused_p > 0:
+        prior_df = PRIOR_DF
     refused_p = pool_conflict(ref, history_df)
     poolable = ref.pooled_entries > 0 and ref.pooled_df >= prior_df and not refused_p
     inputs = (measured_rel_ci, confidence, false_alarm_rate, prior_df, history_df)
     own = _band(ref, *inputs, simulated_board_spread, refused_p, use_pool=False)
+    own = replace(own, prior_refused_p=prior_refused_p)
     if not poolable:
         return own
     pooled = _band(ref, *inputs, simulated_board_spread, refused_p, use_pool=True)
     if pooled.noise <= own.noise:
-        return pooled
+        return replace(pooled, prior_refused_p=prior_refused_p)
     # the neighbours scatter more than this entry's own figure and saves say it does: a
     # noisier neighbour must not raise a steadier entry's band
     return replace(own, pool_set_aside=pooled.noise, pooled_entries=ref.pooled_entries)
@@ -263,6 +270,23 @@ def _satterthwaite(a: float, df_a: float, b: float, df_b: float) -> float:
 def board_added(band: NoiseBand) -> float:
     """The +-95% range the between-board term stands for (0 on a board that made saves)."""
     return _z(RUN_SPREAD_CONFIDENCE) * band.between_sigma
+
+
+def prior_conflict(ref: BaselineRef, history_df: int, prior_df: float) -> float:
+    """The p-value of the entry's saves scattering MORE than the backend's figure says (a
+    one-sided F test of their variance against the figure's, at its prior_df) when it is
+    below POOL_CONFLICT_P, else 0. Only for a figure worth more than a guess (PRIOR_DF):
+    CUDA's is fitted on our boards with our kernel, and a user's kernel that scatters
+    significantly more than it is judged with the figure worth PRIOR_DF, so that its own saves
+    outweigh it sooner. An entry whose saves scatter no more than the figure never trips it."""
+    figure = backend_prior_spread(ref)
+    if not (math.isfinite(prior_df) and prior_df > PRIOR_DF) or history_df < 1 or figure <= 0:
+        return 0.0
+    ratio = (ref.history_sd * _z(RUN_SPREAD_CONFIDENCE) / figure) ** 2
+    if ratio <= 1.0:
+        return 0.0
+    p_value = float(_scipy_stats().f.sf(ratio, history_df, prior_df))
+    return p_value if p_value < POOL_CONFLICT_P else 0.0
 
 
 def pool_conflict(ref: BaselineRef, history_df: int) -> float:

@@ -55,6 +55,11 @@ def band_text(band: NoiseBand) -> str:
     else:
         sources = prior
     text = f"{bound}; sigma from {sources}"
+    if band.prior_refused_p > 0:
+        text += (
+            f"; the backend's prior counts as a guess ({band.prior_df:.0f} df): this entry's "
+            f"saves scatter more than it (F test, p = {band.prior_refused_p:.3f})"
+        )
     if band.pool_refused_p > 0:
         text += (
             f"; the file's pooled spread is not used: this entry's saves scatter more than it "

@@ -4,7 +4,7 @@ baseline/model.py, gate/saving.py, gate/drift.py).
 - Levels: a run on a board that made the entry's saves is judged with the run-to-run spread
   on one board; a run on another board (or against saves that do not record theirs) adds the
   between-board spread, the measured figure until saves on several boards teach it.
-- The prior is worth PRIOR_DF degrees of freedom: an entry whose saves scatter by 0.1%
+- The prior is worth prior_df_for(backend) degrees of freedom: an entry whose saves scatter by 0.1%
   reaches an allowance set by its own scatter and the tolerance.
 - The property the docs promise, over seeded random histories that slide past the kept
   length (saves made through gate/saving.py's plan_save, as --gpuperf-save makes them): a
@@ -28,8 +28,8 @@ from pytest_gpuperf.gate.noise import board_added, stored_band
 from pytest_gpuperf.gate.policy import (
     BETWEEN_BOARD_MODEL,
     DEFAULT_TOLERANCE,
-    PRIOR_DF,
     between_board_spread,
+    prior_df_for,
     prior_run_spread,
 )
 from pytest_gpuperf.gate.saving import SaveContext, plan_save
@@ -190,14 +190,14 @@ def test_a_board_spread_that_counts_fewer_saves_than_kept_is_refused(tmp_path):
 
 @pytest.mark.parametrize("time_s", [170e-6, 30e-6])
 def test_saves_that_scatter_by_a_tenth_of_a_percent_set_their_own_allowance(time_s):
-    """The prior is worth PRIOR_DF df: after 10 saves that scatter by 0.1% the band is set by
-    their own scatter (the prior holds a quarter of the weight) and the tolerance."""
+    """The CUDA prior is worth 8 df: after 10 saves that scatter by 0.1% the band is set by
+    their own scatter (the prior holds under half of the weight) and the tolerance."""
     rng = np.random.default_rng(1)
     logs = list(rng.normal(0.0, 0.001, 10))
     entry = history(logs, time_s=time_s)
     band = stored_band(entry.to_ref("f", board=BOARD_A), 0.0)
-    assert band.prior_df == PRIOR_DF and band.history_df == 9
-    assert band.prior_df / band.df <= 0.25
+    assert band.prior_df == prior_df_for("cuda") and band.history_df == 9
+    assert band.prior_df / band.df <= 0.5
     assert max(DEFAULT_TOLERANCE, band.noise) == DEFAULT_TOLERANCE
 
 
@@ -242,7 +242,10 @@ def test_more_saves_never_loosen_the_band_of_a_sliding_history(history_length):
             m = measurement(0.8 * math.exp(y), time_s=time_s, cache=cache)
             entry = save(entry, m, history_length=history_length)
             after = stored_band(entry.to_ref("f", board=BOARD_A), measured)
-            assert after.noise <= band.noise * (1 + 1e-6), (len(logs), logs, band, after)
+            # the backend's figure is taken at the entry's kernel time, which a save moves:
+            # a faster save raises it (launch jitter / time), by as much as time fell
+            moved = max(1.0, after.prior_sigma / band.prior_sigma)
+            assert after.noise <= band.noise * moved * (1 + 1e-6), (len(logs), logs, band, after)
             assert len(entry.saves) <= history_length
             band = after
             checked += 1

@@ -120,7 +120,7 @@ def test_a_set_aside_pool_is_named_in_the_band_text(tmp_path):
     steady = noisy = None
     for _ in range(4):
         steady = save(steady, "t::steady", measurement(0.8 * math.exp(rng.normal(0, 1e-4)), 28e-6))
-    for _ in range(6):
+    for _ in range(10):  # 9 df: a pool worth at least the CUDA figure's 8
         noisy = save(noisy, "t::noisy", measurement(0.8 * math.exp(rng.normal(0, 0.01)), 25e-6))
     store = BaselineStore(tmp_path)
     store.save("h100-sxm", [steady, noisy])

@@ -25,12 +25,21 @@ from pytest_gpuperf.baseline import BaselineEntry, BaselineStore, SaveRecord
 from pytest_gpuperf.baseline.pool import FilePool, Pooled
 from pytest_gpuperf.engine.results import REGRESSED, Measurement
 from pytest_gpuperf.gate.noise import centre_factor, stored_band
-from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, PRIOR_DF, prior_run_spread
+from pytest_gpuperf.gate.policy import (
+    DEFAULT_TOLERANCE,
+    PRIOR_DF,
+    prior_df_for,
+    prior_run_spread,
+)
 from pytest_gpuperf.gate.stored import check_baseline
+from pytest_gpuperf.report.band_words import band_text
 
 Z95 = 1.959963984540054
 REPO = Path(__file__).resolve().parents[2]
 PEAK_BPS = 3.352e12
+
+# what the CUDA figure is worth (the entries below are CUDA's)
+CUDA_PRIOR_DF = prior_df_for("cuda")
 
 
 def entry(
@@ -94,18 +103,50 @@ def test_the_band_is_the_posterior_t_prediction_bound():
     band = stored_band(e.to_ref("f.toml"), 0.0)
     prior_sigma = e.prior_spread / Z95
     squares = float(np.var(logs, ddof=1)) * 2
-    sigma = math.sqrt((PRIOR_DF * prior_sigma**2 + squares) / (PRIOR_DF + 2))
-    assert band.basis == "history" and band.df == PRIOR_DF + 2
+    sigma = math.sqrt((CUDA_PRIOR_DF * prior_sigma**2 + squares) / (CUDA_PRIOR_DF + 2))
+    assert band.basis == "history" and band.df == CUDA_PRIOR_DF + 2
     assert band.sigma == pytest.approx(sigma, rel=1e-4)
-    quantile = float(student_t.ppf(0.99, PRIOR_DF + 2))
+    quantile = float(student_t.ppf(0.99, CUDA_PRIOR_DF + 2))
     assert band.noise == pytest.approx(quantile * sigma * math.sqrt(1.5), rel=1e-3)
     pooled = e.to_ref("f.toml", pooled=Pooled(spread=0.002, df=20, entries=5))
     band = stored_band(pooled, 0.0)
     assert (band.basis, band.prior_source, band.df) == ("pooled", "file", 22)
     assert band.pooled_entries == 5
     # a pool smaller than what the backend's figure is worth does not replace it
-    small = e.to_ref("f.toml", pooled=Pooled(spread=0.004, df=PRIOR_DF - 1, entries=2))
+    small = e.to_ref("f.toml", pooled=Pooled(spread=0.004, df=CUDA_PRIOR_DF - 1, entries=2))
     assert stored_band(small, 0.0).prior_source == "backend"
+
+
+def test_the_cuda_figure_is_worth_more_than_an_unmeasured_one():
+    """CUDA's figure is fitted on four H100 boards (8 df); HIP's is a blog's (3 df); the
+    simulated device's is its own setting (exact)."""
+    assert (prior_df_for("cuda"), prior_df_for("hip"), prior_df_for("sim")) == (
+        8.0, PRIOR_DF, math.inf
+    )  # fmt: skip
+    logs = [0.001, -0.002, 0.0005]
+    cuda = stored_band(entry(logs).to_ref("f.toml"), 0.0)
+    hip = stored_band(entry(logs, backend="hip").to_ref("f.toml"), 0.0)
+    assert (cuda.prior_df, hip.prior_df) == (8.0, 3.0)
+    assert (cuda.df, hip.df) == (10.0, 5.0)
+
+
+def test_saves_that_scatter_more_than_the_cuda_figure_count_it_as_a_guess():
+    """The CUDA figure is worth 8 df while the entry's saves agree with it; saves that
+    scatter significantly more (an F test) make it a guess worth 3, so their own scatter
+    decides sooner, and the band text says why."""
+    figure = entry([0.0]).prior_spread / Z95  # sigma of the figure at 30 us
+    rng = np.random.default_rng(3)
+    agree = list(rng.normal(0.0, figure, 5))
+    loud = [0.0, 3.5 * figure, -3.5 * figure, 3.0 * figure, -2.5 * figure]
+    calm = stored_band(entry(agree).to_ref("f.toml"), 0.0)
+    noisy = stored_band(entry(loud).to_ref("f.toml"), 0.0)
+    assert (calm.prior_df, calm.prior_refused_p) == (8.0, 0.0)
+    assert noisy.prior_df == PRIOR_DF and 0 < noisy.prior_refused_p < 0.01
+    assert noisy.df == PRIOR_DF + 4
+    text = band_text(noisy)
+    assert "the backend's prior counts as a guess (3 df)" in text and "F test, p = 0.0" in text
+    # a history on the figure's own grounds keeps the 8 df however it is saved
+    assert stored_band(entry([0.0, figure, -figure]).to_ref("f.toml"), 0.0).prior_df == 8.0
 
 
 def test_the_false_alarm_rate_is_a_parameter():
@@ -210,7 +251,7 @@ def test_the_property_test_can_fail():
 
 def test_the_band_holds_its_rate_when_spreads_vary_as_the_prior_says():
     """The hierarchical model behind the rule: each entry's run-to-run variance is a draw
-    from the prior (scaled inverse chi-square with PRIOR_DF degrees of freedom), its saves and
+    from the prior (scaled inverse chi-square with CUDA_PRIOR_DF degrees of freedom), its saves and
     the next run are normal around its true value. An unchanged kernel then fails at most at
     the false-alarm rate (the median centre's factor is slightly conservative), and clearly
     more often than never."""
@@ -220,7 +261,7 @@ def test_the_band_holds_its_rate_when_spreads_vary_as_the_prior_says():
     prior_sigma = prior_spread / Z95
     for trial in range(trials):
         saves = 1 + trial % 5
-        true_sigma = prior_sigma * math.sqrt(PRIOR_DF / rng.chisquare(PRIOR_DF))
+        true_sigma = prior_sigma * math.sqrt(CUDA_PRIOR_DF / rng.chisquare(CUDA_PRIOR_DF))
         logs = list(rng.normal(0.0, true_sigma, saves))
         e = entry(logs, time_s=1.0)  # the prior's jitter term is negligible at 1 s
         e = replace(e, run_spread=prior_spread, prior_spread=prior_spread)
@@ -291,7 +332,9 @@ def test_three_saves_catch_3_percent_at_20_us_with_a_file_of_h100_spreads():
             trials += 1
     assert alarms / trials <= 0.01
     assert caught / trials >= 0.95
-    assert pooled / trials > 0.9  # the rest: an F test refused the pool by chance (5%)
+    # the rest: the backend's figure, worth 8 df, gave the narrower band (or an F test
+    # refused the pool by chance)
+    assert pooled / trials > 0.6
 
 
 # -- one band everywhere --------------------------------------------------------------------
