@@ -56,6 +56,10 @@ GPUPERF_KERNEL void scale(const float* x, float* y, const float* extra, float a,
     if (i < n) y[i] = a * x[i];
 }
 
+// the same launch shape and arguments, no work: what the launch costs outside the blocks' work
+GPUPERF_KERNEL void empty_like(const float* x, float* y, const float* extra, float a, int n,
+                               int n_extra) {}
+
 GPUPERF_KERNEL void scale_timed(const float* x, float* y, float a, int n,
                                 unsigned long long* starts, unsigned long long* ends) {
     unsigned long long start = gp_wall_ns();
@@ -86,12 +90,19 @@ def child(options: argparse.Namespace) -> None:
         backend = device.backend
         kernel = device.kernel(folder / "scale.hip", "scale")
         timed = device.kernel(folder / "scale.hip", "scale_timed")
+        empty = device.kernel(folder / "scale.hip", "empty_like")
         streams = [None, *(backend.create_stream() for _ in range(options.streams))]
         k = options.samples
         board = device.info.uuid
 
         def cell(
-            label: str, n: int, buffers: tuple, stream: Any, in_kernel: bool, warm: bool = False
+            label: str,
+            n: int,
+            buffers: tuple,
+            stream: Any,
+            in_kernel: bool,
+            warm: bool = False,
+            launched: Any = None,
         ) -> dict:
             x, y, extra = buffers
             grid = (n + 255) // 256
@@ -114,7 +125,9 @@ def child(options: argparse.Namespace) -> None:
                 if in_kernel:
                     backend.launch(timed, grid, 256, (x, y, 2.0, n, *slots[s]), stream=stream)
                 else:
-                    backend.launch(kernel, grid, 256, (x, y, extra, 2.0, n, 0), stream=stream)
+                    backend.launch(
+                        launched or kernel, grid, 256, (x, y, extra, 2.0, n, 0), stream=stream
+                    )
                 backend.record_event(events[2 * s + 1], stream)
             backend.synchronize(stream)
             times = np.array(
@@ -142,7 +155,13 @@ def child(options: argparse.Namespace) -> None:
                 device.empty(n),
                 device.to_device(np.zeros(1, np.float32)),
             )
+            cell(label, n, buffers, None, in_kernel=False)  # unrecorded: the first cell starves
             for round_ in range(options.rounds):
+                if options.empty:
+                    row = cell(label, n, buffers, None, in_kernel=False)
+                    emit({"way": "plain", "round": round_, **row})
+                    row = cell(label, n, buffers, None, in_kernel=False, launched=empty)
+                    emit({"way": "empty-same-grid", "round": round_, **row})
                 for index, stream in enumerate(streams):
                     row = cell(label, n, buffers, stream, in_kernel=False)
                     emit({"way": "stream", "stream": index, "round": round_, **row})
@@ -191,6 +210,8 @@ def collect(options: argparse.Namespace) -> dict[str, Any]:
             args.append("--in-kernel")
         if options.warm:
             args.append("--warm")
+        if options.empty:
+            args.append("--empty")
         got = run_child(args, timeout_s=120)
         if not got:
             errors.append(f"process {index} printed nothing (its error is on stderr)")
@@ -256,6 +277,18 @@ def analyse(document: Mapping[str, Any]) -> list[list[str]]:
             else ""
         )
         table[-1][3] = detail
+        plain = per_process(lambda r: True, "plain")
+        empty = per_process(lambda r: True, "empty-same-grid")
+        if len(plain) > 1 and len(plain) == len(empty):
+            differences = [p - e for p, e in zip(plain, empty, strict=True)]
+            scale = statistics.fmean(plain)
+            table.append([length, "plain: events, trimmed", f"{_sd_log(plain):.2%}",
+                          f"{scale * 1e6:.2f} us"])  # fmt: skip
+            table.append([length, "empty launch of the same shape", f"{_sd_log(empty):.2%}",
+                          f"{statistics.fmean(empty) * 1e6:.2f} us"])  # fmt: skip
+            table.append([length, "plain - empty (of plain's time)",
+                          f"{statistics.stdev(differences) / scale:.2%}",
+                          f"correlation {statistics.correlation(plain, empty):+.2f}"])  # fmt: skip
         for way, stat in (("warm-launch", "trimmed_s"), ("warm-launch", "median_s"),
                           ("in-kernel", "trimmed_s"), ("in-kernel", "inside_trimmed_s"),
                           ("in-kernel-warm", "trimmed_s"), ("in-kernel-warm", "inside_trimmed_s"),
@@ -305,6 +338,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--in-kernel", action="store_true")
     parser.add_argument(
         "--warm", action="store_true", help="also cells with an empty launch after the flush"
+    )
+    parser.add_argument(
+        "--empty",
+        action="store_true",
+        help="also cells of an empty kernel of the same launch shape, beside plain ones",
     )
     parser.add_argument("--deadline", type=float, default=240.0, help="seconds")
     parser.add_argument("--out")
