@@ -148,6 +148,41 @@ def child(options: argparse.Namespace) -> None:
                 row["inside_trimmed_s"] = trimmed_mean(inside).mean
             return row
 
+        graph_stream = backend.create_stream() if options.graph else None
+
+        def graph_cell(label: str, n: int, buffers: tuple) -> dict:
+            """The same cold samples captured into one CUDA graph (flush, event, kernel,
+            event, k times; the events as external record nodes) and replayed once."""
+            driver = backend._d
+            external = driver.CUevent_record_flags.CU_EVENT_RECORD_EXTERNAL
+            x, y, extra = buffers
+            engine = engine_for(backend)
+            scratch = engine.scratch_for(scratch_bytes_for(backend.info.l2_bytes))
+            flush_count = scratch.nbytes // FLUSH_ELEMENT_BYTES
+            events = engine.event_pairs(k)
+
+            def record(stream: Any) -> None:
+                for s in range(k):
+                    backend.launch(
+                        engine.flush, blocks_for(flush_count), INTERNAL_BLOCK,
+                        (scratch, flush_count, engine.sink), stream=stream,
+                    )  # fmt: skip
+                    driver.cuEventRecordWithFlags(events[2 * s], stream, external)
+                    backend.launch(
+                        kernel, (n + 255) // 256, 256, (x, y, extra, 2.0, n, 0), stream=stream
+                    )
+                    driver.cuEventRecordWithFlags(events[2 * s + 1], stream, external)
+
+            graph = backend.capture_graph(record, graph_stream)
+            backend.launch_graph(graph, graph_stream)
+            backend.synchronize(graph_stream)
+            times = np.array(
+                [backend.elapsed_s(events[2 * s], events[2 * s + 1]) for s in range(k)]
+            )
+            backend.free_graph(graph)
+            return {"length": label, "board": board, "median_s": float(np.median(times)),
+                    "trimmed_s": trimmed_mean(times).mean, "n": int(times.size)}  # fmt: skip
+
         for label, n in LENGTHS.items():
             host = np.random.default_rng(0).random(n, dtype=np.float32)
             buffers = (
@@ -157,6 +192,9 @@ def child(options: argparse.Namespace) -> None:
             )
             cell(label, n, buffers, None, in_kernel=False)  # unrecorded: the first cell starves
             for round_ in range(options.rounds):
+                if options.graph:
+                    row = graph_cell(label, n, buffers)
+                    emit({"way": "graph", "round": round_, **row})
                 if options.empty:
                     row = cell(label, n, buffers, None, in_kernel=False)
                     emit({"way": "plain", "round": round_, **row})
@@ -180,6 +218,10 @@ def child(options: argparse.Namespace) -> None:
                 ("engine-min", MeasureSettings(
                     cache="cold", budget_s=options.min_sampling, target_rel_ci=1e-6,
                     max_samples=1_000_000)),
+                ("engine-graph", MeasureSettings(cache="cold", budget_s=0.3, cold_graphs=True)),
+                ("engine-graph-min", MeasureSettings(
+                    cache="cold", budget_s=options.min_sampling, target_rel_ci=1e-6,
+                    max_samples=1_000_000, cold_graphs=True)),
             ):  # fmt: skip
                 m = device.measure(
                     kernel, grid=(n + 255) // 256, block=256,
@@ -212,6 +254,8 @@ def collect(options: argparse.Namespace) -> dict[str, Any]:
             args.append("--warm")
         if options.empty:
             args.append("--empty")
+        if options.graph:
+            args.append("--graph")
         got = run_child(args, timeout_s=120)
         if not got:
             errors.append(f"process {index} printed nothing (its error is on stderr)")
@@ -289,11 +333,14 @@ def analyse(document: Mapping[str, Any]) -> list[list[str]]:
             table.append([length, "plain - empty (of plain's time)",
                           f"{statistics.stdev(differences) / scale:.2%}",
                           f"correlation {statistics.correlation(plain, empty):+.2f}"])  # fmt: skip
-        for way, stat in (("warm-launch", "trimmed_s"), ("warm-launch", "median_s"),
+        for way, stat in (("graph", "trimmed_s"), ("graph", "median_s"),
+                          ("warm-launch", "trimmed_s"), ("warm-launch", "median_s"),
                           ("in-kernel", "trimmed_s"), ("in-kernel", "inside_trimmed_s"),
                           ("in-kernel-warm", "trimmed_s"), ("in-kernel-warm", "inside_trimmed_s"),
                           ("engine", "median_s"), ("engine", "trimmed_s"),
-                          ("engine-min", "median_s"), ("engine-min", "trimmed_s")):  # fmt: skip
+                          ("engine-min", "median_s"), ("engine-min", "trimmed_s"),
+                          ("engine-graph", "median_s"), ("engine-graph-min", "median_s"),
+                          ("engine-graph-min", "trimmed_s")):  # fmt: skip
             level = per_process(lambda r: True, way, stat)
             if len(level) > 1:
                 label = {"inside_trimmed_s": f"{way}: span (globaltimer), trimmed",
@@ -338,6 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--in-kernel", action="store_true")
     parser.add_argument(
         "--warm", action="store_true", help="also cells with an empty launch after the flush"
+    )
+    parser.add_argument(
+        "--graph", action="store_true", help="also the cold samples as one CUDA graph (CUDA)"
     )
     parser.add_argument(
         "--empty",
