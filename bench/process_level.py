@@ -218,10 +218,6 @@ def child(options: argparse.Namespace) -> None:
                 ("engine-min", MeasureSettings(
                     cache="cold", budget_s=options.min_sampling, target_rel_ci=1e-6,
                     max_samples=1_000_000)),
-                ("engine-graph", MeasureSettings(cache="cold", budget_s=0.3, cold_graphs=True)),
-                ("engine-graph-min", MeasureSettings(
-                    cache="cold", budget_s=options.min_sampling, target_rel_ci=1e-6,
-                    max_samples=1_000_000, cold_graphs=True)),
             ):  # fmt: skip
                 m = device.measure(
                     kernel, grid=(n + 255) // 256, block=256,

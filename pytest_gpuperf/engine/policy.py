@@ -90,8 +90,6 @@ class MeasureSettings:
     graphs: in hot mode, on a backend with graphs (CUDA), time a graph replay of the launches
       of each event pair instead of separate stream launches, which leave a ~1 us gap
       between kernels on an H100 (docs/benchmarks.md); kernels only, never callables.
-    cold_graphs: in cold mode, with `graphs`, launch the kernel as a one-launch graph
-      replay between the events (the flush stays a stream launch before the start event).
     min_sampling_s: in cold and rotate mode, a kernel shorter than MIN_SAMPLING_BELOW_S
       samples at least this long (within budget_s, and past max_samples up to
       MIN_SAMPLING_MAX_SAMPLES) before precision may stop it: a process's level wanders, and
@@ -110,7 +108,6 @@ class MeasureSettings:
     calibrate: bool = False
     graphs: bool = True
     min_sampling_s: float = 0.0
-    cold_graphs: bool = False
     progress: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:

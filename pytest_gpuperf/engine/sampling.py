@@ -389,11 +389,9 @@ class Session:
                 item.lower_bound_s = LOWER_BOUND_FRACTION * min(accepted)
 
     def _replays_graphs(self, timed: list[Timed]) -> bool:
-        settings = self.settings
-        mode = settings.cache == "hot" or (settings.cache == "cold" and settings.cold_graphs)
         return (
-            settings.graphs
-            and mode
+            self.settings.graphs
+            and self.settings.cache == "hot"
             and self.backend.supports_graphs
             and all(item.launch_on is not None and item.setup is None for item in timed)
         )
@@ -406,8 +404,6 @@ class Session:
         PAIR_TARGET_S and one replay's own overhead stays small against it."""
         for item in timed:
             item.capture_graphs(self.backend)
-        if self.cold:  # one launch a pair: the probe's lower bounds hold for a replay too
-            return
         batch = run_batch(self.engine, timed, 3, cold=False, spin_s=1e-3, clock=self.clock)
         wanted = []
         for item, accepted in zip(timed, batch.samples_s, strict=True):
