@@ -218,6 +218,10 @@ def child(options: argparse.Namespace) -> None:
                 ("engine-min", MeasureSettings(
                     cache="cold", budget_s=options.min_sampling, target_rel_ci=1e-6,
                     max_samples=1_000_000)),
+                ("engine-stream", MeasureSettings(cache="cold", budget_s=0.3, graphs=False)),
+                ("engine-stream-min", MeasureSettings(
+                    cache="cold", budget_s=options.min_sampling, target_rel_ci=1e-6,
+                    max_samples=1_000_000, graphs=False)),
             ):  # fmt: skip
                 m = device.measure(
                     kernel, grid=(n + 255) // 256, block=256,
@@ -336,7 +340,9 @@ def analyse(document: Mapping[str, Any]) -> list[list[str]]:
                           ("engine", "median_s"), ("engine", "trimmed_s"),
                           ("engine-min", "median_s"), ("engine-min", "trimmed_s"),
                           ("engine-graph", "median_s"), ("engine-graph-min", "median_s"),
-                          ("engine-graph-min", "trimmed_s")):  # fmt: skip
+                          ("engine-graph-min", "trimmed_s"),
+                          ("engine-stream", "median_s"), ("engine-stream-min", "median_s"),
+                          ("engine-stream-min", "trimmed_s")):  # fmt: skip
             level = per_process(lambda r: True, way, stat)
             if len(level) > 1:
                 label = {"inside_trimmed_s": f"{way}: span (globaltimer), trimmed",

@@ -159,9 +159,13 @@ def launches_per_pair(kernel_time_s: float, cache: str, setup: bool = False) -> 
     return int(min(MAX_LAUNCHES_PER_PAIR, max(1, math.ceil(PAIR_TARGET_S / kernel_time_s))))
 
 
-def queue_method_for(cache: str, launches: int, graph: bool = False, setup: bool = False) -> str:
+def queue_method_for(
+    cache: str, launches: int, graph: bool = False, setup: bool = False, graph_batches: bool = False
+) -> str:
     """The words Measurement.queue_method uses for how the queue was kept ahead."""
     reset = " + setup before every timed launch" if setup else ""
+    if cache == "cold" and graph_batches:
+        return "graph-batch: each batch's read-flushes, events and launches replayed as one graph"
     if cache == "cold":
         return "flush-ahead: spin per batch + read-flush before every timed launch" + reset
     per_pair = "1 launch" if launches == 1 else f"{launches} launches"

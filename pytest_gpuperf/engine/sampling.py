@@ -46,8 +46,9 @@ from pytest_gpuperf.engine.timing import (
     blocks_for,
     engine_for,
     run_batch,
+    run_graph_batch,
 )
-from pytest_gpuperf.errors import ConfigError, GpuPerfError
+from pytest_gpuperf.errors import ConfigError, GpuPerfError, LaunchError
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer
 
 
@@ -110,6 +111,9 @@ class Session:
         self.clock: Callable[[], float] = backend.host_clock
         self.timed: list[Timed] = []
         self.pairing: Pairing | None = None
+        # cold samples of a kernel captured and replayed as one graph a batch (CUDA)
+        self.graph_batches = False
+        self.graph_refused = ""
 
     def close(self) -> None:
         """Free the copies and graphs; a device that already failed must not hide the error
@@ -230,6 +234,7 @@ class Session:
         graphs = self._replays_graphs(timed)
         if graphs:
             self._capture_graphs(timed)
+        self.graph_batches = self._batches_as_graphs(timed)
         pacing = Pacing(
             # A first guess of the host's cost per launch; measured from the first batch on.
             host_per_sample_s=sum(item.launches for item in timed) * 30e-6,
@@ -299,12 +304,15 @@ class Session:
             "batches": batches,
             "launches_per_sample": work.launches,
             "graph_replay": graphs,
+            "graph_batches": self.graph_batches,
             "scratch_bytes": engine.scratch.nbytes if self.cold and engine.scratch else 0,
             "reallocation_rounds": settings.reallocation_rounds,
             "sampling_s": round(spent_s, 6),
         }
         if pair is None and self._sampling_short(work, 0.0):
             extra["min_sampling_s"] = settings.min_sampling_s
+        if self.graph_refused:
+            extra["graph_batches_refused"] = self.graph_refused
         if pair is not None:
             extra["paired_with"] = "base" if user_count == 2 else ""
         wall_s = self.clock() - began
@@ -341,6 +349,17 @@ class Session:
         if self.pairing is not None:
             self.pairing.plan(samples)
             order = self.pairing.order
+        if self.graph_batches:
+            try:
+                batch = run_graph_batch(
+                    self.engine, timed, samples, clock=self.clock, while_in_flight=while_in_flight
+                )
+            except LaunchError as error:  # the driver refused the capture: launch as before
+                self.graph_batches, self.graph_refused = False, str(error)
+            else:
+                for item, accepted in zip(timed, batch.samples_s, strict=True):
+                    item.learn(accepted)
+                return batch
         batch = run_batch(
             self.engine,
             timed,
@@ -394,6 +413,23 @@ class Session:
             and self.settings.cache == "hot"
             and self.backend.supports_graphs
             and all(item.launch_on is not None and item.setup is None for item in timed)
+        )
+
+    def _batches_as_graphs(self, timed: list[Timed]) -> bool:
+        """Cold samples of kernels (not callables, not per-launch setups, not an A/B pair,
+        whose sides were validated launched from the host) are taken as one graph a batch
+        where the backend records events inside a graph (timing.run_graph_batch)."""
+        backend = self.backend
+        return (
+            self.settings.graphs
+            and self.cold
+            and self.pairing is None
+            and backend.supports_graphs
+            and backend.supports_graph_events
+            and all(
+                item.launch_on is not None and item.setup is None and item.launches == 1
+                for item in timed
+            )
         )
 
     def _capture_graphs(self, timed: list[Timed]) -> None:
@@ -565,7 +601,11 @@ class Session:
             "backend": info.backend,
             "simulated": info.simulated,
             "queue_method": queue_method_for(
-                self.settings.cache, work.launches, bool(work.graphs), setup=work.setup is not None
+                self.settings.cache,
+                work.launches,
+                bool(work.graphs),
+                setup=work.setup is not None,
+                graph_batches=self.graph_batches,
             ),
             "warmup_count": warmup_launches,
             "stopped_by": stopped_by,

@@ -71,11 +71,12 @@ class Engine:
     def launch_spin(self, spin_s: float) -> None:
         self.backend.launch(self.spin, 1, 1, (int(spin_s * 1e9),))
 
-    def launch_flush(self) -> None:
+    def launch_flush(self, stream: Any = None) -> None:
         assert self.scratch is not None
         count = self.scratch.nbytes // FLUSH_ELEMENT_BYTES
         grid = blocks_for(count)
-        self.backend.launch(self.flush, grid, INTERNAL_BLOCK, (self.scratch, count, self.sink))
+        args = (self.scratch, count, self.sink)
+        self.backend.launch(self.flush, grid, INTERNAL_BLOCK, args, stream=stream)
 
     def release(self) -> None:
         for buffer in (self.scratch, self.sink):
@@ -144,9 +145,14 @@ class Timed:
     setup: Callable[[], None] | None = None
 
     def launch_next(self, placement: int) -> None:
+        self.launch(self.next_args(placement))
+
+    def next_args(self, placement: int) -> tuple:
+        """The arguments of the next launch on `placement` (its next copy)."""
         copies = self.placements[placement % len(self.placements)]
-        self.launch(copies[self.cursor[0] % len(copies)])
+        args = copies[self.cursor[0] % len(copies)]
         self.cursor[0] += 1
+        return args
 
     def capture_graphs(self, backend: Backend) -> None:
         """One graph per placement holding `launches` launches on its (single) copy, so an
@@ -279,6 +285,55 @@ def run_batch(
         else:
             starved += 1
     return Batch(accepted, starved, host_s, account.deficit_s, slots)
+
+
+def run_graph_batch(
+    engine: Engine,
+    timed: Sequence[Timed],
+    samples: int,
+    *,
+    clock: Callable[[], float],
+    while_in_flight: Callable[[], None] | None = None,
+) -> Batch:
+    """A cold batch captured as one graph and replayed once: for every sample of every
+    workload the read-flush, an event, the launch and an event, all nodes of the graph.
+
+    Cold samples launched one by one from the host scatter between processes by a level
+    each process keeps (about 90 ns on an H100, outside the kernel's blocks); the same
+    samples replayed as one graph scatter 2-3x less at 27 us (docs/measurement.md). The
+    device runs the nodes back to back, so no sample can find the queue starved."""
+    backend = engine.backend
+    events = engine.event_pairs(samples * len(timed))
+    pending: list[tuple[int, int, Any, Any]] = []
+
+    def record(stream: Any) -> None:
+        for placement in range(samples):
+            for which, work in enumerate(timed):
+                assert work.launch_on is not None and work.launches == 1
+                engine.launch_flush(stream)
+                start, end = events[2 * len(pending)], events[2 * len(pending) + 1]
+                backend.record_event_in_graph(start, stream)
+                work.launch_on(work.next_args(placement), stream)
+                backend.record_event_in_graph(end, stream)
+                pending.append((placement, which, start, end))
+
+    started = clock()
+    graph = backend.capture_graph(record)
+    try:
+        backend.launch_graph(graph)
+        host_s = clock() - started
+        if while_in_flight is not None:
+            while_in_flight()
+        backend.synchronize()
+    finally:
+        backend.free_graph(graph)
+    accepted: list[list[float]] = [[] for _ in timed]
+    slots: list[list[float | None]] = [[None] * len(timed) for _ in range(samples)]
+    for placement, which, start, end in pending:
+        sample_s = backend.elapsed_s(start, end)
+        accepted[which].append(sample_s)
+        slots[placement][which] = sample_s
+    return Batch(accepted, 0, host_s, 0.0, slots)
 
 
 @dataclass

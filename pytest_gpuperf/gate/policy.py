@@ -22,22 +22,26 @@ Z_95 = 1.959963984540054
 # sigma(t)^2 = relative^2 + (jitter_s / t)^2 (both standard deviations of log efficiency),
 # per backend and cache mode (hot launches follow each other; cold and rotate launches start
 # on a device that has just run a flush or other buffers).
-# CUDA cold and rotate: the spread between separate processes of a user-style kernel of its
-# own (y = a * x, cold) on four H100 SXM boards on 2026-11-27, measured as the stored
-# measurement now takes it (a short kernel samples at least 0.3 s: engine/policy.py
-# STORED_MIN_SAMPLING_S), sigma of log time (t: kernel time):
-#   GPU-ee4523c9 (bench/stored_noise.py, 10 processes): 1.20% at 7.3 us, 0.26% at 38 us;
-#   GPU-c90838ce (the same, 20 processes): 1.30% at 7.6 us, 0.32% at 27 us, 0.08% at 212 us;
-#   GPU-5d4b1cfc (bench/process_level.py, 16 processes): 1.23% at 7.9 us, 0.35% at 27.6 us;
-#   GPU-9e730550 (the same, 14 processes): 1.18% at 8.0 us, 0.31% at 27.7 us.
-# sigma x t is 86-99 ns at every point: a launch jitter of 95 ns (the root mean square) and
-# almost no relative part (0.015% fitted from the long kernel; 0.05% is kept so that long
-# kernels are not judged by less than 5 saves showed). The H200 figures of the same kind of
-# kernel (issue 39: 0.45% at 28 us, 1.3% at 7.8 us) are 100-125 ns: the same family.
-# The jitter lies outside the kernel's blocks: the same launches' own span (first block start
-# to last block end, read from %globaltimer) scattered by 0.08-0.09% between processes
-# (bench/process_level.py), the events around them by 0.9-1.0%.
-# Before: 2026-11-25 (board a) r 0.2%, j 75 ns; 2026-11-27 morning r 0.05%, j 100 ns.
+# CUDA cold: the spread between separate processes of a user-style kernel of its own
+# (y = a * x) on H100 SXM boards on 2026-11-27, measured as the stored measurement now takes
+# it: each batch of cold samples replayed as one graph (engine/timing.py run_graph_batch) and
+# a short kernel sampled at least 0.3 s (engine/policy.py STORED_MIN_SAMPLING_S); sigma of log
+# time, t the kernel time, sigma x t in brackets:
+#   GPU-50759399, the engine itself (bench/process_level.py, 16 processes): 0.45% at 7.55 us
+#     (34 ns), 0.14% at 27.2 us (38 ns);
+#   GPU-babbf3ac, 43452fbf, 50759399, 300 samples a process replayed as graphs without the
+#     minimum (14-16 processes each): 0.78, 0.80, 0.61% at 7.5 us (46-60 ns), 0.20, 0.12,
+#     0.20% at 27 us (33-55 ns).
+# A launch jitter of 50 ns covers them all; the relative part stays 0.05% (0.015% fitted from
+# 212 us kernels; kept so that long kernels are not judged by less than 5 saves showed).
+# CUDA rotate (stream launches, as cold before graph batches): four boards, 14-20 processes
+# each (bench/stored_noise.py, bench/process_level.py): 1.18-1.30% at 7.3-8.0 us, 0.26-0.35% at
+# 27-38 us, 0.08% at 212 us: sigma x t 86-99 ns, a jitter of 95 ns.
+# What graphs remove lies outside the kernel's blocks: the launches' own span (first block
+# start to last block end, read from %globaltimer) scatters by 0.07-0.12% between processes,
+# the events around stream launches by 0.85-1.14% (docs/measurement.md).
+# Before: 2026-11-25 (board a) r 0.2%, j 75 ns; 2026-11-27 morning r 0.05%, j 100 ns (cold
+# by stream launches, without the minimum sampling time).
 # CUDA hot: 2026-11-25 (bench/measured/stored-scenario-h100-2026-11-25-board-a.json): sigma
 # 0.04-0.10% at 3.4-226 us, r 0.08%, j ~0.
 # HIP: no AMD board was measured; the +-7% between runs reported for MI300X
@@ -45,7 +49,7 @@ Z_95 = 1.959963984540054
 # The simulated device: its own setting (prior_run_spread).
 RUN_SPREAD_MODEL = {
     # backend: {cache: (relative sigma, jitter sigma in s)}
-    "cuda": {"cold": (0.0005, 0.095e-6), "rotate": (0.0005, 0.095e-6), "hot": (0.0008, 0.005e-6)},
+    "cuda": {"cold": (0.0005, 0.05e-6), "rotate": (0.0005, 0.095e-6), "hot": (0.0008, 0.005e-6)},
     "hip": {
         "cold": (0.07 / 1.96, 0.2e-6),
         "rotate": (0.07 / 1.96, 0.2e-6),
@@ -88,17 +92,17 @@ MIN_HISTORY = 3
 # file keeps, so a drift across code versions stays visible (gate/drift.py).
 TRAIL_LENGTH = 8
 # What the backend's figure for a first save is worth, in degrees of freedom, when the gate
-# combines it with an entry's saves. CUDA: 8, as the between-board figure. It is fitted from
-# 14-20 processes on each of four H100 boards with two parameters, and every board's sigma
-# lies within 12% of the fit (more than 8 df of evidence about this kind of kernel), but a
-# user's kernel and machine differ from ours, so it must not outweigh what their own saves
-# say for long: after 3 saves the saves hold 2 of 10 df, after 10 saves 9 of 17, and every
-# save on top keeps adding (a history that slides keeps its spread: BoardSpread). Worth 3
-# before 2026-11-27 (measured on one board): t(5) at a run's level of 0.01 / 3 is 4.46 where
-# t(10) is 3.41, so a 27 us entry's band after 3 saves was 1.62-1.65% where its noise allows
-# 1.4%. Elsewhere 3 (as much as 4 saves): the HIP figure is the MI300X blog's, measured on no
-# board of ours. The file's pooled spread replaces the figure once the pool holds at least as
-# many degrees of freedom.
+# combines it with an entry's saves. CUDA: 8, as the between-board figure: it is fitted from
+# 14-20 processes on each of several H100 boards with two parameters (four boards for stream
+# launches, three for graph batches), more than 8 df of evidence about this kind of kernel,
+# but a user's kernel and machine differ from ours, so it must not outweigh what their own
+# saves say for long: after 3 saves the saves hold 2 of 10 df, after 10 saves 9 of 17, and
+# every save on top keeps adding (a history that slides keeps its spread: BoardSpread). An
+# entry whose saves scatter significantly more counts it as worth PRIOR_DF (gate/noise.py
+# prior_conflict). Worth 3 before 2026-11-27 (measured on one board): t(5) at a run's level of
+# 0.01 / 3 is 4.46 where t(10) is 3.41. Elsewhere 3 (as much as 4 saves): the HIP figure is
+# the MI300X blog's, measured on no board of ours. The file's pooled spread replaces the figure
+# once the pool holds at least as many degrees of freedom.
 PRIOR_DF = 3.0
 PRIOR_DF_BY_BACKEND = {"cuda": 8.0}
 # What the between-board figure is worth: 8 degrees of freedom. It is fitted over the perf

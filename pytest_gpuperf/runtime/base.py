@@ -151,6 +151,8 @@ class Backend(abc.ABC):
     name: str = ""
     simulated: bool = False
     supports_graphs: bool = False
+    # whether record_event_in_graph records an event as a node of a captured graph
+    supports_graph_events: bool = False
 
     def __init__(self, device_index: int = 0) -> None:
         self.device_index = device_index
@@ -497,6 +499,14 @@ class Backend(abc.ABC):
                 self._capture_stream = self.create_stream()
             stream = self._capture_stream
         return stream
+
+    def record_event_in_graph(self, event: Any, stream: Any) -> None:
+        """Record `event` on a capturing `stream` as a node of the graph, so that a replay
+        records it (backends that can set supports_graph_events): the engine times cold
+        samples inside one graph."""
+        raise NotImplementedError(
+            f"the {self.name or type(self).__name__} backend records no events in a graph"
+        )
 
     def launch_graph(self, graph: Any, stream: Any = None) -> None:
         """Replay a graph from `capture_graph` (asynchronously)."""

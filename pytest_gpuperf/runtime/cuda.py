@@ -161,6 +161,7 @@ class CudaBackend(Backend):
 
     name = "cuda"
     supports_graphs = True
+    supports_graph_events = True
 
     @classmethod
     def device_count(cls, **options: Any) -> int:
@@ -492,6 +493,12 @@ class CudaBackend(Backend):
         captured = _Graph(exec_handle)
         self._graphs.append(captured)
         return captured
+
+    def record_event_in_graph(self, event: Any, stream: Any) -> None:
+        """An external event record node (CU_EVENT_RECORD_EXTERNAL): a plain record on a
+        capturing stream only orders the capture and is never replayed."""
+        external = self._d.CUevent_record_flags.CU_EVENT_RECORD_EXTERNAL
+        _ok(self._d.cuEventRecordWithFlags(event, stream, external), "cuEventRecordWithFlags")
 
     def launch_graph(self, graph: Any, stream: Any = None) -> None:
         self._check_open()

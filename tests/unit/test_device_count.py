@@ -66,6 +66,25 @@ def test_cuda_names_its_gpu(driver):
         cuda.open(3)
 
 
+def test_cuda_records_an_event_in_a_graph_as_an_external_node(driver, monkeypatch):
+    """The engine's cold graph batches time their samples with events recorded inside the
+    graph: a plain cuEventRecord on a capturing stream is never replayed."""
+    from pytest_gpuperf.runtime import cuda
+
+    recorded = []
+
+    def record(event, stream, flags):
+        recorded.append((event, stream, flags))
+        return (driver.CUresult.CUDA_SUCCESS,)
+
+    monkeypatch.setattr(driver, "cuEventRecordWithFlags", record)
+    backend = cuda.open(0)
+    assert backend.supports_graphs and backend.supports_graph_events
+    backend.record_event_in_graph("event", "capturing stream")
+    external = driver.CUevent_record_flags.CU_EVENT_RECORD_EXTERNAL
+    assert recorded == [("event", "capturing stream", external)]
+
+
 # -- hip through hip-python's hip.hip ----------------------------------------------------
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from pytest_gpuperf.engine import measure, policy, timing
 from pytest_gpuperf.engine.measure import MeasureSettings, measure_callable, measure_kernel
-from pytest_gpuperf.errors import ConfigError, GpuPerfError
+from pytest_gpuperf.errors import ConfigError, GpuPerfError, LaunchError
 from pytest_gpuperf.runtime import open_backend
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
@@ -203,7 +203,9 @@ class _CaptureStream:
         self.launches: list[tuple] = []
 
 
-def _sim_with_graphs(monkeypatch, **options) -> tuple[Backend, dict[str, list]]:
+def _sim_with_graphs(
+    monkeypatch, events: bool = False, **options
+) -> tuple[Backend, dict[str, list]]:
     """The simulated device with stream capture: launches on a capture stream are recorded,
     a replay issues them again. Tests the engine's graph path; the timing benefit of a real
     graph is measured on the H100 (docs/benchmarks.md)."""
@@ -225,8 +227,20 @@ def _sim_with_graphs(monkeypatch, **options) -> tuple[Backend, dict[str, list]]:
 
     def launch_graph(graph, stream=None):
         log["replayed"].append(graph)
-        for kernel, grid, block, args, shared_bytes in graph.launches:
+        for node in graph.launches:
+            if node[0] == "event":  # an event recorded in the graph is recorded at replay
+                backend.record_event(node[1], stream)
+                continue
+            kernel, grid, block, args, shared_bytes = node
             real_launch(kernel, grid, block, args, shared_bytes=shared_bytes, stream=stream)
+
+    def record_event_in_graph(event, stream):
+        assert isinstance(stream, _CaptureStream), "only on the capturing stream"
+        stream.launches.append(("event", event))
+
+    if events:
+        monkeypatch.setattr(backend, "supports_graph_events", True)
+        monkeypatch.setattr(backend, "record_event_in_graph", record_event_in_graph)
 
     monkeypatch.setattr(backend, "supports_graphs", True)
     monkeypatch.setattr(backend, "launch", launch)
@@ -281,6 +295,59 @@ def test_cold_and_rotate_modes_and_graphs_false_launch_on_the_stream(monkeypatch
         result = _measure(backend, 1 << 16, **settings)[0]
         assert result.extra["graph_replay"] is False, settings
     assert log["captured"] == []
+
+
+def test_cold_samples_of_a_kernel_are_one_graph_a_batch_where_events_record_in_graphs(
+    monkeypatch,
+):
+    """Every batch (warm-up and sampling) is captured as one graph of read-flush, event,
+    launch, event per sample and replayed once; the samples time the kernel alone (the
+    noiseless simulated device gives its exact time), and every graph is freed."""
+    n = 1 << 16
+    backend, log = _sim_with_graphs(monkeypatch, events=True)
+    result, args, expected = _measure(backend, n, cache="cold")
+    assert result.extra["graph_batches"] is True and result.extra["graph_replay"] is False
+    assert result.queue_method.startswith("graph-batch:")
+    graphs = log["captured"]
+    assert len(graphs) >= result.extra["batches"] + 2  # and the warm-up's (at least two)
+    assert log["freed"] == graphs and log["replayed"] == graphs
+    flush = timing.engine_for(backend).flush
+    sampled = 0
+    for graph in graphs:
+        kinds = [node[0] if node[0] == "event" else node[0].name for node in graph.launches]
+        per_sample = [flush.name, "event", "vector_add", "event"]
+        assert kinds == per_sample * (len(kinds) // 4) and len(kinds) % 4 == 0
+        sampled += len(kinds) // 4
+    assert sampled >= len(result.samples_s)
+    assert result.time_s == pytest.approx(_model_s("mi300x", n), rel=1e-3)
+    np.testing.assert_array_equal(args[2].download(np.float32), expected)
+
+
+def test_graph_batches_leave_hot_rotate_pairs_and_backends_without_graph_events_alone(
+    monkeypatch,
+):
+    backend, log = _sim_with_graphs(monkeypatch, events=True)
+    for settings in ({"cache": "rotate"}, {"cache": "cold", "graphs": False}):
+        result = _measure(backend, 1 << 16, **settings)[0]
+        assert result.extra["graph_batches"] is False, settings
+    assert log["captured"] == []
+    plain, plain_log = _sim_with_graphs(monkeypatch)  # graphs, but no events in them
+    assert _measure(plain, 1 << 16, cache="cold")[0].extra["graph_batches"] is False
+    assert plain_log["captured"] == []
+
+
+def test_a_refused_capture_falls_back_to_stream_launches_and_says_why(monkeypatch):
+    backend, _ = _sim_with_graphs(monkeypatch, events=True)
+
+    def refuse(fn, stream=None):
+        raise LaunchError("cuStreamEndCapture: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED")
+
+    monkeypatch.setattr(backend, "capture_graph", refuse)
+    result = _measure(backend, 1 << 16, cache="cold")[0]
+    assert result.extra["graph_batches"] is False
+    assert "CAPTURE_INVALIDATED" in result.extra["graph_batches_refused"]
+    assert result.stopped_by == "precision" and len(result.samples_s) >= 10
+    assert result.queue_method.startswith("flush-ahead:")
 
 
 def test_calibration_replays_the_reference_as_a_graph_too(monkeypatch):

@@ -108,8 +108,9 @@ def test_the_band_is_the_posterior_t_prediction_bound():
     assert band.sigma == pytest.approx(sigma, rel=1e-4)
     quantile = float(student_t.ppf(0.99, CUDA_PRIOR_DF + 2))
     assert band.noise == pytest.approx(quantile * sigma * math.sqrt(1.5), rel=1e-3)
-    pooled = e.to_ref("f.toml", pooled=Pooled(spread=0.002, df=20, entries=5))
-    band = stored_band(pooled, 0.0)
+    # a pool narrower than the figure, of an entry whose saves agree with it, is taken
+    steady = entry([0.0002, -0.0003, 0.0001], time_s=30e-6)
+    band = stored_band(steady.to_ref("f.toml", pooled=Pooled(spread=0.002, df=20, entries=5)), 0)
     assert (band.basis, band.prior_source, band.df) == ("pooled", "file", 22)
     assert band.pooled_entries == 5
     # a pool smaller than what the backend's figure is worth does not replace it
@@ -332,9 +333,10 @@ def test_three_saves_catch_3_percent_at_20_us_with_a_file_of_h100_spreads():
             trials += 1
     assert alarms / trials <= 0.01
     assert caught / trials >= 0.95
-    # the rest: the backend's figure, worth 8 df, gave the narrower band (or an F test
-    # refused the pool by chance)
-    assert pooled / trials > 0.6
+    # these spreads (2026-11-24, stream launches) are wider than the CUDA figure of graph
+    # batches (0.05% + 50 ns): the pool is used where it is the narrower, and neither the
+    # figure nor the pool lets an unchanged kernel fail more often than the rate above
+    assert 0 < pooled / trials < 1
 
 
 # -- one band everywhere --------------------------------------------------------------------
