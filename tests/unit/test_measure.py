@@ -336,6 +336,16 @@ def test_graph_batches_leave_hot_rotate_pairs_and_backends_without_graph_events_
     assert plain_log["captured"] == []
 
 
+def test_calibration_rides_in_the_cold_graph_batches_too(monkeypatch):
+    backend, log = _sim_with_graphs(monkeypatch, events=True)
+    result = _measure(backend, 1 << 16, cache="cold", calibrate=True)[0]
+    assert result.extra["graph_batches"] is True and result.calibrated_efficiency is not None
+    kinds = {
+        node[0] if node[0] == "event" else node[0].name for node in log["captured"][-1].launches
+    }
+    assert "gpuperf_copy_ref" in kinds and "vector_add" in kinds
+
+
 def test_a_refused_capture_falls_back_to_stream_launches_and_says_why(monkeypatch):
     backend, _ = _sim_with_graphs(monkeypatch, events=True)
 
