@@ -152,9 +152,8 @@ def child(options: argparse.Namespace) -> None:
 
         def graph_cell(label: str, n: int, buffers: tuple) -> dict:
             """The same cold samples captured into one CUDA graph (flush, event, kernel,
-            event, k times; the events as external record nodes) and replayed once."""
-            driver = backend._d
-            external = driver.CUevent_record_flags.CU_EVENT_RECORD_EXTERNAL
+            event, k times; the events as graph nodes: Backend.record_event_in_graph) and
+            replayed once on a stream of its own."""
             x, y, extra = buffers
             engine = engine_for(backend)
             scratch = engine.scratch_for(scratch_bytes_for(backend.info.l2_bytes))
@@ -167,11 +166,11 @@ def child(options: argparse.Namespace) -> None:
                         engine.flush, blocks_for(flush_count), INTERNAL_BLOCK,
                         (scratch, flush_count, engine.sink), stream=stream,
                     )  # fmt: skip
-                    driver.cuEventRecordWithFlags(events[2 * s], stream, external)
+                    backend.record_event_in_graph(events[2 * s], stream)
                     backend.launch(
                         kernel, (n + 255) // 256, 256, (x, y, extra, 2.0, n, 0), stream=stream
                     )
-                    driver.cuEventRecordWithFlags(events[2 * s + 1], stream, external)
+                    backend.record_event_in_graph(events[2 * s + 1], stream)
 
             graph = backend.capture_graph(record, graph_stream)
             backend.launch_graph(graph, graph_stream)

@@ -249,7 +249,7 @@ class Session:
         wanted = settings.min_samples
         while not stopped_by:
             limit = settings.max_samples
-            if pair is None and settings.min_sampling_s > 0 and settings.cache != "hot":
+            if self._minimum_applies():
                 limit = max(limit, MIN_SAMPLING_MAX_SAMPLES)
             samples, spin_s = pacing.plan(max(1, min(wanted, limit - len(work.samples_s))))
             batch_began = self.clock()
@@ -309,7 +309,7 @@ class Session:
             "reallocation_rounds": settings.reallocation_rounds,
             "sampling_s": round(spent_s, 6),
         }
-        if pair is None and self._sampling_short(work, 0.0):
+        if self._sampling_short(work, 0.0):
             extra["min_sampling_s"] = settings.min_sampling_s
         if self.graph_refused:
             extra["graph_batches_refused"] = self.graph_refused
@@ -349,6 +349,7 @@ class Session:
         if self.pairing is not None:
             self.pairing.plan(samples)
             order = self.pairing.order
+        batch = None
         if self.graph_batches:
             try:
                 batch = run_graph_batch(
@@ -356,20 +357,17 @@ class Session:
                 )
             except LaunchError as error:  # the driver refused the capture: launch as before
                 self.graph_batches, self.graph_refused = False, str(error)
-            else:
-                for item, accepted in zip(timed, batch.samples_s, strict=True):
-                    item.learn(accepted)
-                return batch
-        batch = run_batch(
-            self.engine,
-            timed,
-            samples,
-            cold=self.cold,
-            spin_s=spin_s,
-            clock=self.clock,
-            while_in_flight=while_in_flight,
-            order=order,
-        )
+        if batch is None:
+            batch = run_batch(
+                self.engine,
+                timed,
+                samples,
+                cold=self.cold,
+                spin_s=spin_s,
+                clock=self.clock,
+                while_in_flight=while_in_flight,
+                order=order,
+            )
         for item, accepted in zip(timed, batch.samples_s, strict=True):
             item.learn(accepted)
         return batch
@@ -530,11 +528,16 @@ class Session:
     def _sampling_short(self, work: Timed, sampling_s: float) -> bool:
         """Whether a short cold or rotate kernel is still within its minimum sampling time
         (MeasureSettings.min_sampling_s): neither precision nor max_samples stop it yet."""
-        settings = self.settings
-        if settings.min_sampling_s <= 0 or settings.cache == "hot" or not work.samples_s:
+        if not (self._minimum_applies() and work.samples_s):
             return False
         per_launch_s = float(np.median(work.samples_s)) / max(work.launches, 1)
-        return per_launch_s < MIN_SAMPLING_BELOW_S and sampling_s < settings.min_sampling_s
+        return per_launch_s < MIN_SAMPLING_BELOW_S and sampling_s < self.settings.min_sampling_s
+
+    def _minimum_applies(self) -> bool:
+        """A minimum sampling time is set and this measurement may keep it: cold or rotate,
+        not an A/B pair."""
+        settings = self.settings
+        return settings.min_sampling_s > 0 and settings.cache != "hot" and self.pairing is None
 
     def _measurement(
         self,

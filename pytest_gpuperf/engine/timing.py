@@ -274,6 +274,19 @@ def run_batch(
     if while_in_flight is not None:
         while_in_flight()
     backend.synchronize()
+    return _collect(backend, timed, samples, pending, host_s, account.deficit_s)
+
+
+def _collect(
+    backend: Backend,
+    timed: Sequence[Timed],
+    samples: int,
+    pending: Sequence[tuple[int, int, Any, Any, bool]],
+    host_s: float,
+    deficit_s: float,
+) -> Batch:
+    """The batch's samples from its event pairs, (placement, workload, start, end, fed) each:
+    per launch, and only where the launch found the queue busy (fed)."""
     accepted: list[list[float]] = [[] for _ in timed]
     slots: list[list[float | None]] = [[None] * len(timed) for _ in range(samples)]
     starved = 0
@@ -284,7 +297,7 @@ def run_batch(
             slots[placement][which] = sample_s
         else:
             starved += 1
-    return Batch(accepted, starved, host_s, account.deficit_s, slots)
+    return Batch(accepted, starved, host_s, deficit_s, slots)
 
 
 def run_graph_batch(
@@ -304,7 +317,7 @@ def run_graph_batch(
     device runs the nodes back to back, so no sample can find the queue starved."""
     backend = engine.backend
     events = engine.event_pairs(samples * len(timed))
-    pending: list[tuple[int, int, Any, Any]] = []
+    pending: list[tuple[int, int, Any, Any, bool]] = []
 
     def record(stream: Any) -> None:
         for placement in range(samples):
@@ -315,7 +328,7 @@ def run_graph_batch(
                 backend.record_event_in_graph(start, stream)
                 work.launch_on(work.next_args(placement), stream)
                 backend.record_event_in_graph(end, stream)
-                pending.append((placement, which, start, end))
+                pending.append((placement, which, start, end, True))  # nodes are never starved
 
     started = clock()
     graph = backend.capture_graph(record)
@@ -327,13 +340,7 @@ def run_graph_batch(
         backend.synchronize()
     finally:
         backend.free_graph(graph)
-    accepted: list[list[float]] = [[] for _ in timed]
-    slots: list[list[float | None]] = [[None] * len(timed) for _ in range(samples)]
-    for placement, which, start, end in pending:
-        sample_s = backend.elapsed_s(start, end)
-        accepted[which].append(sample_s)
-        slots[placement][which] = sample_s
-    return Batch(accepted, 0, host_s, 0.0, slots)
+    return _collect(backend, timed, samples, pending, host_s, 0.0)
 
 
 @dataclass

@@ -279,14 +279,9 @@ def prior_conflict(ref: BaselineRef, history_df: int, prior_df: float) -> float:
     CUDA's is fitted on our boards with our kernel, and a user's kernel that scatters
     significantly more than it is judged with the figure worth PRIOR_DF, so that its own saves
     outweigh it sooner. An entry whose saves scatter no more than the figure never trips it."""
-    figure = backend_prior_spread(ref)
-    if not (math.isfinite(prior_df) and prior_df > PRIOR_DF) or history_df < 1 or figure <= 0:
+    if not (math.isfinite(prior_df) and prior_df > PRIOR_DF):
         return 0.0
-    ratio = (ref.history_sd * _z(RUN_SPREAD_CONFIDENCE) / figure) ** 2
-    if ratio <= 1.0:
-        return 0.0
-    p_value = float(_scipy_stats().f.sf(ratio, history_df, prior_df))
-    return p_value if p_value < POOL_CONFLICT_P else 0.0
+    return _scatters_more(ref, history_df, backend_prior_spread(ref), prior_df)
 
 
 def pool_conflict(ref: BaselineRef, history_df: int) -> float:
@@ -295,10 +290,19 @@ def pool_conflict(ref: BaselineRef, history_df: int) -> float:
 
     A kernel noisier than its neighbours must not be judged by their spread; its own saves
     are the evidence. An entry whose saves scatter no more than the pool never trips it."""
-    if ref.pooled_entries == 0 or history_df < 1 or ref.pooled_spread <= 0:
+    if ref.pooled_entries == 0:
         return 0.0
-    ratio = (ref.history_sd * _z(RUN_SPREAD_CONFIDENCE) / ref.pooled_spread) ** 2
+    return _scatters_more(ref, history_df, ref.pooled_spread, ref.pooled_df)
+
+
+def _scatters_more(ref: BaselineRef, history_df: int, spread: float, spread_df: float) -> float:
+    """The one-sided F test both conflicts use: the p-value of the entry's saves (history_sd,
+    history_df) scattering more than `spread` (a +-95% range worth `spread_df`) when it is below
+    POOL_CONFLICT_P, else 0 (also when there is nothing to test)."""
+    if history_df < 1 or spread <= 0:
+        return 0.0
+    ratio = (ref.history_sd * _z(RUN_SPREAD_CONFIDENCE) / spread) ** 2
     if ratio <= 1.0:
         return 0.0
-    p_value = float(_scipy_stats().f.sf(ratio, history_df, ref.pooled_df))
+    p_value = float(_scipy_stats().f.sf(ratio, history_df, spread_df))
     return p_value if p_value < POOL_CONFLICT_P else 0.0
