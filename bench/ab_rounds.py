@@ -103,10 +103,10 @@ def kernel_file(directory: Path, permille: int, simulated: bool) -> Path:
 def worker(backend_name: str, permilles: dict[str, int], seed: int, budget_s: float) -> None:
     """Every arm in a random order, both rounds each; one JSON line per comparison."""
     from pytest_gpuperf.engine.measure import MeasureSettings
-    from pytest_gpuperf.engine.results import AB_REGRESSED
     from pytest_gpuperf.gate.ab import check_comparison
     from pytest_gpuperf.gate.confirm import confirm_comparison
     from pytest_gpuperf.gate.pairing import PairPolicy, measure_ab
+    from pytest_gpuperf.record.checks import AB_REGRESSED
     from pytest_gpuperf.session.api import open_device
 
     rng = random.Random(seed)

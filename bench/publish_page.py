@@ -28,19 +28,13 @@ if __package__ in (None, ""):
 from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.baseline.model import BaselineEntry, Replaced, SaveRecord
 from pytest_gpuperf.baseline.schema import render as render_baselines
-from pytest_gpuperf.engine.results import (
-    ACCEPTED,
-    FAIL,
-    PASS,
-    REGRESSED,
-    Acceptance,
-    GpuIdentity,
-    Measurement,
-    Row,
-    Verdict,
-)
+from pytest_gpuperf.engine.results import GpuIdentity, Measurement
 from pytest_gpuperf.gate.stored import check_baseline
-from pytest_gpuperf.report import ReportMeta, to_json, write_json
+from pytest_gpuperf.record.checks import REGRESSED
+from pytest_gpuperf.record.json_report import write_json
+from pytest_gpuperf.record.meta import ReportMeta
+from pytest_gpuperf.record.verdict import ACCEPTED, FAIL, PASS, Acceptance, Row, Verdict
+from pytest_gpuperf.report import to_json
 from pytest_gpuperf.simulate.device_model import DEFAULT_GPU_SPREAD
 
 DEVICE = "h100-sxm"

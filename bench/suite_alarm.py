@@ -48,11 +48,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf.engine.measure import DEFAULT_PAIR_LOADS
-from pytest_gpuperf.engine.results import AB_REGRESSED
 from pytest_gpuperf.gate.ab import ab_state, check_comparison
 from pytest_gpuperf.gate.confirm import confirm_comparison
 from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_THRESHOLD
 from pytest_gpuperf.gate.suite import DEFAULT_SUITE_ALARM, SuiteBudget, interval_confidence
+from pytest_gpuperf.record.checks import AB_REGRESSED
 
 SUITE_TESTS = 100
 KERNEL_ELEMENTS = 8 << 20  # a vector add of 96 MiB: ~25 us on the simulated MI300X

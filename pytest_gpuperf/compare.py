@@ -22,11 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pytest_gpuperf.baseline.ref import BaselineRef
 from pytest_gpuperf.config.command import CommandParser, exit_with, run_command
-from pytest_gpuperf.engine.results import ACCEPTED, BaselineRef, NoiseBand, Row
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE, prior_run_spread
+from pytest_gpuperf.record.checks import NoiseBand
+from pytest_gpuperf.record.verdict import ACCEPTED, Row
 from pytest_gpuperf.report.reading import ReadReport
 
 PROG = "python -m pytest_gpuperf.compare"
@@ -77,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(options: argparse.Namespace) -> int:
-    from pytest_gpuperf.report.files import output_problem, write_output
+    from pytest_gpuperf.record.files import output_problem, write_output
     from pytest_gpuperf.report.reading import read_report
 
     if options.markdown is not None:

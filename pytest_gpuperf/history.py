@@ -20,8 +20,8 @@ from typing import NoReturn
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
 from pytest_gpuperf.baseline.file_read import read_store_text
 from pytest_gpuperf.baseline.model import BOARD_UNSEEN
+from pytest_gpuperf.baseline.ref import BaselineRef, TrailPoint
 from pytest_gpuperf.config import ranges
-from pytest_gpuperf.engine.results import BaselineRef, Drift, NoiseBand, TrailPoint
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.gate.drift import drift_of
 from pytest_gpuperf.gate.noise import stored_band
@@ -29,6 +29,7 @@ from pytest_gpuperf.gate.policy import (
     DEFAULT_TOLERANCE,
     FALSE_ALARM_RATE,
 )
+from pytest_gpuperf.record.checks import Drift, NoiseBand
 from pytest_gpuperf.report.band_words import band_text, board_level_text
 from pytest_gpuperf.report.text import drift_text
 from pytest_gpuperf.report.visible import visible
@@ -367,7 +368,7 @@ def _check_out(out: Path, inputs: Sequence[Path]) -> None:
     """The plot's path, checked before anything is read: its suffix names the format (a
     baseline's `plot.toml` was a traceback out of matplotlib), it is a regular file or a new
     name, and it is none of this command's inputs."""
-    from pytest_gpuperf.report.files import not_regular
+    from pytest_gpuperf.record.files import not_regular
 
     if out.suffix.lower() not in PLOT_SUFFIXES:
         raise _BadInput(

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from pytest_gpuperf.engine.results import BaselineRef, TrailPoint
+from pytest_gpuperf.baseline.ref import BaselineRef, TrailPoint
 
 SOURCES = ("measured", "reported")
 SPREAD_BASES = ("prior", "history")

@@ -26,6 +26,7 @@ from pytest_gpuperf.baseline.file_read import read_store_text
 from pytest_gpuperf.baseline.file_write import remove_stale_temporaries, write_whole
 from pytest_gpuperf.baseline.model import BaselineEntry
 from pytest_gpuperf.baseline.pool import FilePool, boards_of
+from pytest_gpuperf.baseline.ref import BaselineRef
 from pytest_gpuperf.baseline.schema import SCHEMA_VERSION, parse, render
 from pytest_gpuperf.baseline.shared_lock import (
     LockTimeout,
@@ -35,7 +36,6 @@ from pytest_gpuperf.baseline.shared_lock import (
     unreadable_lock,
 )
 from pytest_gpuperf.baseline.toml_check import Invalid, TOMLDecodeError, toml_error_line
-from pytest_gpuperf.engine.results import BaselineRef
 from pytest_gpuperf.errors import (
     BaselineError,
     ConfigError,
@@ -272,7 +272,7 @@ class BaselineStore:
             ) from None
 
 
-# -- shared with the static facts store (pytest_gpuperf/static/store.py) ----------------------
+# -- shared with the static facts store (pytest_gpuperf/gate/static/store.py) ----------------------
 
 
 class StatCache(Generic[T]):

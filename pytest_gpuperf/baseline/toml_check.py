@@ -1,6 +1,6 @@
 """Checks for the hand-edited TOML files the stores keep, with the line of every problem.
 
-Both stores (timing baselines, baseline/schema.py; static facts, static/store.py) lay their
+Both stores (timing baselines, baseline/schema.py; static facts, gate/static/store.py) lay their
 files out alike: top-level `schema`, an owner key (`device` or `arch`) and `[[entry]]` tables.
 `file_entries` checks that frame, `Checker` the type and range of a table's keys, and
 `Invalid` carries a problem until `Lines` finds its line in the text.

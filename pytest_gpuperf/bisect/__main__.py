@@ -168,7 +168,7 @@ def _json_problem(path: Path, cwd: Path, pytest_args: Sequence[str]) -> str:
     baseline file (the repository's `baselines/`, the work folder's, a
     `--gpuperf-baseline-dir` after --), a lock or a compiled kernel; a regular file or a new
     name in a writable folder. Checked before the first probe, not after the search."""
-    from pytest_gpuperf.report.files import output_problem
+    from pytest_gpuperf.record.files import output_problem
 
     if not str(path.name) or str(path) == str(cwd):
         return "names no file"
@@ -212,7 +212,7 @@ def _progress(probe: Probe, expected: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     from pytest_gpuperf.bisect.render import text_report, to_json
     from pytest_gpuperf.errors import stop_words
-    from pytest_gpuperf.report.json_report import write_json
+    from pytest_gpuperf.record.json_report import write_json
 
     arguments = list(sys.argv[1:] if argv is None else argv)
     prog = "python -m pytest_gpuperf.bisect"

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.engine.results import AB_MODELLED, AB_NO_BASE, AB_UNCHANGED, UNJUDGED
 from pytest_gpuperf.errors import GpuPerfError, Terminated
+from pytest_gpuperf.record.checks import AB_MODELLED, AB_NO_BASE, AB_UNCHANGED
+from pytest_gpuperf.record.verdict import UNJUDGED
 
 # States of a reading, beside the A/B states (results.AB_*) the plugin reports.
 NO_BUILD = "does not build"  # a compile error: the commit is skipped, never retried

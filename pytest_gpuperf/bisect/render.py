@@ -10,7 +10,7 @@ from typing import Any
 from pytest_gpuperf.bisect.probe import Reading
 from pytest_gpuperf.bisect.runner import Report
 from pytest_gpuperf.bisect.search import Probe, Step
-from pytest_gpuperf.engine.results import AB_MODELLED, AB_UNCHANGED
+from pytest_gpuperf.record.checks import AB_MODELLED, AB_UNCHANGED
 
 BISECT_SCHEMA = "pytest-gpuperf-bisect"
 BISECT_SCHEMA_VERSION = 1

@@ -32,8 +32,8 @@ from pytest_gpuperf.bisect.probe import (
     run_probe,
 )
 from pytest_gpuperf.bisect.search import Measured, Outcome, Probe, Search
-from pytest_gpuperf.engine.results import AB_INCONCLUSIVE, AB_MODELLED, AB_REGRESSED
 from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.record.checks import AB_INCONCLUSIVE, AB_MODELLED, AB_REGRESSED
 from pytest_gpuperf.report.text import MODELLED_FROM
 
 BUDGET_GROWTH = 4  # each further round of an undecided probe samples for 4x the budget

@@ -64,7 +64,7 @@ from pytest_gpuperf.gate.policy import (
 from pytest_gpuperf.gate.suite import DEFAULT_SUITE_ALARM
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.engine.results import Acceptance
+    from pytest_gpuperf.record.verdict import Acceptance
 
 # Options that act only while a run measures. Given on the command line to a run that does
 # not, they would be ignored without a word, so the run stops instead (exit 4) and says what
@@ -271,7 +271,7 @@ def build_settings(
                 "could not be read back; give a file path"
             )
         joined = Path(os.path.abspath(base / Path(os.path.expanduser(text))))
-        # A report path keeps its links (report/files.py judges what one points to, and
+        # A report path keeps its links (record/files.py judges what one points to, and
         # /dev/stdout must still read as /dev/stdout); a folder is resolved once here,
         # unless a link on its way points nowhere: resolved, the save created the link's
         # target (wherever it pointed) and saved there

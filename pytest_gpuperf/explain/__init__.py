@@ -9,7 +9,7 @@ where a GPU ran it) and from the compiler's own reports, never from a timing.
 
 from __future__ import annotations
 
-from pytest_gpuperf.engine.results import FAIL, Verdict
+from pytest_gpuperf.record.verdict import FAIL, Verdict
 
 # The failed checks an explanation has a base for: an A/B regression, a stored regression.
 EXPLAINED_CAUSES = ("ab", "regression")

@@ -26,11 +26,11 @@ from pytest_gpuperf.explain.memory_ops import (
 )
 from pytest_gpuperf.explain.nvidia_occupancy import max_threads_per_block, nvidia_occupancy
 from pytest_gpuperf.explain.ptxas import parse_ptxas_log
+from pytest_gpuperf.gate.static.asm import kernel_asm
+from pytest_gpuperf.gate.static.build import StaticBuild
+from pytest_gpuperf.gate.static.facts import kernel_facts
 from pytest_gpuperf.runtime.fingerprint import cubin_launch_bound, kernel_fingerprint
 from pytest_gpuperf.runtime.info import KernelResources
-from pytest_gpuperf.static.asm import kernel_asm
-from pytest_gpuperf.static.build import StaticBuild
-from pytest_gpuperf.static.facts import kernel_facts
 
 # What each group of facts is called in `sources`
 RESOURCES, OCCUPANCY, MEMORY = "resources", "occupancy", "memory instructions"
@@ -184,7 +184,7 @@ def amd_facts(
     dynamic_shared_bytes: int = 0,
     driver: KernelResources | None = None,
 ) -> CodeFacts:
-    """Facts of `kernel` in a clang build for a gfx arch: the static gate's (static/facts.py:
+    """Facts of `kernel` in a clang build for a gfx arch: the static gate's (gate/static/facts.py:
     the code object's metadata, LLVM's comments, the CDNA occupancy model) and the global
     memory instructions of its assembly. `driver`: hipFuncGetAttributes' resources of the
     kernel a real AMD GPU loaded, which win over the clang build's where given."""

@@ -144,7 +144,7 @@ def _amd(
     driver: KernelResources | None,
 ) -> CodeFacts:
     from pytest_gpuperf.errors import CompileError
-    from pytest_gpuperf.static.build import compile_static
+    from pytest_gpuperf.gate.static.build import compile_static
 
     try:
         build = compile_static(source, arch, defines=defines, options=kernel.module.options)

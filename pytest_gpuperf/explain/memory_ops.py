@@ -74,7 +74,7 @@ def count_sass(text: str) -> tuple[Widths, Widths]:
 
 def count_amd(instructions: Iterable[str]) -> tuple[Widths, Widths]:
     """(global loads, global stores) by width in AMD instruction lines (one kernel's, as
-    static/asm.py's KernelAsm.instructions gives them); atomics are neither."""
+    gate/static/asm.py's KernelAsm.instructions gives them); atomics are neither."""
     loads: Counter[int] = Counter()
     stores: Counter[int] = Counter()
     for line in instructions:

@@ -29,18 +29,9 @@ from collections.abc import Callable
 
 from pytest_gpuperf.engine.measure import DEFAULT_PAIR_LOADS
 from pytest_gpuperf.engine.results import (
-    AB_IMPROVED,
-    AB_INCONCLUSIVE,
-    AB_MODELLED,
-    AB_NO_BASE,
-    AB_PASS,
-    AB_REGRESSED,
-    AB_UNCHANGED,
     DRIFT_ASSUMED,
     DRIFT_MEASURED,
     DRIFT_NONE,
-    STATISTIC_TRIMMED_MEAN,
-    ComparisonCheck,
     PairedComparison,
 )
 from pytest_gpuperf.engine.stats import MIN_LOADS_TO_ESTIMATE
@@ -49,6 +40,17 @@ from pytest_gpuperf.gate.policy import (
     code_spread_for,
     compare_threshold,
     threshold_and_basis,
+)
+from pytest_gpuperf.record.checks import (
+    AB_IMPROVED,
+    AB_INCONCLUSIVE,
+    AB_MODELLED,
+    AB_NO_BASE,
+    AB_PASS,
+    AB_REGRESSED,
+    AB_UNCHANGED,
+    STATISTIC_TRIMMED_MEAN,
+    ComparisonCheck,
 )
 
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable, Sequence
 
-from pytest_gpuperf.engine.results import Acceptance
 from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.record.verdict import Acceptance
 
 TRAILER = "Gpuperf-Accept"
 OPTION_SOURCE = "--gpuperf-accept"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pytest_gpuperf.engine.results import (
+from pytest_gpuperf.record.checks import (
     AB_INCONCLUSIVE,
     AB_PASS,
     AB_REGRESSED,

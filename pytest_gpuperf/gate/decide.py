@@ -22,26 +22,28 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from pytest_gpuperf.engine.results import (
+from pytest_gpuperf.record.checks import (
     AB_INCONCLUSIVE,
     AB_NO_BASE,
     AB_REGRESSED,
+    NO_BASE_REF,
+    NO_BASELINE,
+    OTHER_DEVICE,
+    REGRESSED,
+    BaselineCheck,
+    ComparisonCheck,
+    FloorCheck,
+)
+from pytest_gpuperf.record.verdict import (
     ACCEPTABLE_CHECKS,
     ACCEPTED,
     FAIL,
     MARGINAL,
     MODELLED,
-    NO_BASE_REF,
-    NO_BASELINE,
-    OTHER_DEVICE,
     PASS,
-    REGRESSED,
     UNJUDGED,
     Acceptance,
-    BaselineCheck,
     BeyondPeak,
-    ComparisonCheck,
-    FloorCheck,
     Note,
     SaveAction,
     Verdict,

@@ -22,9 +22,10 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from pytest_gpuperf.engine.results import BaselineRef, Drift, TrailPoint
+from pytest_gpuperf.baseline.ref import BaselineRef, TrailPoint
 from pytest_gpuperf.gate.noise import centre_factor
 from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE, Z_95, between_board_spread
+from pytest_gpuperf.record.checks import Drift
 
 
 def drift_of(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pytest_gpuperf.engine.results import FAIL, MARGINAL, PASS, FloorCheck, Measurement
+from pytest_gpuperf.engine.results import Measurement
+from pytest_gpuperf.record.checks import FloorCheck
+from pytest_gpuperf.record.verdict import FAIL, MARGINAL, PASS
 
 
 def check_floor(

@@ -19,15 +19,8 @@ from dataclasses import dataclass, field, replace
 
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
 from pytest_gpuperf.baseline.model import utc_now
-from pytest_gpuperf.engine.results import (
-    Acceptance,
-    BaselineCheck,
-    BaselineRef,
-    ComparisonCheck,
-    Measurement,
-    PairedComparison,
-    Verdict,
-)
+from pytest_gpuperf.baseline.ref import BaselineRef
+from pytest_gpuperf.engine.results import Measurement, PairedComparison
 from pytest_gpuperf.gate.ab import check_comparison, modelled, no_base, unchanged
 from pytest_gpuperf.gate.accept import rule_for
 from pytest_gpuperf.gate.confirm import (
@@ -43,6 +36,8 @@ from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_THRESHOLD, HISTORY_LENGTH
 from pytest_gpuperf.gate.saving import SaveContext, plan_save
 from pytest_gpuperf.gate.stored import check_baseline
 from pytest_gpuperf.gate.suite import SuiteBudget, interval_confidence
+from pytest_gpuperf.record.checks import BaselineCheck, ComparisonCheck
+from pytest_gpuperf.record.verdict import Acceptance, Verdict
 
 SIMULATED_SUFFIX = "-sim"
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from pytest_gpuperf.engine.results import BaselineRef, NoiseBand
+from pytest_gpuperf.baseline.ref import BaselineRef
 from pytest_gpuperf.gate.policy import (
     BETWEEN_BOARD_SOURCE,
     BETWEEN_PRIOR_DF,
@@ -51,6 +51,7 @@ from pytest_gpuperf.gate.policy import (
     prior_df_for,
     prior_run_spread,
 )
+from pytest_gpuperf.record.checks import NoiseBand
 
 PRIOR, HISTORY, POOLED = "prior", "history", "pooled"
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import math
 
-from pytest_gpuperf.engine.results import BeyondPeak, Measurement
+from pytest_gpuperf.engine.results import Measurement
+from pytest_gpuperf.record.verdict import BeyondPeak
 
 HBM_BOUND_MODES = ("cold", "rotate")
 

@@ -209,7 +209,7 @@ def compare_threshold(
     return threshold_and_basis(threshold, base_time_s, code_spread)[0]
 
 
-# What decided an A/B threshold (results.ComparisonCheck.threshold_basis).
+# What decided an A/B threshold (checks.ComparisonCheck.threshold_basis).
 BASIS_USER, BASIS_QUANTUM, BASIS_DRIFT = "user", "quantum", "drift"
 
 

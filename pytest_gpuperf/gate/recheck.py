@@ -1,5 +1,5 @@
 """A shard's verdicts decided again from its numbers, not read (for the shard merge,
-report/shards.py).
+merge/shards.py).
 
 A shard's report says what its gate decided, and a file can say anything: an efficiency of 5%
 under a 30% floor with status `pass` merged as PASSED. The merge therefore takes from each
@@ -17,18 +17,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pytest_gpuperf.engine.results import (
-    IMPROVED,
-    REGRESSED,
-    UNJUDGED,
-    WITHIN_NOISE,
-    BaselineCheck,
-    Measurement,
-    Row,
-)
+from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.gate.confirm import confirm_baseline
 from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.gate.floor import check_floor
+from pytest_gpuperf.record.checks import IMPROVED, REGRESSED, WITHIN_NOISE, BaselineCheck
+from pytest_gpuperf.record.verdict import UNJUDGED, Row
 
 
 def recheck(row: Row) -> tuple[Row, str]:

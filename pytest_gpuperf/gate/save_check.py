@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_gpuperf.baseline import BaselineStore
-from pytest_gpuperf.engine.results import Row
 from pytest_gpuperf.errors import GpuPerfError, stop_words
 from pytest_gpuperf.gate.saving import found_in, not_written
+from pytest_gpuperf.record.verdict import Row
 
 
 @dataclass

@@ -28,7 +28,7 @@ from pytest_gpuperf.baseline.model import (
     utc_now,
     within_spread,
 )
-from pytest_gpuperf.engine.results import FAIL, FloorCheck, Measurement, SaveAction, Verdict
+from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.gate.policy import (
     HISTORY_LENGTH,
     MIN_HISTORY,
@@ -36,6 +36,8 @@ from pytest_gpuperf.gate.policy import (
     Z_95,
     prior_df_for,
 )
+from pytest_gpuperf.record.checks import FloorCheck
+from pytest_gpuperf.record.verdict import FAIL, SaveAction, Verdict
 
 
 @dataclass(frozen=True)

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_gpuperf.engine.results import (
+from pytest_gpuperf.baseline.ref import BaselineRef
+from pytest_gpuperf.engine.results import Measurement
+from pytest_gpuperf.gate.drift import drift_of
+from pytest_gpuperf.gate.noise import stored_band
+from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE
+from pytest_gpuperf.record.checks import (
     IMPROVED,
     NO_BASELINE,
     OTHER_DEVICE,
     REGRESSED,
     WITHIN_NOISE,
     BaselineCheck,
-    BaselineRef,
-    Measurement,
 )
-from pytest_gpuperf.gate.drift import drift_of
-from pytest_gpuperf.gate.noise import stored_band
-from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE
 
 
 def check_baseline(

@@ -61,7 +61,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         except GpuPerfError as unresolved:
             raise pytest.UsageError(f"pytest-gpuperf: {unresolved}") from None
     if not is_xdist_worker(session.config):
-        from pytest_gpuperf.report.files import unwritable
+        from pytest_gpuperf.record.files import unwritable
 
         settings = state.settings
         active = settings.measure or settings.static  # a plain run stays as cheap as pytest's

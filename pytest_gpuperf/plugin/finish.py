@@ -24,7 +24,7 @@ from pytest_gpuperf.plugin.state import (
 )
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.report import ReportMeta
+    from pytest_gpuperf.record.meta import ReportMeta
 
 
 @pytest.hookimpl(wrapper=True, trylast=True, specname="pytest_sessionfinish")
@@ -278,6 +278,7 @@ def _orphans(state: PluginState) -> None:
 
 def _write_files(config: pytest.Config, state: PluginState) -> None:
     from pytest_gpuperf import report
+    from pytest_gpuperf.record import files, json_report
 
     settings = state.settings
     wanted = (settings.json_path, settings.benchmark_json_path, settings.markdown_path)
@@ -305,13 +306,15 @@ def _write_files(config: pytest.Config, state: PluginState) -> None:
         attempt(
             "JSON report",
             "--gpuperf-json=PATH",
-            lambda: report.write_json(settings.json_path, report.to_json(rows, meta, static_json)),
+            lambda: json_report.write_json(
+                settings.json_path, report.to_json(rows, meta, static_json)
+            ),
         )
     if settings.benchmark_json_path:
         attempt(
             "pytest-benchmark JSON",
             "--gpuperf-benchmark-json=PATH",
-            lambda: report.write_json(
+            lambda: json_report.write_json(
                 settings.benchmark_json_path, report.to_pytest_benchmark_json(rows, meta)
             ),
         )
@@ -325,7 +328,7 @@ def _write_files(config: pytest.Config, state: PluginState) -> None:
         attempt(
             "Markdown summary",
             "--gpuperf-markdown=PATH",
-            lambda: report.write_report(path, text),
+            lambda: files.write_report(path, text),
         )
         if not state.step_summary_tried:  # appended once, whatever stopped it: a second
             state.step_summary_tried = True  # try after a stop would repeat the summary
@@ -392,8 +395,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         for line in confirmation_lines(rows):
             writer.write_line(f"gpuperf: {line}")
     if rows and config.get_verbosity() > 0:
-        from pytest_gpuperf.engine.results import FAIL
         from pytest_gpuperf.gate.suite import SuiteBudget
+        from pytest_gpuperf.record.verdict import FAIL
         from pytest_gpuperf.report.glossary import glossary_lines
         from pytest_gpuperf.report.suite import suite_lines
 
@@ -459,7 +462,7 @@ def _missing_base_line(state: PluginState) -> str:
 
 def _meta(config: pytest.Config, state: PluginState) -> ReportMeta:
     from pytest_gpuperf.engine.plain import from_plain, to_plain
-    from pytest_gpuperf.report import ReportMeta
+    from pytest_gpuperf.record.meta import ReportMeta
     from pytest_gpuperf.runtime.info import DeviceInfo
     from pytest_gpuperf.session.provenance import git_facts
 

@@ -20,7 +20,7 @@ import pytest
 from pytest_gpuperf.config import settings as options
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.engine.results import Row
+    from pytest_gpuperf.record.verdict import Row
     from pytest_gpuperf.session.bench_session import BenchSession, Judgement
     from pytest_gpuperf.session.fixture import GpuBench
 
@@ -140,7 +140,7 @@ class PluginState:
         if report.when != "call" or not payload:
             return
         from pytest_gpuperf.engine.plain import from_plain
-        from pytest_gpuperf.engine.results import Row
+        from pytest_gpuperf.record.verdict import Row
 
         # A rerun (pytest-rerunfailures) reports the same test again: the last report is
         # pytest's final word, and the reports follow it.

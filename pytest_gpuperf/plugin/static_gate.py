@@ -7,7 +7,7 @@ it shares with the timing gate (the run's state, the stash keys) is plugin/state
   compiles for it, is a usage error: the gate was asked for and cannot act, so the run stops
   with exit 4 saying what was tried and what to install), validate baselines/static/<arch>.toml;
 - each test using gpu_bench: after its body passed, every kernel it
-  loaded is built and judged (static/session.py, static/gate.py) and a broken rule, a
+  loaded is built and judged (gate/static/session.py, gate/static/gate.py) and a broken rule, a
   missing instruction or a build error fails it with the rendered message;
 - the result travels in the test report (`report.gpuperf["static"]`, plain data), so the
   controller of an xdist run renders the terminal table and the Markdown section.
@@ -33,9 +33,9 @@ from pytest_gpuperf.errors import BaselineError, GpuPerfError, stop_words
 from pytest_gpuperf.plugin.state import BENCH, FAILED_SUBTESTS, JUDGEMENT, PluginState
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.report import ReportMeta
-    from pytest_gpuperf.static.gate import StaticTestResult
-    from pytest_gpuperf.static.session import LaunchLog, StaticSession
+    from pytest_gpuperf.gate.static.gate import StaticTestResult
+    from pytest_gpuperf.gate.static.session import LaunchLog, StaticSession
+    from pytest_gpuperf.record.meta import ReportMeta
 
 PLUGIN_NAME = "gpuperf-static"
 RESULT = pytest.StashKey["StaticTestResult"]()
@@ -58,7 +58,7 @@ class StaticPlugin:
     @property
     def static(self) -> StaticSession:
         if self._static is None:
-            from pytest_gpuperf.static.session import StaticSession
+            from pytest_gpuperf.gate.static.session import StaticSession
 
             settings, session = self.settings, self.state.session
             self._static = StaticSession(
@@ -79,7 +79,7 @@ class StaticPlugin:
     @property
     def log(self) -> LaunchLog:
         if self._log is None:
-            from pytest_gpuperf.static.session import LaunchLog
+            from pytest_gpuperf.gate.static.session import LaunchLog
 
             self._log = LaunchLog()
         return self._log
@@ -108,7 +108,7 @@ class StaticPlugin:
     # -- the session -----------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        from pytest_gpuperf.static.errors import StaticUnavailable, UnknownArch
+        from pytest_gpuperf.gate.static.errors import StaticUnavailable, UnknownArch
 
         if not self.settings.static:
             return
@@ -166,8 +166,8 @@ class StaticPlugin:
         if not self.settings.static:  # a timing save: the loaded code objects' facts
             self._stage_loaded(item, bench)
             return result
-        from pytest_gpuperf.static.report import failure_message, junit_properties
-        from pytest_gpuperf.static.session import uses_of
+        from pytest_gpuperf.gate.static.report import failure_message, junit_properties
+        from pytest_gpuperf.gate.static.session import uses_of
 
         try:
             outcome = self.static.check(item.nodeid, uses_of(bench.loaded, self.log))
@@ -185,7 +185,7 @@ class StaticPlugin:
         reads it), at the launch shape it was measured with, for baselines/static/<arch>.toml.
         Nothing is timed or launched for this; a CUBIN or the simulated device has no AMD
         code object and stages nothing."""
-        from pytest_gpuperf.static.session import LaunchLog
+        from pytest_gpuperf.gate.static.session import LaunchLog
 
         judgement = item.stash.get(JUDGEMENT, None)
         if judgement is None or bench.simulated:
@@ -243,7 +243,7 @@ class StaticPlugin:
         if "static" not in payload:
             return
         from pytest_gpuperf.engine.plain import from_plain
-        from pytest_gpuperf.static.gate import StaticTestResult
+        from pytest_gpuperf.gate.static.gate import StaticTestResult
 
         self.results[report.nodeid] = from_plain(StaticTestResult, payload["static"])
 
@@ -270,7 +270,7 @@ class StaticPlugin:
         run produced, as plugin/finish.py does for the measured baselines."""
         if not (self.settings.static and self.results):
             return
-        from pytest_gpuperf.static.orphans import find_static_orphans, prune_static
+        from pytest_gpuperf.gate.static.orphans import find_static_orphans, prune_static
 
         produced: dict[str, set[tuple[str, str]]] = {}
         for test_id, result in self.results.items():
@@ -312,7 +312,7 @@ class StaticPlugin:
 
     def json(self) -> dict[str, Any]:
         """The static gate's part of the JSON report (`static`, docs/json-schema.md)."""
-        from pytest_gpuperf.static.report import static_json
+        from pytest_gpuperf.gate.static.report import static_json
 
         return static_json(
             self.results.values(), self.settings.static_archs, self.toolchain_labels(),
@@ -334,7 +334,7 @@ class StaticPlugin:
             )
         if not self.results:
             return
-        from pytest_gpuperf.static.report import terminal_lines
+        from pytest_gpuperf.gate.static.report import terminal_lines
 
         archs = self.settings.static_archs
         terminalreporter.write_sep("=", f"gpuperf static gate ({', '.join(archs)})", bold=True)
@@ -358,7 +358,7 @@ class StaticPlugin:
     def markdown(self, meta: ReportMeta | None = None) -> str:
         """The Markdown summary of a static run (plugin/finish.py writes it to
         --gpuperf-markdown)."""
-        from pytest_gpuperf.static.report import markdown_section
+        from pytest_gpuperf.gate.static.report import markdown_section
 
         return markdown_section(
             list(self.results.values()),

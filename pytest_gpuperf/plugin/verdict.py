@@ -110,8 +110,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         pytest.fail(f"gpuperf: {problem}", pytrace=False)
     if judgement is None:
         return result
-    from pytest_gpuperf.engine.results import FAIL, MARGINAL, MODELLED
     from pytest_gpuperf.plugin.explain_pass import bytes_warnings, explain_test
+    from pytest_gpuperf.record.verdict import FAIL, MARGINAL, MODELLED
     from pytest_gpuperf.report import failure_text, junit_properties, not_measured_reason
     from pytest_gpuperf.report.traffic_words import explain_block
     from pytest_gpuperf.report.visible import visible
@@ -243,7 +243,7 @@ def pytest_runtest_makereport(
     ):
         report.sections.append(("gpuperf", _check_failed_hint(bench)))
     from pytest_gpuperf.engine.plain import to_plain
-    from pytest_gpuperf.engine.results import Row
+    from pytest_gpuperf.record.verdict import Row
 
     payload: dict[str, Any] = {
         "rows": [],

@@ -112,7 +112,7 @@ def publish(
     BaselineError (one line) on bad input, with nothing written."""
     from pytest_gpuperf.publish.page import render
     from pytest_gpuperf.publish.series import gather
-    from pytest_gpuperf.report.files import output_problem, write_output
+    from pytest_gpuperf.record.files import output_problem, write_output
     from pytest_gpuperf.report.reading import read_report
 
     baselines = [path for path in inputs if path.suffix == ".toml"]

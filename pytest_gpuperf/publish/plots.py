@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from pytest_gpuperf.engine.results import ACCEPTED, FAIL
 from pytest_gpuperf.publish.series import Series
+from pytest_gpuperf.record.verdict import ACCEPTED, FAIL
 
 # Colour per board: matplotlib's default cycle (tab10), then grey for the rest.
 BOARD_COLOURS = (

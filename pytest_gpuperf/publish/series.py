@@ -17,20 +17,13 @@ from pathlib import Path
 
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
 from pytest_gpuperf.baseline.model import SaveRecord
-from pytest_gpuperf.engine.results import (
-    ACCEPTED,
-    FAIL,
-    NO_BASELINE,
-    OTHER_DEVICE,
-    Drift,
-    NoiseBand,
-    Row,
-    TrailPoint,
-)
+from pytest_gpuperf.baseline.ref import TrailPoint
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.drift import drift_of
 from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE
+from pytest_gpuperf.record.checks import NO_BASELINE, OTHER_DEVICE, Drift, NoiseBand
+from pytest_gpuperf.record.verdict import ACCEPTED, FAIL, Row
 from pytest_gpuperf.report.reading import ReadReport
 
 # The states of the summary grid, worst first (the grid sorts by them within a test file).

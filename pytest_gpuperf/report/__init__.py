@@ -5,10 +5,13 @@ decides anything (the gate's verdicts are read, never changed):
 - failure.py: a failing test's message, in the words of stored_words.py (the stored baseline),
   ab_words.py (head against base) and band_words.py (a baseline's noise band);
 - markdown_summary.py: the job summary / pull-request comment; junit.py: JUnit XML properties;
-- json_report.py: our versioned JSON; benchmark_json.py: pytest-benchmark's layout;
+- json_document.py: our versioned JSON (its layout and writer are record/json_report.py's);
+  benchmark_json.py: pytest-benchmark's layout;
 - text.py, cells.py, devices.py: the words and cells they share;
-- files.py: whether the report paths can be written (asked at session start);
 - faults.py: the lines about files not written, saves not made and Ctrl-C.
+
+What a run is (the verdicts, `ReportMeta`, the JSON's schema, where a report may be written)
+is `pytest_gpuperf.record`'s; the shards' merge is `pytest_gpuperf.merge`'s.
 
 Names load on first use (PEP 562): a session that only checks its report paths must not
 import the renderers, and through them the baseline store and its file lock.
@@ -29,18 +32,12 @@ _HOMES = {
     "os_fault_line": "faults",
     "saved_lines": "faults",
     "one_line": "failure",
-    "REPORT_SCHEMA": "json_report",
-    "REPORT_SCHEMA_VERSION": "json_report",
-    "rows_from_json": "json_report",
-    "to_json": "json_report",
-    "write_json": "json_report",
-    "write_report": "files",
+    "to_json": "json_document",
     "junit_properties": "junit",
     "append_github_step_summary": "markdown_summary",
     "markdown": "markdown_summary",
     "terminal_table": "terminal",
     "SIMULATED_BANNER": "text",
-    "ReportMeta": "text",
     "format_gbps": "text",
     "format_time": "text",
     "summary_line": "text",
@@ -48,7 +45,6 @@ _HOMES = {
 }
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.engine.results import Row
     from pytest_gpuperf.report.benchmark_json import benchmark_stats, to_pytest_benchmark_json
     from pytest_gpuperf.report.failure import failure_text, not_measured_reason, one_line
     from pytest_gpuperf.report.faults import (
@@ -57,20 +53,12 @@ if TYPE_CHECKING:
         os_fault_line,
         saved_lines,
     )
-    from pytest_gpuperf.report.files import write_report
-    from pytest_gpuperf.report.json_report import (
-        REPORT_SCHEMA,
-        REPORT_SCHEMA_VERSION,
-        rows_from_json,
-        to_json,
-        write_json,
-    )
+    from pytest_gpuperf.report.json_document import to_json
     from pytest_gpuperf.report.junit import junit_properties
     from pytest_gpuperf.report.markdown_summary import append_github_step_summary, markdown
     from pytest_gpuperf.report.terminal import terminal_table
     from pytest_gpuperf.report.text import (
         SIMULATED_BANNER,
-        ReportMeta,
         format_gbps,
         format_time,
         summary_line,
@@ -79,10 +67,6 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Row":
-        from pytest_gpuperf.engine.results import Row
-
-        return Row
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -90,11 +74,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "REPORT_SCHEMA",
-    "REPORT_SCHEMA_VERSION",
     "SIMULATED_BANNER",
-    "ReportMeta",
-    "Row",
     "append_github_step_summary",
     "benchmark_stats",
     "failure_text",
@@ -107,13 +87,10 @@ __all__ = [
     "not_measured_reason",
     "one_line",
     "os_fault_line",
-    "rows_from_json",
     "saved_lines",
     "summary_line",
     "terminal_table",
     "to_json",
     "to_pytest_benchmark_json",
     "verdict_label",
-    "write_json",
-    "write_report",
 ]

@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import math
 
-from pytest_gpuperf.engine.results import (
-    AB_MODELLED,
-    AB_REGRESSED,
-    DRIFT_MEASURED,
-    ComparisonCheck,
-    Measurement,
-    Verdict,
-)
+from pytest_gpuperf.engine.results import DRIFT_MEASURED, Measurement
 from pytest_gpuperf.gate.policy import BASIS_DRIFT, BASIS_QUANTUM, code_allowance
+from pytest_gpuperf.record.checks import AB_MODELLED, AB_REGRESSED, ComparisonCheck
+from pytest_gpuperf.record.verdict import Verdict
 from pytest_gpuperf.report.text import (
     ab_cell,
     format_time,

@@ -3,8 +3,8 @@ message and in `python -m pytest_gpuperf.history`."""
 
 from __future__ import annotations
 
-from pytest_gpuperf.engine.results import NoiseBand
 from pytest_gpuperf.gate.policy import Z_95
+from pytest_gpuperf.record.checks import NoiseBand
 
 
 def _band_level(confidence: float) -> str:

@@ -13,9 +13,9 @@ from typing import Any
 
 from pytest_gpuperf.baseline.model import utc_now
 from pytest_gpuperf.engine.plain import to_plain
-from pytest_gpuperf.engine.results import Row
+from pytest_gpuperf.record.meta import ReportMeta
+from pytest_gpuperf.record.verdict import Row
 from pytest_gpuperf.report.devices import devices
-from pytest_gpuperf.report.text import ReportMeta
 
 # The pytest-benchmark file layout we write (its "version" field): 5.x, read by 3.1 and later.
 PYTEST_BENCHMARK_FORMAT = "5.1.0"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_gpuperf.engine.results import FAIL, MODELLED, OTHER_DEVICE, BaselineCheck, Row
+from pytest_gpuperf.record.checks import OTHER_DEVICE, BaselineCheck
+from pytest_gpuperf.record.verdict import FAIL, MODELLED, Row
 from pytest_gpuperf.report.text import ab_cell, format_gbps, format_time, pct, verdict_label
 
 # Every column a row can have, in display order; renderers drop the empty ones.

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_gpuperf.engine.results import Verdict
+from pytest_gpuperf.record.verdict import Verdict
 
 
 def code_rows(verdict: Verdict) -> list[tuple[str, str]]:

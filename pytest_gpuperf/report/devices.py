@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_gpuperf.engine.plain import to_plain
-from pytest_gpuperf.engine.results import Row
-from pytest_gpuperf.report.text import SIMULATED_BANNER, ReportMeta
+from pytest_gpuperf.record.meta import ReportMeta
+from pytest_gpuperf.record.verdict import Row
+from pytest_gpuperf.report.text import SIMULATED_BANNER
 
 
 def devices(rows: Sequence[Row], meta: ReportMeta | None) -> list[dict[str, Any]]:

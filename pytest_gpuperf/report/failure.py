@@ -11,16 +11,9 @@ from __future__ import annotations
 
 import time
 
-from pytest_gpuperf.engine.results import (
-    AB_MODELLED,
-    AB_REGRESSED,
-    ACCEPTABLE_CHECKS,
-    FAIL,
-    MARGINAL,
-    FloorCheck,
-    Measurement,
-    Verdict,
-)
+from pytest_gpuperf.engine.results import Measurement
+from pytest_gpuperf.record.checks import AB_MODELLED, AB_REGRESSED, FloorCheck
+from pytest_gpuperf.record.verdict import ACCEPTABLE_CHECKS, FAIL, MARGINAL, Verdict
 from pytest_gpuperf.report.ab_words import ab_decisive, comparison_details, comparison_headline
 from pytest_gpuperf.report.code_change import code_rows
 from pytest_gpuperf.report.stored_words import (

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from pytest_gpuperf.engine.results import SAVE_NOT_MADE, Row
 from pytest_gpuperf.errors import os_error_remedy, os_error_words, stop_words
+from pytest_gpuperf.record.verdict import SAVE_NOT_MADE, Row
 
 
 def os_fault_line(what: str, error: OSError, option: str) -> str:

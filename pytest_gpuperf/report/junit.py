@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from xml.etree import ElementTree
 
-from pytest_gpuperf.engine.results import FAIL, Measurement, Row, Verdict
+from pytest_gpuperf.engine.results import Measurement
+from pytest_gpuperf.record.verdict import FAIL, Row, Verdict
 from pytest_gpuperf.report.visible import visible
 
 

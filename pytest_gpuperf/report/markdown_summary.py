@@ -6,18 +6,13 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from pytest_gpuperf.engine.results import FAIL, MARGINAL, Row
 from pytest_gpuperf.errors import stop_words
+from pytest_gpuperf.record.meta import ReportMeta
+from pytest_gpuperf.record.verdict import FAIL, MARGINAL, Row
 from pytest_gpuperf.report.cells import COLUMNS, HEADERS, LEFT_ALIGNED, cells
 from pytest_gpuperf.report.devices import device_lines, gpu_lines
 from pytest_gpuperf.report.failure import failure_text
-from pytest_gpuperf.report.text import (
-    SIMULATED_BANNER,
-    ReportMeta,
-    row_labels,
-    run_notes,
-    summary_line,
-)
+from pytest_gpuperf.report.text import SIMULATED_BANNER, row_labels, run_notes, summary_line
 from pytest_gpuperf.report.traffic_words import explain_block
 
 # Marks the comment the CI recipe updates in place on every push (docs/ci.md).
@@ -96,7 +91,7 @@ def append_github_step_summary(
     """Append to the file GitHub Actions names in $GITHUB_STEP_SUMMARY; None when unset. A
     path that is not a regular file (a FIFO, a device) is refused, never waited on
     (files.append_report)."""
-    from pytest_gpuperf.report.files import append_report
+    from pytest_gpuperf.record.files import append_report
 
     target = env.get("GITHUB_STEP_SUMMARY")
     if not target:

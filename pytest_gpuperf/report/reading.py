@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.engine.results import Row
 from pytest_gpuperf.errors import BaselineError, ConfigError
-from pytest_gpuperf.report.json_report import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, rows_from_json
+from pytest_gpuperf.record.json_report import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, rows_from_json
+from pytest_gpuperf.record.verdict import Row
 
 # Version 1 (plugin 0.1) had flat verdict fields that rows_from_json cannot read back.
 READABLE_VERSIONS = range(2, REPORT_SCHEMA_VERSION + 1)

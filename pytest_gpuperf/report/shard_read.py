@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.engine.results import (
+from pytest_gpuperf.engine.results import CACHE_MODES, Measurement
+from pytest_gpuperf.errors import BaselineError, ConfigError
+from pytest_gpuperf.record.checks import (
     AB_IMPROVED,
     AB_INCONCLUSIVE,
     AB_MODELLED,
@@ -31,23 +33,22 @@ from pytest_gpuperf.engine.results import (
     AB_PASS,
     AB_REGRESSED,
     AB_UNCHANGED,
-    ACCEPTED,
-    CACHE_MODES,
-    FAIL,
     IMPROVED,
-    MARGINAL,
-    MODELLED,
     NO_BASELINE,
     OTHER_DEVICE,
-    PASS,
     REGRESSED,
-    UNJUDGED,
     WITHIN_NOISE,
-    Measurement,
+)
+from pytest_gpuperf.record.verdict import (
+    ACCEPTED,
+    FAIL,
+    MARGINAL,
+    MODELLED,
+    PASS,
+    UNJUDGED,
     Row,
     Verdict,
 )
-from pytest_gpuperf.errors import BaselineError, ConfigError
 
 # The most shards of one run. Each shard is one CI runner, and GitHub Actions' matrix makes
 # at most 256 jobs per workflow run (GitLab's `parallel:` at most 200); beyond that no CI
@@ -141,7 +142,7 @@ def read_shard(path: str | Path) -> ShardReport:
     """A shard's report; ConfigError (one line, naming the file and the field) when it is not
     one, or not one this merge can believe."""
     from pytest_gpuperf.baseline.file_read import read_store_text
-    from pytest_gpuperf.report.json_report import REPORT_SCHEMA, rows_from_json
+    from pytest_gpuperf.record.json_report import REPORT_SCHEMA, rows_from_json
 
     try:
         # a FIFO hung the merge, bytes that are not UTF-8 ended in a traceback: read it as the

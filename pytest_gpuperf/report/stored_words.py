@@ -3,14 +3,9 @@ the rows a failure it decided leads with."""
 
 from __future__ import annotations
 
-from pytest_gpuperf.engine.results import (
-    IMPROVED,
-    REGRESSED,
-    WITHIN_NOISE,
-    BaselineCheck,
-    Measurement,
-    Verdict,
-)
+from pytest_gpuperf.engine.results import Measurement
+from pytest_gpuperf.record.checks import IMPROVED, REGRESSED, WITHIN_NOISE, BaselineCheck
+from pytest_gpuperf.record.verdict import Verdict
 from pytest_gpuperf.report.band_words import band_text
 from pytest_gpuperf.report.text import (
     difference_text,

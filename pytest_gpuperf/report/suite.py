@@ -6,16 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_gpuperf.engine.results import (
+from pytest_gpuperf.gate.suite import SuiteBudget, interval_confidence
+from pytest_gpuperf.record.checks import (
     AB_MODELLED,
     AB_NO_BASE,
     AB_REGRESSED,
     AB_UNCHANGED,
-    ACCEPTED,
     REGRESSED,
-    Row,
 )
-from pytest_gpuperf.gate.suite import SuiteBudget, interval_confidence
+from pytest_gpuperf.record.verdict import ACCEPTED, Row
 
 
 def suite_counts(rows: Sequence[Row]) -> dict[str, int]:

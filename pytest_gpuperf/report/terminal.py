@@ -9,16 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from pytest_gpuperf.engine.results import FAIL, Row
+from pytest_gpuperf.record.meta import ReportMeta
+from pytest_gpuperf.record.verdict import FAIL, Row
 from pytest_gpuperf.report.cells import COLUMNS, HEADERS, LEFT_ALIGNED, cells
 from pytest_gpuperf.report.devices import device_lines
-from pytest_gpuperf.report.text import (
-    SIMULATED_BANNER,
-    ReportMeta,
-    row_labels,
-    run_notes,
-    summary_line,
-)
+from pytest_gpuperf.report.text import SIMULATED_BANNER, row_labels, run_notes, summary_line
 from pytest_gpuperf.report.visible import visible
 
 TABLE_WIDTH = 160

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import filelock
 
-from pytest_gpuperf.engine.results import NO_BASE_FILE, NO_BASE_REF
 from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.record.checks import NO_BASE_FILE, NO_BASE_REF
 from pytest_gpuperf.session.provenance import run_git
 
 ARCHIVE_TIMEOUT_S = 300.0

@@ -19,13 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_gpuperf.config.settings import Settings, TestSettings
-from pytest_gpuperf.engine.results import (
-    NO_BASE_COMPILE,
-    NO_BASE_KERNEL,
-    Acceptance,
-    Measurement,
-    Verdict,
-)
+from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.errors import (
     CompileError,
     GpuPerfError,
@@ -33,6 +27,8 @@ from pytest_gpuperf.errors import (
     SaveInterrupted,
     stop_words,
 )
+from pytest_gpuperf.record.checks import NO_BASE_COMPILE, NO_BASE_KERNEL
+from pytest_gpuperf.record.verdict import Acceptance, Verdict
 from pytest_gpuperf.session.provenance import GitFacts, git_facts
 
 if TYPE_CHECKING:

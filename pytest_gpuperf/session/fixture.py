@@ -29,11 +29,13 @@ from pytest_gpuperf.engine.measure import (
     measure_kernel,
 )
 from pytest_gpuperf.engine.policy import stored_min_sampling_s
-from pytest_gpuperf.engine.results import NO_BASE_CALLABLE, Measurement, PairedComparison
+from pytest_gpuperf.engine.results import Measurement, PairedComparison
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
 from pytest_gpuperf.gate.pairing import measure_ab
+from pytest_gpuperf.gate.static.session import expect_isa_spec  # gpuperf-static
 from pytest_gpuperf.gate.suite import interval_confidence
+from pytest_gpuperf.record.checks import NO_BASE_CALLABLE
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel
 from pytest_gpuperf.runtime.devices import DeviceSpec
 from pytest_gpuperf.session.bench_result import BenchResult
@@ -47,7 +49,6 @@ from pytest_gpuperf.session.buffers import (
 from pytest_gpuperf.session.declared import declared_bytes, resolve_kernel_path
 from pytest_gpuperf.session.device import OpenDevice
 from pytest_gpuperf.session.profile_child import PROFILED_NOTE, child_plan, profile_sides
-from pytest_gpuperf.static.session import expect_isa_spec  # gpuperf-static
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
 

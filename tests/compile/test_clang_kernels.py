@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gpuperf.gate.static.build import hip_flags
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
 from pytest_gpuperf.runtime.signature import parse_signatures
-from pytest_gpuperf.static.build import hip_flags
 
 pytestmark = pytest.mark.compile
 

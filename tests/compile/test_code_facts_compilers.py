@@ -14,8 +14,8 @@ from pytest_gpuperf.explain.code_facts import DRIVER_HIP, amd_facts, nvidia_fact
 from pytest_gpuperf.explain.kernel_facts import FactsUnavailable, facts_of
 from pytest_gpuperf.explain.memory_ops import find_nvdisasm
 from pytest_gpuperf.explain.ptxas import PTXAS_VERBOSE
+from pytest_gpuperf.gate.static.build import compile_static
 from pytest_gpuperf.runtime.compile import compile_source, source_request
-from pytest_gpuperf.static.build import compile_static
 from tests.unit.conftest import hip_runtime  # noqa: F401 (the stubbed hip.hip fixture)
 
 pytestmark = pytest.mark.compile

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gpuperf.gate.static.build import hip_flags
 from pytest_gpuperf.runtime.amd_codeobject import read_code_object
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
 from pytest_gpuperf.runtime.occupancy import (
@@ -22,7 +23,6 @@ from pytest_gpuperf.runtime.occupancy import (
     occupancy,
     register_waves_per_simd,
 )
-from pytest_gpuperf.static.build import hip_flags
 
 pytestmark = pytest.mark.compile
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_gpuperf.gate.static import compile_static, find_clang
 from pytest_gpuperf.runtime.compile import CompileRequest, compile_source, portability_headers
 from pytest_gpuperf.runtime.fingerprint import (
     SCOPE_KERNEL,
@@ -13,7 +14,6 @@ from pytest_gpuperf.runtime.fingerprint import (
     _nv_info_entries,
     kernel_fingerprint,
 )
-from pytest_gpuperf.static import compile_static, find_clang
 
 pytestmark = pytest.mark.compile
 

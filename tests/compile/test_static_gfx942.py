@@ -9,10 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.errors import CompileError
-from pytest_gpuperf.runtime.compile import KERNELS_DIR
-from pytest_gpuperf.runtime.occupancy import cu_limits, occupancy, register_waves_per_simd
-from pytest_gpuperf.runtime.signature import parse_signatures
-from pytest_gpuperf.static import (
+from pytest_gpuperf.gate.static import (
     StaticStatus,
     StaticUnavailable,
     UnknownArch,
@@ -26,6 +23,9 @@ from pytest_gpuperf.static import (
     render_failure,
     render_markdown,
 )
+from pytest_gpuperf.runtime.compile import KERNELS_DIR
+from pytest_gpuperf.runtime.occupancy import cu_limits, occupancy, register_waves_per_simd
+from pytest_gpuperf.runtime.signature import parse_signatures
 from tests.toolchains import device_libs_dir, need
 
 pytestmark = pytest.mark.compile

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from pytest_gpuperf.gate.static import compile_static, find_clang, kernel_facts
+from pytest_gpuperf.gate.static.facts import loaded_kernel_facts
+from pytest_gpuperf.gate.static.gate import CHANGED, UNCHANGED, judge_kernel
+from pytest_gpuperf.gate.static.session import LaunchLog, StaticSession
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
-from pytest_gpuperf.static import compile_static, find_clang, kernel_facts
-from pytest_gpuperf.static.facts import loaded_kernel_facts
-from pytest_gpuperf.static.gate import CHANGED, UNCHANGED, judge_kernel
-from pytest_gpuperf.static.session import LaunchLog, StaticSession
 
 pytestmark = pytest.mark.compile
 

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.runtime.compile import KERNELS_DIR
-from pytest_gpuperf.static import (
+from pytest_gpuperf.gate.static import (
     StaticUnavailable,
     compile_static,
     find_clang,
     kernel_asm,
     kernel_names,
 )
-from pytest_gpuperf.static.build import SHIM_DIR
+from pytest_gpuperf.gate.static.build import SHIM_DIR
+from pytest_gpuperf.runtime.compile import KERNELS_DIR
 
 pytestmark = pytest.mark.compile
 

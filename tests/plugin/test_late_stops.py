@@ -32,12 +32,13 @@ from tests.plugin.test_save_faults import (
 # session finishes ($H25_MARKER itself INJECT touches when the session's end begins).
 SLOW_REPORT = """
 
+import pytest_gpuperf.record.json_report as _json_report
 import pytest_gpuperf.report as _report
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_sessionfinish(session):
-    real, real_makedirs = _report.write_json, os.makedirs
+    real, real_makedirs = _json_report.write_json, os.makedirs
 
     def slow(path, document):  # the first call only: the stop's report is written at once
         if not os.path.exists(os.environ["H25_MARKER"] + ".slow"):
@@ -60,7 +61,7 @@ def pytest_sessionfinish(session):
         return real_makedirs(*args, **kwargs)
 
     if os.environ.get("H25_FAULT") == "slow-report":
-        _report.write_json = slow
+        _json_report.write_json = slow
     if os.environ.get("H25_FAULT") == "slow-junit":
         os.makedirs = slow_makedirs
     if os.environ.get("H25_FAULT") == "slow-step-summary":
@@ -68,7 +69,7 @@ def pytest_sessionfinish(session):
     try:
         return (yield)
     finally:
-        _report.write_json, os.makedirs = real, real_makedirs
+        _json_report.write_json, os.makedirs = real, real_makedirs
         _report.append_github_step_summary = real_append
 """
 

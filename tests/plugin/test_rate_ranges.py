@@ -11,8 +11,8 @@ import math
 
 import pytest
 
+from pytest_gpuperf.baseline.ref import BaselineRef
 from pytest_gpuperf.config import ranges
-from pytest_gpuperf.engine.results import BaselineRef
 from pytest_gpuperf.gate.noise import stored_band
 
 PLAIN = """

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.baseline.file_write import current_umask
-from pytest_gpuperf.report.files import (
+from pytest_gpuperf.record.files import (
     ReportPathError,
     not_regular,
     write_report,
@@ -120,7 +120,7 @@ def test_what_is_not_a_regular_file_is_named():
 
 
 def test_dev_and_proc_are_refused_but_dev_shm_is_a_folder_like_any_other():
-    from pytest_gpuperf.report.files import _system_file
+    from pytest_gpuperf.record.files import _system_file
 
     assert _system_file(Path("/dev/stdout")).startswith("names a device or a process's open")
     assert _system_file(Path("/proc/self/fd/1")).startswith("names a device or a process's")

@@ -222,7 +222,7 @@ def test_a_report_the_disk_refuses_late_names_the_path_and_the_errno(gp):
         """
 import errno, os
 from pathlib import Path
-import pytest_gpuperf.report.json_report as json_report
+import pytest_gpuperf.record.json_report as json_report
 
 def test_add(gpu_bench):
     add(gpu_bench)
@@ -238,7 +238,7 @@ def test_add(gpu_bench):
     finally:
         import importlib
 
-        import pytest_gpuperf.report.json_report as json_report
+        import pytest_gpuperf.record.json_report as json_report
 
         importlib.reload(json_report)
     assert result.ret == pytest.ExitCode.TESTS_FAILED

@@ -18,9 +18,9 @@ from xml.etree import ElementTree
 
 import pytest
 
+from pytest_gpuperf.gate.static import compile_static, find_clang, kernel_asm, kernel_names
+from pytest_gpuperf.gate.static.store import StaticStore
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
-from pytest_gpuperf.static import compile_static, find_clang, kernel_asm, kernel_names
-from pytest_gpuperf.static.store import StaticStore
 from tests.git_repo import git
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/doc_samples.py

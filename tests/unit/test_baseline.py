@@ -621,8 +621,9 @@ def test_an_entry_that_would_not_load_back_is_dropped_from_its_save_not_the_file
     (the merge validates the whole file) loses its own save, with the reason on its row,
     and cannot cost the other entries of its file theirs."""
     from pytest_gpuperf.config.settings import Settings
-    from pytest_gpuperf.engine.results import NO_BASELINE, BaselineCheck, SaveAction, Verdict
     from pytest_gpuperf.gate.judge import Judged
+    from pytest_gpuperf.record.checks import NO_BASELINE, BaselineCheck
+    from pytest_gpuperf.record.verdict import SaveAction, Verdict
     from pytest_gpuperf.session.bench_session import BenchSession
 
     session = BenchSession(Settings(baseline_dir=tmp_path), rootdir=tmp_path)

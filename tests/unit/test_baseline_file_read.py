@@ -11,7 +11,7 @@ import pytest
 from pytest_gpuperf.baseline import BaselineStore, file_read
 from pytest_gpuperf.baseline.file_read import check_nesting, read_store_text
 from pytest_gpuperf.errors import BaselineError
-from pytest_gpuperf.static.store import StaticStore
+from pytest_gpuperf.gate.static.store import StaticStore
 
 
 def test_the_static_facts_store_refuses_a_fifo_and_deep_nesting(tmp_path):

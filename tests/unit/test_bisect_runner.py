@@ -27,7 +27,7 @@ from pytest_gpuperf.bisect.probe import (
 )
 from pytest_gpuperf.bisect.render import culprit_line, text_report, to_json
 from pytest_gpuperf.bisect.runner import Bisection, Plan
-from pytest_gpuperf.engine.results import AB_INCONCLUSIVE, AB_MODELLED, AB_PASS, AB_REGRESSED
+from pytest_gpuperf.record.checks import AB_INCONCLUSIVE, AB_MODELLED, AB_PASS, AB_REGRESSED
 from tests.git_repo import git
 
 REPO = Path(__file__).resolve().parents[2]

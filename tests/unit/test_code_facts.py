@@ -14,7 +14,7 @@ from pytest_gpuperf.explain.code_facts import CodeFacts
 from pytest_gpuperf.explain.memory_ops import count_amd, count_sass, sass_function
 from pytest_gpuperf.explain.nvidia_occupancy import max_threads_per_block, nvidia_occupancy
 from pytest_gpuperf.explain.ptxas import parse_ptxas_log
-from pytest_gpuperf.static.asm import kernel_asm
+from pytest_gpuperf.gate.static.asm import kernel_asm
 
 DATA = Path(__file__).parent / "data"
 

@@ -10,7 +10,8 @@ import os
 import pytest
 
 from pytest_gpuperf.errors import os_error_remedy, os_error_words
-from pytest_gpuperf.report import json_report, os_fault_line
+from pytest_gpuperf.record import json_report
+from pytest_gpuperf.report import os_fault_line
 from pytest_gpuperf.runtime import compile as compile_module
 
 

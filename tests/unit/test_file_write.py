@@ -15,7 +15,7 @@ from pytest_gpuperf.baseline.file_write import (
     remove_stale_temporaries,
     write_whole,
 )
-from pytest_gpuperf.report.files import write_report
+from pytest_gpuperf.record.files import write_report
 from tests.unit.test_baseline import make_entry
 
 
@@ -68,7 +68,7 @@ def test_line_ends_are_newlines_whatever_the_platform_and_bytes_stay_bytes(tmp_p
 def test_the_static_build_cache_writes_through_it_and_a_full_disk_costs_nothing(
     tmp_path, monkeypatch
 ):
-    from pytest_gpuperf.static import build
+    from pytest_gpuperf.gate.static import build
 
     build._store(tmp_path / "cache" / "k.o", b"code")
     assert (tmp_path / "cache" / "k.o").read_bytes() == b"code"

@@ -15,28 +15,8 @@ import pytest
 from scipy.stats import t as student_t
 
 from pytest_gpuperf.baseline import BaselineStore
-from pytest_gpuperf.engine.results import (
-    AB_IMPROVED,
-    AB_INCONCLUSIVE,
-    AB_NO_BASE,
-    AB_PASS,
-    AB_REGRESSED,
-    AB_UNCHANGED,
-    FAIL,
-    IMPROVED,
-    MARGINAL,
-    NO_BASE_FILE,
-    NO_BASE_REF,
-    NO_BASELINE,
-    OTHER_DEVICE,
-    PASS,
-    REGRESSED,
-    UNJUDGED,
-    WITHIN_NOISE,
-    BaselineRef,
-    Measurement,
-    PairedComparison,
-)
+from pytest_gpuperf.baseline.ref import BaselineRef
+from pytest_gpuperf.engine.results import Measurement, PairedComparison
 from pytest_gpuperf.gate.ab import ab_state, check_comparison, decided, no_base, unchanged
 from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.gate.floor import check_floor
@@ -53,6 +33,22 @@ from pytest_gpuperf.gate.policy import (
 )
 from pytest_gpuperf.gate.saving import SaveContext, learned_spread, plan_save
 from pytest_gpuperf.gate.stored import check_baseline
+from pytest_gpuperf.record.checks import (
+    AB_IMPROVED,
+    AB_INCONCLUSIVE,
+    AB_NO_BASE,
+    AB_PASS,
+    AB_REGRESSED,
+    AB_UNCHANGED,
+    IMPROVED,
+    NO_BASE_FILE,
+    NO_BASE_REF,
+    NO_BASELINE,
+    OTHER_DEVICE,
+    REGRESSED,
+    WITHIN_NOISE,
+)
+from pytest_gpuperf.record.verdict import FAIL, MARGINAL, PASS, UNJUDGED
 from pytest_gpuperf.report import failure_text
 
 PEAK_BPS = 5.3e12  # MI300X datasheet
@@ -605,10 +601,10 @@ def test_judge_compares_under_compare_and_shows_the_stored_baseline(tmp_path):
 # -- the gate decides once ------------------------------------------------------------------
 
 DECISIONS = {"Verdict", "FloorCheck", "BaselineCheck", "ComparisonCheck", "SaveAction"}
-# The static gate's decisions are made in static/gate.py, and only there.
+# The static gate's decisions are made in gate/static/gate.py, and only there.
 DECISIONS |= {"KernelCheck", "StaticTestResult", "StaticComparison"}
-STATIC_GATE = Path("static") / "gate.py"
-STATIC_COMPARE = Path("static") / "compare.py"
+STATIC_GATE = Path("gate") / "static" / "gate.py"
+STATIC_COMPARE = Path("gate") / "static" / "compare.py"
 
 
 def _violations(path: Path) -> list[str]:

@@ -157,8 +157,8 @@ def test_the_simulated_gpus_are_probed_with_tight_intervals_and_decided():
 
 def test_an_undecided_gpu_is_said_in_the_summary_and_not_marked():
     from pytest_gpuperf.engine.plain import to_plain
+    from pytest_gpuperf.record.meta import ReportMeta
     from pytest_gpuperf.report.devices import gpu_lines
-    from pytest_gpuperf.report.text import ReportMeta
 
     found = compare(
         [

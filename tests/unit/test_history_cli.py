@@ -190,7 +190,7 @@ def test_the_baseline_is_never_written(run, tmp_path):
 def test_the_merge_cli_refuses_strange_reports_in_one_line(tmp_path, capsys):
     """The package's other CLI (python -m pytest_gpuperf.merge): a report that is not UTF-8
     ended in a traceback, a FIFO hung it."""
-    from pytest_gpuperf import merge
+    from pytest_gpuperf.merge import __main__ as merge
 
     (tmp_path / "latin1.json").write_bytes(b'{"schema": "caf\xe9"}')
     os.mkfifo(tmp_path / "fifo.json")

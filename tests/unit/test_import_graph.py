@@ -202,10 +202,10 @@ LAYERS: list[set[str]] = [
     {"plugin"},  # the only layer that knows pytest
     {"explain"},  # why a failure happened: code facts of head and base (reads the session's)
     {"session"},  # one process's view of the device: the fixture, the library's front door
-    {"static"},  # the static gate (compiled code objects, no GPU)
     {"config"},  # options, parsing, the frozen settings
     {"report"},  # renderers of a run's results
-    {"gate"},  # what a measurement means for its test
+    {"gate"},  # what a measurement (or, gate/static/, a code object) means for its test
+    {"record"},  # what a run is, once: the verdicts, the JSON report's layout, report files
     {"baseline"},  # stored baselines: the model, the files
     {"engine"},  # the measurement: sampling, timing, statistics, result values
     {"simulate"},  # the simulated device (a runtime backend) and users' kernel models

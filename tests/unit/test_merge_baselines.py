@@ -17,7 +17,7 @@ from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.baseline.merge import extends, plan_merge, write_merge
 from pytest_gpuperf.baseline.model import BaselineEntry, SaveRecord
 from pytest_gpuperf.errors import BaselineError, ConfigError
-from pytest_gpuperf.merge import main
+from pytest_gpuperf.merge.__main__ import main
 
 DEVICE = "mi300x"
 REPO = Path(__file__).resolve().parents[2]

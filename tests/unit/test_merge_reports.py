@@ -1,4 +1,4 @@
-"""Reading and checking the shards' JSON reports (report/shards.py) and the merge command's
+"""Reading and checking the shards' JSON reports (merge/shards.py) and the merge command's
 bad input: every mistake is one line and exit 2, never a traceback or a stray file."""
 
 from __future__ import annotations
@@ -14,13 +14,15 @@ from xml.etree import ElementTree
 import pytest
 
 from pytest_gpuperf.engine.plain import to_plain
-from pytest_gpuperf.engine.results import NO_BASELINE, BaselineCheck, Row
 from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.gate.floor import check_floor
-from pytest_gpuperf.merge import main
-from pytest_gpuperf.report.json_report import REPORT_SCHEMA, to_json
-from pytest_gpuperf.report.shards import merge_reports, read_shard
-from pytest_gpuperf.report.text import ReportMeta
+from pytest_gpuperf.merge.__main__ import main
+from pytest_gpuperf.merge.shards import merge_reports, read_shard
+from pytest_gpuperf.record.checks import NO_BASELINE, BaselineCheck
+from pytest_gpuperf.record.json_report import REPORT_SCHEMA
+from pytest_gpuperf.record.meta import ReportMeta
+from pytest_gpuperf.record.verdict import Row
+from pytest_gpuperf.report.json_document import to_json
 from tests.unit.test_baseline import make_measurement
 
 REPO = Path(__file__).resolve().parents[2]
@@ -134,7 +136,7 @@ def test_an_unwritable_output_is_one_line_and_exit_2(tmp_path, capsys):
 @pytest.mark.parametrize("option", ["--json", "--markdown", "--junit"])
 def test_an_output_that_is_not_a_regular_file_is_refused_and_left_alone(tmp_path, capsys, option):
     """A merged report replaces its file: never a FIFO, a folder or a device (checked by
-    report/files.py, as the pytest run's reports are)."""
+    record/files.py, as the pytest run's reports are)."""
     paths = [
         _write(tmp_path, "1.json", _shard(1)),
         _write(tmp_path, "2.json", _shard(2, tests=("b",))),
@@ -238,7 +240,7 @@ def test_github_step_summary_onto_a_baseline_an_input_or_a_fifo_is_refused(
 def test_the_summary_writer_refuses_a_fifo_without_waiting(tmp_path):
     """The plugin's own appender (and the merge's, after its check): a FIFO swapped in is
     refused, never opened to wait for a reader."""
-    from pytest_gpuperf.report.files import ReportPathError
+    from pytest_gpuperf.record.files import ReportPathError
     from pytest_gpuperf.report.markdown_summary import append_github_step_summary
 
     fifo = tmp_path / "pipe"
@@ -283,7 +285,7 @@ def test_a_status_that_its_numbers_contradict_is_decided_again(tmp_path, capsys)
 
 
 def test_a_regression_edited_to_within_noise_is_decided_again(tmp_path):
-    from pytest_gpuperf.engine.results import BaselineRef
+    from pytest_gpuperf.baseline.ref import BaselineRef
 
     reference = BaselineRef(
         efficiency=0.90,
@@ -453,7 +455,7 @@ def test_every_test_of_every_shard_is_listed_once_in_collection_order(tmp_path):
         merged.reasons
     )
     assert not any("other test" in reason for reason in merged.reasons)
-    from pytest_gpuperf.report.shards import verdict_line
+    from pytest_gpuperf.merge.shards import verdict_line
 
     assert verdict_line(merged) == (
         "merged 2 shards: 5 tests (2 measuring in the suite, 2 measured, 2 measurements): "
@@ -462,7 +464,7 @@ def test_every_test_of_every_shard_is_listed_once_in_collection_order(tmp_path):
 
 
 def test_the_cost_line_says_what_to_do_or_is_left_out(tmp_path):
-    from pytest_gpuperf.report.shards import cost_line
+    from pytest_gpuperf.merge.shards import cost_line
 
     even = [{"index": 1, "measured_cost_s": 1.0}, {"index": 2, "measured_cost_s": 1.1}]
     assert cost_line(even, {"suite_tests": 2, "costed": 2}) == ""

@@ -22,7 +22,8 @@ import pytest
 
 from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.baseline.model import between_spread, within_spread
-from pytest_gpuperf.engine.results import REGRESSED, GpuIdentity, Measurement, TrailPoint
+from pytest_gpuperf.baseline.ref import TrailPoint
+from pytest_gpuperf.engine.results import GpuIdentity, Measurement
 from pytest_gpuperf.gate.drift import detect_drift
 from pytest_gpuperf.gate.noise import board_added, stored_band
 from pytest_gpuperf.gate.policy import (
@@ -34,6 +35,7 @@ from pytest_gpuperf.gate.policy import (
 )
 from pytest_gpuperf.gate.saving import SaveContext, plan_save
 from pytest_gpuperf.gate.stored import check_baseline
+from pytest_gpuperf.record.checks import REGRESSED
 from pytest_gpuperf.report.band_words import band_text
 
 PEAK_BPS = 3.352e12

@@ -8,25 +8,17 @@ from dataclasses import replace
 
 import numpy as np
 
+from pytest_gpuperf.baseline.ref import BaselineRef, TrailPoint
 from pytest_gpuperf.engine.plain import from_plain, to_plain
-from pytest_gpuperf.engine.results import (
-    Acceptance,
+from pytest_gpuperf.engine.results import ClockReport, GpuIdentity, Measurement
+from pytest_gpuperf.record.checks import (
     BaselineCheck,
-    BaselineRef,
-    BeyondPeak,
-    ClockReport,
     ComparisonCheck,
     Drift,
     FloorCheck,
-    GpuIdentity,
-    Measurement,
     NoiseBand,
-    Note,
-    Row,
-    SaveAction,
-    TrailPoint,
-    Verdict,
 )
+from pytest_gpuperf.record.verdict import Acceptance, BeyondPeak, Note, Row, SaveAction, Verdict
 from pytest_gpuperf.runtime.info import DeviceInfo, KernelResources
 
 

@@ -13,17 +13,15 @@ import numpy as np
 import pytest
 
 from pytest_gpuperf import report
-from pytest_gpuperf.engine.results import (
-    BaselineRef,
-    ClockReport,
-    Measurement,
-    PairedComparison,
-)
+from pytest_gpuperf.baseline.ref import BaselineRef
+from pytest_gpuperf.engine.results import ClockReport, Measurement, PairedComparison
 from pytest_gpuperf.gate.ab import check_comparison
 from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.gate.floor import check_floor
 from pytest_gpuperf.gate.stored import check_baseline
-from pytest_gpuperf.report import ReportMeta, Row
+from pytest_gpuperf.record import json_report
+from pytest_gpuperf.record.meta import ReportMeta
+from pytest_gpuperf.record.verdict import Row
 from pytest_gpuperf.runtime.info import DeviceInfo, KernelResources
 
 BYTES = 3 * 4 * 32 * 2**20
@@ -320,10 +318,10 @@ def test_json_report_carries_every_field_reads_back_and_is_strict_json(tmp_path)
     assert regression["baseline"]["baseline"]["efficiency"] == 0.80
     assert document["results"][1]["test_outcome"] == "failed"
 
-    path = report.write_json(tmp_path / "out" / "gpuperf.json", document)
+    path = json_report.write_json(tmp_path / "out" / "gpuperf.json", document)
     loaded = json.loads(path.read_text())
     assert loaded == document
-    back = report.rows_from_json(loaded)
+    back = json_report.rows_from_json(loaded)
     assert [r.verdict for r in back[1:]] == [r.verdict for r in data[1:]]
     assert [r.measurement for r in back[1:]] == [r.measurement for r in data[1:]]
 
@@ -352,7 +350,7 @@ def test_pytest_benchmark_stats_match_pytest_benchmark():
 def test_pytest_benchmark_compare_reads_our_file(tmp_path):
     storage_module = pytest.importorskip("pytest_benchmark.storage.file")
     document = report.to_pytest_benchmark_json(rows(), ReportMeta(commit="abc123"))
-    path = report.write_json(tmp_path / "0001_gpuperf.json", document)
+    path = json_report.write_json(tmp_path / "0001_gpuperf.json", document)
 
     class Logger:
         def warning(self, text):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_gpuperf.errors import ConfigError, KernelNotFound
-from pytest_gpuperf.static import check_isa, kernel_asm, kernel_names
+from pytest_gpuperf.gate.static import check_isa, kernel_asm, kernel_names
 
 
 def function(name: str, index: int, body: str, info: str) -> str:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.errors import ConfigError
-from pytest_gpuperf.static import StaticUnavailable, UnknownArch, compile_static, find_clang
-from pytest_gpuperf.static import clang as clang_module
+from pytest_gpuperf.gate.static import StaticUnavailable, UnknownArch, compile_static, find_clang
+from pytest_gpuperf.gate.static import clang as clang_module
 
 FAKE = """#!{python}
 import sys

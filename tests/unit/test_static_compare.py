@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from pytest_gpuperf.static import (
+from pytest_gpuperf.gate.static import (
     StaticFacts,
     StaticFactsError,
     StaticMargins,

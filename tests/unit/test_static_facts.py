@@ -9,8 +9,8 @@ import sys
 import pytest
 import tomli_w
 
+from pytest_gpuperf.gate.static import StaticFacts, StaticFactsError, with_occupancy
 from pytest_gpuperf.runtime.amd_codeobject import read_code_object
-from pytest_gpuperf.static import StaticFacts, StaticFactsError, with_occupancy
 
 # the synthetic code objects of the metadata reader's own tests (same folder)
 from test_amd_codeobject import KERNEL, code_object, metadata  # isort: skip

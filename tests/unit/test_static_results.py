@@ -1,5 +1,5 @@
-"""The static gate's per-test decisions (static/gate.py), their trip through plain data, the
-renderers that read them (static/report.py), and the session's pure helpers (entry names,
+"""The static gate's per-test decisions (gate/static/gate.py), their trip through plain data, the
+renderers that read them (gate/static/report.py), and the session's pure helpers (entry names,
 expect_isa, launch shapes)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from pytest_gpuperf.engine.plain import from_plain, to_plain
 from pytest_gpuperf.errors import ConfigError
-from pytest_gpuperf.static import StaticFacts, with_occupancy
-from pytest_gpuperf.static.gate import (
+from pytest_gpuperf.gate.static import StaticFacts, with_occupancy
+from pytest_gpuperf.gate.static.gate import (
     AGAINST_REF,
     CHANGED,
     FAILED,
@@ -24,13 +24,13 @@ from pytest_gpuperf.static.gate import (
     judge_kernel,
     judge_test,
 )
-from pytest_gpuperf.static.report import (
+from pytest_gpuperf.gate.static.report import (
     failure_message,
     kernel_rows,
     markdown_section,
     terminal_lines,
 )
-from pytest_gpuperf.static.session import (
+from pytest_gpuperf.gate.static.session import (
     KernelUse,
     LaunchLog,
     entry_names,

@@ -12,8 +12,8 @@ import pytest
 from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.baseline.store import lock_path_for
 from pytest_gpuperf.errors import BaselineError, ConfigError
-from pytest_gpuperf.static import StaticFacts, with_occupancy
-from pytest_gpuperf.static.store import StaticEntry, StaticStore, parse, render
+from pytest_gpuperf.gate.static import StaticFacts, with_occupancy
+from pytest_gpuperf.gate.static.store import StaticEntry, StaticStore, parse, render
 
 FACTS = with_occupancy(
     StaticFacts(

@@ -23,7 +23,7 @@ from scipy.stats import t as student_t
 from pytest_gpuperf import history
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore, SaveRecord
 from pytest_gpuperf.baseline.pool import FilePool, Pooled
-from pytest_gpuperf.engine.results import REGRESSED, Measurement
+from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.gate.noise import centre_factor, stored_band
 from pytest_gpuperf.gate.policy import (
     DEFAULT_TOLERANCE,
@@ -32,6 +32,7 @@ from pytest_gpuperf.gate.policy import (
     prior_run_spread,
 )
 from pytest_gpuperf.gate.stored import check_baseline
+from pytest_gpuperf.record.checks import REGRESSED
 from pytest_gpuperf.report.band_words import band_text
 
 Z95 = 1.959963984540054

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from pytest_gpuperf.baseline import BaselineStore
-from pytest_gpuperf.engine.results import AB_INCONCLUSIVE, AB_PASS, AB_REGRESSED, FAIL, PASS
 from pytest_gpuperf.gate.judge import AbResult, JudgeContext, Recheck, Taken, judge
 from pytest_gpuperf.gate.suite import (
     MAX_ROUND_RATE,
@@ -19,6 +18,8 @@ from pytest_gpuperf.gate.suite import (
     interval_confidence,
     suite_red_rate,
 )
+from pytest_gpuperf.record.checks import AB_INCONCLUSIVE, AB_PASS, AB_REGRESSED
+from pytest_gpuperf.record.verdict import FAIL, PASS
 from pytest_gpuperf.report import failure_text
 from tests.unit.test_gate import paired
 

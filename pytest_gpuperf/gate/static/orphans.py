@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_gpuperf.baseline.orphans import named_reason, why_orphaned
-from pytest_gpuperf.static.store import StaticStore
+from pytest_gpuperf.gate.static.store import StaticStore
 
 
 @dataclass(frozen=True)

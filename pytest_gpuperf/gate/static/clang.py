@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_gpuperf.static.errors import CLANG_INSTALL_HINT, StaticUnavailable, UnknownArch
+from pytest_gpuperf.gate.static.errors import CLANG_INSTALL_HINT, StaticUnavailable, UnknownArch
 
 # The version the project's tests run first, then newer, then older, then whatever `clang`
 # is, then ROCm's own clang: the first that knows the arch wins.

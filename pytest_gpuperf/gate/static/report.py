@@ -1,8 +1,8 @@
 """Text for the static gate's results in a pytest session: a failing test's message, the
 terminal table, and the Markdown section (job summary, pull-request comment).
 
-Renderers only read `StaticTestResult`s (static/gate.py decides); per-kernel wording is
-static/render.py's. A kernel that several tests use appears once in the tables, with the
+Renderers only read `StaticTestResult`s (gate/static/gate.py decides); per-kernel wording is
+gate/static/render.py's. A kernel that several tests use appears once in the tables, with the
 number of tests and the worst outcome among them.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_gpuperf.static.gate import (
+from pytest_gpuperf.gate.static.gate import (
     AGAINST_REF,
     CHANGED,
     ERROR,
@@ -22,7 +22,7 @@ from pytest_gpuperf.static.gate import (
     KernelCheck,
     StaticTestResult,
 )
-from pytest_gpuperf.static.render import render_failure, render_missing_isa, what_changed
+from pytest_gpuperf.gate.static.render import render_failure, render_missing_isa, what_changed
 
 COMMENT_MARKER = "<!-- pytest-gpuperf-static -->"  # the static job's own comment (docs/ci.md)
 _WORST_FIRST = (ERROR, FAILED, CHANGED, NEW, UNCHANGED)

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gpuperf.errors import KernelNotFound
+from pytest_gpuperf.gate.static.asm import kernel_asm
+from pytest_gpuperf.gate.static.build import StaticBuild
+from pytest_gpuperf.gate.static.errors import StaticFactsError
 from pytest_gpuperf.runtime.amd_codeobject import read_code_object, target_arch
 from pytest_gpuperf.runtime.fingerprint import kernel_fingerprint
 from pytest_gpuperf.runtime.occupancy import DEFAULT_BLOCK_THREADS, cu_limits, occupancy
-from pytest_gpuperf.static.asm import kernel_asm
-from pytest_gpuperf.static.build import StaticBuild
-from pytest_gpuperf.static.errors import StaticFactsError
 
 
 @dataclass(frozen=True)

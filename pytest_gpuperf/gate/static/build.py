@@ -9,7 +9,7 @@ object whose NT_AMDGPU_METADATA note and symbols match it - and needs no ld.lld.
 
 Two ways to provide the HIP device API (`hip_runtime`):
 - "gpuperf" (default): -nogpulib -nogpuinc and the plugin's own device-only
-  `hip/hip_runtime.h` (static/include), with `__HIPCC_RTC__` defined as hiprtc defines it.
+  `hip/hip_runtime.h` (gate/static/include), with `__HIPCC_RTC__` defined as hiprtc defines it.
   Needs only clang (Debian: clang-19), no ROCm package: -nogpuinc keeps clang from looking
   for a HIP installation (without one it stops: "cannot find HIP runtime"), and the header
   includes clang's own HIP wrapper, which -nogpuinc would otherwise leave out.
@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_gpuperf.errors import CompileError, ConfigError
+from pytest_gpuperf.gate.static.clang import Clang, find_clang, supported_processors
+from pytest_gpuperf.gate.static.errors import StaticUnavailable, UnknownArch
 from pytest_gpuperf.runtime.compile import (
     KERNELS_DIR,
     cache_dir,
@@ -44,8 +46,6 @@ from pytest_gpuperf.runtime.compile import (
     portability_headers,
     read_source,
 )
-from pytest_gpuperf.static.clang import Clang, find_clang, supported_processors
-from pytest_gpuperf.static.errors import StaticUnavailable, UnknownArch
 
 SHIM_DIR = Path(__file__).parent / "include"
 HIP_RUNTIMES = ("gpuperf", "rocm")

@@ -1,4 +1,10 @@
-"""Our own JSON report (versioned, complete: docs/json-schema.md) and its writer."""
+"""Our own JSON report (versioned, complete: docs/json-schema.md): its layout, its rows read
+back, and its writer.
+
+The document is laid out here once; the parts of it that are words or the run's false-alarm
+numbers (the devices, the "suite" block, the summary line) are made by the renderers and
+handed in (report/json_document.py), so this layer never imports the renderers or the gate.
+"""
 
 from __future__ import annotations
 
@@ -10,20 +16,17 @@ from typing import Any
 
 from pytest_gpuperf.baseline.model import utc_now
 from pytest_gpuperf.engine.plain import to_plain
-from pytest_gpuperf.engine.results import (
+from pytest_gpuperf.engine.results import Measurement
+from pytest_gpuperf.record.meta import ReportMeta
+from pytest_gpuperf.record.verdict import (
     ACCEPTED,
     FAIL,
     MARGINAL,
     MODELLED,
     PASS,
     UNJUDGED,
-    Measurement,
     Row,
 )
-from pytest_gpuperf.gate.suite import SuiteBudget
-from pytest_gpuperf.report.devices import devices
-from pytest_gpuperf.report.suite import suite_json
-from pytest_gpuperf.report.text import ReportMeta, summary_line
 
 REPORT_SCHEMA = "pytest-gpuperf-report"
 # 2: verdicts carry their checks (floor, baseline, A/B comparison, save) as objects; rows
@@ -41,14 +44,18 @@ REPORT_SCHEMA = "pytest-gpuperf-report"
 REPORT_SCHEMA_VERSION = 3
 
 
-def to_json(
+def report_document(
     rows: Sequence[Row],
-    meta: ReportMeta | None = None,
+    meta: ReportMeta,
+    *,
+    devices: list[dict[str, Any]],
+    suite: dict[str, Any] | None,
+    summary_line: str,
     static: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The complete report in our own versioned schema; `static` is the static gate's part
-    (static/report.py's static_json) under --gpuperf-static."""
-    meta = meta or ReportMeta()
+    """The complete report in our own versioned schema; `devices`, `suite` and `summary_line`
+    are the renderers' (report/json_document.py), `static` the static gate's part
+    (gate/static/report.py's static_json) under --gpuperf-static."""
     statuses = [row.verdict.status for row in rows]
     return {
         "schema": REPORT_SCHEMA,
@@ -70,7 +77,7 @@ def to_json(
         "simulated": any(row.measurement.simulated for row in rows),
         "interrupted": meta.interrupted,
         "problems": list(meta.problems),
-        "devices": devices(rows, meta),
+        "devices": devices,
         "timing": {
             "wall_s": meta.wall_s,
             "gpu_lock_held_s": sum(g.get("lock_held_s", 0.0) for g in meta.gpus),
@@ -86,7 +93,7 @@ def to_json(
             "failed": statuses.count(FAIL),
             "marginal": statuses.count(MARGINAL),
             "unjudged": statuses.count(UNJUDGED),
-            "line": summary_line(rows),
+            "line": summary_line,
         },
         "accepted": [
             {
@@ -99,7 +106,7 @@ def to_json(
             if row.verdict.status == ACCEPTED and row.verdict.acceptance is not None
         ],
         "accept_warnings": list(meta.accept_warnings),
-        "suite": suite_json(rows, _budget(meta)),
+        "suite": suite,
         "shard": meta.shard,
         "merge": meta.merge,
         "static": dict(static) if static is not None else None,
@@ -117,12 +124,6 @@ def to_json(
     }
 
 
-def _budget(meta: ReportMeta) -> SuiteBudget | None:
-    if not meta.suite_target > 0:
-        return None
-    return SuiteBudget(meta.suite_target, max(meta.suite_checks, 1))
-
-
 def measurement_json(measurement: Measurement) -> dict[str, Any]:
     """A measurement's fields plus the quantities derived from them."""
     data = to_plain(measurement)
@@ -136,9 +137,10 @@ def measurement_json(measurement: Measurement) -> dict[str, Any]:
 
 
 def rows_from_json(document: Mapping[str, Any]) -> list[Row]:
-    """The rows of a report written by `to_json` (for history plots and offline tools)."""
+    """The rows of a report written by `report_document` (for history plots and offline
+    tools)."""
     from pytest_gpuperf.engine.plain import from_plain
-    from pytest_gpuperf.engine.results import Verdict
+    from pytest_gpuperf.record.verdict import Verdict
 
     derived = {"bandwidth_bps", "efficiency", "efficiency_ci", "relative_ci"}
     rows = []
@@ -156,9 +158,9 @@ def rows_from_json(document: Mapping[str, Any]) -> list[Row]:
 
 
 def write_json(path: str | os.PathLike[str], document: Mapping[str, Any]) -> Path:
-    """Write a document from `to_json` or `to_pytest_benchmark_json` (strict JSON: no NaN),
-    whole or not at all, with the umask's mode (files.write_report)."""
-    from pytest_gpuperf.report.files import write_report
+    """Write a document from `report_document` or `to_pytest_benchmark_json` (strict JSON: no
+    NaN), whole or not at all, with the umask's mode (files.write_report)."""
+    from pytest_gpuperf.record.files import write_report
 
     text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     return write_report(path, text)

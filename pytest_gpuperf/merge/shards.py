@@ -19,13 +19,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_gpuperf.engine.results import FAIL, Row
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.recheck import recheck
 from pytest_gpuperf.gate.suite import SuiteBudget
+from pytest_gpuperf.record.meta import ReportMeta
+from pytest_gpuperf.record.verdict import FAIL, Row
 from pytest_gpuperf.report.shard_read import ShardReport, read_shard
 from pytest_gpuperf.report.suite import confirmation_lines, suite_lines
-from pytest_gpuperf.report.text import ReportMeta
 
 PASSED, FAILED = "passed", "failed"
 # pytest's exit statuses a shard may end with and still have passed: all passed, and no tests

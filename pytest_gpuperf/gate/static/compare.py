@@ -10,7 +10,7 @@ The rules (docs/static-gate.md says why these and not others):
   occupancy held at this launch shape - the headroom to the next occupancy step is gone;
 - otherwise, changed code passes, with the list of what changed.
 
-The result holds no prose: renderers (static/render.py) turn it into text.
+The result holds no prose: renderers (gate/static/render.py) turn it into text.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import enum
 import math
 from dataclasses import dataclass
 
+from pytest_gpuperf.gate.static.errors import StaticFactsError
+from pytest_gpuperf.gate.static.facts import StaticFacts
 from pytest_gpuperf.runtime.occupancy import cu_limits
-from pytest_gpuperf.static.errors import StaticFactsError
-from pytest_gpuperf.static.facts import StaticFacts
 
 DEFAULT_VGPR_GRANULE = 8  # gfx90a/gfx942 allocate VGPRs in blocks of 8 (runtime/occupancy.py)
 

@@ -12,7 +12,7 @@ foreign or forged files (a field of the wrong kind, an unknown state, a result g
 one line on stderr naming the file and the field, and exit 2.
 
 Before any shard is read, every output (and $GITHUB_STEP_SUMMARY, with --markdown) is held to
-the pytest run's report-path rules (report/files.py): never a baseline file, an input of this
+the pytest run's report-path rules (record/files.py): never a baseline file, an input of this
 merge, a device, a FIFO or a folder. --out must be an existing directory. Ctrl-C or SIGTERM
 leaves every file whole or as it was, with no temporary (exit 130 or 143).
 """
@@ -121,12 +121,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _unwritable(options: argparse.Namespace, env: Mapping[str, str]) -> str:
     """The first output that must not or cannot be written, and why ("" when all can), asked
-    before any shard is read: the report-path rules of a pytest run (report/files.py), with
+    before any shard is read: the report-path rules of a pytest run (record/files.py), with
     the shards' reports as this command's inputs, `baselines/` here as the baseline folder,
     and every .toml path refused (the merge writes JSON, Markdown and XML; a .toml file is a
     baseline file of some folder the merge cannot know)."""
     from pytest_gpuperf.baseline.shared_lock import lock_dir
-    from pytest_gpuperf.report.files import Guarded, first_unwritable
+    from pytest_gpuperf.record.files import Guarded, first_unwritable
     from pytest_gpuperf.runtime.compile import cache_dir
 
     named = [
@@ -181,8 +181,9 @@ def _out_dir(raw: str, shard_dirs: Sequence[str]) -> Path:
 
 def _merge_reports(options: argparse.Namespace, command: str) -> int:
     from pytest_gpuperf import report
+    from pytest_gpuperf.merge.shards import merge_reports, read_shard
+    from pytest_gpuperf.record.json_report import write_json
     from pytest_gpuperf.report.junit import junit_xml
-    from pytest_gpuperf.report.shards import merge_reports, read_shard
     from pytest_gpuperf.report.visible import visible
 
     merged = merge_reports([read_shard(path) for path in options.reports], command=command)
@@ -191,7 +192,7 @@ def _merge_reports(options: argparse.Namespace, command: str) -> int:
     written: list[str] = []
     if options.json:
         document = report.to_json(rows, meta)
-        written.append(_write(options.json, lambda: report.write_json(options.json, document)))
+        written.append(_write(options.json, lambda: write_json(options.json, document)))
     if options.markdown:
         text = merged.markdown(report.markdown(rows, meta))
         written.append(_write(options.markdown, lambda: _write_text(options.markdown, text)))
@@ -237,7 +238,7 @@ def _merge_baselines(shard_dirs: Sequence[str], out: Path) -> int:
 def _write(path: Path | str, write: Callable[[], Path | None]) -> str:
     """Run a writer and say what it wrote ("" for nothing); a file that cannot be written is
     one line and exit 2 (a bad --json, --markdown or --junit path), as any bad argument."""
-    from pytest_gpuperf.report.files import ReportPathError
+    from pytest_gpuperf.record.files import ReportPathError
 
     try:
         done = write()
@@ -253,8 +254,8 @@ def _write(path: Path | str, write: Callable[[], Path | None]) -> str:
 
 def _write_text(path: Path, text: str) -> Path:
     """Whole or absent, never over a device or a FIFO, with the umask's mode (as the
-    pytest run's own reports: report/files.py)."""
-    from pytest_gpuperf.report.files import write_report
+    pytest run's own reports: record/files.py)."""
+    from pytest_gpuperf.record.files import write_report
 
     return write_report(path, text)
 

@@ -4,7 +4,7 @@ and the facts waiting to be saved.
 
 plugin/static_gate.py (the pytest layer) makes one `StaticSession` per process when
 --gpuperf-static is on, attaches a `LaunchLog` to the simulated device, and after each test
-body calls `check(test_id, uses)`; the decisions are static/gate.py's.
+body calls `check(test_id, uses)`; the decisions are gate/static/gate.py's.
 """
 
 from __future__ import annotations
@@ -16,15 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_gpuperf.errors import CompileError, ConfigError, GpuPerfError, KernelNotFound
-from pytest_gpuperf.runtime.compile import KERNELS_DIR
-from pytest_gpuperf.runtime.occupancy import DEFAULT_BLOCK_THREADS
-from pytest_gpuperf.static.asm import check_isa
-from pytest_gpuperf.static.build import StaticBuild, compile_static
-from pytest_gpuperf.static.clang import Clang, find_clang
-from pytest_gpuperf.static.compare import DEFAULT_MARGINS, StaticMargins
-from pytest_gpuperf.static.errors import StaticUnavailable
-from pytest_gpuperf.static.facts import StaticFacts, kernel_facts
-from pytest_gpuperf.static.gate import (
+from pytest_gpuperf.gate.static.asm import check_isa
+from pytest_gpuperf.gate.static.build import StaticBuild, compile_static
+from pytest_gpuperf.gate.static.clang import Clang, find_clang
+from pytest_gpuperf.gate.static.compare import DEFAULT_MARGINS, StaticMargins
+from pytest_gpuperf.gate.static.errors import StaticUnavailable
+from pytest_gpuperf.gate.static.facts import StaticFacts, kernel_facts
+from pytest_gpuperf.gate.static.gate import (
     AGAINST_REF,
     AGAINST_STORED,
     KernelCheck,
@@ -33,7 +31,9 @@ from pytest_gpuperf.static.gate import (
     judge_kernel,
     judge_test,
 )
-from pytest_gpuperf.static.store import StaticEntry, StaticStore
+from pytest_gpuperf.gate.static.store import StaticEntry, StaticStore
+from pytest_gpuperf.runtime.compile import KERNELS_DIR
+from pytest_gpuperf.runtime.occupancy import DEFAULT_BLOCK_THREADS
 
 if TYPE_CHECKING:
     from pytest_gpuperf.runtime.base import Backend, Kernel
@@ -400,8 +400,8 @@ class StaticSession:
         actually loaded for the test's kernels (origin "loaded"), under the same entry names
         a static run gives them. Kernels whose binary is not an AMD code object (a CUBIN)
         are left out. Returns how many entries were staged."""
+        from pytest_gpuperf.gate.static.facts import loaded_kernel_facts
         from pytest_gpuperf.runtime.amd_codeobject import CodeObjectError
-        from pytest_gpuperf.static.facts import loaded_kernel_facts
 
         kernels = {
             (k.name, str(k.module.source_path), tuple(k.module.options), tuple(k.module.defines)): k

@@ -42,8 +42,8 @@ from pytest_gpuperf.baseline.toml_check import (
     tomllib,
 )
 from pytest_gpuperf.errors import BaselineError, ConfigError
-from pytest_gpuperf.static.errors import StaticFactsError
-from pytest_gpuperf.static.facts import StaticFacts
+from pytest_gpuperf.gate.static.errors import StaticFactsError
+from pytest_gpuperf.gate.static.facts import StaticFacts
 
 STATIC_SCHEMA = 1
 STATIC_DIR = "static"

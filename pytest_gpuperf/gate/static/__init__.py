@@ -15,10 +15,10 @@ readings under fixed rules. It knows nothing of pytest; the plugin wires it in a
     missing = check_isa(build.asm, "vector_add_bypass", expect=["sc0 sc1"])
 """
 
-from pytest_gpuperf.static.asm import check_isa, kernel_asm, kernel_names
-from pytest_gpuperf.static.build import HIP_RUNTIMES, StaticBuild, compile_static
-from pytest_gpuperf.static.clang import Clang, find_clang
-from pytest_gpuperf.static.compare import (
+from pytest_gpuperf.gate.static.asm import check_isa, kernel_asm, kernel_names
+from pytest_gpuperf.gate.static.build import HIP_RUNTIMES, StaticBuild, compile_static
+from pytest_gpuperf.gate.static.clang import Clang, find_clang
+from pytest_gpuperf.gate.static.compare import (
     DEFAULT_MARGINS,
     StaticChange,
     StaticComparison,
@@ -26,9 +26,9 @@ from pytest_gpuperf.static.compare import (
     StaticStatus,
     compare_facts,
 )
-from pytest_gpuperf.static.errors import StaticFactsError, StaticUnavailable, UnknownArch
-from pytest_gpuperf.static.facts import StaticFacts, kernel_facts, with_occupancy
-from pytest_gpuperf.static.render import render_failure, render_markdown, render_missing_isa
+from pytest_gpuperf.gate.static.errors import StaticFactsError, StaticUnavailable, UnknownArch
+from pytest_gpuperf.gate.static.facts import StaticFacts, kernel_facts, with_occupancy
+from pytest_gpuperf.gate.static.render import render_failure, render_markdown, render_missing_isa
 
 __all__ = [
     "DEFAULT_MARGINS",

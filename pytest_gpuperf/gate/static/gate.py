@@ -1,11 +1,11 @@
 """The static gate's decision for a test: one structured result per kernel entry and arch.
 
-`compare_facts` (static/compare.py) decides what changed between two readings of one
+`compare_facts` (gate/static/compare.py) decides what changed between two readings of one
 kernel; this module adds what the plugin's mode needs around it - nothing to compare with
 ("new"), a build that failed ("error"), the test's ISA expectations, --gpuperf-strict and
 --gpuperf-save - and decides once whether the kernel fails its test. The results are frozen
 dataclasses of plain values (`pytest_gpuperf.engine.plain` carries them from xdist workers to the
-controller); text is made only by static/render.py.
+controller); text is made only by gate/static/render.py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from pytest_gpuperf.static.compare import (
+from pytest_gpuperf.gate.static.compare import (
     DEFAULT_MARGINS,
     StaticChange,
     StaticComparison,
@@ -21,7 +21,7 @@ from pytest_gpuperf.static.compare import (
     StaticStatus,
     compare_facts,
 )
-from pytest_gpuperf.static.facts import StaticFacts
+from pytest_gpuperf.gate.static.facts import StaticFacts
 
 # What a kernel entry's check found (the first three are StaticStatus values).
 UNCHANGED, CHANGED, FAILED = "unchanged", "changed", "failed"
@@ -67,7 +67,7 @@ class KernelCheck:
 
     @property
     def comparison(self) -> StaticComparison | None:
-        """The comparison the renderers of static/render.py read (None without one)."""
+        """The comparison the renderers of gate/static/render.py read (None without one)."""
         if (
             self.facts is None
             or self.before is None

@@ -1,13 +1,13 @@
 """Text for the static gate's results: a test's failure message and a Markdown summary.
 
-Renderers only read `StaticComparison`s (static/compare.py decides); nothing here decides.
+Renderers only read `StaticComparison`s (gate/static/compare.py decides); nothing here decides.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pytest_gpuperf.static.compare import StaticChange, StaticComparison, StaticStatus
+from pytest_gpuperf.gate.static.compare import StaticChange, StaticComparison, StaticStatus
 
 _RULE_WORDS = {
     "occupancy-drop": "occupancy dropped",
