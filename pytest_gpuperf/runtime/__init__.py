@@ -3,6 +3,11 @@
 `open_backend("auto")` tries hip, then cuda; the simulated device is used only when named,
 so a machine without a GPU never measures a fake device by accident. Importing this package
 imports no backend and no NumPy: the interface types load on first use.
+
+The vendors' backends (hip, cuda) live here; a backend from a layer above (the simulated
+device, `pytest_gpuperf.simulate`) is registered with `register_backend` by the package's root
+(`pytest_gpuperf/__init__.py`, imported before any of its modules), so nothing here names a
+layer above it.
 """
 
 from __future__ import annotations
@@ -21,12 +26,19 @@ if TYPE_CHECKING:
 BACKENDS = {
     "hip": "pytest_gpuperf.runtime.hip",
     "cuda": "pytest_gpuperf.runtime.cuda",
-    "sim": "pytest_gpuperf.simulate.device",
 }
 # name -> the Backend subclass in that module: its device_count() is part of the interface.
-BACKEND_CLASSES = {"hip": "HipBackend", "cuda": "CudaBackend", "sim": "SimBackend"}
+BACKEND_CLASSES = {"hip": "HipBackend", "cuda": "CudaBackend"}
 AUTO_ORDER = ("hip", "cuda")
 _LAZY = {"Backend", "DeviceBuffer", "Kernel", "Module"}
+
+
+def register_backend(name: str, module: str, class_name: str) -> None:
+    """Make backend `name` openable: `module` (imported when the backend is asked for)
+    exposes `open(device_index, **options)` and the Backend subclass `class_name`. Never
+    among AUTO_ORDER's: a registered backend is used only when named."""
+    BACKENDS[name] = module
+    BACKEND_CLASSES[name] = class_name
 
 
 def open_backend(name: str = "auto", device_index: int = 0, **options: object) -> Backend:
@@ -70,4 +82,5 @@ __all__ = [
     "Module",
     "backend_class",
     "open_backend",
+    "register_backend",
 ]

@@ -19,7 +19,6 @@ import numpy as np
 from pytest_gpuperf.errors import (
     Attempt,
     CompileError,
-    DeviceFault,
     DeviceUnavailable,
     GpuPerfError,
     KernelNotFound,
@@ -36,6 +35,7 @@ from pytest_gpuperf.runtime.base import (
     Module,
 )
 from pytest_gpuperf.runtime.compile import compile_source, source_request
+from pytest_gpuperf.runtime.driver_result import StatusCodes, call_values
 
 # Errors after which the context is unusable: every later call fails the same way.
 _STICKY = {
@@ -74,25 +74,28 @@ def _error_text(err: Any) -> str:
 _STICKY_FAULT: list[str] = []
 
 
+_CODES = StatusCodes(
+    succeeded=lambda err: err == _driver().CUresult.CUDA_SUCCESS,
+    words=_error_text,
+    sticky=lambda err: _error_name(err) in _STICKY,
+    sticky_advice=(
+        "; the CUDA context is unusable after this error (it is sticky): every later "
+        "GPU test of this process fails with it. Run the test alone to find the kernel "
+        "at fault (compute-sanitizer names the access)"
+    ),
+)
+
+
+def _remember_fault(message: str) -> None:
+    if not _STICKY_FAULT:
+        _STICKY_FAULT.append(message)
+
+
 def _ok(result: tuple, what: str, error: type[GpuPerfError] = LaunchError) -> Any:
-    """The values of a driver call's result tuple, or `error` naming the call and the code.
-    A sticky error (an illegal address, ...) raises DeviceFault and marks the context lost."""
-    err, *values = result
-    if err != _driver().CUresult.CUDA_SUCCESS:
-        message = f"{what} failed: {_error_text(err)}"
-        if _error_name(err) in _STICKY:
-            message += (
-                "; the CUDA context is unusable after this error (it is sticky): every later "
-                "GPU test of this process fails with it. Run the test alone to find the kernel "
-                "at fault (compute-sanitizer names the access)"
-            )
-            if not _STICKY_FAULT:
-                _STICKY_FAULT.append(message)
-            raise DeviceFault(message)
-        raise error(message)
-    if not values:
-        return None
-    return values[0] if len(values) == 1 else tuple(values)
+    """The values of a driver call's result tuple, or `error` naming the call and the code
+    (driver_result.py's funnel). A sticky error raises DeviceFault and marks the context lost
+    for the whole process."""
+    return call_values(result, what, _CODES, error, _remember_fault)
 
 
 # Device attributes read once at open (CU_DEVICE_ATTRIBUTE_<name>).

@@ -12,6 +12,7 @@ come from the code object's metadata (amd_codeobject.py, occupancy.py).
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -24,7 +25,6 @@ import numpy as np
 from pytest_gpuperf.errors import (
     Attempt,
     CompileError,
-    DeviceFault,
     DeviceUnavailable,
     GpuPerfError,
     KernelNotFound,
@@ -42,6 +42,7 @@ from pytest_gpuperf.runtime.base import (
     Module,
 )
 from pytest_gpuperf.runtime.compile import compile_source, source_request
+from pytest_gpuperf.runtime.driver_result import StatusCodes, call_values
 from pytest_gpuperf.runtime.hip_compiler import RocmUnavailable, load_hip_python
 from pytest_gpuperf.runtime.signature import pack_arguments
 
@@ -71,6 +72,21 @@ def _unavailable(reason: str) -> DeviceUnavailable:
 
 def _name(err: Any) -> str:
     return str(getattr(err, "name", err))
+
+
+@functools.cache
+def _codes(hip: Any) -> StatusCodes:
+    """How hip-python's status codes read (`hip`: the module the backend loaded)."""
+    success = hip.hipError_t.hipSuccess
+    return StatusCodes(
+        succeeded=lambda err: err == success,
+        words=_name,
+        sticky=lambda err: _name(err) in _STICKY,
+        sticky_advice=(
+            "; the device is unusable after this fault: every later GPU test of this "
+            "process fails with it. Run the test alone to find the kernel at fault"
+        ),
+    )
 
 
 def open(device_index: int = 0, **options: Any) -> HipBackend:  # the registry's entry point
@@ -152,24 +168,10 @@ class HipBackend(Backend):
 
     # -- errors -------------------------------------------------------------------------
     def _ok(self, result: tuple, what: str, error: type[GpuPerfError] = LaunchError) -> Any:
-        """The values of a hip-python result tuple, or `error` naming the call and the code.
-        A device fault (an illegal address, a failed launch) raises DeviceFault and marks the
-        device unusable for the rest of the process."""
-        hip = self._hip
-        err, *values = result
-        if err != hip.hipError_t.hipSuccess:
-            message = f"{what} failed: {_name(err)}"
-            if _name(err) in _STICKY:
-                message += (
-                    "; the device is unusable after this fault: every later GPU test of this "
-                    "process fails with it. Run the test alone to find the kernel at fault"
-                )
-                self._mark_fault(message)
-                raise DeviceFault(message)
-            raise error(message)
-        if not values:
-            return None
-        return values[0] if len(values) == 1 else tuple(values)
+        """The values of a hip-python result tuple, or `error` naming the call and the code
+        (driver_result.py's funnel). A device fault (an illegal address, a failed launch)
+        raises DeviceFault and marks the device unusable for the rest of the process."""
+        return call_values(result, what, _codes(self._hip), error, self._mark_fault)
 
     # -- device -------------------------------------------------------------------------
     @property

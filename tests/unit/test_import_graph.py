@@ -5,8 +5,10 @@ modules are one unit split across two files, and each can only be read with the 
 An import made for the type checker alone (`if TYPE_CHECKING:`) is no different to the reader
 (and to mypy), so it counts too, and so does one made through importlib: a call of
 `importlib.import_module` (or `import_module` imported from importlib) or `__import__` with a
-literal module name hides the same dependency from the reader. The walk is static (`ast`), so
-it sees the imports a run never reaches.
+literal module name hides the same dependency from the reader; where the name is computed
+(`import_module(BACKENDS[name])`), every string constant of the module that names a module of
+the package counts as imported for the layers (runtime/__init__.py once reached up into
+simulate/ that way). The walk is static (`ast`), so it sees the imports a run never reaches.
 
 The folders of the package are its layers (docs/architecture.md); LAYERS orders them from the
 top (the commands, then the pytest layer) to the bottom (the runtimes, then errors.py), and an
@@ -66,6 +68,35 @@ def _dynamic_imports(node: ast.AST) -> Iterator[tuple[str, int]]:
             yield name.lstrip("."), len(name) - len(name.lstrip("."))
 
 
+def _named_modules(node: ast.AST, modules: dict[str, Path]) -> Iterator[str]:
+    """Every string constant under `node` that is the dotted name of a module of the package
+    (a registry such as `{"sim": "pkg.simulate.device"}` that an `import_module(name)` reads)."""
+    for child in ast.walk(node):
+        if (
+            isinstance(child, ast.Constant)
+            and isinstance(child.value, str)
+            and child.value in modules
+        ):
+            yield child.value
+
+
+def _imports_by_computed_name(node: ast.AST) -> bool:
+    """Whether `node` calls `import_module` or `__import__` with a name that is not a literal:
+    the modules it may load are then the ones its string constants name."""
+    for child in ast.walk(node):
+        if not isinstance(child, ast.Call) or not child.args:
+            continue
+        function = child.func
+        called = function.attr if isinstance(function, ast.Attribute) else None
+        if isinstance(function, ast.Name):
+            called = function.id
+        first = child.args[0]
+        literal = isinstance(first, ast.Constant) and isinstance(first.value, str)
+        if called in _IMPORT_FUNCTIONS and not literal:
+            return True
+    return False
+
+
 def _owning_module(name: str, modules: dict[str, Path]) -> str | None:
     """The module of the package that `name` lives in (None: outside the package)."""
     while name and name not in modules:
@@ -118,6 +149,29 @@ def import_graph(package_dir: Path) -> Graph:
             graph[name] |= _imported(name, statement, modules)
         for target, level in _dynamic_imports(tree):
             graph[name] |= _dynamically_imported(name, target, level, modules)
+    return graph
+
+
+def computed_imports(package_dir: Path) -> Graph:
+    """The modules each module may load by a computed name (`import_module(REGISTRY[name])`):
+    the modules of the package its string constants name. An over-approximation (a `python -m`
+    target named for a child process counts too), so it is held to the layers, not to the
+    circle check: inside one layer a registry that loads its entries by name is a dispatch."""
+    modules = modules_of(package_dir)
+    graph: Graph = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        graph[name] = set()
+        if _imports_by_computed_name(tree):
+            graph[name] = set(_named_modules(tree, modules)) - {name}
+    return graph
+
+
+def every_import(package_dir: Path) -> Graph:
+    """`import_graph` with the computed-name imports added."""
+    graph = import_graph(package_dir)
+    for name, targets in computed_imports(package_dir).items():
+        graph[name] |= targets
     return graph
 
 
@@ -261,7 +315,7 @@ def test_the_top_level_shows_the_layers_in_at_most_18_names():
 
 def test_imports_point_down_the_layers():
     package_dir = Path(pytest_gpuperf.__file__).parent
-    found = upward_imports(import_graph(package_dir), LAYERS)
+    found = upward_imports(every_import(package_dir), LAYERS)
     assert not found, "imports of a layer above:\n" + "\n".join(found)
 
 
@@ -309,7 +363,6 @@ def test_an_upward_import_through_importlib_is_found(tmp_path):
                 "from importlib import import_module\n"
                 "def g():\n"
                 "    return import_module('..top.c', __package__), __import__('pkg.top.d')\n"
-                "def h(name):\n    return import_module(name)  # not a literal: not followed\n"
             ),
         },
     )
@@ -321,3 +374,30 @@ def test_an_upward_import_through_importlib_is_found(tmp_path):
         "pkg.bottom.e -> pkg.top.c",
         "pkg.bottom.e -> pkg.top.d",
     ]
+
+
+def test_an_upward_import_through_a_computed_name_is_found(tmp_path):
+    """runtime/__init__.py once opened the simulated device with
+    importlib.import_module(BACKENDS[name]), BACKENDS naming "pytest_gpuperf.simulate.device":
+    a layer above it, hidden behind a name the walk did not follow."""
+    package = two_layers(
+        tmp_path,
+        {
+            "top/a.py": "A = 1\n",
+            "bottom/c.py": "C = 1\n",
+            "bottom/b.py": (
+                "import importlib\n"
+                "REGISTRY = {'a': 'pkg.top.a', 'c': 'pkg.bottom.c', 'x': 'not.ours'}\n"
+                "def f(name):\n    return importlib.import_module(REGISTRY[name])\n"
+            ),
+            # the same strings without a computed import are only words
+            "bottom/d.py": "WORDS = ('pkg.top.a',)\n",
+        },
+    )
+
+    graph = every_import(package)
+
+    assert graph["pkg.bottom.b"] == {"pkg.top.a", "pkg.bottom.c"}
+    assert graph["pkg.bottom.d"] == set()
+    assert import_graph(package)["pkg.bottom.b"] == set()  # the literal walk alone misses it
+    assert upward_imports(graph, [{"top"}, {"bottom"}]) == ["pkg.bottom.b -> pkg.top.a"]
