@@ -410,8 +410,8 @@ def culprit_code(report: Report) -> dict[str, Any] | None:
             "against": against, "head": culprit_code["head"], "base": None, "changes": [],
             "unavailable": f"no code facts for {before.short}",
         }  # fmt: skip
-    from pytest_gpuperf.explain.code_diff import code_changes
-    from pytest_gpuperf.explain.code_facts import CodeFacts
+    from pytest_gpuperf.explain.code.code_diff import code_changes
+    from pytest_gpuperf.explain.code.code_facts import CodeFacts
 
     changes = code_changes(
         CodeFacts.from_dict(before_facts), CodeFacts.from_dict(culprit_code["head"])

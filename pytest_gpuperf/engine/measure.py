@@ -50,7 +50,7 @@ from pytest_gpuperf.engine.policy import (
     scratch_bytes_for,
 )
 from pytest_gpuperf.engine.results import Measurement, PairedComparison
-from pytest_gpuperf.engine.sampling import Pairing, Session, check_bytes, is_buffer
+from pytest_gpuperf.engine.sampling import Pairing, Sampler, check_bytes, is_buffer
 from pytest_gpuperf.engine.timing import Timed, release
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel, Module, as_dim3
@@ -100,12 +100,12 @@ def measure_kernel(
     launch, args, buffers, label = _kernel_launch(backend, kernel, grid, block, args, shared_bytes)
     label = name or label
     _check_rotate(settings, buffers, label)
-    session = Session(backend, device, settings, label)
+    sampler = Sampler(backend, device, settings, label)
     try:
-        copies = _copies_needed(settings, buffers, bytes_moved, session, label)
-        placements = session.placements(args, buffers, copies)
+        copies = _copies_needed(settings, buffers, bytes_moved, sampler, label)
+        placements = sampler.placements(args, buffers, copies)
         work = Timed(label, launch, placements, bytes_moved, launch_on=launch, setup=setup)
-        measurement = session.run(
+        measurement = sampler.run(
             [work],
             kernel_name=kernel.name,
             extra_fields=_kernel_fields(
@@ -121,7 +121,7 @@ def measure_kernel(
         # came after extra_fields was built: read the resources again.
         return replace(measurement, resources=kernel.resources)
     finally:
-        session.close()
+        sampler.close()
 
 
 def measure_pair(
@@ -175,7 +175,7 @@ def measure_pair(
     _, args, buffers, label = _kernel_launch(backend, head, grid, block, args, shared_bytes)
     label = name or label
     _check_rotate(settings, buffers, label)
-    session = Session(backend, device, settings, label)
+    sampler = Sampler(backend, device, settings, label)
     extra_loads: list[Module] = []
     try:
         sides = []
@@ -193,7 +193,7 @@ def measure_pair(
                 launch((load, *args))
         backend.synchronize()
         copies = _copies_needed(
-            replace(settings, reallocation_rounds=1), buffers, bytes_moved, session, label
+            replace(settings, reallocation_rounds=1), buffers, bytes_moved, sampler, label
         )
         wanted = loads if buffer_sets is None else buffer_sets
         sets, sets_note = pair_buffer_sets(
@@ -202,10 +202,10 @@ def measure_pair(
             copies,
             buffers,
             has_setup=setup is not None,
-            memory_bytes=session.backend.info.memory_bytes,
-            hot_cache_bytes=session.cache_bytes if settings.cache == "hot" else 0,
+            memory_bytes=sampler.backend.info.memory_bytes,
+            hot_cache_bytes=sampler.cache_bytes if settings.cache == "hot" else 0,
         )
-        buffer_sets_of_round = session.placements(args, buffers, copies, rounds=sets)
+        buffer_sets_of_round = sampler.placements(args, buffers, copies, rounds=sets)
         # Placement j runs load j on buffer set j % sets: slot s of a batch takes placement
         # s % loads, so the slots go round the loads, both sides of a slot on the same load
         # number and the same buffers.
@@ -221,7 +221,7 @@ def measure_pair(
         ]
         fields = _kernel_fields(backend, head, grid, block, shared_bytes, copies, settings)
         base_fields = {**fields, "fingerprint": backend.kernel_fingerprint(base)}
-        head_m, base_m = session.run(
+        head_m, base_m = sampler.run(
             works,
             kernel_name=head.name,
             extra_fields=fields,
@@ -234,7 +234,7 @@ def measure_pair(
             setup()
         launch_head((0, *args))
         backend.synchronize()
-        pairing = session.pairing
+        pairing = sampler.pairing
         assert pairing is not None
         found = pairing.estimate()
         return PairedComparison(
@@ -258,7 +258,7 @@ def measure_pair(
             buffer_sets_note=sets_note,
         )
     finally:
-        session.close()
+        sampler.close()
         for module in extra_loads:
             with contextlib.suppress(GpuPerfError):
                 backend.unload(module)
@@ -391,13 +391,13 @@ def measure_callable(
             f"{label}: cache='rotate' needs the buffers to copy, which a callable hides; "
             "use cache='cold', or measure_kernel with the kernel and its arguments"
         )
-    session = Session(backend, device, settings, label)
+    sampler = Sampler(backend, device, settings, label)
     try:
         work = Timed(label, lambda _args: fn(), [[()]], bytes_moved, setup=setup)
-        session.check_queues_work(work)
-        return session.run([work], kernel_name=label, extra_fields={})[0]
+        sampler.check_queues_work(work)
+        return sampler.run([work], kernel_name=label, extra_fields={})[0]
     finally:
-        session.close()
+        sampler.close()
 
 
 def _distinct_buffers(args: Sequence[Any]) -> list[DeviceBuffer]:
@@ -413,7 +413,7 @@ def _copies_needed(
     settings: MeasureSettings,
     buffers: list[DeviceBuffer],
     bytes_moved: int,
-    session: Session,
+    sampler: Sampler,
     label: str,
 ) -> int:
     """Rotation copies for this launch (1 outside rotate mode).
@@ -426,17 +426,17 @@ def _copies_needed(
     check_bytes(bytes_moved, label)
     buffer_bytes = sum(b.nbytes for b in buffers)
     working_set_bytes = min(buffer_bytes, bytes_moved)
-    copies = rotation_copies_for(working_set_bytes, session.cache_bytes)
+    copies = rotation_copies_for(working_set_bytes, sampler.cache_bytes)
     if copies > MAX_ROTATION_COPIES:
-        smallest = math.ceil(2 * session.cache_bytes / MAX_ROTATION_COPIES)
+        smallest = math.ceil(2 * sampler.cache_bytes / MAX_ROTATION_COPIES)
         raise ConfigError(
             f"{label}: cache='rotate' would need {copies} copies of its {working_set_bytes}-byte "
-            f"working set to cover twice the {session.cache_bytes}-byte caches (at most "
+            f"working set to cover twice the {sampler.cache_bytes}-byte caches (at most "
             f"{MAX_ROTATION_COPIES}: rotate needs a working set of at least {smallest} bytes "
             "here); use cache='cold', which evicts with one scratch buffer instead"
         )
     extra_bytes = (copies * settings.reallocation_rounds - 1) * buffer_bytes
-    if extra_bytes > MAX_ROTATION_MEMORY_FRACTION * session.backend.info.memory_bytes:
+    if extra_bytes > MAX_ROTATION_MEMORY_FRACTION * sampler.backend.info.memory_bytes:
         raise ConfigError(
             f"{label}: cache='rotate' needs {copies} copies of {buffer_bytes} bytes of "
             f"buffers ({extra_bytes / 2**30:.1f} GiB), more than half the device memory; "

@@ -1,6 +1,6 @@
 """One measurement run on the device: probe, warm-up, adaptive sampling, the Measurement.
 
-`Session` owns what a measurement allocates (buffer copies, graphs) and frees it whatever
+`Sampler` owns what a measurement allocates (buffer copies, graphs) and frees it whatever
 happens; `run` measures its workloads interleaved, batch by batch, until the median's interval
 is tight enough (and, for an A/B pair, `Pairing` says the comparison is decided) or the budget
 is spent. The public entry points in measure.py build the workloads and call it.
@@ -93,10 +93,10 @@ class Pairing:
                 self.loads_of_pairs.append((slot % self.placements) % self.loads)
 
 
-# -- the measurement session -------------------------------------------------------------
+# -- the sampler ------------------------------------------------------------------------
 
 
-class Session:
+class Sampler:
     """One measurement: owns the copies it allocates and frees them, whatever happens."""
 
     def __init__(self, backend: Backend, device: Any, settings: MeasureSettings, label: str):

@@ -2,6 +2,10 @@
 changed between them, for every failure that has a base (A/B, stored baseline, bisect), and
 what the vendor's profiler counted for one launch of each (the verdict never depends on it).
 
+Two families that never import each other: code/ (the code facts of head and base, and what
+changed) and counters/ (the profiler pass: one launch of each side counted by ncu or
+rocprofv3). Both start from `needs_explaining` here.
+
 Nothing here runs for a passing test: the plugin imports this package only to explain a
 failure. Facts come from the build the run already made (the driver's function attributes
 where a GPU ran it) and from the compiler's own reports, never from a timing.

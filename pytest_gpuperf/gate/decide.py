@@ -121,6 +121,6 @@ def _fails(
 
 
 def with_explanation(verdict: Verdict, explain: dict[str, Any]) -> Verdict:
-    """`verdict` carrying why it failed (the `explain` object explain/failure.py makes). An
+    """`verdict` carrying why it failed (the `explain` object explain/code/failure.py makes). An
     explanation never changes what was decided: the status and every check stay as they are."""
     return replace(verdict, explain=explain)

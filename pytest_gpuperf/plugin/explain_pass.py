@@ -30,8 +30,8 @@ _CHILD_INI = ("gpuperf_json=", "gpuperf_markdown=", "gpuperf_benchmark_json=")
 
 def explain_test(item: pytest.Item, judgement: Judgement) -> dict[int, dict[str, Any]]:
     """Each measurement's `explain` object, by position ({} when the test is not profiled)."""
-    from pytest_gpuperf.explain.measured import explanation
-    from pytest_gpuperf.explain.profile import ProfileRequest, run_profile
+    from pytest_gpuperf.explain.counters.measured import explanation
+    from pytest_gpuperf.explain.counters.profile import ProfileRequest, run_profile
     from pytest_gpuperf.record.verdict import FAIL
     from pytest_gpuperf.session.profile_child import child_plan
 

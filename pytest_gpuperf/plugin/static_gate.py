@@ -7,7 +7,7 @@ it shares with the timing gate (the run's state, the stash keys) is plugin/state
   compiles for it, is a usage error: the gate was asked for and cannot act, so the run stops
   with exit 4 saying what was tried and what to install), validate baselines/static/<arch>.toml;
 - each test using gpu_bench: after its body passed, every kernel it
-  loaded is built and judged (gate/static/session.py, gate/static/gate.py) and a broken rule, a
+  loaded is built and judged (gate/static/run.py, gate/static/gate.py) and a broken rule, a
   missing instruction or a build error fails it with the rendered message;
 - the result travels in the test report (`report.gpuperf["static"]`, plain data), so the
   controller of an xdist run renders the terminal table and the Markdown section.
@@ -34,7 +34,7 @@ from pytest_gpuperf.plugin.state import BENCH, FAILED_SUBTESTS, JUDGEMENT, Plugi
 
 if TYPE_CHECKING:
     from pytest_gpuperf.gate.static.gate import StaticTestResult
-    from pytest_gpuperf.gate.static.session import LaunchLog, StaticSession
+    from pytest_gpuperf.gate.static.run import LaunchLog, StaticRun
     from pytest_gpuperf.record.meta import ReportMeta
 
 PLUGIN_NAME = "gpuperf-static"
@@ -50,18 +50,18 @@ class StaticPlugin:
         self.settings = state.settings
         self.results: dict[str, StaticTestResult] = {}  # by test id: the last report wins
         self.loaded_saves: dict[str, tuple[int, str]] = {}  # a GPU save's staged entries
-        self._static: StaticSession | None = None
+        self._static: StaticRun | None = None
         self._log: LaunchLog | None = None
         self.orphan_lines: list[str] = []  # the controller's, for the summary
         self.orphans: list[dict[str, str]] = []  # the same, for the JSON report
 
     @property
-    def static(self) -> StaticSession:
+    def static(self) -> StaticRun:
         if self._static is None:
-            from pytest_gpuperf.gate.static.session import StaticSession
+            from pytest_gpuperf.gate.static.run import StaticRun
 
             settings, session = self.settings, self.state.session
-            self._static = StaticSession(
+            self._static = StaticRun(
                 archs=settings.static_archs,
                 rootdir=self.state.rootdir,
                 baseline_dir=settings.baseline_dir,
@@ -79,7 +79,7 @@ class StaticPlugin:
     @property
     def log(self) -> LaunchLog:
         if self._log is None:
-            from pytest_gpuperf.gate.static.session import LaunchLog
+            from pytest_gpuperf.gate.static.run import LaunchLog
 
             self._log = LaunchLog()
         return self._log
@@ -167,7 +167,7 @@ class StaticPlugin:
             self._stage_loaded(item, bench)
             return result
         from pytest_gpuperf.gate.static.report import failure_message, junit_properties
-        from pytest_gpuperf.gate.static.session import uses_of
+        from pytest_gpuperf.gate.static.run import uses_of
 
         try:
             outcome = self.static.check(item.nodeid, uses_of(bench.loaded, self.log))
@@ -185,7 +185,7 @@ class StaticPlugin:
         reads it), at the launch shape it was measured with, for baselines/static/<arch>.toml.
         Nothing is timed or launched for this; a CUBIN or the simulated device has no AMD
         code object and stages nothing."""
-        from pytest_gpuperf.gate.static.session import LaunchLog
+        from pytest_gpuperf.gate.static.run import LaunchLog
 
         judgement = item.stash.get(JUDGEMENT, None)
         if judgement is None or bench.simulated:

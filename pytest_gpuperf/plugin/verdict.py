@@ -209,7 +209,7 @@ def _explained(session: BenchSession, bench: GpuBench, judgement: Judgement) -> 
     every = session.settings.code_facts  # --gpuperf-code-facts: bisect's probes
     if not every and not any(needs_explaining(verdict) for _, verdict in judgement.verdicts):
         return judgement
-    from pytest_gpuperf.explain.failure import explain_verdicts
+    from pytest_gpuperf.explain.code.failure import explain_verdicts
 
     explained = explain_verdicts(session, bench, judgement.verdicts, every=every)
     return replace(judgement, verdicts=explained)

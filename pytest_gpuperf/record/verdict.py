@@ -126,7 +126,7 @@ class Verdict:
     acceptance: Acceptance | None = None
     beyond_peak: BeyondPeak | None = None  # set only when the efficiency is impossible
     # Why a failure happened, as plain data (docs/json-schema.md, "explain"): "code" (the
-    # compiled code of head and base, explain/failure.py), "traffic" and "bytes_check".
+    # compiled code of head and base, explain/code/failure.py), "traffic" and "bytes_check".
     # None on every verdict that was not explained.
     explain: dict[str, Any] | None = None
 

@@ -1,4 +1,4 @@
-"""The rows a failure's message gets from its explanation's `code` part (explain/failure.py
+"""The rows a failure's message gets from its explanation's `code` part (explain/code/failure.py
 makes it; this only reads the plain data, so reports read back from JSON render the same).
 
     code:      registers 24 -> 40, occupancy 100% -> 62% at 256 threads a block (limited

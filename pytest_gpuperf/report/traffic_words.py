@@ -1,6 +1,6 @@
 """An explain pass's counters in words: the lines a failure text, the Markdown summary and
 the terminal add from a measurement's plain `explain` object (`traffic`, `bytes_check`, as
-explain/measured.py builds it), so every renderer says the same thing."""
+explain/counters/measured.py builds it), so every renderer says the same thing."""
 
 from __future__ import annotations
 

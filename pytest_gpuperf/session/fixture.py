@@ -33,7 +33,7 @@ from pytest_gpuperf.engine.results import Measurement, PairedComparison
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
 from pytest_gpuperf.gate.pairing import measure_ab
-from pytest_gpuperf.gate.static.session import expect_isa_spec  # gpuperf-static
+from pytest_gpuperf.gate.static.run import expect_isa_spec  # gpuperf-static
 from pytest_gpuperf.gate.suite import interval_confidence
 from pytest_gpuperf.record.checks import NO_BASE_CALLABLE
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel

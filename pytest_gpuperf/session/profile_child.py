@@ -1,8 +1,8 @@
 """The explain pass's child, the fixture's side: in a pytest process started under the
 vendor's profiler with `PLAN_ENV` set, each gpu_bench call launches head once and base once
 inside the profiler's range, with the test's own inputs and cache mode, and appends what it
-launched to the plan file; the parent (explain/profile.py) pairs the plan with the profiler's
-report. Here, below the session layer, because the fixture calls it.
+launched to the plan file; the parent (explain/counters/profile.py) pairs the plan with the
+profiler's report. Here, below the session layer, because the fixture calls it.
 """
 
 from __future__ import annotations

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.explain.code_facts import DRIVER_HIP, amd_facts, nvidia_facts
-from pytest_gpuperf.explain.kernel_facts import FactsUnavailable, facts_of
-from pytest_gpuperf.explain.memory_ops import find_nvdisasm
-from pytest_gpuperf.explain.ptxas import PTXAS_VERBOSE
+from pytest_gpuperf.explain.code.code_facts import DRIVER_HIP, amd_facts, nvidia_facts
+from pytest_gpuperf.explain.code.kernel_facts import FactsUnavailable, facts_of
+from pytest_gpuperf.explain.code.memory_ops import find_nvdisasm
+from pytest_gpuperf.explain.code.ptxas import PTXAS_VERBOSE
 from pytest_gpuperf.gate.static.build import compile_static
 from pytest_gpuperf.runtime.compile import compile_source, source_request
 from tests.unit.conftest import hip_runtime  # noqa: F401 (the stubbed hip.hip fixture)
@@ -88,7 +88,7 @@ def test_the_simulated_device_gives_its_arch_compilers_facts_labelled(device, ar
 
 
 def test_the_simulated_device_without_the_compiler_says_so(monkeypatch):
-    from pytest_gpuperf.explain import kernel_facts
+    from pytest_gpuperf.explain.code import kernel_facts
 
     monkeypatch.setattr(kernel_facts, "_cache", {})  # facts another test computed
     monkeypatch.setenv("PATH", "/nonexistent")

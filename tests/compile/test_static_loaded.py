@@ -14,7 +14,7 @@ import pytest
 from pytest_gpuperf.gate.static import compile_static, find_clang, kernel_facts
 from pytest_gpuperf.gate.static.facts import loaded_kernel_facts
 from pytest_gpuperf.gate.static.gate import CHANGED, UNCHANGED, judge_kernel
-from pytest_gpuperf.gate.static.session import LaunchLog, StaticSession
+from pytest_gpuperf.gate.static.run import LaunchLog, StaticRun
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
 
 pytestmark = pytest.mark.compile
@@ -63,7 +63,7 @@ def test_a_gpu_save_stages_the_loaded_code_objects_and_skips_what_is_not_one(bui
     log = LaunchLog()
     log.note(amd, 256, 0)
     log.note(cubin, 256, 0)
-    session = StaticSession(
+    session = StaticRun(
         archs=(), rootdir=Path(KERNELS_DIR).parent, baseline_dir=tmp_path, commit=lambda: "c0ffee"
     )
     staged = session.stage_loaded(

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from test_ab_on_gpu import TEST  # the same user test: a + b + extra, 32M floats
 
-from pytest_gpuperf.explain.code_facts import nvidia_facts
-from pytest_gpuperf.explain.kernel_facts import facts_of, nvrtc_build
+from pytest_gpuperf.explain.code.code_facts import nvidia_facts
+from pytest_gpuperf.explain.code.kernel_facts import facts_of, nvrtc_build
 from tests.git_repo import commit_all
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bench.explain_demo import make_project
-from pytest_gpuperf.explain.ncu import find_ncu
+from pytest_gpuperf.explain.counters.ncu import find_ncu
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.explain.code_diff import SAME_CODE, SAME_FACTS, code_changes, facts_line
-from pytest_gpuperf.explain.code_facts import CodeFacts
-from pytest_gpuperf.explain.memory_ops import count_amd, count_sass, sass_function
-from pytest_gpuperf.explain.nvidia_occupancy import max_threads_per_block, nvidia_occupancy
-from pytest_gpuperf.explain.ptxas import parse_ptxas_log
+from pytest_gpuperf.explain.code.code_diff import SAME_CODE, SAME_FACTS, code_changes, facts_line
+from pytest_gpuperf.explain.code.code_facts import CodeFacts
+from pytest_gpuperf.explain.code.memory_ops import count_amd, count_sass, sass_function
+from pytest_gpuperf.explain.code.nvidia_occupancy import max_threads_per_block, nvidia_occupancy
+from pytest_gpuperf.explain.code.ptxas import parse_ptxas_log
 from pytest_gpuperf.gate.static.asm import kernel_asm
 
 DATA = Path(__file__).parent / "data"

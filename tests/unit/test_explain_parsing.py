@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.explain import ncu, rocprof
-from pytest_gpuperf.explain.ncu import ProfileCsvError, read_ncu_csv, refusal, traffic_of
+from pytest_gpuperf.explain.counters import ncu, rocprof
+from pytest_gpuperf.explain.counters.ncu import ProfileCsvError, read_ncu_csv, refusal, traffic_of
 
 DATA = Path(__file__).resolve().parent / "data"
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpuperf.explain.bytes_check import BytesCheck
-from pytest_gpuperf.explain.profile import PlannedLaunch, _aligned
-from pytest_gpuperf.explain.traffic import Traffic, traffic_lines
+from pytest_gpuperf.explain.counters.bytes_check import BytesCheck
+from pytest_gpuperf.explain.counters.profile import PlannedLaunch, _aligned
+from pytest_gpuperf.explain.counters.traffic import Traffic, traffic_lines
 
 H100_L2 = 52_428_800
 BASE = Traffic("gather4", 268_435_456, 59_100_000, 505_700_000, 16, 0.90, 18_874_368, 0.0)

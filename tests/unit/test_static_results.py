@@ -30,7 +30,7 @@ from pytest_gpuperf.gate.static.report import (
     markdown_section,
     terminal_lines,
 )
-from pytest_gpuperf.gate.static.session import (
+from pytest_gpuperf.gate.static.run import (
     KernelUse,
     LaunchLog,
     entry_names,

@@ -22,9 +22,9 @@ from typing import Any
 from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.errors import GpuPerfError, KernelNotFound
 from pytest_gpuperf.explain import needs_explaining
-from pytest_gpuperf.explain.code_diff import SAME_CODE, code_changes
-from pytest_gpuperf.explain.code_facts import CodeFacts
-from pytest_gpuperf.explain.kernel_facts import FactsUnavailable, facts_of, first_line
+from pytest_gpuperf.explain.code.code_diff import SAME_CODE, code_changes
+from pytest_gpuperf.explain.code.code_facts import CodeFacts
+from pytest_gpuperf.explain.code.kernel_facts import FactsUnavailable, facts_of, first_line
 from pytest_gpuperf.gate.decide import with_explanation
 from pytest_gpuperf.record.verdict import Verdict
 from pytest_gpuperf.runtime.base import Kernel

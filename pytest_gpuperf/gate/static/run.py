@@ -2,7 +2,7 @@
 used and how it launched them, their builds (once per process), what to compare them with,
 and the facts waiting to be saved.
 
-plugin/static_gate.py (the pytest layer) makes one `StaticSession` per process when
+plugin/static_gate.py (the pytest layer) makes one `StaticRun` per process when
 --gpuperf-static is on, attaches a `LaunchLog` to the simulated device, and after each test
 body calls `check(test_id, uses)`; the decisions are gate/static/gate.py's.
 """
@@ -198,7 +198,7 @@ def _shape_text(shape: Shape | None) -> str:
 
 
 @dataclass
-class StaticSession:
+class StaticRun:
     """Per-process state of the static gate (one per pytest process, xdist workers too)."""
 
     archs: tuple[str, ...]
@@ -471,7 +471,7 @@ def _utc_now() -> str:
 __all__ = [
     "KernelUse",
     "LaunchLog",
-    "StaticSession",
+    "StaticRun",
     "entry_names",
     "expect_isa_spec",
     "expectations_for",

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.explain import ncu, rocprof
-from pytest_gpuperf.explain.traffic import Traffic
+from pytest_gpuperf.explain.counters import ncu, rocprof
+from pytest_gpuperf.explain.counters.traffic import Traffic
 from pytest_gpuperf.session.profile_child import BASE, CALLABLE, HEAD, PLAN_ENV
 
 # Variables of the parent that must not reach the child: an xdist worker's identity would make

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_gpuperf.explain.bytes_check import BytesCheck
-from pytest_gpuperf.explain.profile import Profiled
-from pytest_gpuperf.explain.traffic import traffic_lines
+from pytest_gpuperf.explain.counters.bytes_check import BytesCheck
+from pytest_gpuperf.explain.counters.profile import Profiled
+from pytest_gpuperf.explain.counters.traffic import traffic_lines
 from pytest_gpuperf.session.profile_child import BASE, HEAD
 
 _CACHE_WORDS = {

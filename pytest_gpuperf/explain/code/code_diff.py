@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
-from pytest_gpuperf.explain.code_facts import CodeFacts
-from pytest_gpuperf.explain.memory_ops import Widths, total
+from pytest_gpuperf.explain.code.code_facts import CodeFacts
+from pytest_gpuperf.explain.code.memory_ops import Widths, total
 
 SAME_CODE = "no change in the code (byte-identical machine code)"
 SAME_FACTS = (

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_gpuperf.explain.memory_ops import (
+from pytest_gpuperf.explain.code.memory_ops import (
     DisassemblyFailed,
     Widths,
     count_amd,
@@ -24,8 +24,8 @@ from pytest_gpuperf.explain.memory_ops import (
     disassemble,
     sass_function,
 )
-from pytest_gpuperf.explain.nvidia_occupancy import max_threads_per_block, nvidia_occupancy
-from pytest_gpuperf.explain.ptxas import parse_ptxas_log
+from pytest_gpuperf.explain.code.nvidia_occupancy import max_threads_per_block, nvidia_occupancy
+from pytest_gpuperf.explain.code.ptxas import parse_ptxas_log
 from pytest_gpuperf.gate.static.asm import kernel_asm
 from pytest_gpuperf.gate.static.build import StaticBuild
 from pytest_gpuperf.gate.static.facts import kernel_facts

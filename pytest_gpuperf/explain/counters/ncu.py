@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.explain.traffic import Traffic
+from pytest_gpuperf.explain.counters.traffic import Traffic
 
 NCU_FALLBACK = Path("/usr/local/cuda/bin/ncu")
 DRAM_READ = "dram__bytes_read.sum"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_gpuperf.explain.traffic import megabytes
+from pytest_gpuperf.explain.counters.traffic import megabytes
 
 BOUND = 0.05  # a gap beyond this fraction of the declaration is reported
 WITHIN, OVER, UNDER, COMPRESSED, NOT_CHECKED = "within", "over", "under", "compressed", "hot"

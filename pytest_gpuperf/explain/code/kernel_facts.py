@@ -17,14 +17,14 @@ import math
 from pathlib import Path
 
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.explain.code_facts import (
+from pytest_gpuperf.explain.code.code_facts import (
     DRIVER_CUDA,
     DRIVER_HIP,
     CodeFacts,
     amd_facts,
     nvidia_facts,
 )
-from pytest_gpuperf.explain.ptxas import PTXAS_VERBOSE
+from pytest_gpuperf.explain.code.ptxas import PTXAS_VERBOSE
 from pytest_gpuperf.runtime.base import Kernel
 from pytest_gpuperf.runtime.compile import compile_source, source_request
 from pytest_gpuperf.runtime.devices import normalize_arch

@@ -16,8 +16,8 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from pytest_gpuperf.explain.ncu import ProfileCsvError
-from pytest_gpuperf.explain.traffic import Traffic
+from pytest_gpuperf.explain.counters.ncu import ProfileCsvError
+from pytest_gpuperf.explain.counters.traffic import Traffic
 
 COUNTERS = ("FETCH_SIZE", "WRITE_SIZE", "TCC_HIT_sum", "TCC_MISS_sum")
 KILOBYTE = 1024
