@@ -319,6 +319,26 @@ def test_imports_point_down_the_layers():
     assert not found, "imports of a layer above:\n" + "\n".join(found)
 
 
+def test_the_two_families_of_explain_never_import_each_other():
+    """explain/code/ (what the compiler made of head and base) and explain/counters/ (what the
+    profiler counted) are two capabilities that share only explain/__init__.py."""
+    package_dir = Path(pytest_gpuperf.__file__).parent
+    graph = every_import(package_dir)
+    families = ("pytest_gpuperf.explain.code", "pytest_gpuperf.explain.counters")
+
+    def family(module: str) -> str | None:
+        return next((f for f in families if module == f or module.startswith(f + ".")), None)
+
+    crossing = [
+        f"{module} -> {target}"
+        for module, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if family(module) and family(target) and family(module) != family(target)
+    ]
+    assert all(any(m.startswith(f) for m in graph) for f in families)
+    assert crossing == []
+
+
 def two_layers(tmp_path: Path, files: dict[str, str]) -> Path:
     """A package `pkg` with the layers top/ and bottom/ and `files` (path: text) in them."""
     package = tmp_path / "pkg"
