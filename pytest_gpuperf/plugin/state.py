@@ -53,7 +53,7 @@ class PluginState:
     finished: bool = False  # the end of the run (finish.py) has begun
     step_summary_tried: bool = False  # $GITHUB_STEP_SUMMARY appended to (or tried) once
     ended: Any = None  # the pytest.Session whose saves and reports are done (its exit status)
-    meta: Any = None  # report.ReportMeta, made once at the end
+    meta: Any = None  # record.meta.ReportMeta, made once at the end
     checkout: Any = None  # provenance.GitFacts before the run wrote anything (collect.py)
     # The tests of the run that measure (use gpu_bench): they share the false-alarm budget.
     # Counted at collection, where every xdist worker sees the whole run; the controller
