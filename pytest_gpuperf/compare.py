@@ -27,7 +27,7 @@ from pytest_gpuperf.engine.results import ACCEPTED, BaselineRef, NoiseBand, Row
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE, prior_run_spread
-from pytest_gpuperf.report.reading import ReadReport
+from pytest_gpuperf.record.report_reader import ReadReport
 
 PROG = "python -m pytest_gpuperf.compare"
 EXIT_OK, EXIT_REGRESSED = 0, 1
@@ -77,8 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(options: argparse.Namespace) -> int:
+    from pytest_gpuperf.record.report_reader import read_report
     from pytest_gpuperf.report.files import output_problem, write_output
-    from pytest_gpuperf.report.reading import read_report
 
     if options.markdown is not None:
         problem = output_problem(options.markdown, inputs=[options.old, options.new])

@@ -16,7 +16,6 @@ import argparse
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from pytest_gpuperf.config import ranges
 from pytest_gpuperf.config.command import CommandParser, exit_with, run_command
@@ -25,7 +24,6 @@ from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE
 
 PROG = "python -m pytest_gpuperf.publish"
 EXIT_OK = 0
-BISECT_SCHEMA = "pytest-gpuperf-bisect"  # what python -m pytest_gpuperf.bisect --json writes
 
 
 def _fraction(allowed: ranges.Range, what: str):
@@ -112,8 +110,8 @@ def publish(
     BaselineError (one line) on bad input, with nothing written."""
     from pytest_gpuperf.publish.page import render
     from pytest_gpuperf.publish.series import gather
+    from pytest_gpuperf.record.report_reader import read_bisect, read_report
     from pytest_gpuperf.report.files import output_problem, write_output
-    from pytest_gpuperf.report.reading import read_report
 
     baselines = [path for path in inputs if path.suffix == ".toml"]
     report_paths = [path for path in inputs if path.suffix == ".json"]
@@ -130,7 +128,7 @@ def publish(
     dashboard = gather(baselines, reports, false_alarm_rate=false_alarm_rate, tolerance=tolerance)
     if not dashboard.series:
         raise ConfigError("the inputs hold no measurement and no baseline entry to show")
-    document = _read_bisect(bisect) if bisect else None
+    document = read_bisect(bisect) if bisect else None
     created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     html = render(dashboard, bisect=document, created=created, title=title)
     write_output("-o", out, html)
@@ -141,18 +139,6 @@ def _exists(path: Path) -> None:
     if not path.exists():
         gone = "is a symbolic link to nothing" if path.is_symlink() else "does not exist"
         raise ConfigError(f"{path}: {gone}")
-
-
-def _read_bisect(path: Path) -> dict[str, Any]:
-    from pytest_gpuperf.report.reading import read_json
-
-    document = read_json(path, "a bisection's JSON")
-    if not isinstance(document, dict) or document.get("schema") != BISECT_SCHEMA:
-        raise ConfigError(
-            f"{path}: not a bisection's result (python -m pytest_gpuperf.bisect --json; its "
-            f'"schema" is not "{BISECT_SCHEMA}")'
-        )
-    return document
 
 
 if __name__ == "__main__":

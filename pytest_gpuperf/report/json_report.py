@@ -1,4 +1,5 @@
-"""Our own JSON report (versioned, complete: docs/json-schema.md) and its writer."""
+"""Our own JSON report (versioned, complete: docs/json-schema.md) and its writer; its one
+reader is record/report_reader.py (which owns the schema name and version)."""
 
 from __future__ import annotations
 
@@ -21,24 +22,14 @@ from pytest_gpuperf.engine.results import (
     Row,
 )
 from pytest_gpuperf.gate.suite import SuiteBudget
+from pytest_gpuperf.record.report_reader import (  # the schema is the reader's
+    REPORT_SCHEMA,
+    REPORT_SCHEMA_VERSION,
+    rows_from_json,  # noqa: F401 (a name of the library: report.rows_from_json)
+)
 from pytest_gpuperf.report.devices import devices
 from pytest_gpuperf.report.suite import suite_json
 from pytest_gpuperf.report.text import ReportMeta, summary_line
-
-REPORT_SCHEMA = "pytest-gpuperf-report"
-# 2: verdicts carry their checks (floor, baseline, A/B comparison, save) as objects; rows
-# carry pytest's final outcome of their test.
-# 3: adds fields, removes none (docs/json-schema.md, "schema version 3"): a regression's
-# confirming round and the level each check was judged at, the run's "suite" false-alarm
-# budget; faults (problems, interrupted) and the simulated device's modelled comparisons;
-# the runtime's device name beside the table's and the static gate's results (static); each
-# measurement's GPU (gpu) and the Unix interval of its GPU work (started_s, ended_s),
-# devices[] per GPU with workers, GPU-lock time and probe, the run's timing and probe; the
-# A/B statistic's fields and the base side's samples in pair order; the stored check's
-# band (its basis: prior, history or pooled); a shard's plan (shard) and the merge's verdict
-# (merge); the tests that used gpu_bench with the kernel files each loaded (tests, rootdir),
-# and --gpuperf-head's revision (head); a failure's explanation (verdict.explain).
-REPORT_SCHEMA_VERSION = 3
 
 
 def to_json(
@@ -133,26 +124,6 @@ def measurement_json(measurement: Measurement) -> dict[str, Any]:
         relative_ci=to_plain(measurement.relative_ci),
     )
     return dict(data)
-
-
-def rows_from_json(document: Mapping[str, Any]) -> list[Row]:
-    """The rows of a report written by `to_json` (for history plots and offline tools)."""
-    from pytest_gpuperf.engine.plain import from_plain
-    from pytest_gpuperf.engine.results import Verdict
-
-    derived = {"bandwidth_bps", "efficiency", "efficiency_ci", "relative_ci"}
-    rows = []
-    for result in document.get("results", ()):
-        fields = {k: v for k, v in result["measurement"].items() if k not in derived}
-        rows.append(
-            Row(
-                test_id=result["test_id"],
-                measurement=from_plain(Measurement, fields),
-                verdict=from_plain(Verdict, result["verdict"]),
-                test_outcome=result.get("test_outcome", ""),
-            )
-        )
-    return rows
 
 
 def write_json(path: str | os.PathLike[str], document: Mapping[str, Any]) -> Path:
