@@ -13,6 +13,7 @@ baseline, an input, a device or a FIFO), and nothing written.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,8 +22,10 @@ from pytest_gpuperf.config import ranges
 from pytest_gpuperf.config.command import CommandParser, exit_with, run_command
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE
+from pytest_gpuperf.report.visible import visible
 
 PROG = "python -m pytest_gpuperf.publish"
+STDOUT = Path("-")  # -o -: the page to standard output, as Unix tools take "-"
 EXIT_OK = 0
 
 
@@ -54,7 +57,12 @@ def _parser() -> CommandParser:
         "python -m pytest_gpuperf.merge --json), in any order",
     )
     parser.add_argument(
-        "-o", "--out", type=Path, required=True, metavar="HTML", help="the page to write"
+        "-o",
+        "--out",
+        type=Path,
+        required=True,
+        metavar="HTML",
+        help="the page to write ('-': to standard output)",
     )
     parser.add_argument(
         "--bisect",
@@ -91,7 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             false_alarm_rate=options.false_alarm_rate,
             tolerance=options.tolerance,
         )
-        print(f"gpuperf: written: {options.out} ({written:,} bytes)")
+        where = "standard output" if options.out == STDOUT else visible(options.out)
+        # to stderr when the page itself went to stdout: the page stays the page
+        said = sys.stderr if options.out == STDOUT else sys.stdout
+        print(f"gpuperf: written: {where} ({written:,} bytes)", file=said)
         return EXIT_OK
 
     return run_command(PROG, body)
@@ -121,9 +132,10 @@ def publish(
     given = [*inputs, *([bisect] if bisect else [])]
     for path in given:
         _exists(path)
-    problem = output_problem(out, baseline_dirs=[p.parent for p in baselines], inputs=given)
-    if problem:
-        raise ConfigError(f"-o {out}: {problem}; choose another path")
+    if out != STDOUT:
+        problem = output_problem(out, baseline_dirs=[p.parent for p in baselines], inputs=given)
+        if problem:
+            raise ConfigError(f"-o {out}: {problem}; choose another path")
     reports = [read_report(path) for path in report_paths]
     dashboard = gather(baselines, reports, false_alarm_rate=false_alarm_rate, tolerance=tolerance)
     if not dashboard.series:
@@ -131,7 +143,11 @@ def publish(
     document = read_bisect(bisect) if bisect else None
     created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     html = render(dashboard, bisect=document, created=created, title=title)
-    write_output("-o", out, html)
+    if out == STDOUT:  # `-o -` wrote a file named "-"
+        sys.stdout.write(html)
+        sys.stdout.flush()
+    else:
+        write_output("-o", out, html)
     return len(html.encode("utf-8"))
 
 
