@@ -181,7 +181,8 @@ class FieldChecks:
     # -- the kinds of value ---------------------------------------------------------------------
     def kind(self, value: Any, field: str, kinds: tuple[type, ...]) -> Any:
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            names = " or ".join(_KIND_NAMES.get(kind, kind.__name__) for kind in kinds)
+            named = [k for k in kinds if not (k is int and float in kinds)]  # a number, once
+            names = " or ".join(_KIND_NAMES.get(kind, kind.__name__) for kind in named)
             raise self.fail(field, f"expected {names}, got {shown(value)}")
         return value
 
