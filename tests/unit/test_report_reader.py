@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 

@@ -25,7 +25,8 @@ ESC = "\x1b]0;owned\x07\x1b[2J"
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> tuple[Path, list[Path]]:
-    """10 runs of 4 measurements: k003 regresses 5% in the last, accepted by a rule naming its test id."""
+    """10 runs of 4 measurements: k003 regresses 5% in the last, accepted by a rule naming
+    its test id."""
     return make_history(tmp_path_factory.mktemp("runs"), measurements=4, runs=10)
 
 
@@ -191,9 +192,8 @@ def test_merge_decides_a_check_edited_to_no_baseline_from_its_entry(tmp_path, al
 def test_the_markdown_summary_writes_no_raw_escape(tmp_path):
     """The failure block (the failure and explain lines) wrote a test id's ESC raw."""
     from pytest_gpuperf import report
-    from tests.unit.test_merge_reports import _row
-
     from pytest_gpuperf.gate.stored import check_baseline
+    from tests.unit.test_merge_reports import _row
 
     measured = _row("b")
     check = check_baseline(measured.measurement, REFERENCE, tolerance=0.01)
