@@ -64,6 +64,8 @@ def recheck(row: Row) -> tuple[Row, str]:
         beyond_peak=said.beyond_peak,
     )
     if verdict.status == said.status:
+        if said.baseline.baseline is not None and said.baseline.noise is None:
+            return replace(row, verdict=replace(said, baseline=baseline)), ""  # filled in
         return row, ""  # the report's own checks, as its run worded them
     why = []
     if floor is not None and said.floor is not None and floor.status != said.floor.status:
@@ -94,19 +96,24 @@ def _baseline(m: Measurement, check: BaselineCheck) -> BaselineCheck:
         return check  # no numbers to decide from: no-baseline or another device's
     # a check that kept the entry it compared with was compared, whatever its outcome says:
     # the gate writes no entry beside no-baseline or other-device (gate/stored.py)
-    allowance = check.allowance
-    if allowance is None:  # the band from the entry's numbers, as the gate set it
-        band = check.band or stored_band(
+    band, noise, allowance = check.band, check.noise, check.allowance
+    if band is None or noise is None or allowance is None:
+        # what the file left out, from the entry's numbers as the gate sets it (a check the
+        # gate wrote has all three; the renderers rely on them)
+        band = band or stored_band(
             reference,
             m.relative_ci,
             false_alarm_rate=check.false_alarm_rate or FALSE_ALARM_RATE,
         )
-        allowance = max(check.tolerance, band.noise)
+        noise = band.noise if noise is None else noise
+        allowance = max(check.tolerance, noise) if allowance is None else allowance
     delta = m.efficiency / reference.efficiency - 1.0
     first = replace(
         check,
         outcome=_outcome(delta, allowance),
         allowance=allowance,
+        noise=noise,
+        band=band,
         delta=delta,
         first_outcome="",
         confirmation=None,

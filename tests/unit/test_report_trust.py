@@ -268,3 +268,23 @@ def test_sigterm_while_writing_leaves_no_temporary_and_says_so(runs, tmp_path, c
     assert len(lines) == 1 and "interrupted (SIGTERM)" in lines[0], done.stderr
     assert "no temporary left" in lines[0] and "Traceback" not in done.stderr
     assert os.listdir(out) == []
+
+
+@pytest.mark.parametrize("status", ["pass", "fail"])
+def test_merge_renders_a_check_whose_noise_was_removed(tmp_path, capsys, status):
+    """A compared check with `noise` (and its band) removed: the failure text asserted on it,
+    a traceback out of the merge's Markdown."""
+    from pytest_gpuperf.merge import main
+    from tests.unit.test_merge_reports import _shard
+
+    check = BaselineCheck(outcome="regressed", baseline=REFERENCE, delta=-0.17, allowance=0.05)
+    document = _shard(2, tests=("b",))
+    document["results"][0]["verdict"] |= {"status": status, "baseline": to_plain(check)}
+    (tmp_path / "1.json").write_text(json.dumps(_shard(1)))
+    (tmp_path / "2.json").write_text(json.dumps(document))
+    markdown = tmp_path / "m.md"
+    code = main([str(tmp_path / "1.json"), str(tmp_path / "2.json"), "--markdown", str(markdown)])
+    out = capsys.readouterr()
+    assert code == 1 and "Traceback" not in out.err + out.out, out
+    assert "1 test failed the gate: b" in out.out
+    assert "#### Failures" in markdown.read_text()
