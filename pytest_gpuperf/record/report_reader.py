@@ -66,7 +66,7 @@ def read_json(path: str | Path, what: str) -> Any:
 def read_report(path: str | Path, *, tests: Collection[str] | None = None) -> ReadReport:
     """The report at `path`, every field checked; ConfigError (one line, naming the file and
     the field) when it is not one this plugin wrote. `tests`: the only test ids its results
-    may name (a shard's, report/shard_read.py), None for any."""
+    may name (a shard's, record/shard_reader.py), None for any."""
     document = read_json_file(path, "a JSON report")
     check_schema(path, document)
     return report_from(path, document, tests)
