@@ -10,9 +10,17 @@ spread pooled from its file, its saves' spread, its boards), else the backend's 
 first save at the kernel's time; the between-board spread is added when the two runs ran on
 different boards (or do not say). The level and tolerance are NEW's, as its report recorded
 them. The table follows pytest-benchmark's `compare`: one row per measurement, the change and
-a word. Exit 0; 1 under --fail-on-regression when a measurement got slower beyond its noise;
-2 with one line on stderr for bad input (a missing, truncated or foreign file, two runs with
-no measurement in common, an output path that is an input, a baseline or a device).
+a word. Exit 0; 1 under --fail-on-regression when a measurement got slower beyond its noise
+or is missing from NEW (unless --allow-missing); 2 with one line on stderr for bad input (a
+missing, truncated or foreign file, a field that is not finite, of the wrong kind or given
+twice, two runs with no measurement in common, an output path that is an input, a baseline or
+a device).
+
+Nothing a report says about itself decides: the reports are read by the one reader
+(record/report_reader.py), the change is judged from the numbers, and a slowdown counts as
+accepted only where NEW carries an accept rule that names the test (a `status: accepted` with
+no rule, or a rule for other tests, is a slowdown). Text from the reports (test ids, commits,
+reasons) is printed with its control characters escaped (report/visible.py).
 """
 
 from __future__ import annotations
@@ -25,11 +33,13 @@ from pathlib import Path
 from pytest_gpuperf.baseline.ref import BaselineRef
 from pytest_gpuperf.config.command import CommandParser, exit_with, run_command
 from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.gate.accept import names
 from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE, prior_run_spread
 from pytest_gpuperf.record.checks import NoiseBand
+from pytest_gpuperf.record.report_reader import ReadReport
 from pytest_gpuperf.record.verdict import ACCEPTED, Row
-from pytest_gpuperf.report.reading import ReadReport
+from pytest_gpuperf.report.visible import visible
 
 PROG = "python -m pytest_gpuperf.compare"
 EXIT_OK, EXIT_REGRESSED = 0, 1
@@ -63,12 +73,22 @@ def _parser() -> CommandParser:
     parser.add_argument("old", type=Path, metavar="OLD.json", help="the earlier run's report")
     parser.add_argument("new", type=Path, metavar="NEW.json", help="the later run's report")
     parser.add_argument(
-        "--markdown", type=Path, metavar="FILE", help="also write the table as Markdown"
+        "--markdown",
+        type=Path,
+        metavar="FILE",
+        help="also write the table as Markdown ('-': print it instead of the terminal table)",
     )
     parser.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit 1 when a measurement is slower beyond its noise (default: exit 0)",
+        help="exit 1 when a measurement is slower beyond its noise, or in OLD and missing from "
+        "NEW (default: exit 0)",
+    )
+    parser.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="with --fail-on-regression: a measurement of OLD missing from NEW (gone) does not "
+        "fail the comparison (default: it does; a removed test is no pass)",
     )
     return parser
 
@@ -80,9 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(options: argparse.Namespace) -> int:
     from pytest_gpuperf.record.files import output_problem, write_output
-    from pytest_gpuperf.report.reading import read_report
+    from pytest_gpuperf.record.report_reader import read_report
 
-    if options.markdown is not None:
+    to_stdout = options.markdown == Path("-")  # not a file named "-"
+    if options.markdown is not None and not to_stdout:
         problem = output_problem(options.markdown, inputs=[options.old, options.new])
         if problem:
             raise ConfigError(f"--markdown {options.markdown}: {problem}; choose another path")
@@ -93,12 +114,21 @@ def _run(options: argparse.Namespace) -> int:
             f"{options.old} and {options.new} have no measurement in common (OLD measured "
             f"{_devices(old)}, NEW {_devices(new)}); compare two runs of one suite and device"
         )
-    print(terminal(changes, old, new))
-    if options.markdown is not None:
+    print(markdown(changes, old, new) if to_stdout else terminal(changes, old, new))
+    if options.markdown is not None and not to_stdout:
         write_output("--markdown", options.markdown, markdown(changes, old, new))
-        print(f"gpuperf: written: {options.markdown}")
-    slower = any(c.state == SLOWER for c in changes)
-    return EXIT_REGRESSED if slower and options.fail_on_regression else EXIT_OK
+        print(f"gpuperf: written: {visible(options.markdown)}")
+    if not options.fail_on_regression:
+        return EXIT_OK
+    slower = sum(c.state == SLOWER for c in changes)
+    gone = 0 if options.allow_missing else sum(c.state == ONLY_OLD for c in changes)
+    if gone:
+        print(
+            f"gpuperf: FAILED: {gone} measurement{'s' if gone != 1 else ''} of OLD "
+            f"{'are' if gone != 1 else 'is'} missing from NEW (gone): a removed or skipped "
+            "test is no pass (--allow-missing accepts that)"
+        )
+    return EXIT_REGRESSED if slower or gone else EXIT_OK
 
 
 def _devices(report: ReadReport) -> str:
@@ -145,9 +175,19 @@ def judge(key: Key, old: Row, new: Row) -> Change:
     allowance = max(tolerance, band.noise)
     change = new.measurement.efficiency / old.measurement.efficiency - 1.0
     state = SLOWER if change < -allowance else FASTER if change > allowance else WITHIN
-    if state == SLOWER and new.verdict.status == ACCEPTED:
+    if state == SLOWER and accepted(new):
         state = SLOWER_ACCEPTED
     return Change(key, old, new, state, change, allowance, band)
+
+
+def accepted(row: Row) -> bool:
+    """Whether NEW's run accepted this measurement's slowdown: its status says so AND it
+    carries the accept rule, whose pattern names the test (gate/accept.py `names`). A status
+    alone is a word in a file (`"status": "accepted"` with no rule was believed)."""
+    acceptance = row.verdict.acceptance
+    return (
+        row.verdict.status == ACCEPTED and acceptance is not None and names(acceptance, row.test_id)
+    )
 
 
 def _centre(old: Row, new: Row) -> BaselineRef:
@@ -191,7 +231,8 @@ def _header(old: ReadReport, new: ReadReport) -> list[tuple[str, str]]:
     def describe(report: ReadReport) -> str:
         commit = (report.document.get("commit") or {}).get("id", "")
         created = str(report.document.get("created", ""))[:16].replace("T", " ")
-        return f"{report.path} (commit {str(commit)[:12] or 'unrecorded'}, {created or '?'})"
+        text = f"{report.path} (commit {str(commit)[:12] or 'unrecorded'}, {created or '?'})"
+        return visible(text)
 
     return [("OLD", describe(old)), ("NEW", describe(new))]
 
@@ -209,7 +250,9 @@ def _cells(change: Change) -> list[str]:
     state = change.state
     if state == SLOWER_ACCEPTED and change.new and change.new.verdict.acceptance:
         state += f" ({change.new.verdict.acceptance.reason})"
-    return [f"{test_id} [{name}]", cache, device, old, new, delta, noise, state]
+    # test ids, names and reasons come from the files: escape what a terminal would obey
+    cells = [f"{test_id} [{name}]", cache, device, old, new, delta, noise, state]
+    return [visible(cell) for cell in cells]
 
 
 _COLUMNS = ["measurement", "cache", "device", "OLD", "NEW", "change", "noise", "state"]

@@ -10,126 +10,103 @@ Without --out it prints a table; with it, a PNG or SVG (matplotlib: the `plot` e
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
-from pytest_gpuperf.baseline.file_read import read_store_text
-from pytest_gpuperf.baseline.model import BOARD_UNSEEN
-from pytest_gpuperf.baseline.ref import BaselineRef, TrailPoint
+from pytest_gpuperf.baseline.ref import BaselineRef
 from pytest_gpuperf.config import ranges
+from pytest_gpuperf.config.command import CommandParser
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.gate.drift import drift_of
-from pytest_gpuperf.gate.noise import stored_band
+from pytest_gpuperf.gate.entry_level import entry_level
 from pytest_gpuperf.gate.policy import (
     DEFAULT_TOLERANCE,
     FALSE_ALARM_RATE,
 )
-from pytest_gpuperf.record.checks import Drift, NoiseBand
+from pytest_gpuperf.record.checks import NoiseBand
+from pytest_gpuperf.record.history_model import (
+    EntryLevel,
+    Point,
+    judged_level,
+    run_point,
+    save_point,
+)
+from pytest_gpuperf.record.report_reader import ReadReport, read_report
 from pytest_gpuperf.report.band_words import band_text, board_level_text
 from pytest_gpuperf.report.text import drift_text
 from pytest_gpuperf.report.visible import visible
 
 
 @dataclass(frozen=True)
-class Point:
-    """One efficiency in time: a save of the baseline, or a gated run from a report."""
-
-    when: str
-    efficiency: float
-    low: float
-    high: float
-    kind: str  # "save" | "run"
-    label: str = ""
-
-
-@dataclass(frozen=True)
 class History:
+    """One entry's history (record/history_model.py: its points and the level the gate holds
+    it to) and the boards its saves were made on (board id, saves of the code)."""
+
     test_id: str
     name: str
     cache: str
-    expected: float
-    allowance: float  # the drop the gate allows below `expected`
-    basis: str
     points: tuple[Point, ...]
-    band: NoiseBand | None = None
-    # Noise by level: the boards the saves were made on (board id, saves of the code), and
-    # the band of a run on a board the baseline has not seen (the between-board spread added)
+    level: EntryLevel
     boards: tuple[tuple[str, int], ...] = ()
-    unseen_band: NoiseBand | None = None
-    unseen_allowance: float = 0.0
-    drift: Drift | None = None  # a drift across the baselines the entry replaced
-    trail: tuple[TrailPoint, ...] = ()
+
+    @property
+    def expected(self) -> float:
+        return self.level.expected
+
+    @property
+    def allowance(self) -> float:  # the drop the gate allows below `expected`
+        return self.level.allowance
+
+    @property
+    def basis(self) -> str:
+        return self.level.band.basis
+
+    @property
+    def band(self) -> NoiseBand:
+        return self.level.band
 
 
 def entry_history(
     entry: BaselineEntry,
-    reports: Sequence[dict] = (),
+    reports: Sequence[ReadReport] = (),
     tolerance: float = DEFAULT_TOLERANCE,
     *,
     ref: BaselineRef | None = None,
     false_alarm_rate: float = FALSE_ALARM_RATE,
 ) -> History:
     """The history of one entry: its saves, plus the runs of it found in `reports`, and the
-    band the gate allows around it. `ref` is the entry as the gate sees it (BaselineStore.lookup:
-    with the spread its file lends it); without it the entry stands alone. The band is the
-    gate's own (gate/noise.py, `stored_band`) for a run whose own interval is narrower than the
-    spread, as a run that sampled to its target is."""
-    from pytest_gpuperf.simulate.device_model import (
-        DEFAULT_GPU_SPREAD,  # the simulated boards' spread
-    )
-
+    band the gate allows around it (gate/entry_level.py). `ref` is the entry as the gate sees
+    it (BaselineStore.lookup: with the spread its file lends it); without it the entry stands
+    alone."""
     ref = ref or entry.to_ref("")
-    band = stored_band(ref, 0.0, false_alarm_rate=false_alarm_rate)
-    unseen_band = None
-    if entry.source == "measured":
-        unseen = replace(ref, board_status=BOARD_UNSEEN, boards=max(ref.boards, 1))
-        unseen_band = stored_band(
-            unseen,
-            0.0,
-            false_alarm_rate=false_alarm_rate,
-            simulated_board_spread=DEFAULT_GPU_SPREAD,
-        )
-    drift = drift_of(
-        ref,
-        tolerance=tolerance,
-        false_alarm_rate=false_alarm_rate,
-        simulated_board_spread=DEFAULT_GPU_SPREAD,
-    )
+    level = entry_level(ref, false_alarm_rate=false_alarm_rate, tolerance=tolerance)
     points = [
-        Point(s.when, s.efficiency, *s.efficiency_ci, kind="save", label=s.commit[:12])
-        for s in entry.saves
+        save_point(s.when, s.efficiency, s.efficiency_ci, s.commit, s.board) for s in entry.saves
     ]
-    for document in reports:
-        for result in document.get("results", ()):
-            m = result["measurement"]
-            if (result["test_id"], m["name"], m["cache"]) != entry.key:
-                continue
-            low, high = m["efficiency_ci"]
-            commit = document.get("commit", {}).get("id", "")
-            points.append(
-                Point(document.get("created", ""), m["efficiency"], low, high, "run", commit[:12])
-            )
+    points += _run_points(entry.key, reports)
     points.sort(key=lambda p: p.when)
     return History(
         entry.test_id,
         entry.name,
         entry.cache,
-        entry.efficiency,
-        max(tolerance, band.noise),
-        band.basis,
         tuple(points),
-        band,
+        level,
         boards=tuple((s.board, s.saves) for s in entry.board_spreads()),
-        unseen_band=unseen_band,
-        unseen_allowance=max(tolerance, unseen_band.noise) if unseen_band else 0.0,
-        drift=drift,
-        trail=ref.trail,
     )
+
+
+def _run_points(key: tuple[str, str, str], reports: Sequence[ReadReport]) -> list[Point]:
+    """The runs of the entry `key` (test id, name, cache) in `reports`."""
+    points = []
+    for report in reports:
+        commit = str((report.document.get("commit") or {}).get("id") or "")
+        when = str(report.document.get("created", ""))
+        for row in report.rows:
+            if (row.test_id, row.measurement.name, row.measurement.cache) == key:
+                points.append(run_point(row, when=when, commit=commit))
+    return points
 
 
 def text(history: History) -> str:
@@ -150,18 +127,19 @@ def text(history: History) -> str:
             lines.append(f"  saved on {recorded} board{'s' if recorded != 1 else ''}: {named}")
         else:
             lines.append(f"  the saves do not record their board: {named}")
-    if history.unseen_band is not None:
+    level = history.level
+    if level.unseen_band is not None:
         lines.append(
-            f"  on another board: allowance {history.unseen_allowance:.2%}; "
-            f"{board_level_text(history.unseen_band)}"
+            f"  on another board: allowance {level.unseen_allowance:.2%}; "
+            f"{board_level_text(level.unseen_band)}"
         )
-    for step in history.trail:
+    for step in level.trail:
         lines.append(
             f"  replaced: {step.when:<22} {step.efficiency:.2%} (+-{step.run_spread:.2%}, "
             f"{step.saves} saves) commit {step.commit[:12]}"
         )
-    if history.drift is not None:
-        lines.append(f"  {drift_text(history.drift)}")
+    if level.drift is not None:
+        lines.append(f"  {drift_text(level.drift)}")
     lines.append(f"{'when':<22} {'kind':<5} {'efficiency':>10} {'95% CI':>19}  commit")
     for p in history.points:
         lines.append(
@@ -232,13 +210,6 @@ def plot(histories: Sequence[History], path: Path) -> Path:
     return path
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that ends bad input with one line (not the usage block) and exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (--help lists the options)\n")
-
-
 def _rate(text: str) -> float:
     return _in_range(text, ranges.CHECK_RATE, "a one-sided false-alarm rate")
 
@@ -258,7 +229,7 @@ def _in_range(text: str, allowed: ranges.Range, what: str) -> float:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = CommandParser(
         prog="python -m pytest_gpuperf.history",
         description="Show the history of baseline entries: saves, runs and the gate's band.",
     )
@@ -383,24 +354,11 @@ def _check_out(out: Path, inputs: Sequence[Path]) -> None:
             raise _BadInput(f"--out {out}: is {given}, an input of this command")
 
 
-def run_level(key: tuple[str, str, str], reports: Sequence[dict]) -> tuple[float, float]:
+def run_level(key: tuple[str, str, str], reports: Sequence[ReadReport]) -> tuple[float, float]:
     """(false-alarm rate, tolerance) the newest of `reports` that judged the entry `key`
     against its baseline used, so the band printed is the one that run printed; one test
     alone at the default tolerance when none did."""
-    found = (FALSE_ALARM_RATE, DEFAULT_TOLERANCE)
-    newest = ""
-    for document in reports:
-        for result in document.get("results", ()):
-            m = result.get("measurement") or {}
-            if (result.get("test_id"), m.get("name"), m.get("cache")) != key:
-                continue
-            check = (result.get("verdict") or {}).get("baseline") or {}
-            rate, tolerance = check.get("false_alarm_rate"), check.get("tolerance")
-            when = str(document.get("created", ""))
-            known = isinstance(rate, float) and rate > 0 and isinstance(tolerance, float)
-            if known and when >= newest:
-                found, newest = (float(rate or 0.0), float(tolerance or 0.0)), when
-    return found
+    return judged_level(_run_points(key, reports), FALSE_ALARM_RATE, DEFAULT_TOLERANCE)
 
 
 def _check_file(path: Path, what: str) -> None:
@@ -412,30 +370,10 @@ def _check_file(path: Path, what: str) -> None:
         raise _BadInput(f"{path}: {what} is a directory; give a file")
 
 
-def _report(path: Path) -> dict:
-    """A JSON report (--gpuperf-json) read and checked enough to take its runs from."""
+def _report(path: Path) -> ReadReport:
+    """A JSON report (--gpuperf-json), read and checked by the one reader."""
     _check_file(path, "the report")
-    try:
-        text = read_store_text(path, "a JSON report")
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise _BadInput(f"{path}:{error.lineno}: not valid JSON: {error.msg}") from None
-    except RecursionError:
-        raise _BadInput(f"{path}: nests too deep to parse") from None
-    results = document.get("results") if isinstance(document, dict) else None
-    well_formed = isinstance(results, list) and all(
-        isinstance(r, dict)
-        and isinstance(r.get("test_id"), str)
-        and isinstance(r.get("measurement"), dict)
-        and {"name", "cache", "efficiency", "efficiency_ci"} <= set(r["measurement"])
-        for r in results
-    )
-    if not well_formed:
-        raise _BadInput(
-            f"{path}: not a pytest-gpuperf JSON report (--gpuperf-json): no 'results' list of "
-            "measurements"
-        )
-    return document
+    return read_report(path)
 
 
 if __name__ == "__main__":

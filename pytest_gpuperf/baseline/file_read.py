@@ -19,12 +19,11 @@ by the file's size, which costs the parser no more than its size.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from pathlib import Path
 from typing import NoReturn
 
+from pytest_gpuperf.baseline.regular_file import decode_utf8, read_regular_bytes
 from pytest_gpuperf.errors import BaselineError
 
 # A baseline entry with a full history renders to about 2 KB: 64 MiB is room for some 30,000
@@ -52,50 +51,14 @@ _TOKEN = re.compile(
     rf"|(?P<digits>[0-9][0-9_]{{{MAX_DIGITS},}})",
     re.DOTALL,
 )
-_KINDS = (
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
 
 
 def read_store_text(path: Path, kind: str) -> str:
     """The text of the store file at `path`, or a BaselineError naming it (and the line) when
     it is not a regular file, too large, not UTF-8 or nested too deep. `kind` ("a baseline
     file") says what a directory or a device is not. A UTF-8 byte-order mark is dropped."""
-    try:
-        status = os.stat(path)
-    except OSError as problem:
-        raise BaselineError(str(path), f"cannot be read: {problem.strerror}") from None
-    _check_node(path, status, kind)
-    try:
-        # O_NONBLOCK: should a FIFO be swapped in after the check, opening it does not wait
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as problem:
-        raise BaselineError(str(path), f"cannot be read: {problem.strerror}") from None
-    try:
-        _check_node(path, os.fstat(fd), kind)
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as problem:
-        raise BaselineError(str(path), f"cannot be read: {problem.strerror}") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_FILE_BYTES:  # it grew after the check
-        _too_large(path, len(data), kind)
-    try:
-        # utf-8-sig: an editor that starts the file with a byte-order mark (Windows Notepad
-        # does) must not make it "Invalid statement"; the next save writes it without one.
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise BaselineError(
-            str(path),
-            f"not UTF-8 text (byte {data[error.start]:#04x} at offset {error.start}: "
-            f"{error.reason}); fix the file or restore it from git",
-            line,
-        ) from None
+    # one bounded read for every file a user may have edited (record/json_text.py)
+    text = decode_utf8(path, read_regular_bytes(path, kind, MAX_FILE_BYTES))
     check_nesting(path, text)
     return text
 
@@ -130,26 +93,3 @@ def check_nesting(path: Path, text: str) -> None:
         elif kind == "digits":
             refuse(match, f"a number of more than {MAX_DIGITS} digits here")
         # else a string or a comment: its brackets, dots and digits are text
-
-
-def _check_node(path: Path, status: os.stat_result, kind: str) -> None:
-    mode = status.st_mode
-    if stat.S_ISDIR(mode):
-        raise BaselineError(str(path), f"is a directory, not {kind}")
-    if not stat.S_ISREG(mode):
-        what = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-        raise BaselineError(
-            str(path),
-            f"is {what}, not {kind}; it was not opened. Put a regular file there (or "
-            "restore it from git)",
-        )
-    if status.st_size > MAX_FILE_BYTES:
-        _too_large(path, status.st_size, kind)
-
-
-def _too_large(path: Path, size: int, kind: str) -> None:
-    raise BaselineError(
-        str(path),
-        f"is {size:,} bytes, more than {kind} may be ({MAX_FILE_BYTES:,} bytes); it was not "
-        "read. Is it the file you meant? Restore it from git",
-    )

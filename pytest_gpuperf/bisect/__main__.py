@@ -23,6 +23,7 @@ from pytest_gpuperf.bisect.commits import RangeError
 from pytest_gpuperf.bisect.probe import OWNED_OPTIONS, ProbeError
 from pytest_gpuperf.bisect.runner import Bisection, Plan, Report
 from pytest_gpuperf.bisect.search import Probe
+from pytest_gpuperf.config.command import CommandParser
 from pytest_gpuperf.config.options import DEFAULT_BUDGET_S
 from pytest_gpuperf.config.parsing import parse_budget, parse_number, parse_threshold
 from pytest_gpuperf.errors import ConfigError, Terminated, stop_on_sigterm
@@ -43,13 +44,9 @@ class UsageError(Exception):
     """A wrong argument: said in one line, exit status 2."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = CommandParser(
+        raises=UsageError,
         prog="python -m pytest_gpuperf.bisect",
         description="Find the first-parent commit between GOOD and BAD at which the selected "
         "perf tests' kernels got slower than at GOOD by more than the threshold. Arguments "

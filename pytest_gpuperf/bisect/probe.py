@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import json
 import os
 import signal
 import subprocess
@@ -23,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.errors import GpuPerfError, Terminated
+from pytest_gpuperf.errors import ConfigError, GpuPerfError, Terminated
 from pytest_gpuperf.record.checks import AB_MODELLED, AB_NO_BASE, AB_UNCHANGED
+from pytest_gpuperf.record.report_reader import read_report
 from pytest_gpuperf.record.verdict import UNJUDGED
 
 # States of a reading, beside the A/B states (results.AB_*) the plugin reports.
@@ -183,7 +183,12 @@ def run_probe(
             raise ProbeFailed(
                 f"the probe of {head[:12]} {how} without a report" + (f": {said}" if said else "")
             )
-        document = json.loads(json_path.read_text())
+        try:
+            document = read_report(json_path).document  # the one reader (record/)
+        except ConfigError as problem:
+            raise ProbeFailed(
+                f"the probe of {head[:12]} wrote a report bisect cannot read: {problem}"
+            ) from None
     return parse_report(document, wall_s=wall_s, exit_code=returncode)
 
 

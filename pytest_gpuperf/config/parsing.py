@@ -169,9 +169,9 @@ def parse_sim_gpus(raw: Any, where: str) -> tuple[float, ...]:
 
 
 def parse_shard(raw: Any, where: str) -> tuple[int, int]:
-    """'2/3' -> (2, 3): shard K of N, 1 <= K <= N <= MAX_SHARDS (report/shard_read.py says
+    """'2/3' -> (2, 3): shard K of N, 1 <= K <= N <= MAX_SHARDS (record/shard_reader.py says
     why; N = 100000000 took 71 s and 2.4 GB before a MemoryError)."""
-    from pytest_gpuperf.report.shard_read import MAX_SHARDS
+    from pytest_gpuperf.record.shard_reader import MAX_SHARDS
 
     text = str(raw)
     shown = repr(text if len(text) <= 40 else text[:37] + "...")

@@ -10,7 +10,13 @@ and decides the checks the numbers decide once more, with the gate's own functio
 gate/stored.py) and its confirmation (gate/confirm.py), then the status (gate/decide.py).
 Where the report's status differs, the recomputed one stands and the merge fails naming the
 file and the measurement. The A/B comparison's state comes from pairs the report does not keep
-in full; it is read, from the known states only (report/shard_read.py).
+in full; it is read, from the known states only (record/report_checks.py).
+
+Nothing the report says about itself is believed where its numbers say otherwise: an accept
+rule counts only where its pattern names the test (gate/accept.py `names`: a forged
+acceptance of `no-such-test` accepted a regression), and a stored check that kept the entry
+it compared with is decided again whatever its outcome says (a regression edited to
+`no-baseline` passed).
 """
 
 from __future__ import annotations
@@ -18,9 +24,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pytest_gpuperf.engine.results import Measurement
+from pytest_gpuperf.gate.accept import names
 from pytest_gpuperf.gate.confirm import confirm_baseline
 from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.gate.floor import check_floor
+from pytest_gpuperf.gate.noise import stored_band
+from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE
 from pytest_gpuperf.record.checks import IMPROVED, REGRESSED, WITHIN_NOISE, BaselineCheck
 from pytest_gpuperf.record.verdict import UNJUDGED, Row
 
@@ -29,6 +38,9 @@ def recheck(row: Row) -> tuple[Row, str]:
     """`row` with its verdict decided again from its numbers, and why it differs from what
     the report said ("" when it does not)."""
     m, said = row.measurement, row.verdict
+    acceptance = said.acceptance
+    if acceptance is not None and not names(acceptance, row.test_id):
+        acceptance = None  # a rule that names another test (or none) accepts nothing here
     floor = said.floor
     if floor is not None:
         floor = replace(check_floor(m, floor.floor, origin=floor.origin), hot_floor=floor.hot_floor)
@@ -42,10 +54,12 @@ def recheck(row: Row) -> tuple[Row, str]:
         unjudged=said.status == UNJUDGED and row.test_outcome != "passed",
         notes=said.notes,
         update_command=said.update_command,
-        acceptance=said.acceptance,
+        acceptance=acceptance,
         beyond_peak=said.beyond_peak,
     )
     if verdict.status == said.status:
+        if said.baseline.baseline is not None and said.baseline.noise is None:
+            return replace(row, verdict=replace(said, baseline=baseline)), ""  # filled in
         return row, ""  # the report's own checks, as its run worded them
     why = []
     if floor is not None and said.floor is not None and floor.status != said.floor.status:
@@ -57,6 +71,11 @@ def recheck(row: Row) -> tuple[Row, str]:
         why.append(
             f"against the stored baseline it is {baseline.outcome}, not {said.baseline.outcome}"
         )
+    if said.acceptance is not None and acceptance is None:
+        why.append(
+            f"its accept rule {said.acceptance.pattern!r} does not name {row.test_id!r}: "
+            "nothing accepts it"
+        )
     return replace(row, verdict=verdict), (
         f"{row.test_id} [{m.name}, {m.cache}]: the report says {said.status}, its numbers say "
         f"{verdict.status}" + (f" ({'; '.join(why)})" if why else "")
@@ -67,12 +86,28 @@ def _baseline(m: Measurement, check: BaselineCheck) -> BaselineCheck:
     """The stored-baseline check with its outcome decided again (gate/stored.py's rule for the
     first round, gate/confirm.py's for the two rounds), where it has the numbers to."""
     reference = check.baseline
-    if reference is None or check.allowance is None or check.outcome not in _COMPARED:
-        return check
+    if reference is None:
+        return check  # no numbers to decide from: no-baseline or another device's
+    # a check that kept the entry it compared with was compared, whatever its outcome says:
+    # the gate writes no entry beside no-baseline or other-device (gate/stored.py)
+    band, noise, allowance = check.band, check.noise, check.allowance
+    if band is None or noise is None or allowance is None:
+        # what the file left out, from the entry's numbers as the gate sets it (a check the
+        # gate wrote has all three; the renderers rely on them)
+        band = band or stored_band(
+            reference,
+            m.relative_ci,
+            false_alarm_rate=check.false_alarm_rate or FALSE_ALARM_RATE,
+        )
+        noise = band.noise if noise is None else noise
+        allowance = max(check.tolerance, noise) if allowance is None else allowance
     delta = m.efficiency / reference.efficiency - 1.0
     first = replace(
         check,
-        outcome=_outcome(delta, check.allowance),
+        outcome=_outcome(delta, allowance),
+        allowance=allowance,
+        noise=noise,
+        band=band,
         delta=delta,
         first_outcome="",
         confirmation=None,
@@ -81,9 +116,6 @@ def _baseline(m: Measurement, check: BaselineCheck) -> BaselineCheck:
     if second is not None and second.delta is not None and second.allowance is not None:
         second = replace(second, outcome=_outcome(second.delta, second.allowance))
     return confirm_baseline(first, second, check.unconfirmed)
-
-
-_COMPARED = (REGRESSED, WITHIN_NOISE, IMPROVED)
 
 
 def _outcome(delta: float, allowance: float) -> str:

@@ -26,8 +26,8 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NoReturn
 
+from pytest_gpuperf.config.command import CommandParser
 from pytest_gpuperf.errors import (
     BaselineError,
     ConfigError,
@@ -40,15 +40,8 @@ PROG = "python -m pytest_gpuperf.merge"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line (usage is in --help), exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{PROG}: error: {message} (see --help)\n")
-
-
-def _parser() -> _Parser:
-    parser = _Parser(
+def _parser() -> CommandParser:
+    parser = CommandParser(
         prog=PROG,
         description="Merge the JSON reports (or the saved baselines) of a perf suite run in "
         "shards (pytest --gpuperf-shard=K/N) into one report with one verdict (or one "

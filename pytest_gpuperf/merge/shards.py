@@ -6,7 +6,7 @@ reports say so before it trusts them: every shard 1..N present once, the same co
 key, suite size, false-alarm target, base commit and shard plan (a runner that planned
 another partition may have run a test twice or never), and no test reported by two shards.
 It believes no verdict it can decide itself (gate/recheck.py) and no file it has not checked
-(report/shard_read.py): a measuring test the report lists as passed without a measurement
+(record/shard_reader.py): a measuring test the report lists as passed without a measurement
 fails the merge. Every test of every shard, measuring or not, is in the merged report once, in
 the suite's collection order. The merged rows go through the same renderers as one pytest
 run's (report/: json_document.py, markdown_summary.py, junit.py, terminal.py); the verdict
@@ -24,8 +24,8 @@ from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.recheck import recheck
 from pytest_gpuperf.gate.suite import SuiteBudget
 from pytest_gpuperf.record.meta import ReportMeta
+from pytest_gpuperf.record.shard_reader import ShardReport, read_shard
 from pytest_gpuperf.record.verdict import FAIL, Row
-from pytest_gpuperf.report.shard_read import ShardReport, read_shard
 from pytest_gpuperf.report.suite import confirmation_lines, suite_lines
 
 PASSED, FAILED = "passed", "failed"

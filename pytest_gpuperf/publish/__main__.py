@@ -13,19 +13,20 @@ baseline, an input, a device or a FIFO), and nothing written.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from pytest_gpuperf.config import ranges
 from pytest_gpuperf.config.command import CommandParser, exit_with, run_command
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE
+from pytest_gpuperf.report.visible import visible
 
 PROG = "python -m pytest_gpuperf.publish"
+STDOUT = Path("-")  # -o -: the page to standard output, as Unix tools take "-"
 EXIT_OK = 0
-BISECT_SCHEMA = "pytest-gpuperf-bisect"  # what python -m pytest_gpuperf.bisect --json writes
 
 
 def _fraction(allowed: ranges.Range, what: str):
@@ -56,7 +57,12 @@ def _parser() -> CommandParser:
         "python -m pytest_gpuperf.merge --json), in any order",
     )
     parser.add_argument(
-        "-o", "--out", type=Path, required=True, metavar="HTML", help="the page to write"
+        "-o",
+        "--out",
+        type=Path,
+        required=True,
+        metavar="HTML",
+        help="the page to write ('-': to standard output)",
     )
     parser.add_argument(
         "--bisect",
@@ -93,7 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             false_alarm_rate=options.false_alarm_rate,
             tolerance=options.tolerance,
         )
-        print(f"gpuperf: written: {options.out} ({written:,} bytes)")
+        where = "standard output" if options.out == STDOUT else visible(options.out)
+        # to stderr when the page itself went to stdout: the page stays the page
+        said = sys.stderr if options.out == STDOUT else sys.stdout
+        print(f"gpuperf: written: {where} ({written:,} bytes)", file=said)
         return EXIT_OK
 
     return run_command(PROG, body)
@@ -113,7 +122,7 @@ def publish(
     from pytest_gpuperf.publish.page import render
     from pytest_gpuperf.publish.series import gather
     from pytest_gpuperf.record.files import output_problem, write_output
-    from pytest_gpuperf.report.reading import read_report
+    from pytest_gpuperf.record.report_reader import read_bisect, read_report
 
     baselines = [path for path in inputs if path.suffix == ".toml"]
     report_paths = [path for path in inputs if path.suffix == ".json"]
@@ -123,17 +132,22 @@ def publish(
     given = [*inputs, *([bisect] if bisect else [])]
     for path in given:
         _exists(path)
-    problem = output_problem(out, baseline_dirs=[p.parent for p in baselines], inputs=given)
-    if problem:
-        raise ConfigError(f"-o {out}: {problem}; choose another path")
+    if out != STDOUT:
+        problem = output_problem(out, baseline_dirs=[p.parent for p in baselines], inputs=given)
+        if problem:
+            raise ConfigError(f"-o {out}: {problem}; choose another path")
     reports = [read_report(path) for path in report_paths]
     dashboard = gather(baselines, reports, false_alarm_rate=false_alarm_rate, tolerance=tolerance)
     if not dashboard.series:
         raise ConfigError("the inputs hold no measurement and no baseline entry to show")
-    document = _read_bisect(bisect) if bisect else None
+    document = read_bisect(bisect) if bisect else None
     created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     html = render(dashboard, bisect=document, created=created, title=title)
-    write_output("-o", out, html)
+    if out == STDOUT:  # `-o -` wrote a file named "-"
+        sys.stdout.write(html)
+        sys.stdout.flush()
+    else:
+        write_output("-o", out, html)
     return len(html.encode("utf-8"))
 
 
@@ -141,18 +155,6 @@ def _exists(path: Path) -> None:
     if not path.exists():
         gone = "is a symbolic link to nothing" if path.is_symlink() else "does not exist"
         raise ConfigError(f"{path}: {gone}")
-
-
-def _read_bisect(path: Path) -> dict[str, Any]:
-    from pytest_gpuperf.report.reading import read_json
-
-    document = read_json(path, "a bisection's JSON")
-    if not isinstance(document, dict) or document.get("schema") != BISECT_SCHEMA:
-        raise ConfigError(
-            f"{path}: not a bisection's result (python -m pytest_gpuperf.bisect --json; its "
-            f'"schema" is not "{BISECT_SCHEMA}")'
-        )
-    return document
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ The band and the drift are the gate's own (gate/noise.py `stored_band`, gate/dri
 `drift_of`, through the store's `lookup` that lends an entry its file's pooled spread), at the
 false-alarm rate and tolerance the latest run of the measurement recorded in its verdict (a
 run's budget sets its own rate), else the defaults of one test alone, as
-`python -m pytest_gpuperf.history` uses.
+`python -m pytest_gpuperf.history` uses (one model, record/history_model.py; one band,
+gate/entry_level.py).
 """
 
 from __future__ import annotations
@@ -16,15 +17,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
-from pytest_gpuperf.baseline.model import SaveRecord
 from pytest_gpuperf.baseline.ref import TrailPoint
 from pytest_gpuperf.errors import ConfigError
-from pytest_gpuperf.gate.drift import drift_of
-from pytest_gpuperf.gate.noise import stored_band
+from pytest_gpuperf.gate.entry_level import entry_level
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE
-from pytest_gpuperf.record.checks import NO_BASELINE, OTHER_DEVICE, Drift, NoiseBand
+from pytest_gpuperf.record.checks import Drift, NoiseBand
+from pytest_gpuperf.record.history_model import Point, judged_level, run_point, save_point
+from pytest_gpuperf.record.report_reader import ReadReport
 from pytest_gpuperf.record.verdict import ACCEPTED, FAIL, Row
-from pytest_gpuperf.report.reading import ReadReport
 
 # The states of the summary grid, worst first (the grid sorts by them within a test file).
 REGRESSED_STATE, DRIFT_STATE, ACCEPTED_STATE = "regressed", "drift", "accepted"
@@ -49,29 +49,6 @@ class Run:
     @property
     def name(self) -> str:
         return Path(self.path).name
-
-
-@dataclass(frozen=True)
-class Point:
-    """One efficiency in time: a save of the stored entry, or a measurement of a run."""
-
-    when: str
-    efficiency: float
-    low: float
-    high: float
-    kind: str  # "save" | "run"
-    commit: str
-    board: str  # GPU UUID ("" unrecorded)
-    run: int = -1  # index into Dashboard.runs (-1: a save)
-    status: str = ""  # the verdict's status for a run
-    outcome: str = ""  # the stored-baseline outcome for a run
-    delta: float | None = None
-    allowance: float | None = None
-    checks: tuple[str, ...] = ()  # the checks that failed (or were accepted)
-    reason: str = ""  # an accepted slowdown's reason and where it was written
-    # the false-alarm rate and tolerance the run's stored check was judged at (0: none)
-    false_alarm_rate: float = 0.0
-    tolerance: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -153,7 +130,10 @@ def gather(
         for row in report.rows:
             key = (device_key_of(row), row.test_id, row.measurement.name, row.measurement.cache)
             measured_devices.add(key[0])
-            run_points.setdefault(key, []).append(_run_point(run, row))
+            point = run_point(
+                row, when=run.created or run.commit_time, commit=run.commit, run=run.index
+            )
+            run_points.setdefault(key, []).append(point)
             seen[key] = (row.measurement.device_name, row.measurement.simulated)
     entries: dict[Key, tuple[BaselineStore, BaselineEntry]] = {}
     for path in baseline_paths:
@@ -176,7 +156,10 @@ def gather(
         name, simulated = seen.get(key, ("", key[0].endswith("-sim")))
         if found is not None:
             store, entry = found
-            points += [_save_point(save) for save in entry.saves]
+            points += [
+                save_point(s.when, s.efficiency, s.efficiency_ci, s.commit, s.board)
+                for s in entry.saves
+            ]
             name = name or (entry.latest.device_name if entry.latest else "")
         points.sort(key=lambda p: (p.when, p.kind != "save"))
         series.append(_series(key, name, simulated, points, found, false_alarm_rate, tolerance))
@@ -196,48 +179,32 @@ def _series(
     series = Series(key, device_name, simulated, tuple(points))
     if found is None:
         return _with_state(series, latest_run)
-    from pytest_gpuperf.simulate.device_model import DEFAULT_GPU_SPREAD
-
     store, entry = found
-    rate, tolerance = _levels(latest_run, false_alarm_rate, tolerance)
+    # the level the newest run judged against the entry was judged at (one rule with the
+    # history command's: record/history_model.py)
+    rate, tolerance = judged_level(points, false_alarm_rate, tolerance)
     # the entry as the gate judged the latest run: on its board (one the saves were made on,
     # or another, whose spread between boards the band adds); without runs, on the board of
     # the latest save
     board = latest_run.board if latest_run is not None else None
     ref = store.lookup(key[0], *entry.key, board=board)
     assert ref is not None  # the entry was just read from this store
-    band = stored_band(ref, 0.0, false_alarm_rate=rate, simulated_board_spread=DEFAULT_GPU_SPREAD)
-    drift = None
-    if entry.source == "measured":
-        drift = drift_of(
-            ref,
-            tolerance=tolerance,
-            false_alarm_rate=rate,
-            simulated_board_spread=DEFAULT_GPU_SPREAD,
-        )
+    level = entry_level(ref, false_alarm_rate=rate, tolerance=tolerance)
     series = Series(
         key,
         device_name,
         simulated,
         tuple(points),
-        expected=ref.efficiency,
-        allowance=max(tolerance, band.noise),
-        band=band,
+        expected=level.expected,
+        allowance=level.allowance,
+        band=level.band,
         false_alarm_rate=rate,
         tolerance=tolerance,
-        trail=ref.trail,
-        drift=drift,
+        trail=level.trail,
+        drift=level.drift,
         entry_since=entry.saves[0].when if entry.saves else "",
     )
     return _with_state(series, latest_run)
-
-
-def _levels(latest: Point | None, rate: float, tolerance: float) -> tuple[float, float]:
-    """The false-alarm rate and tolerance the latest run was judged at (its report's), else
-    the defaults given."""
-    if latest is None or latest.false_alarm_rate <= 0:
-        return rate, tolerance
-    return latest.false_alarm_rate, latest.tolerance
 
 
 def _with_state(series: Series, latest_run: Point | None) -> Series:
@@ -265,44 +232,6 @@ def _run(index: int, report: ReadReport) -> Run:
         branch=str(commit.get("branch", "")),
         merged=bool(document.get("merge")),
     )
-
-
-def _run_point(run: Run, row: Row) -> Point:
-    measurement, verdict = row.measurement, row.verdict
-    check = verdict.baseline
-    low, high = measurement.efficiency_ci
-    gpu = measurement.gpu
-    reason = ""
-    if verdict.acceptance is not None and verdict.status == ACCEPTED:
-        reason = f"{verdict.acceptance.reason} ({verdict.acceptance.origin()})"
-    checks = verdict.accepted_checks if verdict.status == ACCEPTED else verdict.failed_checks
-    judged = check.outcome not in (NO_BASELINE, OTHER_DEVICE)
-    # the level the stored check was judged at: the check's, or its band's (the same number;
-    # a check made outside a pytest run may leave the former at 0)
-    rate = check.false_alarm_rate or (check.band.false_alarm_rate if check.band else 0.0)
-    return Point(
-        when=run.created or run.commit_time,
-        efficiency=measurement.efficiency,
-        low=low,
-        high=high,
-        kind="run",
-        commit=run.commit,
-        board=(gpu.uuid or "") if gpu else "",
-        run=run.index,
-        status=verdict.status,
-        outcome=check.outcome,
-        delta=check.delta,
-        allowance=check.allowance,
-        checks=tuple(checks),
-        reason=reason,
-        false_alarm_rate=rate if judged else 0.0,
-        tolerance=check.tolerance,
-    )
-
-
-def _save_point(save: SaveRecord) -> Point:
-    low, high = save.efficiency_ci
-    return Point(save.when, save.efficiency, low, high, "save", save.commit, save.board)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ back, and its writer.
 The document is laid out here once; the parts of it that are words or the run's false-alarm
 numbers (the devices, the "suite" block, the summary line) are made by the renderers and
 handed in (report/json_document.py), so this layer never imports the renderers or the gate.
+Its one reader is record/report_reader.py, which owns the schema name and version.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pytest_gpuperf.baseline.model import utc_now
 from pytest_gpuperf.engine.plain import to_plain
 from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.record.meta import ReportMeta
+from pytest_gpuperf.record.report_reader import REPORT_SCHEMA, REPORT_SCHEMA_VERSION
 from pytest_gpuperf.record.verdict import (
     ACCEPTED,
     FAIL,
@@ -27,21 +29,6 @@ from pytest_gpuperf.record.verdict import (
     UNJUDGED,
     Row,
 )
-
-REPORT_SCHEMA = "pytest-gpuperf-report"
-# 2: verdicts carry their checks (floor, baseline, A/B comparison, save) as objects; rows
-# carry pytest's final outcome of their test.
-# 3: adds fields, removes none (docs/json-schema.md, "schema version 3"): a regression's
-# confirming round and the level each check was judged at, the run's "suite" false-alarm
-# budget; faults (problems, interrupted) and the simulated device's modelled comparisons;
-# the runtime's device name beside the table's and the static gate's results (static); each
-# measurement's GPU (gpu) and the Unix interval of its GPU work (started_s, ended_s),
-# devices[] per GPU with workers, GPU-lock time and probe, the run's timing and probe; the
-# A/B statistic's fields and the base side's samples in pair order; the stored check's
-# band (its basis: prior, history or pooled); a shard's plan (shard) and the merge's verdict
-# (merge); the tests that used gpu_bench with the kernel files each loaded (tests, rootdir),
-# and --gpuperf-head's revision (head); a failure's explanation (verdict.explain).
-REPORT_SCHEMA_VERSION = 3
 
 
 def report_document(
@@ -134,27 +121,6 @@ def measurement_json(measurement: Measurement) -> dict[str, Any]:
         relative_ci=to_plain(measurement.relative_ci),
     )
     return dict(data)
-
-
-def rows_from_json(document: Mapping[str, Any]) -> list[Row]:
-    """The rows of a report written by `report_document` (for history plots and offline
-    tools)."""
-    from pytest_gpuperf.engine.plain import from_plain
-    from pytest_gpuperf.record.verdict import Verdict
-
-    derived = {"bandwidth_bps", "efficiency", "efficiency_ci", "relative_ci"}
-    rows = []
-    for result in document.get("results", ()):
-        fields = {k: v for k, v in result["measurement"].items() if k not in derived}
-        rows.append(
-            Row(
-                test_id=result["test_id"],
-                measurement=from_plain(Measurement, fields),
-                verdict=from_plain(Verdict, result["verdict"]),
-                test_outcome=result.get("test_outcome", ""),
-            )
-        )
-    return rows
 
 
 def write_json(path: str | os.PathLike[str], document: Mapping[str, Any]) -> Path:

@@ -14,6 +14,7 @@ from pytest_gpuperf.report.devices import device_lines, gpu_lines
 from pytest_gpuperf.report.failure import failure_text
 from pytest_gpuperf.report.text import SIMULATED_BANNER, row_labels, run_notes, summary_line
 from pytest_gpuperf.report.traffic_words import explain_block
+from pytest_gpuperf.report.visible import visible
 
 # Marks the comment the CI recipe updates in place on every push (docs/ci.md).
 COMMENT_MARKER = "<!-- pytest-gpuperf -->"
@@ -76,13 +77,17 @@ def markdown(
                 out.append(f"- `{md_escape(row.test_id)}` ({md_escape(row.measurement.name)}):")
                 text = failure_text(row.measurement, row.verdict, test_id=row.test_id)
                 text += explain_block(row.verdict.explain)
-                out += ["  ```", *(f"  {line}" for line in text.splitlines()), "  ```"]
+                # the failure and explain lines hold text from files and compilers (ids, a
+                # compiler's error): escaped, so no raw ESC or bidi override lands in the page
+                out += ["  ```", *(f"  {visible(line)}" for line in text.splitlines()), "  ```"]
     return "\n".join(out) + "\n"
 
 
 def md_escape(text: str) -> str:
-    """Table-safe text: pipes escaped, newlines (ids may hold them) turned into spaces."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """Table-safe text: pipes escaped, newlines (ids may hold them) turned into spaces, every
+    other control character escaped visibly (report/visible.py)."""
+    flat = text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    return visible(flat)
 
 
 def append_github_step_summary(

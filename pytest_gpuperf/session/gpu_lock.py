@@ -32,7 +32,8 @@ from pytest_gpuperf.baseline.shared_lock import (
     ensure_lock_dir,
     lock_dir,
 )
-from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.errors import ConfigError, GpuPerfError
+from pytest_gpuperf.record.json_text import read_json_file
 from pytest_gpuperf.runtime.info import DeviceInfo
 
 DEFAULT_TIMEOUT_S = 1800.0  # a long perf suite on another worker may hold the GPU for minutes
@@ -164,10 +165,10 @@ class GpuLock:
         """Who holds the lock, as far as the newest holder record of a live process says."""
         newest: dict | None = None
         for path in self.folder.glob(f"{glob_escape(self.key)}.*.holder"):
-            with contextlib.suppress(OSError, ValueError, TypeError):
+            with contextlib.suppress(OSError, ValueError, TypeError, ConfigError):
                 if path.is_symlink():
                     continue
-                record = json.loads(path.read_text(encoding="utf-8"))
+                record = read_json_file(path, "a GPU lock's holder record")
                 if not (isinstance(record, dict) and _alive(int(record["pid"]))):
                     continue
                 if newest is None or float(record["since"]) > float(newest["since"]):

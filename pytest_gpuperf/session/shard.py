@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gpuperf.baseline.model import BaselineEntry
-from pytest_gpuperf.report.shard_read import MAX_SHARDS
+from pytest_gpuperf.record.shard_reader import MAX_SHARDS
 
 BASIS_BASELINE = "baseline"  # every measuring test has a recorded cost
 BASIS_MIXED = "mixed"  # some do; the others cost the median of theirs

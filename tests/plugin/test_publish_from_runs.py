@@ -9,7 +9,7 @@ import json
 from pytest_gpuperf import compare, merge
 from pytest_gpuperf.publish.__main__ import main as publish_main
 from pytest_gpuperf.publish.series import gather
-from pytest_gpuperf.report.reading import read_report
+from pytest_gpuperf.record.report_reader import read_report
 
 PLAIN = """
 def test_add(gpu_bench):

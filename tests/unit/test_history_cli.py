@@ -133,12 +133,12 @@ def test_reports_that_are_missing_broken_or_not_reports(run, tmp_path):
     (tmp_path / "broken.json").write_text('{"results": [\n')
     one_line_exit_2(
         run(str(BASELINE), "--reports", "broken.json", cwd=tmp_path),
-        "broken.json:2: not valid JSON",
+        "broken.json:2: not a JSON report",
     )
     (tmp_path / "other.json").write_text(json.dumps({"benchmarks": []}))
     one_line_exit_2(
         run(str(BASELINE), "--reports", "other.json", cwd=tmp_path),
-        "not a pytest-gpuperf JSON report",
+        "not a pytest-gpuperf report",
     )
     (tmp_path / "latin1.json").write_bytes(b'{"x": "caf\xe9"}')
     one_line_exit_2(run(str(BASELINE), "--reports", "latin1.json", cwd=tmp_path), "not UTF-8")

@@ -259,7 +259,7 @@ LAYERS: list[set[str]] = [
     {"config"},  # options, parsing, the frozen settings
     {"report"},  # renderers of a run's results
     {"gate"},  # what a measurement (or, gate/static/, a code object) means for its test
-    {"record"},  # what a run is, once: the verdicts, the JSON report's layout, report files
+    {"record"},  # what a run is, once: the verdicts, the JSON report, its one reader
     {"baseline"},  # stored baselines: the model, the files
     {"engine"},  # the measurement: sampling, timing, statistics, result values
     {"simulate"},  # the simulated device (a runtime backend) and users' kernel models

@@ -22,7 +22,7 @@ from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.publish.__main__ import main
 from pytest_gpuperf.publish.series import gather, regressions
-from pytest_gpuperf.report.reading import read_report
+from pytest_gpuperf.record.report_reader import read_report
 from pytest_gpuperf.simulate.device_model import DEFAULT_GPU_SPREAD
 
 REPO = Path(__file__).resolve().parents[2]
@@ -197,7 +197,7 @@ def _old_version(folder: Path, reports: list[Path]) -> Path:
     [
         (_truncated, ("cut.json:", "not a JSON report", "truncated")),
         (_foreign, ("other.json: not a pytest-gpuperf report",)),
-        (_old_version, ("v1.json: a pytest-gpuperf report of schema version 1",)),
+        (_old_version, ("v1.json: schema_version: a pytest-gpuperf report of schema version 1",)),
         (lambda folder, _: folder / "absent.json", ("absent.json: does not exist",)),
         (lambda folder, _: folder / "notes.txt", ("neither a baseline file",)),
     ],

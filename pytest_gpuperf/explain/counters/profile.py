@@ -12,7 +12,6 @@ hangs) ends in one line, and the verdict, decided before, never depends on it.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -27,6 +26,7 @@ from typing import Any
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.explain.counters import ncu, rocprof
 from pytest_gpuperf.explain.counters.traffic import Traffic
+from pytest_gpuperf.record.json_text import loads_line
 from pytest_gpuperf.session.profile_child import BASE, CALLABLE, HEAD, PLAN_ENV
 
 # Variables of the parent that must not reach the child: an xdist worker's identity would make
@@ -167,7 +167,7 @@ def run_profile(request: ProfileRequest) -> Profiled:
             )
         try:
             planned = [
-                PlannedLaunch.from_plain(json.loads(line))
+                PlannedLaunch.from_plain(loads_line(line, str(plan), "a planned launch"))
                 for line in _read_text(plan).splitlines()
                 if line.strip()
             ]
