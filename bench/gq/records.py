@@ -47,7 +47,7 @@ class Trial:
 
 def trials_from_report(document: Mapping[str, Any]) -> dict[str, Trial]:
     """The trials of one --gpuperf-json report, read back with the library's reader."""
-    from pytest_gpuperf.record.json_report import rows_from_json
+    from pytest_gpuperf.record.report_reader import rows_from_json
 
     trials = {}
     for row in rows_from_json(document):

@@ -19,7 +19,7 @@ from pytest_gpuperf.gate.ab import check_comparison
 from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.gate.floor import check_floor
 from pytest_gpuperf.gate.stored import check_baseline
-from pytest_gpuperf.record import json_report
+from pytest_gpuperf.record import json_report, report_reader
 from pytest_gpuperf.record.meta import ReportMeta
 from pytest_gpuperf.record.verdict import Row
 from pytest_gpuperf.runtime.info import DeviceInfo, KernelResources
@@ -321,7 +321,7 @@ def test_json_report_carries_every_field_reads_back_and_is_strict_json(tmp_path)
     path = json_report.write_json(tmp_path / "out" / "gpuperf.json", document)
     loaded = json.loads(path.read_text())
     assert loaded == document
-    back = json_report.rows_from_json(loaded)
+    back = report_reader.rows_from_json(loaded)
     assert [r.verdict for r in back[1:]] == [r.verdict for r in data[1:]]
     assert [r.measurement for r in back[1:]] == [r.measurement for r in data[1:]]
 
