@@ -93,6 +93,28 @@ def replace_section(path: Path, marker: str, body: str) -> None:
     path.write_text(text)
 
 
+def read_run(path: str | Path) -> dict[str, Any]:
+    """A run a bench script wrote with --out, read back for --render, --replay, --from-json,
+    --compare, --merge or --plan-from. A file that is missing or is not a run ends the script
+    with one line naming it, never a traceback. Raw runs are kept out of the repository
+    (docs/benchmarks.md, "Raw runs"), so a path copied from the docs may well be missing."""
+    target = Path(path)
+    try:
+        text = target.read_text()
+    except OSError as error:
+        raise SystemExit(
+            f"{target}: cannot read the run ({error.strerror or error}); raw runs are release "
+            "assets and CI artifacts (docs/benchmarks.md, 'Raw runs')"
+        ) from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise SystemExit(f"{target}: not a run's JSON (line {error.lineno}: {error.msg})") from None
+    if not isinstance(document, dict):
+        raise SystemExit(f"{target}: not a run's JSON (a {type(document).__name__}, not an object)")
+    return document
+
+
 def write_json(path: str | None, data: Any) -> None:
     """Write `data` as JSON, atomically (a reader, or a run cut off by a timeout, never sees
     half a file)."""

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import REPO_ROOT, run_child, write_json
+from _common import REPO_ROOT, read_run, run_child, write_json
 
 ELEMENTS = 1 << 21  # 8 bytes each (read x, write y): 16.8 MB, ~9 µs cold on an H100
 BLOCK = 256
@@ -399,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         worker(options.backend, json.loads(options.worker), options.seed, options.budget)
         return 0
     if options.render is not None:
-        document = json.loads(options.render.read_text())
+        document = read_run(options.render)
         print(render(score(document["rows"]), document["meta"]))
         return 0
     began = time.monotonic()

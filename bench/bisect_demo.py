@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import read_run
 from gq.kernels import KERNEL, kernel_source
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -175,7 +176,7 @@ def main() -> int:
     print((options.out / "bisect.txt").read_text(), end="")
     found = {}
     if (options.out / "bisect.json").is_file():
-        found = json.loads((options.out / "bisect.json").read_text())
+        found = read_run(options.out / "bisect.json")
     summary = {
         "backend": options.backend,
         "commits": options.commits,

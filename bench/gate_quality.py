@@ -73,7 +73,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common and gq, run from anywhere
 
-from _common import REPO_ROOT, write_json
+from _common import REPO_ROOT, read_run, write_json
 from gq import docs
 from gq.calibrate import calibrate_child
 from gq.library import CODE_SHARES, library_part, sim_device_key
@@ -242,7 +242,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def render_saved(path: Path, options: argparse.Namespace) -> int:
     """The tables of a document written by --out (a run cut off before its end has no title
     and no history scores: what it has is shown)."""
-    document = json.loads(path.read_text())
+    document = read_run(path)
     if not document.get("title"):
         count = len(document.get("processes", ()))
         document["title"] = (
@@ -253,7 +253,7 @@ def render_saved(path: Path, options: argparse.Namespace) -> int:
 
 
 def merge_saved(paths: Sequence[Path], options: argparse.Namespace) -> int:
-    documents = [json.loads(path.read_text()) for path in paths]
+    documents = [read_run(path) for path in paths]
     try:
         merged = merge(documents)
     except ValueError as error:

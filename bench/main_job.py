@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, markdown_table, text_table, write_json
+from _common import REPO_ROOT, markdown_table, read_run, text_table, write_json
 
 MAIN_JOB = ("--gpuperf", "--gpuperf-backend=hip,cuda,sim", "tests/perf")
 SESSION_LINE = re.compile(r" in ([0-9.]+)s(?: \([0-9:]+\))? =*\s*$", re.MULTILINE)
@@ -318,10 +318,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true")
     options = parser.parse_args(argv)
     if options.compare:
-        before, after = (json.loads(Path(p).read_text()) for p in options.compare)
+        before, after = (read_run(p) for p in options.compare)
         print(compare(before, after, options.markdown))
         return 0
-    document = json.loads(Path(options.render).read_text()) if options.render else measure(options)
+    document = read_run(options.render) if options.render else measure(options)
     print(render(document, options.markdown))
     return 0
 

@@ -28,7 +28,6 @@ Usage (repository root; one GPU device call, CUDA only):
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-from _common import emit, markdown_table, run_child, text_table, write_json
+from _common import emit, markdown_table, read_run, run_child, text_table, write_json
 
 LENGTHS = {"7.6us": 1_320_000, "27us": 8_000_000}
 SPIN_S = 30e-3  # keeps the queue ahead of the host for a cell's launches (4 each a sample)
@@ -404,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         child(options)
         return 0
     if options.render:
-        document = json.loads(Path(options.render).read_text())
+        document = read_run(options.render)
     else:
         document = collect(options)
         write_json(options.out, document)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, markdown_table, text_table, write_json
+from _common import REPO_ROOT, markdown_table, read_run, text_table, write_json
 from stored_scenario import run_pytest as scenario_pytest
 from stored_scenario import write_project
 
@@ -292,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true")
     options = parser.parse_args(argv)
     if options.render:
-        document = json.loads(Path(options.render).read_text())
+        document = read_run(options.render)
     else:
         document = scenario(options)
         write_json(options.out, document)

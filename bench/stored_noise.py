@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-from _common import markdown_table, run_child, text_table, write_json
+from _common import markdown_table, read_run, run_child, text_table, write_json
 
 # elements of x and y (8 bytes moved each): about 7.8, 28 and 210 us cold on an H100
 # (2026-11-27, call 1 ran 1.15M, 11.4M and 57M: 7.3, 38.4 and 190 us)
@@ -292,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         child(options)
         return 0
     if options.render:
-        document = json.loads(Path(options.render).read_text())
+        document = read_run(options.render)
     else:
         document = collect(options)
         write_json(options.out, document)

@@ -31,7 +31,6 @@ Usage (from the repository root):
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import random
@@ -47,7 +46,7 @@ from typing import Any
 import tomllib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, markdown_table, text_table, write_json
+from _common import REPO_ROOT, markdown_table, read_run, text_table, write_json
 
 PEAK_BPS = 3.352e12  # H100 SXM's datasheet bandwidth (the device table's figure)
 SAVES = (1, 3, 5)
@@ -472,7 +471,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     source = "defaults (the H100 run of 2026-11-24)"
     spreads = dict(DEFAULT_SPREADS)
     if options.replay:
-        document = json.loads(options.replay.read_text())
+        document = read_run(options.replay)
         rows += replay(document, options.trials, options.seed)
         spreads = spreads_from(document)
         started = document.get("started", "")[:10]

@@ -51,7 +51,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-from _common import REPO_ROOT, markdown_table, text_table, write_json
+from _common import REPO_ROOT, markdown_table, read_run, text_table, write_json
 
 SNAPSHOTS = (1, 2, 3, 5, 8)
 # elements of x (and y): 8 bytes each moved; on an H100 (about 3 TB/s cold) 64M is about
@@ -547,7 +547,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true")
     options = parser.parse_args(argv)
     if options.render:
-        document = json.loads(Path(options.render).read_text())
+        document = read_run(options.render)
     elif options.perf_only:
         root = Path(tempfile.mkdtemp(prefix="stored-scenario-"))
         document = {

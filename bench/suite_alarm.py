@@ -47,6 +47,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common, run from anywhere
+from _common import read_run
+
 from pytest_gpuperf.engine.measure import DEFAULT_PAIR_LOADS
 from pytest_gpuperf.gate.ab import ab_state, check_comparison
 from pytest_gpuperf.gate.confirm import confirm_comparison
@@ -328,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     options = parser.parse_args(argv)
     if options.render:
-        print(render(json.loads(options.render.read_text())))
+        print(render(read_run(options.render)))
         return 0
     budget = SuiteBudget(options.suite_alarm, options.tests)
     began = time.monotonic()
@@ -353,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "per-test false-alarm rate, for +3% the per-test detection",
         ]
     else:
-        document = json.loads(options.from_json.read_text())
+        document = read_run(options.from_json)
         rows = summarise(rates_from_json(document, budget), "per_test_regressed", options.tests)
         title = f"Suite level from {document.get('device', 'a device')}'s per-test rates, {today}"
         notes = [

@@ -21,7 +21,6 @@ to about twice that in this script's terms.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -38,6 +37,7 @@ from _common import (  # the script's own directory, so it runs from anywhere
     human_bytes,
     markdown_table,
     parse_bytes,
+    read_run,
     replace_section,
     text_table,
     write_json,
@@ -510,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(problem))
 
     if options.from_json:
-        result = from_json(json.loads(Path(options.from_json).read_text()))
+        result = from_json(read_run(options.from_json))
     else:
         backend, device = open_device(options.backend, options.device, options.seed)
         try:

@@ -43,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common and gq, run from anywhere
 
-from _common import REPO_ROOT, write_json
+from _common import REPO_ROOT, read_run, write_json
 from gq.kernels import BLOCK, KERNEL, extra_floats, kernel_source
 from gq.project import git
 
@@ -391,7 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--update-readme", action="store_true", help="write the table there")
     options = parser.parse_args(argv)
     if options.render:
-        document = json.loads(options.render.read_text())
+        document = read_run(options.render)
     else:
         document = run(options.backend, options.trials, options.deadline)
         if options.out:

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from _common import REPO_ROOT, write_json
+from _common import REPO_ROOT, read_run, write_json
 
 from .ab import score_ab
 from .calibrate import calibrate
@@ -154,7 +154,7 @@ def processes_part(options: argparse.Namespace, began: float) -> dict[str, Any]:
     stopped = ""
     try:
         if options.plan_from:
-            plan = plan_from_json(json.loads(Path(options.plan_from).read_text())["plan"])
+            plan = plan_from_json(read_run(options.plan_from)["plan"])
             plan.calibration["source"] = (
                 f"{plan.calibration.get('source', '')} (the plan of {options.plan_from})"
             )

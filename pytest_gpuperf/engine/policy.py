@@ -49,13 +49,10 @@ PROGRESS_EVERY_S = 10.0  # a sampling measurement says where it is this often (r
 REAL_TIME_ALLOWANCE = 4.0
 REAL_TIME_FLOOR_S = 30.0
 # A cold or rotate measurement of a kernel shorter than MIN_SAMPLING_BELOW_S on a GPU samples
-# for at least STORED_MIN_SAMPLING_S of its budget before its precision may stop it. A stored
-# baseline is one process's measurement judged against other processes', and a process's
-# level wanders within the process far beyond one sample's error: on four H100 SXM boards
-# (2026-11-27, bench/stored_noise.py and bench/process_level.py, 14-20 processes each) the
-# spread between processes at 7.6-8.0 us fell from 1.53-1.63% (stopping at +-0.5%, a few ms
-# of samples) to 1.18-1.30% sampling 0.3-0.6 s; at 27 us it stayed at 0.28-0.35%, at 212 us
-# 0.11% -> 0.08%. Longer kernels reach the gate's 1% tolerance without it.
+# for at least STORED_MIN_SAMPLING_S of its budget before its precision may stop it: a stored
+# baseline is one process's measurement judged against other processes', and a process's level
+# wanders within the process far beyond one sample's error. Longer kernels reach the gate's 1%
+# tolerance without it. Measured: docs/benchmarks.md#minimum-sampling-time
 STORED_MIN_SAMPLING_S = 0.3
 MIN_SAMPLING_BELOW_S = 100e-6
 # The most samples a measurement keeps while its minimum sampling time runs (max_samples,

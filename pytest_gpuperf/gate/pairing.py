@@ -20,14 +20,11 @@ from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.ab import decided, pair_code_spread
 from pytest_gpuperf.runtime.base import Backend, Kernel
 
-# On the H100 the ratio of two 8 us cold kernels varies by ~5% from pair to pair, so +-0.5%
-# takes ~20000 pairs.
+# The most head/base pairs an A/B measurement samples (docs/benchmarks.md#ab-pair-budget).
 PAIR_MAX_SAMPLES = 20000
 # A pair that is still undecided may sample for 4 budgets of one kernel (both kernels share
-# them); a decided one stops at once, so only the undecided pay. On the H100 (2026-11-25) with
-# 2 budgets, 15-18% of identical 7.7 us cold kernels ended INCONCLUSIVE after 4000-6600 pairs:
-# their interval, +-0.3-0.5%, was as wide as the 0.5% threshold; twice the pairs narrow it by
-# about 1.4.
+# them); a decided one stops at once, so only the undecided pay.
+# Why 4: docs/benchmarks.md#ab-pair-budget
 PAIR_BUDGETS = 4.0
 
 

@@ -4,7 +4,6 @@ confirmation) and a tiny run of the whole script on the simulated device (the GP
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -14,19 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.bench_scripts import load_script
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "ab_rounds.py"
 
 
 def _load():
-    sys.path.insert(0, str(SCRIPT.parent))  # the script imports bench/_common.py
-    try:
-        spec = importlib.util.spec_from_file_location("gpuperf_bench_ab_rounds", SCRIPT)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
+    return load_script("ab_rounds")
 
 
 def _round(ratio: float, half: float, se: float, state: str) -> dict:

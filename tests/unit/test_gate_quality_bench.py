@@ -17,20 +17,13 @@ import pytest
 from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.gate.policy import prior_run_spread
 from pytest_gpuperf.runtime import open_backend
+from tests.bench_scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "gate_quality.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("gpuperf_bench_gate_quality", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-script = _load()  # the command: main, update_docs and DOCS are its own
+script = load_script("gate_quality")  # the command: main, update_docs and DOCS are its own
 # Its parts, imported as the command imports them (it puts bench/ on sys.path first)
 gq_ab, gq_history, gq_kernels, gq_library, gq_merge, gq_plan, gq_points, gq_records = (
     importlib.import_module(f"gq.{part}")

@@ -4,15 +4,12 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-from pathlib import Path
 
 from pytest_gpuperf.config.options import DEFAULT_GPU_MARGIN
 from pytest_gpuperf.session import gpu_probe
 from pytest_gpuperf.session.gpu_probe import GpuProbe, compare
 from pytest_gpuperf.simulate import device as sim
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "gpu_probe_rates.py"
+from tests.bench_scripts import load_script
 
 
 def gpu(index: int, bandwidth_bps: float, name: str = "GPU") -> GpuProbe:
@@ -70,10 +67,7 @@ def test_the_probe_reads_each_gpus_clocks_and_its_own_noise():
 
 
 def test_over_50_seeds_a_5pct_slow_gpu_is_named_and_a_healthy_pair_is_not():
-    spec = importlib.util.spec_from_file_location("gpu_probe_rates", BENCH)
-    assert spec and spec.loader
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("gpu_probe_rates")
     found = bench.rates(50, "h100-sxm")
     assert found["healthy"]["named"] == 0
     # a miss says so: the slow GPU is named, or its interval left it undecided (1 of 50)

@@ -4,12 +4,12 @@ another board's spread, tight enough that a real slowdown at HBM-bound sizes fai
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.bench_scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 MEASURED = json.loads((REPO / "tests" / "perf" / "measured" / "h100-sxm.json").read_text())
@@ -18,17 +18,7 @@ MAX_HEADROOM = 1.20  # at HBM-bound sizes: a 20% slowdown must fail on the floor
 HBM_BOUND_BYTES = 200e6  # four times the H100's 50 MB L2
 
 
-def _load_perf_conftest():
-    spec = importlib.util.spec_from_file_location(
-        "gpuperf_perf_conftest", REPO / "tests" / "perf" / "conftest.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-perf = _load_perf_conftest()
+perf = load_script("perf_conftest", REPO / "tests" / "perf" / "conftest.py")
 ROWS = MEASURED["rows"]
 
 

@@ -3,23 +3,19 @@ small synthetic run (its shape is the H100 run's JSON), scored through the gate'
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import random
-import sys
 from pathlib import Path
+
+from tests.bench_scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "stored_quality.py"
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("gpuperf_bench_stored_quality", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("stored_quality")
 
 
 def _document(processes: int = 8) -> dict:

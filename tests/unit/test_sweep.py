@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -11,22 +10,13 @@ import pytest
 
 from pytest_gpuperf.runtime import open_backend
 from pytest_gpuperf.runtime.devices import get_device
+from tests.bench_scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 KiB, MiB = 2**10, 2**20
 
 
-def _load_sweep():
-    spec = importlib.util.spec_from_file_location(
-        "gpuperf_bench_sweep", REPO / "bench" / "sweep.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-sweep = _load_sweep()
+sweep = load_script("sweep")
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,13 @@ device (the path the GPU run takes)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.bench_scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "vs_pytest_benchmark.py"
@@ -18,12 +19,7 @@ H100_RUN = REPO / "docs" / "measurements" / "vs-pytest-benchmark-h100-2026-11-25
 
 
 def _load():
-    sys.path.insert(0, str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("gpuperf_bench_vs_pb", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("vs_pytest_benchmark")
 
 
 def _record(role: str, index: int, pb_s: float, failed: bool) -> dict:
