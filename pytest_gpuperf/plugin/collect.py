@@ -31,6 +31,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     that could not be written, stops the run before any test, naming it: found after the
     tests, it would cost the summary (found at the first measurement, every test failed)."""
     state = state_of(session.config)
+    state.narrowed = _narrowed_by(session.config)
     _note_the_checkout(session.config, state)
     if state.settings.measure:
         try:
@@ -78,6 +79,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if is_xdist_controller(session.config):
         _share_sim_seed(session.config, state)
         _probe_gpus(session.config, state)
+
+
+def _narrowed_by(config: pytest.Config) -> str:
+    """What selected tests within the run's files (baseline/orphans.py's `narrowed_by`)."""
+    from pytest_gpuperf.baseline.orphans import narrowed_by
+
+    option = config.option
+    return narrowed_by(
+        [str(arg) for arg in config.args],
+        keyword=getattr(option, "keyword", "") or "",
+        markers=getattr(option, "markexpr", "") or "",
+        deselected=getattr(option, "deselect", None) or (),
+        last_failed=bool(getattr(option, "lf", False)),
+        shard=state_of(config).settings.shard,
+    )
 
 
 def _note_the_checkout(config: pytest.Config, state: PluginState) -> None:

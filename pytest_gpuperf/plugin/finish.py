@@ -237,14 +237,24 @@ def _orphans(state: PluginState) -> None:
 
     produced: dict[str, set[tuple[str, str]]] = {}
     for row in rows:
-        produced.setdefault(row.test_id, set()).add((row.measurement.name, row.measurement.cache))
+        if row.test_outcome == "passed":  # a test that failed midway did not measure it all
+            made = (row.measurement.name, row.measurement.cache)
+            produced.setdefault(row.test_id, set()).add(made)
     store = state.session.baselines()
     keys = {baseline_keys(row.measurement)[0] for row in rows}
+    whole = not state.narrowed
     try:
-        orphans = find_orphans(store, keys, collected=state.collected, produced=produced)
+        orphans = find_orphans(
+            store, keys, collected=state.collected, produced=produced, whole=whole
+        )
     except GpuPerfError as problem:
         state.problems.append(f"orphaned baselines not checked: {problem}")
         return
+    if state.settings.prune and not whole:
+        state.orphan_lines.append(
+            f"--gpuperf-prune: this run selected tests ({state.narrowed}): the entries of tests "
+            "it left out are kept (prune from a run of the whole suite)"
+        )
     if not orphans:
         return
     if state.settings.prune:

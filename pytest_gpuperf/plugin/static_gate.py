@@ -278,7 +278,11 @@ class StaticPlugin:
         store = self.static.store
         try:
             orphans = find_static_orphans(
-                store, self.settings.static_archs, collected=self.state.collected, produced=produced
+                store,
+                self.settings.static_archs,
+                collected=self.state.collected,
+                produced=produced,
+                whole=not self.state.narrowed,
             )
             if orphans and self.settings.prune:
                 for path, count in prune_static(store, orphans).items():
