@@ -438,18 +438,20 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 def _accept_warnings(state: PluginState) -> tuple[str, ...]:
     """Accept rules that name no test of the run (a typo excuses nothing, silently otherwise),
-    rules that name every test, and Gpuperf-Accept trailers refused for want of a reason."""
+    rules that name too much (every test, or most of the measuring ones), and Gpuperf-Accept
+    trailers refused for want of a reason."""
     if not state.settings.measure:
         return ()
-    from pytest_gpuperf.gate.accept import blanket, blanket_line, unmatched, unmatched_line
+    from pytest_gpuperf.gate.accept import too_broad, unmatched, unmatched_line
 
     try:
         rules, refused = state.session.accept_rules()
     except GpuPerfError as problem:
         return (f"accept rules not read: {problem}",)
+    measuring = {row.test_id for row in state.all_rows}
     return (
         *refused,
-        *(blanket_line(rule) for rule in rules if blanket(rule)),
+        *filter(None, (too_broad(rule, measuring) for rule in rules)),
         *(unmatched_line(r) for r in unmatched(rules, sorted(state.collected))),
     )
 
