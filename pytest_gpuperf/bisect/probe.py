@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -171,7 +172,8 @@ def run_probe(
         wall_s = time.monotonic() - began
         if returncode in _USAGE_EXITS:
             said = _last_line(stderr) or _last_line(stdout)
-            raise ProbeError(f"pytest {' '.join(pytest_args)}: {_USAGE_EXITS[returncode]}: {said}")
+            command = shlex.join(["pytest", *pytest_args])
+            raise ProbeError(f"{command}: {_USAGE_EXITS[returncode]}: {said}")
         if not json_path.is_file():
             said = _last_line(stderr) or _last_line(stdout)
             how = (
