@@ -370,11 +370,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     )
     title = "gpuperf" + (" — SIMULATED DEVICE" if simulated else "")
     writer.write_sep("=", title, bold=True, yellow=simulated)
+    from pytest_gpuperf.session.device import TRIED_FIRST
+
     shown: set[str] = set()  # several GPUs of one run say the same thing once
     verbose = config.get_verbosity() > 0
     for device in state.devices:
         for line in device["lines"][1:] if rows else device["lines"]:
-            if "FELL BACK" in line and not verbose:
+            if ("FELL BACK" in line or TRIED_FIRST in line) and not verbose:
                 continue  # the header said it; the title and the SIMULATED line say enough
             if line not in shown:
                 shown.add(line)

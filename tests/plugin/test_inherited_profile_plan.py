@@ -5,6 +5,7 @@ one warning, and the run measures, gates and saves as usual (session/profile_pla
 from __future__ import annotations
 
 import os
+
 import pytest
 
 from pytest_gpuperf.session import profile_plan
@@ -85,4 +86,3 @@ def test_an_unset_variable_says_nothing(monkeypatch):
     monkeypatch.delenv(PLAN_ENV, raising=False)
     assert child_plan() is None
     assert profile_plan.inherited_plan_line() == ""
-
