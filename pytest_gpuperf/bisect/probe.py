@@ -172,8 +172,8 @@ def run_probe(
         wall_s = time.monotonic() - began
         if returncode in _USAGE_EXITS:
             said = _last_line(stderr) or _last_line(stdout)
-            command = shlex.join(["pytest", *pytest_args])
-            raise ProbeError(f"{command}: {_USAGE_EXITS[returncode]}: {said}")
+            given = shlex.join(["pytest", *pytest_args])
+            raise ProbeError(f"{given}: {_USAGE_EXITS[returncode]}: {said}")
         if not json_path.is_file():
             said = _last_line(stderr) or _last_line(stdout)
             how = (
