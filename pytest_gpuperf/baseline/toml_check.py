@@ -297,6 +297,8 @@ def store_file_kind(path: Any) -> str:
     import stat
 
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # never open a device to look (a watchdog)
+            return ""
         flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
         with open(os.open(path, flags), "rb") as held:
             if not stat.S_ISREG(os.fstat(held.fileno()).st_mode):
