@@ -5,11 +5,17 @@ An entry is an orphan when its test file was collected in this run and either it
 was not collected at all (the test was renamed or removed), or its test ran and measured, but
 not that (measurement name, cache mode) (the kernel or measurement was renamed). Tests that were
 deselected, skipped or failed before measuring say nothing about their entries.
+
+"Not collected" means something only when the run collected its files whole: a run given node
+ids (the `update:` line of a failure names one parametrized case), `-k`, `-m`, `--deselect`,
+`--lf` or a shard leaves the other tests out without their being gone, and listing them as
+orphans made the `--gpuperf-prune` the same output recommends delete their entries. Such a run
+(`whole=False`) finds only entries its tests ran and did not measure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,18 +38,20 @@ def find_orphans(
     *,
     collected: set[str],
     produced: Mapping[str, set[tuple[str, str]]],
+    whole: bool = True,
 ) -> list[Orphan]:
     """The orphans among the entries of `device_keys`' files.
 
     `collected` holds every test id collected (deselected ones too); `produced` maps the tests
-    that measured something to the (name, cache) pairs they measured."""
+    that measured something to the (name, cache) pairs they measured; `whole`: the run
+    collected its files whole (no node ids, -k, -m, shard...: `narrowed_by`)."""
     files = {test_id.split("::", 1)[0] for test_id in collected}
     found = []
     for device_key in sorted(set(device_keys)):
         loaded = store.load(device_key)
         for key in sorted(loaded.entries):
             test_id, name, cache = key
-            why = why_orphaned(test_id, (name, cache), files, collected, produced)
+            why = why_orphaned(test_id, (name, cache), files, collected, produced, whole=whole)
             if why:
                 found.append(Orphan(device_key, loaded.path, key, named_reason(why, "measurement")))
     return found
@@ -55,13 +63,16 @@ def why_orphaned(
     files: set[str],
     collected: set[str],
     produced: Mapping[str, set[tuple[str, str]]],
+    *,
+    whole: bool = True,
 ) -> str:
-    """Why an entry is an orphan: "test" (its test was not collected), "other" (its test
-    produced other entries) or "" (not an orphan, or this run did not collect its file)."""
+    """Why an entry is an orphan: "test" (its test was not collected, in a run that collected
+    its file whole), "other" (its test produced other entries) or "" (not an orphan, or this
+    run did not collect its file, or left tests of it out)."""
     if test_id.split("::", 1)[0] not in files:
         return ""
     if test_id not in collected:
-        return "test"
+        return "test" if whole else ""
     return "other" if test_id in produced and made not in produced[test_id] else ""
 
 
@@ -76,6 +87,28 @@ def prune(store: BaselineStore, orphans: Iterable[Orphan]) -> dict[Path, int]:
         path = store.update(device_key, [], remove=keys)
         removed[path] = len(keys)
     return removed
+
+
+def narrowed_by(
+    args: Sequence[str],
+    *,
+    keyword: str = "",
+    markers: str = "",
+    deselected: Sequence[str] = (),
+    last_failed: bool = False,
+    shard: object = None,
+) -> str:
+    """What selected tests within the run's files ("" when nothing did: its files were
+    collected whole): node ids among the arguments, -k, -m, --deselect, --lf, a shard."""
+    ways = [
+        ("node ids", any("::" in str(arg) for arg in args)),
+        ("-k", bool(keyword)),
+        ("-m", bool(markers)),
+        ("--deselect", bool(deselected)),
+        ("--lf", last_failed),
+        ("--gpuperf-shard", shard is not None),
+    ]
+    return ", ".join(name for name, used in ways if used)
 
 
 def named_reason(why: str, other: str) -> str:

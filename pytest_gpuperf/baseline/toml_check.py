@@ -278,3 +278,36 @@ def toml_error_line(error: Exception) -> tuple[str, int | None]:
         match = position.search(str(error))
         line = int(match.group(1)) if match else None
     return position.sub("", str(error)).strip(), line
+
+
+# A store's file by its content, wherever it is: the header a save writes, or the frame (a
+# top-level `schema = N` and an owner key) of one written or edited by hand, even one that
+# does not parse (a merge conflict in it).
+_STORE_HEADER = re.compile(rb"^# pytest-gpuperf (baselines for device|static facts for) ", re.M)
+_SCHEMA_LINE = re.compile(rb"^[ \t]*schema[ \t]*=[ \t]*[0-9]", re.M)
+_OWNER_LINE = re.compile(rb"^[ \t]*(device|arch)[ \t]*=[ \t]*[\"']", re.M)
+_SNIFF_BYTES = 1 << 20  # the frame is at the top: a save writes it before the first entry
+
+
+def store_file_kind(path: Any) -> str:
+    """'a baseline file' or 'a static facts file' when the regular file at `path` is one of
+    the stores' files by its content (its name and folder say nothing: a copy, a
+    --gpuperf-baseline-dir, another checkout's), "" when it is not (or cannot be read)."""
+    import os
+    import stat
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # never open a device to look (a watchdog)
+            return ""
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+        with open(os.open(path, flags), "rb") as held:
+            if not stat.S_ISREG(os.fstat(held.fileno()).st_mode):
+                return ""
+            head = held.read(_SNIFF_BYTES)
+    except OSError:
+        return ""
+    marked = _STORE_HEADER.search(head)
+    if not marked and not (_SCHEMA_LINE.search(head) and _OWNER_LINE.search(head)):
+        return ""
+    owner = marked.group(1) if marked else _OWNER_LINE.search(head).group(1)  # type: ignore[union-attr]
+    return "a static facts file" if owner in (b"static facts for", b"arch") else "a baseline file"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -172,7 +173,8 @@ def run_probe(
         wall_s = time.monotonic() - began
         if returncode in _USAGE_EXITS:
             said = _last_line(stderr) or _last_line(stdout)
-            raise ProbeError(f"pytest {' '.join(pytest_args)}: {_USAGE_EXITS[returncode]}: {said}")
+            given = shlex.join(["pytest", *pytest_args])
+            raise ProbeError(f"{given}: {_USAGE_EXITS[returncode]}: {said}")
         if not json_path.is_file():
             said = _last_line(stderr) or _last_line(stdout)
             how = (

@@ -12,6 +12,7 @@ not time (its edit has GOOD's model) ends it too (`Report.unmeasured`): nothing 
 from __future__ import annotations
 
 import math
+import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -223,8 +224,9 @@ class Bisection:
                         base, probes=(probe,), why_none=f"BAD does not build: {test_id}: {error}"
                     )
                 )
+            command = shlex.join(["pytest", *plan.pytest_args])
             raise ProbeError(
-                f"pytest {' '.join(plan.pytest_args)}: the selected tests measured no kernel "
+                f"{command}: the selected tests measured no kernel "
                 "with gpu_bench(...) against GOOD: select the perf tests (a path, -k EXPR)"
             )
         key, _ = max(found, key=lambda item: _rank(item[1]))

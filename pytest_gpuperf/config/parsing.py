@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from pytest_gpuperf.config import ranges
@@ -329,3 +329,32 @@ def parse_floor(raw: Any, where: str) -> float:
             f"{where}: the floor is a fraction of the peak bandwidth and must be in (0, 1]{hint}"
         )
     return value
+
+
+OUR_MARKERS = ("min_bw", "gpuperf")
+_TYPO_DISTANCE = 2  # `min_bww`, `minbw`, `gpu_perf`, `gpuprf`: a typo, not another marker
+
+
+def misspelt_marker(name: str, registered: Collection[str]) -> str:
+    """The marker of ours that `name` misspells ("" when it is none): a marker pytest does
+    not know (not `registered`) within edit distance 2 of `min_bw` or `gpuperf`. A misspelt
+    `@pytest.mark.min_bww(0.9)` set no floor and passed with pytest's generic warning."""
+    if name in registered or name in OUR_MARKERS:
+        return ""
+    for ours in OUR_MARKERS:
+        if edit_distance(name.lower(), ours) <= _TYPO_DISTANCE:
+            return ours
+    return ""
+
+
+def edit_distance(first: str, second: str) -> int:
+    """Levenshtein distance: insertions, deletions and substitutions of one character."""
+    previous = list(range(len(second) + 1))
+    for row, a in enumerate(first, start=1):
+        current = [row]
+        for column, b in enumerate(second, start=1):
+            current.append(
+                min(previous[column] + 1, current[column - 1] + 1, previous[column - 1] + (a != b))
+            )
+        previous = current
+    return previous[-1]

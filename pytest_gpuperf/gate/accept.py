@@ -14,12 +14,15 @@ out.
 A confirmed regression of a test that a rule names is ACCEPTED (gate/decide.py): it passes,
 and every report lists it with the rule's reason and origin. A rule that names no test of
 the run is a warning (a typo would otherwise excuse nothing, silently), and so is one that
-names every test (`*`, `*::*`: any regression would pass without a word).
+names too much, whatever its spelling (`too_broad`): any id at all (`*`, `*::*`, `?*`,
+`*.py::*`), every measuring test of the run (`tests/*`), or more than a few and more than half
+of them. A reason that is only the printed advice's placeholder (`<why>`) is no reason.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable, Sequence
 
 from pytest_gpuperf.errors import ConfigError
@@ -31,13 +34,34 @@ INI_SOURCE = "gpuperf_accept (ini)"
 TRAILER_SOURCE = f"{TRAILER} trailer"
 
 
+# The advice a failure prints says `<why>` (docs say `<why the slowdown is intended>`): pasted
+# without being filled in, it is no reason.
+_PLACEHOLDER = re.compile(r"<[^<>]*>")
+# Ids no suite has: a rule that names all of them names any id at all, whatever its spelling.
+_ANY_IDS = (
+    "a.py::b",
+    "x/test_q.py::TestR::test_s[1-two words]",
+    "test_z.py::test_z",
+    "src/k.py::test_k",
+)
+FEW = 3  # a rule naming more tests than this, and more than half of the run's, warns
+
+
 def parse_rule(text: str, source: str, *, commit: str = "") -> Acceptance:
-    """One rule from 'PATTERN [reason]' (`ConfigError` naming `source` when empty)."""
+    """One rule from 'PATTERN [reason]' (`ConfigError` naming `source` when empty); a reason
+    that is only the advice's placeholder (`<why>`) is no reason."""
     words = text.strip().split(maxsplit=1)
     if not words:
         raise ConfigError(f"{source}: expected 'PATTERN [reason]' (a glob of test ids), got ''")
     reason = words[1].strip() if len(words) > 1 else ""
+    if placeholder(reason):
+        reason = ""
     return Acceptance(pattern=words[0], reason=reason, source=source, commit=commit)
+
+
+def placeholder(reason: str) -> bool:
+    """Whether `reason` is nothing but placeholders in angle brackets (`<why>`)."""
+    return bool(reason.strip()) and not _PLACEHOLDER.sub("", reason).strip()
 
 
 def option_rules(values: Iterable[str], source: str) -> tuple[Acceptance, ...]:
@@ -51,8 +75,16 @@ def option_rules(values: Iterable[str], source: str) -> tuple[Acceptance, ...]:
                 "option for another rule"
             )
         for line in str(value).splitlines():
-            if line.strip():
-                rules.append(parse_rule(line, source))
+            if not line.strip():
+                continue
+            words = line.split(maxsplit=1)
+            if len(words) > 1 and placeholder(words[1]):
+                raise ConfigError(
+                    f"{source}: {line.strip()!r}: {words[1].strip()} is the advice's "
+                    "placeholder: write why the slowdown is intended in its place (or give "
+                    "the pattern alone)"
+                )
+            rules.append(parse_rule(line, source))
     return tuple(rules)
 
 
@@ -67,8 +99,10 @@ def trailer_rules(
             continue
         rule = parse_rule(value, TRAILER_SOURCE, commit=commit)
         if not rule.reason:
+            given = value.split(maxsplit=1)[1:]
+            what = f"gives only the placeholder {given[0].strip()}" if given else "gives no reason"
             warnings.append(
-                f"{TRAILER}: {rule.pattern} in commit {commit[:12]} gives no reason: not "
+                f"{TRAILER}: {rule.pattern} in commit {commit[:12]} {what}: not "
                 f"accepted (write '{TRAILER}: {rule.pattern} <why the slowdown is intended>')"
             )
             continue
@@ -93,6 +127,28 @@ def blanket_line(rule: Acceptance) -> str:
         f"accept rule '{rule.pattern}' ({rule.origin()}) names every test: any confirmed "
         "regression of this run is accepted by it; name the tests the change slows down "
         "(e.g. 'tests/perf/test_rmsnorm.py::*')"
+    )
+
+
+def too_broad(rule: Acceptance, test_ids: Iterable[str]) -> str:
+    """The warning for a rule that names too much ("" when it does not), whatever its
+    spelling: any id at all (`?*`, `*.py::*` name every id `*` does), every one of the run's
+    measuring tests `test_ids` (more than one), or more than `FEW` and more than half of them:
+    any confirmed regression among them would pass with one line of reason."""
+    if blanket(rule) or all(names(rule, test_id) for test_id in _ANY_IDS):
+        return blanket_line(rule)
+    ids = set(test_ids)
+    named = sum(1 for test_id in ids if names(rule, test_id))
+    if len(ids) > 1 and named == len(ids):
+        reach = f"names every measuring test of this run ({named})"
+    elif named > FEW and 2 * named > len(ids):
+        reach = f"names {named} of the run's {len(ids)} measuring tests"
+    else:
+        return ""
+    return (
+        f"accept rule '{rule.pattern}' ({rule.origin()}) {reach}: a confirmed regression of "
+        "any of them is accepted by it; name the tests the change slows down (e.g. "
+        "'tests/perf/test_rmsnorm.py::*')"
     )
 
 

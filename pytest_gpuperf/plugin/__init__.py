@@ -111,6 +111,7 @@ def pytest_configure(config: pytest.Config) -> None:
         state.probe = from_plain(ProbeReport, probe)
     config.stash[STATE] = state
     config.pluginmanager.register(state, "gpuperf-state")
+    _ignored_profile_plan(config)
     if (
         built.measure
         or built.static
@@ -132,6 +133,16 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gpuperf.plugin.static_gate import PLUGIN_NAME, StaticPlugin
 
         config.pluginmanager.register(StaticPlugin(state), PLUGIN_NAME)
+
+
+def _ignored_profile_plan(config: pytest.Config) -> None:
+    """An explain pass's variable this process was not given by the plugin (inherited from a
+    shell, set by hand) is ignored, and said once: the run measures and gates as usual."""
+    from pytest_gpuperf.session.profile_plan import inherited_plan_line
+
+    line = inherited_plan_line()
+    if line and not hasattr(config, "workerinput"):  # the controller says it for the run
+        config.issue_config_time_warning(GpuPerfWarning(line), stacklevel=2)
 
 
 def _getini(config: pytest.Config, key: str) -> object:

@@ -31,6 +31,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     that could not be written, stops the run before any test, naming it: found after the
     tests, it would cost the summary (found at the first measurement, every test failed)."""
     state = state_of(session.config)
+    state.narrowed = _narrowed_by(session.config)
     _note_the_checkout(session.config, state)
     if state.settings.measure:
         try:
@@ -78,6 +79,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if is_xdist_controller(session.config):
         _share_sim_seed(session.config, state)
         _probe_gpus(session.config, state)
+
+
+def _narrowed_by(config: pytest.Config) -> str:
+    """What selected tests within the run's files (baseline/orphans.py's `narrowed_by`)."""
+    from pytest_gpuperf.baseline.orphans import narrowed_by
+
+    option = config.option
+    return narrowed_by(
+        [str(arg) for arg in config.args],
+        keyword=getattr(option, "keyword", "") or "",
+        markers=getattr(option, "markexpr", "") or "",
+        deselected=getattr(option, "deselect", None) or (),
+        last_failed=bool(getattr(option, "lf", False)),
+        shard=state_of(config).settings.shard,
+    )
 
 
 def _note_the_checkout(config: pytest.Config, state: PluginState) -> None:
@@ -173,13 +189,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     naming it; it does not abort a session in which that test is deselected."""
     state = state_of(config)
     settings = state.settings
+    registered = _registered_markers(config) if settings.measure else set()
     for item in items:
         try:
             item.stash[TEST_SETTINGS] = item_settings(settings, item)
         except ConfigError as problem:
             item.stash[MARKER_PROBLEM] = f"pytest-gpuperf: {problem}"
+        if settings.measure and MARKER_PROBLEM not in item.stash:
+            typo = _misspelt(item, registered)
+            if typo:
+                item.stash[MARKER_PROBLEM] = f"pytest-gpuperf: {typo}"
     if settings.shard is not None:
         _select_shard(config, state, items)
+
+
+def _registered_markers(config: pytest.Config) -> set[str]:
+    """The names of the markers the run knows (pytest's, ours, the ini's, plugins')."""
+    lines = config.getini("markers")
+    return {str(line).split(":", 1)[0].split("(", 1)[0].strip() for line in lines}
+
+
+def _misspelt(item: pytest.Item, registered: set[str]) -> str:
+    """Under --gpuperf, the first marker of `item` that misspells one of ours, as the line
+    that fails the test ("" when none does): a `min_bww` sets no floor, silently."""
+    from pytest_gpuperf.config.parsing import misspelt_marker
+
+    for mark in item.iter_markers():
+        ours = misspelt_marker(mark.name, registered)
+        if ours:
+            return (
+                f"{item.nodeid}: unknown marker '{mark.name}': did you mean '{ours}'? A "
+                f"misspelt marker sets nothing (register '{mark.name}' in the ini's markers if "
+                "it is another plugin's; --strict-markers makes any unknown marker an error)"
+            )
+    return ""
 
 
 def _select_shard(config: pytest.Config, state: PluginState, items: list[pytest.Item]) -> None:

@@ -237,14 +237,24 @@ def _orphans(state: PluginState) -> None:
 
     produced: dict[str, set[tuple[str, str]]] = {}
     for row in rows:
-        produced.setdefault(row.test_id, set()).add((row.measurement.name, row.measurement.cache))
+        if row.test_outcome == "passed":  # a test that failed midway did not measure it all
+            made = (row.measurement.name, row.measurement.cache)
+            produced.setdefault(row.test_id, set()).add(made)
     store = state.session.baselines()
     keys = {baseline_keys(row.measurement)[0] for row in rows}
+    whole = not state.narrowed
     try:
-        orphans = find_orphans(store, keys, collected=state.collected, produced=produced)
+        orphans = find_orphans(
+            store, keys, collected=state.collected, produced=produced, whole=whole
+        )
     except GpuPerfError as problem:
         state.problems.append(f"orphaned baselines not checked: {problem}")
         return
+    if state.settings.prune and not whole:
+        state.orphan_lines.append(
+            f"--gpuperf-prune: this run selected tests ({state.narrowed}): the entries of tests "
+            "it left out are kept (prune from a run of the whole suite)"
+        )
     if not orphans:
         return
     if state.settings.prune:
@@ -363,11 +373,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     )
     title = "gpuperf" + (" — SIMULATED DEVICE" if simulated else "")
     writer.write_sep("=", title, bold=True, yellow=simulated)
+    from pytest_gpuperf.session.device import TRIED_FIRST
+
     shown: set[str] = set()  # several GPUs of one run say the same thing once
     verbose = config.get_verbosity() > 0
     for device in state.devices:
         for line in device["lines"][1:] if rows else device["lines"]:
-            if "FELL BACK" in line and not verbose:
+            if ("FELL BACK" in line or TRIED_FIRST in line) and not verbose:
                 continue  # the header said it; the title and the SIMULATED line say enough
             if line not in shown:
                 shown.add(line)
@@ -431,18 +443,20 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 def _accept_warnings(state: PluginState) -> tuple[str, ...]:
     """Accept rules that name no test of the run (a typo excuses nothing, silently otherwise),
-    rules that name every test, and Gpuperf-Accept trailers refused for want of a reason."""
+    rules that name too much (every test, or most of the measuring ones), and Gpuperf-Accept
+    trailers refused for want of a reason."""
     if not state.settings.measure:
         return ()
-    from pytest_gpuperf.gate.accept import blanket, blanket_line, unmatched, unmatched_line
+    from pytest_gpuperf.gate.accept import too_broad, unmatched, unmatched_line
 
     try:
         rules, refused = state.session.accept_rules()
     except GpuPerfError as problem:
         return (f"accept rules not read: {problem}",)
+    measuring = {row.test_id for row in state.all_rows}
     return (
         *refused,
-        *(blanket_line(rule) for rule in rules if blanket(rule)),
+        *filter(None, (too_broad(rule, measuring) for rule in rules)),
         *(unmatched_line(r) for r in unmatched(rules, sorted(state.collected))),
     )
 

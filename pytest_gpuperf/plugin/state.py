@@ -43,6 +43,10 @@ class PluginState:
     crashed: dict[str, str] = field(default_factory=dict)  # xdist workers that died -> why
     worker_pids: dict[str, int] = field(default_factory=dict)  # xdist workers alive -> pid
     collected: set[str] = field(default_factory=set)  # every test id collected, deselected too
+    # what selected tests within the run's files (node ids, -k, -m...; baseline/orphans.py's
+    # narrowed_by): "" when they were collected whole, and only then is a test not collected
+    # gone
+    narrowed: str = ""
     orphan_lines: list[str] = field(default_factory=list)
     devices: list[dict[str, Any]] = field(default_factory=list)
     smoke: dict[str, int] = field(default_factory=dict)
@@ -132,6 +136,12 @@ class PluginState:
     @property
     def all_rows(self) -> list[Row]:
         return [row for rows in self.rows.values() for row in rows]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Every test collected, before any hook narrows the list: one that a conftest drops
+        without pytest_deselected exists all the same (its entries are not orphans)."""
+        self.collected.update(item.nodeid for item in items)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.settings.shard is not None:

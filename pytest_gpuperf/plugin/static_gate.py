@@ -89,14 +89,14 @@ class StaticPlugin:
         settings = self.settings
         parts = ["pytest", f"--gpuperf-static={','.join(settings.static_archs)}", "--gpuperf-save"]
         if settings.clang:
-            parts.append(f"--gpuperf-clang={shlex.quote(settings.clang)}")
+            parts.append(f"--gpuperf-clang={settings.clang}")
         if settings.baseline_dir != self.state.rootdir / "baselines":
             from pytest_gpuperf.session.bench_session import relative
 
             parts.append(
                 f"--gpuperf-baseline-dir={relative(settings.baseline_dir, self.state.rootdir)}"
             )
-        return " ".join([*parts, *(shlex.quote(target) for target in targets)])
+        return shlex.join([*parts, *targets])  # every word quoted for a shell
 
     def toolchain_labels(self) -> dict[str, str]:
         """'clang 19.1.7 (/usr/bin/clang-19), gpuperf HIP header' per arch."""
@@ -278,7 +278,11 @@ class StaticPlugin:
         store = self.static.store
         try:
             orphans = find_static_orphans(
-                store, self.settings.static_archs, collected=self.state.collected, produced=produced
+                store,
+                self.settings.static_archs,
+                collected=self.state.collected,
+                produced=produced,
+                whole=not self.state.narrowed,
             )
             if orphans and self.settings.prune:
                 for path, count in prune_static(store, orphans).items():

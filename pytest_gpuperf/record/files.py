@@ -63,7 +63,7 @@ class Guarded:
             return f"is in the GPU lock folder {self.lock_dir} ($GPUPERF_LOCK_DIR)"
         if _inside(real, self.cache_dir):
             return f"is in the kernel cache {self.cache_dir} ($GPUPERF_CACHE_DIR)"
-        return ""
+        return stored_content(path)
 
     def _linked(self, path: Path) -> bool:
         """Whether `path` is a hard link to a baseline file (another name, the same file)."""
@@ -80,14 +80,26 @@ class Guarded:
         return False
 
 
+def stored_content(path: Path) -> str:
+    """'is a baseline file (by its content) ...' when the file at `path` is one a store keeps,
+    wherever it is (another checkout's, a --gpuperf-baseline-dir, a copy): a folder rule
+    alone let `publish -o` and `compare --markdown` replace one outside ./baselines."""
+    from pytest_gpuperf.baseline.toml_check import store_file_kind
+
+    kind = store_file_kind(path)
+    if not kind:
+        return ""
+    return f"is {kind} (by its content); an output there would replace it"
+
+
 def output_problem(
     path: Path, *, baseline_dirs: Sequence[Path] = (), inputs: Sequence[Path] = ()
 ) -> str:
     """Why a `python -m` command (bisect, publish, compare) must not or cannot write its file
     at `path` ("" when it may), asked before it starts its work: the run's own rules (not a
-    baseline file of `baseline_dirs` or of ./baselines, the GPU lock folder, the kernel cache,
-    a device, a FIFO, a folder) and not one of the command's `inputs` (the output would
-    replace what it was made from)."""
+    baseline file of `baseline_dirs` or of ./baselines, nor one anywhere by its content, the
+    GPU lock folder, the kernel cache, a device, a FIFO, a folder) and not one of the
+    command's `inputs` (the output would replace what it was made from)."""
     from pytest_gpuperf.baseline.shared_lock import lock_dir
     from pytest_gpuperf.runtime.compile import cache_dir
 
@@ -326,6 +338,7 @@ __all__ = [
     "not_regular",
     "output_problem",
     "report_paths",
+    "stored_content",
     "unwritable",
     "write_output",
     "write_report",

@@ -9,6 +9,7 @@ chooses what leads and what follows.
 
 from __future__ import annotations
 
+import shlex
 import time
 
 from pytest_gpuperf.engine.results import Measurement
@@ -188,17 +189,29 @@ def _actions(verdict: Verdict, test_id: str = "") -> list[tuple[str, str]]:
             )
         )
     if failed and all(cause in ACCEPTABLE_CHECKS for cause in failed):
-        # the rule's pattern ends at its first blank: a blank of the id is matched by `?`
-        pattern = "".join("?" if c.isspace() else c for c in test_id) or "TEST_ID"
+        pattern = accept_pattern(test_id)
+        option = "--gpuperf-accept=" + shlex.quote(f"{pattern} <why>")
         actions.append(
             (
                 "accept",
                 f"if this slowdown is intended: a commit trailer 'Gpuperf-Accept: {pattern} "
-                f"<why>' (under --gpuperf-compare), or --gpuperf-accept='{pattern} <why>' "
+                f"<why>' (under --gpuperf-compare), or {option} "
                 "(docs/ci.md, 'Accepting an intended slowdown')",
             )
         )
     return actions
+
+
+_PLAIN = frozenset("_./:-[],=+@%")
+
+
+def accept_pattern(test_id: str) -> str:
+    """The accept rule's pattern for `test_id`, safe to paste anywhere: each character that a
+    shell or a commit message would read (a blank ends the pattern; quotes, `$(...)`,
+    backticks, `;`, a line break) is the glob's `?`, which still names it. The id itself was
+    printed raw: a test id `'$(...)'` pasted from the advice ran the command."""
+    plain = "".join(c if c.isalnum() or c in _PLAIN else "?" for c in test_id)
+    return plain or "TEST_ID"
 
 
 def _context(

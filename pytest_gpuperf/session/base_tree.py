@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -101,7 +102,8 @@ def _fetch_hint(toplevel: Path, ref: str) -> str:
     remotes = (run_git(toplevel, "remote") or "").split()
     remote, _, branch = ref.partition("/")
     if branch and remote in remotes:
-        return f"A shallow clone? Fetch it first: `git fetch --depth=1 {remote} {branch}`"
+        fetch = shlex.join(["git", "fetch", "--depth=1", remote, branch])
+        return f"A shallow clone? Fetch it first: `{fetch}`"
     hint = "A shallow clone? Fetch it first, e.g. `git fetch --depth=1 origin main` for origin/main"
     if branch and remotes:
         hint = f"There is no remote {remote!r} (remotes: {', '.join(remotes)}); a typo? " + hint

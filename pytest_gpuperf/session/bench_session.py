@@ -355,13 +355,15 @@ class BenchSession:
         return self._git
 
     def update_command(self, *targets: str) -> str:
-        """The exact command that re-records these tests' baselines with these settings."""
+        """The exact command that re-records these tests' baselines with these settings,
+        every word quoted for a shell (a test id, a device key or a folder is whatever the
+        user wrote: pasted raw, `$(...)` in one ran)."""
         parts = ["pytest", "--gpuperf", "--gpuperf-save", *self.settings.command_options()]
         if self.settings.baseline_dir != self.rootdir / "baselines":
             parts.append(
                 f"--gpuperf-baseline-dir={relative(self.settings.baseline_dir, self.rootdir)}"
             )
-        return " ".join([*parts, *(shlex.quote(target) for target in targets)])
+        return shlex.join([*parts, *targets])
 
     # -- judging and saving ----------------------------------------------------------------
     def judge(

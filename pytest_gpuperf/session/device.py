@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from pytest_gpuperf.session.gpu_probe import ProbeReport
 
 
+TRIED_FIRST = "tried before"  # a -v line: the backends passed over to reach a real GPU
+
+
 @dataclass(frozen=True)
 class OpenDevice:
     """The session's device: the backend, the spec it is measured against, its GPU lock,
@@ -42,7 +45,9 @@ class OpenDevice:
 
     def describe(self, *, verbose: bool = False) -> list[str]:
         """Header lines: the device, and loudly, whether it is simulated and why (each
-        backend passed over in a few words; `verbose`: its whole reason and way out)."""
+        backend passed over in a few words; `verbose`: its whole reason and way out). Backends
+        passed over to reach a real GPU are the list doing its job: only `verbose` says them,
+        quietly."""
         info, spec = self.info, self.match.spec
         where = f"GPU {info.index}" + (f" ({info.pci_bus_id})" if info.pci_bus_id else "")
         # The device table's name, as the summary and the baselines name it; the runtime's own
@@ -58,12 +63,17 @@ class OpenDevice:
             lines.append(
                 f"gpuperf device: *** SIMULATED *** times come from a model, not a GPU{seeded}"
             )
-        if self.passed_over:
+        if self.passed_over and self.simulated:  # the alarm: a model instead of a GPU
             tried = "; ".join(
                 f"{a.backend}: {a.reason if verbose else _gist(a.reason)}" for a in self.passed_over
             )
             why = "" if verbose else " (-v: why)"
             lines.append(f"gpuperf device: *** FELL BACK to {info.backend}: {tried}{why}")
+        elif self.passed_over and verbose:
+            # the next backend of the list is the normal path (hip-python installed on an
+            # NVIDIA machine says hipErrorNoDevice): said under -v, never as an alarm
+            tried = "; ".join(f"{a.backend}: {a.reason}" for a in self.passed_over)
+            lines.append(f"gpuperf device: {TRIED_FIRST} {info.backend}: {tried}")
         if self.match.warning:
             lines.append(f"gpuperf device: warning: {self.match.warning}")
         return lines

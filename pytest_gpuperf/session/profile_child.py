@@ -2,7 +2,8 @@
 vendor's profiler with `PLAN_ENV` set, each gpu_bench call launches head once and base once
 inside the profiler's range, with the test's own inputs and cache mode, and appends what it
 launched to the plan file; the parent (explain/counters/profile.py) pairs the plan with the
-profiler's report. Here, below the session layer, because the fixture calls it.
+profiler's report. Here, below the session layer, because the fixture calls it. Which process
+is that child (not any that inherits the variable): session/profile_plan.py.
 """
 
 from __future__ import annotations
@@ -17,19 +18,13 @@ from typing import Any
 import numpy as np
 
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel
+from pytest_gpuperf.session.profile_plan import KEY_ENV, PLAN_ENV, child_plan
 
-PLAN_ENV = "GPUPERF_PROFILE_PLAN"  # set in the child: where the fixture writes its launches
 HEAD, BASE = "head", "base"
 PROFILED_NOTE = "not measured: head and base launched once each under the profiler (explain pass)"
 _POISON = 0xFFFFFFFF
 CALLABLE = ""  # the kernel name of a planned gpu_bench.run: whatever the callable launches
 _UNIFORM_SAMPLE_BYTES = 1 << 30  # buffers past this are not read back to look for one value
-
-
-def child_plan() -> Path | None:
-    """The plan file when this process is an explain pass's child (None: a normal run)."""
-    named = os.environ.get(PLAN_ENV)
-    return Path(named) if named else None
 
 
 def uniform_args(args: Sequence[Any], skip: Sequence[Any] = ()) -> tuple[int, ...]:
@@ -73,7 +68,9 @@ def profile_launch(
         launch()
     finally:
         backend.profile_stop()
-    with plan.open("a", encoding="utf-8") as out:
+    # appended to the file the parent made, never through a link (nor made anew)
+    flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(plan, flags), "a", encoding="utf-8") as out:
         out.write(json.dumps(dict(entry)) + "\n")
 
 
@@ -112,6 +109,7 @@ __all__ = [
     "BASE",
     "CALLABLE",
     "HEAD",
+    "KEY_ENV",
     "PLAN_ENV",
     "PROFILED_NOTE",
     "child_plan",

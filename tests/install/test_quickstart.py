@@ -73,6 +73,7 @@ def test_the_page_lists_the_files_and_commands_this_test_runs():
     assert "not on the package index" in PAGE.read_text()
     # the fallback that makes the page's commands do something on a machine with no GPU
     assert "gpuperf_backend = hip,cuda,sim" in page_files()["pytest.ini"]
+    assert "addopts = --strict-markers" in page_files()["pytest.ini"]  # a misspelt min_bw
 
 
 @pytest.fixture(scope="module")

@@ -136,12 +136,13 @@ def test_a_pattern_that_names_no_test_is_a_warning(two):
     result = two.run(
         "--gpuperf",
         "--gpuperf-compare=HEAD~1",
-        "--gpuperf-accept=test_perf.py::*",
+        "--gpuperf-accept=test_perf.py::test_add",  # one rule a test: neither names them all
+        "--gpuperf-accept=test_perf.py::test_add_again",
         "--gpuperf-accept=test_prf.py::* typo",
         "--gpuperf-json=report.json",
         "--gpuperf-markdown=summary.md",
     )
-    assert result.ret == pytest.ExitCode.OK  # the other rule accepted both
+    assert result.ret == pytest.ExitCode.OK  # the other rules accepted both
     line = (
         "accept rule 'test_prf.py::*' (--gpuperf-accept) names no test of this run: nothing "
         "was accepted by it (a test id glob, e.g. 'test_rmsnorm.py::*')"
@@ -302,6 +303,37 @@ def test_a_blanket_rule_is_a_warning(two):
         ]
     )
     assert "names every test" in report(two)["accept_warnings"][0]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "words"),
+    [
+        ("?*", "names every test: any confirmed regression of this run is accepted by it"),
+        ("*.py::*", "names every test: any confirmed regression of this run is accepted by it"),
+        ("test_*", "names every measuring test of this run (2)"),
+    ],
+)
+def test_a_rule_that_names_every_test_warns_whatever_its_spelling(two, pattern, words):
+    """`?*`, `*.py::*` (and `tests/*` in a repository whose tests live there) accepted every
+    regression without the warning `*` gets."""
+    commit_slower(two, f"slower vadd\n\nGpuperf-Accept: {pattern} {REASON}\n")
+    result = two.run("--gpuperf", "--gpuperf-compare=HEAD~1", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"gpuperf: WARNING: accept rule '{pattern}' (*) {words}*"])
+    assert words in report(two)["accept_warnings"][0]
+
+
+def test_the_advices_placeholder_is_no_reason(two):
+    commit_slower(two, "slower vadd\n\nGpuperf-Accept: test_perf.py::test_add <why>\n")
+    result = two.run("--gpuperf", "--gpuperf-compare=HEAD~1")
+    result.assert_outcomes(failed=2)  # nothing accepted
+    result.stdout.fnmatch_lines(
+        ["gpuperf: WARNING: Gpuperf-Accept: test_perf.py::test_add in commit * gives only the "
+         "placeholder <why>: not accepted*"]
+    )  # fmt: skip
+    pasted = two.run("--gpuperf", "--gpuperf-accept=test_perf.py::test_add <why>")
+    assert pasted.ret == pytest.ExitCode.USAGE_ERROR
+    pasted.stderr.fnmatch_lines(["*--gpuperf-accept: *<why> is the advice's placeholder*"])
 
 
 def test_a_line_break_in_the_option_stops_the_run(two):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -88,3 +90,76 @@ def test_an_orphans_test_id_reaches_the_terminal_escaped(gp):
     result.stdout.fnmatch_lines(
         ["*orphan: test_perf.py::test_other\\x1b]0;owned\\x07\\x1b[[]2J\\r [[]vector_add, cold]*"]
     )
+
+
+CASES = """
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_p(gpu_bench, n):
+    add(gpu_bench)
+    assert n != int(__import__("os").environ.get("FAIL_CASE", "0"))
+
+@pytest.mark.slow
+def test_other(gpu_bench):
+    add(gpu_bench)
+"""
+ALL_CASES = [
+    ("test_perf.py::test_other", "vector_add"),
+    ("test_perf.py::test_p[1]", "vector_add"),
+    ("test_perf.py::test_p[2]", "vector_add"),
+    ("test_perf.py::test_p[3]", "vector_add"),
+]
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [
+        ("test_perf.py::test_p[1]",),  # the `update:` line of a failing case, as printed
+        ("test_perf.py::test_p",),
+        ("-k", "test_p and 1"),
+        ("-m", "slow", "-o", "markers=slow: a slow test"),
+        ("--deselect", "test_perf.py::test_p[2]"),
+        ("--gpuperf-shard=1/2",),
+        ("-x",),  # FAIL_CASE=1: the first case fails, -x stops the run there
+    ],
+    ids=["node-id", "function", "k", "m", "deselect", "shard", "x"],
+)
+def test_prune_never_deletes_a_test_the_run_left_out(gp, monkeypatch, selection):
+    """A printed `update:` line names one parametrized case: run as printed, its siblings were
+    listed as orphans ("test not collected") and the --gpuperf-prune the same output
+    recommends deleted their entries. A test a selection leaves out is not gone."""
+    gp.test_file(CASES)
+    gp.run("--gpuperf-save", "-o", "markers=slow: a slow test").assert_outcomes(passed=4)
+    assert entry_keys(gp) == ALL_CASES
+    if selection == ("-x",):
+        monkeypatch.setenv("FAIL_CASE", "1")
+    listed = gp.run("--gpuperf", *selection)
+    assert "not collected" not in listed.stdout.str()
+    pruned = gp.run("--gpuperf", "--gpuperf-prune", *selection)
+    assert "pruned" not in pruned.stdout.str()
+    assert entry_keys(gp) == ALL_CASES
+
+
+def test_a_test_removed_from_a_suite_run_whole_is_still_pruned(gp):
+    gp.test_file(CASES)
+    gp.run("--gpuperf-save", "-o", "markers=slow: a slow test").assert_outcomes(passed=4)
+    gp.test_file(CASES.replace("[1, 2, 3]", "[1, 2]"))  # case 3 removed
+    kept = gp.run("--gpuperf", "--gpuperf-prune", "test_perf.py::test_p[1]")
+    kept.stdout.fnmatch_lines(["*--gpuperf-prune: this run selected tests (node ids)*kept*"])
+    assert len(entry_keys(gp)) == 4
+    pruned = gp.run("--gpuperf", "--gpuperf-prune", "-o", "markers=slow: a slow test")
+    pruned.stdout.fnmatch_lines(["gpuperf: pruned 1 orphaned baseline entry from *"])
+    assert ("test_perf.py::test_p[3]", "vector_add") not in entry_keys(gp)
+    assert len(entry_keys(gp)) == 3
+
+
+def test_tests_a_conftest_drops_silently_are_not_orphans(gp):
+    gp.test_file(CASES)
+    gp.run("--gpuperf-save", "-o", "markers=slow: a slow test").assert_outcomes(passed=4)
+    gp.pytester.makeconftest(
+        gp.path.joinpath("conftest.py").read_text()
+        + "\n\ndef pytest_collection_modifyitems(items):\n"
+        + "    items[:] = [i for i in items if 'test_other' in i.nodeid]\n"
+    )
+    result = gp.run("--gpuperf", "--gpuperf-prune", "-o", "markers=slow: a slow test")
+    result.assert_outcomes(passed=1)
+    assert entry_keys(gp) == ALL_CASES

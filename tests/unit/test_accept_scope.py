@@ -12,7 +12,14 @@ import pytest
 
 from pytest_gpuperf.config.settings import build_settings
 from pytest_gpuperf.errors import ConfigError
-from pytest_gpuperf.gate.accept import blanket, names, option_rules, parse_rule
+from pytest_gpuperf.gate.accept import (
+    blanket,
+    names,
+    option_rules,
+    parse_rule,
+    too_broad,
+    trailer_rules,
+)
 from pytest_gpuperf.session.base_tree import accept_trailers
 from tests.git_repo import git
 
@@ -119,3 +126,58 @@ def test_a_line_break_in_the_option_is_refused_not_a_second_rule(tmp_path):
         build_settings(cli, {}, rootdir=tmp_path, invocation_dir=tmp_path)
     ini = option_rules(["a why\nb because"], "gpuperf_accept (ini)")  # the ini: one a line
     assert [rule.pattern for rule in ini] == ["a", "b"]
+
+
+SUITE = [f"tests/perf/test_k{k}.py::test_k{k}[{size}]" for k in range(3) for size in "SML"]
+
+
+@pytest.mark.parametrize("pattern", ["?*", "*.py::*", "?*::*", "*?", "**?*"])
+def test_a_rule_naming_any_id_warns_whatever_its_spelling(pattern):
+    """`?*` and `*.py::*` accepted every regression without the warning `*` gets."""
+    rule = parse_rule(f"{pattern} why", "Gpuperf-Accept trailer", commit="abc")
+    for suite in (SUITE, SUITE[:1]):  # one test in the run or nine
+        assert "names every test" in too_broad(rule, suite), pattern
+
+
+@pytest.mark.parametrize(
+    ("pattern", "words"),
+    [
+        ("tests/*", "names every measuring test of this run (9)"),
+        ("tests/perf/test_k?.py::*", "names every measuring test of this run (9)"),
+        ("*[S]", ""),  # 3 of 9
+        ("tests/perf/test_k0.py::*", ""),  # 3 of 9
+        ("tests/perf/test_k1.py::test_k1[M]", ""),
+    ],
+)
+def test_a_rule_naming_the_whole_suite_warns_and_a_few_tests_do_not(pattern, words):
+    rule = parse_rule(f"{pattern} why", "--gpuperf-accept")
+    found = too_broad(rule, SUITE)
+    assert (words in found) if words else found == "", found
+
+
+def ids(in_a: int, in_b: int) -> list[str]:
+    return [f"a.py::t{n}" for n in range(in_a)] + [f"b.py::t{n}" for n in range(in_b)]
+
+
+def test_more_than_a_few_and_more_than_half_warns():
+    rule = parse_rule("a.py::* why", "--gpuperf-accept")
+    assert "names 5 of the run's 8 measuring tests" in too_broad(rule, ids(5, 3))
+    assert too_broad(rule, ids(4, 5)) == ""  # not more than half
+    assert too_broad(rule, ids(3, 1)) == ""  # a few
+    assert "names every measuring test of this run (2)" in too_broad(rule, ids(2, 0))
+    assert too_broad(rule, ids(1, 0)) == ""  # a run of one test: the rule names that one
+
+
+@pytest.mark.parametrize("reason", ["<why>", "<why the slowdown is intended>", " <why> <why> "])
+def test_the_placeholder_is_no_reason(reason):
+    assert parse_rule(f"t.py::x {reason}", "--gpuperf-accept").reason == ""
+    rules, warnings = trailer_rules([("0123456789abcdef", f"t.py::x {reason}")])
+    assert rules == () and len(warnings) == 1
+    assert "gives only the placeholder <why" in warnings[0] and "not accepted" in warnings[0]
+    with pytest.raises(ConfigError, match="the advice's placeholder: write why"):
+        option_rules([f"t.py::x {reason}"], "--gpuperf-accept")
+
+
+def test_a_reason_with_brackets_in_it_is_a_reason():
+    rule = parse_rule("t.py::x fused epilogue, see <issue 12>", "--gpuperf-accept")
+    assert rule.reason == "fused epilogue, see <issue 12>"

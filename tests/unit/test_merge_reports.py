@@ -187,7 +187,9 @@ def _two(tmp_path: Path) -> list[str]:
     ("option", "target", "words"),
     [
         ("--json", "baselines/mi300x-sim.toml", "is a baseline file of this run"),
-        ("--json", "elsewhere/baselines/mi300x-sim.toml", "is a .toml path, where baselines live"),
+        # a baseline of another folder, known by its content (before: by its .toml name)
+        ("--json", "elsewhere/baselines/mi300x-sim.toml", "is a baseline file (by its content)"),
+        ("--json", "elsewhere/new.toml", "is a .toml path, where baselines live"),
         ("--markdown", "1.json", "1.json); the output would replace it"),
         ("--junit", "linked-to-2.json", "is one of the inputs"),
     ],

@@ -14,6 +14,7 @@ fails a test.
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -132,7 +133,8 @@ def _stored_base(session: BenchSession, head: Kernel, commit: str) -> tuple[Kern
     if not tree.commit:
         return None, (
             f"base code not available: commit {sha[:12]}, which the baseline was saved from, is "
-            f"not in this repository (a shallow clone? `git fetch --depth=1 origin {sha}`)"
+            f"not in this repository (a shallow clone? `git fetch --depth=1 origin "
+            f"{shlex.quote(sha)}`)"
         )
     source, _, detail = tree.source_for(Path(origin))
     if source is None:

@@ -27,7 +27,8 @@ from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.explain.counters import ncu, rocprof
 from pytest_gpuperf.explain.counters.traffic import Traffic
 from pytest_gpuperf.record.json_text import loads_line
-from pytest_gpuperf.session.profile_child import BASE, CALLABLE, HEAD, PLAN_ENV
+from pytest_gpuperf.session.profile_child import BASE, CALLABLE, HEAD
+from pytest_gpuperf.session.profile_plan import PLAN_ENV, make_plan
 
 # Variables of the parent that must not reach the child: an xdist worker's identity would make
 # the child a worker, and a job summary is the parent's to write.
@@ -134,14 +135,15 @@ def run_profile(request: ProfileRequest) -> Profiled:
         return Profiled(tool, cache_control, 0.0, problem=line, lasting=True)
     with tempfile.TemporaryDirectory(prefix="gpuperf-explain-") as folder:
         work = Path(folder)
-        plan, log = work / "plan.jsonl", work / "ncu.csv"
+        plan, proof = make_plan(work)  # the child's proof that this parent started it
+        log = work / "ncu.csv"
         if request.backend == "cuda":
             command = ncu.ncu_command(tool_path, cache_control=cache_control, log_file=log)
         else:
             command = rocprof.rocprof_command(tool_path, output_dir=work / "rocprof")
         command += [sys.executable, "-m", "pytest", request.nodeid, *request.pytest_args]
         env = {k: v for k, v in os.environ.items() if k not in _PARENT_ONLY}
-        env[PLAN_ENV] = str(plan)
+        env.update(proof)
         returncode, output, timed_out = _run(command, env, request.cwd, request.timeout_s)
         cost_s = time.monotonic() - began
         tail = tuple(output.strip().splitlines()[-15:])

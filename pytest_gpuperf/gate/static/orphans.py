@@ -27,6 +27,7 @@ def find_static_orphans(
     *,
     collected: set[str],
     produced: Mapping[str, set[tuple[str, str]]],
+    whole: bool = True,
 ) -> list[StaticOrphan]:
     """The same rule as `find_orphans`, for baselines/static/<arch>.toml: `produced` maps the
     tests the static gate checked to the (arch, entry name) pairs it checked."""
@@ -35,7 +36,7 @@ def find_static_orphans(
     for arch in sorted(set(archs)):
         loaded = store.load(arch)
         for key in sorted(loaded.entries):
-            why = why_orphaned(key[0], (arch, key[1]), files, collected, produced)
+            why = why_orphaned(key[0], (arch, key[1]), files, collected, produced, whole=whole)
             if why:
                 found.append(StaticOrphan(arch, loaded.path, key, named_reason(why, "kernel")))
     return found
