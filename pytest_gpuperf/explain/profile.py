@@ -55,6 +55,7 @@ class PlannedLaunch:
     cache: str
     declared_bytes: int
     uniform_args: tuple[int, ...] = ()
+    uniform_arg_bytes: tuple[int, ...] = ()
 
     @classmethod
     def from_plain(cls, data: Mapping[str, Any]) -> PlannedLaunch:
@@ -66,6 +67,7 @@ class PlannedLaunch:
             cache=str(data["cache"]),
             declared_bytes=int(data["declared_bytes"]),
             uniform_args=tuple(int(i) for i in data.get("uniform_args", ())),
+            uniform_arg_bytes=tuple(int(n) for n in data.get("uniform_arg_bytes", ())),
         )
 
 
