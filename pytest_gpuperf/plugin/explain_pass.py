@@ -26,6 +26,18 @@ LASTING: pytest.StashKey[Any] = pytest.StashKey()
 _REGRESSIONS = {"ab", "regression"}
 # Report files and the GPU probe are the parent's: the child writes and probes nothing.
 _CHILD_INI = ("gpuperf_json=", "gpuperf_markdown=", "gpuperf_benchmark_json=")
+# The report options a child could inherit through `addopts` or PYTEST_ADDOPTS (which the ini
+# overrides above do not reach): by option dest, the flag the child is given a private path
+# with. Only those the run registered are passed (the child loads the same plugins).
+_CHILD_OUTPUTS = (
+    ("gpuperf_json", "--gpuperf-json"),
+    ("gpuperf_markdown", "--gpuperf-markdown"),
+    ("gpuperf_benchmark_json", "--gpuperf-benchmark-json"),
+    ("xmlpath", "--junitxml"),
+    ("htmlpath", "--html"),
+    ("reportlog", "--report-log"),
+    ("json_report_file", "--json-report-file"),
+)
 
 
 def explain_test(item: pytest.Item, judgement: Judgement) -> dict[int, dict[str, Any]]:
@@ -55,6 +67,7 @@ def explain_test(item: pytest.Item, judgement: Judgement) -> dict[int, dict[str,
         backend=profiler_backend(device.info),
         hot=all(m.cache == "hot" for m, _ in verdicts),
         timeout_s=settings.explain_timeout_s,
+        output_options=_output_options(item.config),
     )
     profiled = item.config.stash.get(LASTING, None) or run_profile(request)
     if profiled.lasting:
@@ -90,6 +103,12 @@ def _child_args(config: pytest.Config, gpu_index: int) -> list[str]:
     if config.pluginmanager.hasplugin("xdist"):
         args += ["-n", "0"]
     return args
+
+
+def _output_options(config: pytest.Config) -> tuple[str, ...]:
+    """The report flags this run knows, each of which the child gets a private path for: the
+    run's own report files are the parent's, whatever `addopts` says."""
+    return tuple(flag for dest, flag in _CHILD_OUTPUTS if hasattr(config.option, dest))
 
 
 def _plugins(given: tuple[str, ...] | list[str]) -> list[str]:
