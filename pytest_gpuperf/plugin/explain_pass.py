@@ -8,6 +8,7 @@ real GPU is profiled. What the profile says never changes a verdict.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,8 @@ EXPLAINED: pytest.StashKey[dict[int, dict[str, Any]]] = pytest.StashKey()
 # re-run under a profiler that already said no.
 LASTING: pytest.StashKey[Any] = pytest.StashKey()
 _REGRESSIONS = {"ab", "regression"}
+# --gpuperf-check-bytes alone on the simulated device: what was asked, and why not (said once)
+SIM_BYTES_LINE = "declared bytes not checked: the simulated device has no counters"
 # Report files and the GPU probe are the parent's: the child writes and probes nothing.
 _CHILD_INI = ("gpuperf_json=", "gpuperf_markdown=", "gpuperf_benchmark_json=")
 # The report options a child could inherit through `addopts` or PYTEST_ADDOPTS (which the ini
@@ -70,6 +73,8 @@ def explain_test(item: pytest.Item, judgement: Judgement) -> dict[int, dict[str,
         output_options=_output_options(item.config),
     )
     profiled = item.config.stash.get(LASTING, None) or run_profile(request)
+    if device.simulated and not settings.explain:  # only the declarations were asked about
+        profiled = replace(profiled, problem=SIM_BYTES_LINE)
     if profiled.lasting:
         item.config.stash[LASTING] = profiled
     l2_bytes = int(device.info.l2_bytes)

@@ -177,7 +177,9 @@ class BenchSession:
             backend = self.device().backend
             try:
                 module = backend.compile(path, options=options, defines=dict(defines))
-                if backend.info.simulated:  # it compiles nothing: a clang checks the source
+                # the simulated device compiles nothing: a clang checks the source (the
+                # static gate compiles it with clang itself, and reports its errors its way)
+                if backend.info.simulated and not self.settings.static:
                     from pytest_gpuperf.static.syntax import check_module
 
                     check_module(module, path, options, defines)
