@@ -43,7 +43,10 @@ def read_json(path: str | Path, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as problem:
         last_line = text.rstrip().count("\n") + 1
-        cut = "; the file ends early: truncated?" if problem.lineno >= last_line else ""
+        json_like = text.lstrip().startswith(("{", "["))  # `hello` is no cut JSON
+        cut = (
+            "; the file ends early: truncated?" if problem.lineno >= last_line and json_like else ""
+        )
         raise ConfigError(f"{path}:{problem.lineno}: not {what} ({problem.msg}{cut})") from None
     except RecursionError:
         raise ConfigError(f"{path}: not {what} (nested too deep to parse)") from None

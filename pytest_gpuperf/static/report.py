@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_gpuperf.report.plural import counted
 from pytest_gpuperf.static.gate import (
     AGAINST_REF,
     CHANGED,
@@ -229,9 +230,8 @@ def count_line(rows: Sequence[KernelRow]) -> str:
         counts[row.outcome] += 1
     tests = len({t for row in rows for t in row.tests})
     parts = [f"{counts[o]} {o}" for o in (FAILED, ERROR, CHANGED, NEW, UNCHANGED) if counts[o]]
-    return f"{len(rows)} kernel entr{'ies' if len(rows) != 1 else 'y'} in {tests} tests: " + (
-        ", ".join(parts)
-    )
+    entries = counted(len(rows), "kernel entry", "kernel entries")
+    return f"{entries} in {counted(tests, 'test')}: " + (", ".join(parts))
 
 
 def _against_line(rows: Sequence[KernelRow]) -> str:
