@@ -13,7 +13,9 @@ baseline, an input, a device or a FIFO), and nothing written.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import sys
+import time
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE
 PROG = "python -m pytest_gpuperf.publish"
 EXIT_OK = 0
 BISECT_SCHEMA = "pytest-gpuperf-bisect"  # what python -m pytest_gpuperf.bisect --json writes
+PROGRESS_EVERY_S = 3.0  # how often a long publish says how far it got
 
 
 def _fraction(allowed: ranges.Range, what: str):
@@ -113,7 +116,7 @@ def publish(
     from pytest_gpuperf.publish.page import render
     from pytest_gpuperf.publish.series import gather
     from pytest_gpuperf.report.files import output_problem, write_output
-    from pytest_gpuperf.report.reading import read_report
+    from pytest_gpuperf.report.reading import ReadReport, read_report
 
     baselines = [path for path in inputs if path.suffix == ".toml"]
     report_paths = [path for path in inputs if path.suffix == ".json"]
@@ -126,15 +129,35 @@ def publish(
     problem = output_problem(out, baseline_dirs=[p.parent for p in baselines], inputs=given)
     if problem:
         raise ConfigError(f"-o {out}: {problem}; choose another path")
-    reports = [read_report(path) for path in report_paths]
-    dashboard = gather(baselines, reports, false_alarm_rate=false_alarm_rate, tolerance=tolerance)
+    progress = Progress()
+
+    def reports() -> Iterator[ReadReport]:  # one at a time: gather keeps their points only
+        for number, path in enumerate(report_paths):
+            progress("reports read", number, len(report_paths))
+            yield read_report(path)
+
+    dashboard = gather(baselines, reports(), false_alarm_rate=false_alarm_rate, tolerance=tolerance)
     if not dashboard.series:
         raise ConfigError("the inputs hold no measurement and no baseline entry to show")
     document = _read_bisect(bisect) if bisect else None
     created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    html = render(dashboard, bisect=document, created=created, title=title)
+    html = render(dashboard, bisect=document, created=created, title=title, progress=progress)
     write_output("-o", out, html)
     return len(html.encode("utf-8"))
+
+
+class Progress:
+    """A line on stderr at most every PROGRESS_EVERY_S while publishing: a page of 1,000
+    measurements and 100 runs takes long enough that silence reads as a hang."""
+
+    def __init__(self) -> None:
+        self.last_s = time.monotonic()
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last_s >= PROGRESS_EVERY_S:
+            self.last_s = now
+            print(f"{PROG}: {done:,} of {total:,} {what}", file=sys.stderr, flush=True)
 
 
 def _exists(path: Path) -> None:
