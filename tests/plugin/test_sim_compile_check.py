@@ -61,3 +61,13 @@ def test_the_first_error_line_drops_the_location():
     log = "k.hip:4:37: error: use of undeclared identifier 'flaot'\n    4 | ...\n1 error generated"
     assert syntax.first_error(log) == "error: use of undeclared identifier 'flaot'"
     assert syntax.first_error("warning: nothing") == ""
+
+
+def test_a_header_the_check_does_not_have_is_left_unchecked(gp, monkeypatch, tmp_path):
+    """A kernel that includes a toolkit's header (hip/hip_fp16.h) may compile on a GPU: the
+    check does not judge it, rather than fail a kernel that is fine."""
+    toolchains.need("clang-19")
+    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path / "kernel-cache"))
+    path = gp.write_kernel()
+    path.write_text('#include "no_such_toolkit_header.h"\n' + path.read_text())
+    assert syntax.check_syntax(path) is None
