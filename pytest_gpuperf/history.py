@@ -157,7 +157,7 @@ def text(history: History) -> str:
     for step in history.trail:
         lines.append(
             f"  replaced: {step.when:<22} {step.efficiency:.2%} (+-{step.run_spread:.2%}, "
-            f"{step.saves} saves) commit {step.commit[:12]}"
+            f"{step.saves} save{'s' if step.saves != 1 else ''}) commit {step.commit[:12]}"
         )
     if history.drift is not None:
         lines.append(f"  {drift_text(history.drift)}")

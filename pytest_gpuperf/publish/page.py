@@ -289,8 +289,8 @@ def _caption(series: Series) -> str:
         lines.append("no stored baseline for this measurement on this device")
     for level in series.trail:
         lines.append(
-            f"replaced level {level.efficiency:.2%} (±{level.run_spread:.2%}, {level.saves} "
-            f"saves), commit {level.commit[:12]} {level.when}"
+            f"replaced level {level.efficiency:.2%} (±{level.run_spread:.2%}, "
+            f"{counted(level.saves, 'save')}), commit {level.commit[:12]} {level.when}"
         )
     if series.drift is not None:
         lines.append(drift_text(series.drift))

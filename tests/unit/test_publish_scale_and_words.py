@@ -116,3 +116,18 @@ def test_a_long_publish_says_how_far_it_got(history, tmp_path, capsys, monkeypat
     err = capsys.readouterr().err.splitlines()
     assert f"{publish_cli.PROG}: 5 of 20 reports read" in err
     assert f"{publish_cli.PROG}: 3 of 6 measurements plotted" in err
+
+
+def test_a_replaced_level_of_one_save_says_one_save(history):
+    """Issue 45 item 15: "1 saves"."""
+    from dataclasses import replace
+
+    from pytest_gpuperf.engine.results import TrailPoint
+    from pytest_gpuperf.publish.page import _caption
+    from pytest_gpuperf.publish.series import gather
+    from pytest_gpuperf.report.reading import read_report
+
+    baseline, reports = history
+    series = gather([baseline], [read_report(reports[0])]).series[0]
+    one = replace(series, trail=(TrailPoint(0.8, 0.01, 1, "c" * 40, "2026-01-01T00:00:00Z"),))
+    assert "(±1.00%, 1 save), commit cccccccccccc" in _caption(one)
