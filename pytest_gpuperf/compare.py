@@ -231,8 +231,10 @@ def _header(old: ReadReport, new: ReadReport) -> list[tuple[str, str]]:
     def describe(report: ReadReport) -> str:
         commit = (report.document.get("commit") or {}).get("id", "")
         created = str(report.document.get("created", ""))[:16].replace("T", " ")
-        text = f"{report.path} (commit {str(commit)[:12] or 'unrecorded'}, {created or '?'})"
-        return visible(text)
+        said = f"{report.path} (commit {str(commit)[:12] or 'unrecorded'}, {created or '?'})"
+        if any(row.measurement.simulated for row in report.rows):
+            said += " SIMULATED device: its numbers come from a model, not a GPU"
+        return visible(said)
 
     return [("OLD", describe(old)), ("NEW", describe(new))]
 
@@ -262,7 +264,12 @@ def summary_line(changes: Sequence[Change]) -> str:
     counts = {state: 0 for state in (SLOWER, SLOWER_ACCEPTED, FASTER, WITHIN, ONLY_NEW, ONLY_OLD)}
     for change in changes:
         counts[change.state] += 1
-    parts = [f"{n} {state}" for state, n in counts.items() if n]
+    words = {SLOWER_ACCEPTED: "accepted slowdown"}  # not "1 slower, 1 slower, accepted"
+    parts = []
+    for state, n in counts.items():
+        if n:
+            word = words.get(state, state)
+            parts.append(f"{n} {word}{'s' if n != 1 and state in words else ''}")
     total = len(changes)
     return f"{total} measurement{'s' if total != 1 else ''}: {', '.join(parts)}"
 

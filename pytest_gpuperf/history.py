@@ -136,7 +136,7 @@ def text(history: History) -> str:
     for step in level.trail:
         lines.append(
             f"  replaced: {step.when:<22} {step.efficiency:.2%} (+-{step.run_spread:.2%}, "
-            f"{step.saves} saves) commit {step.commit[:12]}"
+            f"{step.saves} save{'s' if step.saves != 1 else ''}) commit {step.commit[:12]}"
         )
     if level.drift is not None:
         lines.append(f"  {drift_text(level.drift)}")

@@ -6,6 +6,9 @@ FAKE_NCU_MODE picks what it does: "ok" runs the application and writes a raw-pag
 row per planned launch (DRAM read = the declared bytes x FAKE_NCU_READ_SCALE, base's x 1.0);
 "perm" prints ncu's ERR_NVGPUCTRPERM refusal and runs the application unprofiled, as ncu does;
 "dcgm" prints the refusal of counters held by another tool; "hang" sleeps; "fail" exits 3.
+FAKE_NCU_GRANDCHILD=<pid file> first starts a grandchild in a session of its own that keeps
+the profiler's output open for a minute (as a profiler's helper may), its pid in that file;
+FAKE_NCU_FLOOD_MB=<n> first prints n MB of output.
 """
 
 import json
@@ -30,6 +33,17 @@ def main() -> int:
             position += 2
     application = args[position:]
     mode = os.environ.get("FAKE_NCU_MODE", "ok")
+    pid_file = os.environ.get("FAKE_NCU_GRANDCHILD")
+    if pid_file:
+        holder = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
+        )
+        Path(pid_file).write_text(str(holder.pid), encoding="utf-8")
+    flood_mb = int(os.environ.get("FAKE_NCU_FLOOD_MB", "0"))
+    chunk = ("==PROF== " + "x" * 1014 + "\n") * 1024  # 1 MiB of lines
+    for _ in range(flood_mb):
+        sys.stdout.write(chunk)
+    sys.stdout.flush()
     if mode == "hang":
         time.sleep(600)
     if mode == "fail":

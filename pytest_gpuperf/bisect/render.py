@@ -12,6 +12,7 @@ from pytest_gpuperf.bisect.runner import Report
 from pytest_gpuperf.bisect.search import Probe, Step
 from pytest_gpuperf.record.checks import AB_MODELLED, AB_UNCHANGED
 from pytest_gpuperf.record.report_reader import BISECT_SCHEMA, BISECT_SCHEMA_VERSION
+from pytest_gpuperf.report.plural import counted
 
 SUBJECT_WIDTH = 50
 
@@ -75,7 +76,7 @@ def text_report(report: Report) -> str:
         )
     modelled = sum(1 for probe in report.probes if probe.reading.state == AB_MODELLED)
     lines.append(
-        f"{len(report.probes)} probes"
+        counted(len(report.probes), "probe")
         + (f" ({modelled} not timed: GOOD's model)" if modelled else "")
         + f", {report.wall_s:.1f} s"
         + (" (simulated device)" if report.simulated else "")
@@ -87,7 +88,12 @@ def text_report(report: Report) -> str:
     traffic = report.culprit_traffic
     if traffic is not None:
         good = f"{report.good.short} (GOOD)"
-        lines += [f"culprit's traffic, against {good}: {line}" for line in traffic["lines"]]
+        said = list(traffic["lines"])
+        if len(said) == 1:
+            lines.append(f"culprit's traffic, against {good}: {said[0]}")
+        elif said:  # the prefix once, not once a counter line
+            lines.append(f"culprit's traffic, against {good}:")
+            lines += [f"  {line}" for line in said]
     lines.append(culprit_line(report))
     return "\n".join(lines)
 

@@ -102,8 +102,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-require",
         "gpuperf_require",
-        "gpu, hip or cuda: without it the run fails before any test (no skip, no sim). "
-        "Default: not required.",
+        "gpu, hip or cuda: without it the run fails before any test (no skip, no sim); "
+        "static: only beside --gpuperf-static, which already requires its clang (alone it "
+        "stops the run). Default: not required.",
         ini="gpuperf_require",
         metavar="KIND",
     ),

@@ -14,7 +14,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any, TypeVar
 
@@ -44,7 +44,7 @@ def to_plain(value: Any) -> Any:
 
 def from_plain(cls: type[T], data: Any) -> T:
     """The `cls` instance that `to_plain` turned into `data` (fields it lacks take defaults)."""
-    return typing.cast(T, _build(cls, data))
+    return typing.cast(T, _builder(typing.cast(Any, cls))(data))
 
 
 @cache
@@ -52,39 +52,60 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _build(kind: Any, data: Any) -> Any:
-    if data is None:
-        return None
+Builder = Callable[[Any], Any]
+
+
+@cache
+def _builder(kind: Any) -> Builder:
+    """The function that builds a `kind` from plain data, made once per type: publishing
+    1,000 tests x 100 runs reads 100,000 rows, and walking each row's type hints anew (what
+    this did before) was most of that time."""
     if dataclasses.is_dataclass(kind) and isinstance(kind, type):
         hints = _hints(kind)
-        values = {
-            f.name: _build(hints[f.name], data[f.name])
-            for f in dataclasses.fields(kind)
-            if f.init and f.name in data
-        }
-        return kind(**values)
-    origin = typing.get_origin(kind)
-    args = typing.get_args(kind)
+        fields = [(f.name, hints[f.name]) for f in dataclasses.fields(kind) if f.init]
+
+        def build_dataclass(data: Any) -> Any:
+            if data is None:
+                return None
+            return kind(
+                **{name: _builder(hint)(data[name]) for name, hint in fields if name in data}
+            )
+
+        return build_dataclass
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in args if a is not type(None)]
         if len(options) == 1:
-            return _build(options[0], data)
-        for option in options:  # the first option the data fits
-            if _fits(option, data):
-                return _build(option, data)
-        return data
+            return _builder(options[0])
+
+        def build_union(data: Any) -> Any:
+            for option in options:  # the first option the data fits
+                if data is not None and _fits(option, data):
+                    return _builder(option)(data)
+            return data
+
+        return build_union
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_build(args[0], item) for item in data)
+            item = _builder(args[0])
+            return lambda data: None if data is None else tuple(item(x) for x in data)
         if args:
-            return tuple(_build(a, item) for a, item in zip(args, data, strict=True))
-        return tuple(data)
+            items = [_builder(a) for a in args]
+            return lambda data: (
+                None if data is None else tuple(b(x) for b, x in zip(items, data, strict=True))
+            )
+        return lambda data: None if data is None else tuple(data)
     if origin in (list, typing.List):  # noqa: UP006
-        return [_build(args[0] if args else Any, item) for item in data]
+        item = _builder(args[0] if args else Any)
+        return lambda data: None if data is None else [item(x) for x in data]
     if origin in (dict, Mapping) or kind is dict:
-        return dict(data)
-    if kind is float and isinstance(data, int):
-        return float(data)
+        return lambda data: None if data is None else dict(data)
+    if kind is float:
+        return lambda data: float(data) if isinstance(data, int) else data
+    return _same
+
+
+def _same(data: Any) -> Any:
     return data
 
 

@@ -26,6 +26,7 @@ from pytest_gpuperf.gate.suite import SuiteBudget
 from pytest_gpuperf.record.meta import ReportMeta
 from pytest_gpuperf.record.shard_reader import ShardReport, read_shard
 from pytest_gpuperf.record.verdict import FAIL, Row
+from pytest_gpuperf.report.plural import counted
 from pytest_gpuperf.report.suite import confirmation_lines, suite_lines
 
 PASSED, FAILED = "passed", "failed"
@@ -327,7 +328,8 @@ def _missing(shards: Sequence[ShardReport]) -> list[str]:
         )
     elif absent:
         lines.append(
-            f"{len(absent)} of {count} shards are missing ({_ranges(absent)}): no report for "
+            f"{len(absent)} of {count} shards {'is' if len(absent) == 1 else 'are'} missing "
+            f"({_ranges(absent)}): no report for "
             "them (did their jobs end before writing --gpuperf-json?); their tests were not "
             "measured"
         )
@@ -385,8 +387,9 @@ def shard_line(record: Mapping[str, Any]) -> str:
     if record["reasons"]:
         status += ": " + "; ".join(record["reasons"])
     return (
-        f"shard {record['index']}/{record['count']}: {record['measuring']} measuring tests, "
-        f"{record['measurements']} measurements, {cost}{wall_text}: {status}"
+        f"shard {record['index']}/{record['count']}: "
+        f"{counted(record['measuring'], 'measuring test')}, "
+        f"{counted(record['measurements'], 'measurement')}, {cost}{wall_text}: {status}"
     )
 
 
@@ -435,7 +438,7 @@ def verdict_line(merged: MergedReport) -> str:
         f"merged {len(merged.shards)} shard{'s' if len(merged.shards) != 1 else ''}: "
         f"{len(tests)} test{'s' if len(tests) != 1 else ''} ({merged.meta.suite_checks} "
         f"measuring in the suite, {len({row.test_id for row in merged.rows})} measured, "
-        f"{len(merged.rows)} measurements){': ' + counts if counts else ''}: "
+        f"{counted(len(merged.rows), 'measurement')}){': ' + counts if counts else ''}: "
         f"{merged.verdict.upper()}"
     )
     if merged.verdict == FAILED:

@@ -8,6 +8,7 @@ real GPU is profiled. What the profile says never changes a verdict.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +25,22 @@ EXPLAINED: pytest.StashKey[dict[int, dict[str, Any]]] = pytest.StashKey()
 # re-run under a profiler that already said no.
 LASTING: pytest.StashKey[Any] = pytest.StashKey()
 _REGRESSIONS = {"ab", "regression"}
+# --gpuperf-check-bytes alone on the simulated device: what was asked, and why not (said once)
+SIM_BYTES_LINE = "declared bytes not checked: the simulated device has no counters"
 # Report files and the GPU probe are the parent's: the child writes and probes nothing.
 _CHILD_INI = ("gpuperf_json=", "gpuperf_markdown=", "gpuperf_benchmark_json=")
+# The report options a child could inherit through `addopts` or PYTEST_ADDOPTS (which the ini
+# overrides above do not reach): by option dest, the flag the child is given a private path
+# with. Only those the run registered are passed (the child loads the same plugins).
+_CHILD_OUTPUTS = (
+    ("gpuperf_json", "--gpuperf-json"),
+    ("gpuperf_markdown", "--gpuperf-markdown"),
+    ("gpuperf_benchmark_json", "--gpuperf-benchmark-json"),
+    ("xmlpath", "--junitxml"),
+    ("htmlpath", "--html"),
+    ("reportlog", "--report-log"),
+    ("json_report_file", "--json-report-file"),
+)
 
 
 def explain_test(item: pytest.Item, judgement: Judgement) -> dict[int, dict[str, Any]]:
@@ -55,8 +70,11 @@ def explain_test(item: pytest.Item, judgement: Judgement) -> dict[int, dict[str,
         backend=profiler_backend(device.info),
         hot=all(m.cache == "hot" for m, _ in verdicts),
         timeout_s=settings.explain_timeout_s,
+        output_options=_output_options(item.config),
     )
     profiled = item.config.stash.get(LASTING, None) or run_profile(request)
+    if device.simulated and not settings.explain:  # only the declarations were asked about
+        profiled = replace(profiled, problem=SIM_BYTES_LINE)
     if profiled.lasting:
         item.config.stash[LASTING] = profiled
     l2_bytes = int(device.info.l2_bytes)
@@ -90,6 +108,12 @@ def _child_args(config: pytest.Config, gpu_index: int) -> list[str]:
     if config.pluginmanager.hasplugin("xdist"):
         args += ["-n", "0"]
     return args
+
+
+def _output_options(config: pytest.Config) -> tuple[str, ...]:
+    """The report flags this run knows, each of which the child gets a private path for: the
+    run's own report files are the parent's, whatever `addopts` says."""
+    return tuple(flag for dest, flag in _CHILD_OUTPUTS if hasattr(config.option, dest))
 
 
 def _plugins(given: tuple[str, ...] | list[str]) -> list[str]:

@@ -25,6 +25,7 @@ from pytest_gpuperf.plugin.state import (
 
 if TYPE_CHECKING:
     from pytest_gpuperf.record.meta import ReportMeta
+    from pytest_gpuperf.session.bench_session import BenchSession
 
 
 @pytest.hookimpl(wrapper=True, trylast=True, specname="pytest_sessionfinish")
@@ -72,6 +73,8 @@ def _finish(session: pytest.Session) -> None:
         try:
             if (opened := state.opened_session) is not None:
                 outcome = opened.flush_saves(interrupted=stopped or state.interrupted)
+                if outcome.written:
+                    state.written += _save_note(opened)
                 state.problems += outcome.problems
                 state.unsaved.update(outcome.unsaved)
                 state.interrupted = state.interrupted or outcome.interrupted
@@ -439,6 +442,14 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if state.interrupted or during_tests:
         line = report.interrupted_line(rows, smoke, during_tests=during_tests)
         writer.write_line(f"gpuperf: {line}", red=True)
+
+
+def _save_note(opened: BenchSession) -> list[str]:
+    """What the save recorded, when the commit it names lacks the code it measured."""
+    from pytest_gpuperf.session.provenance import save_note
+
+    note = save_note(opened.rootdir, opened.git().commit, opened.compiled_sources())
+    return [f"NOTE: {note}"] if note else []
 
 
 def _accept_warnings(state: PluginState) -> tuple[str, ...]:

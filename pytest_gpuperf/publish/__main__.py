@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from pytest_gpuperf.report.visible import visible
 PROG = "python -m pytest_gpuperf.publish"
 STDOUT = Path("-")  # -o -: the page to standard output, as Unix tools take "-"
 EXIT_OK = 0
+PROGRESS_EVERY_S = 3.0  # how often a long publish says how far it got
 
 
 def _fraction(allowed: ranges.Range, what: str):
@@ -122,7 +124,7 @@ def publish(
     from pytest_gpuperf.publish.page import render
     from pytest_gpuperf.publish.series import gather
     from pytest_gpuperf.record.files import output_problem, write_output
-    from pytest_gpuperf.record.report_reader import read_bisect, read_report
+    from pytest_gpuperf.record.report_reader import ReadReport, read_bisect, read_report
 
     baselines = [path for path in inputs if path.suffix == ".toml"]
     report_paths = [path for path in inputs if path.suffix == ".json"]
@@ -136,19 +138,39 @@ def publish(
         problem = output_problem(out, baseline_dirs=[p.parent for p in baselines], inputs=given)
         if problem:
             raise ConfigError(f"-o {out}: {problem}; choose another path")
-    reports = [read_report(path) for path in report_paths]
-    dashboard = gather(baselines, reports, false_alarm_rate=false_alarm_rate, tolerance=tolerance)
+    progress = Progress()
+
+    def reports() -> Iterator[ReadReport]:  # one at a time: gather keeps their points only
+        for number, path in enumerate(report_paths):
+            progress("reports read", number, len(report_paths))
+            yield read_report(path)
+
+    dashboard = gather(baselines, reports(), false_alarm_rate=false_alarm_rate, tolerance=tolerance)
     if not dashboard.series:
         raise ConfigError("the inputs hold no measurement and no baseline entry to show")
     document = read_bisect(bisect) if bisect else None
     created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    html = render(dashboard, bisect=document, created=created, title=title)
+    html = render(dashboard, bisect=document, created=created, title=title, progress=progress)
     if out == STDOUT:  # `-o -` wrote a file named "-"
         sys.stdout.write(html)
         sys.stdout.flush()
     else:
         write_output("-o", out, html)
     return len(html.encode("utf-8"))
+
+
+class Progress:
+    """A line on stderr at most every PROGRESS_EVERY_S while publishing: a page of 1,000
+    measurements and 100 runs takes long enough that silence reads as a hang."""
+
+    def __init__(self) -> None:
+        self.last_s = time.monotonic()
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last_s >= PROGRESS_EVERY_S:
+            self.last_s = now
+            print(f"{PROG}: {done:,} of {total:,} {what}", file=sys.stderr, flush=True)
 
 
 def _exists(path: Path) -> None:

@@ -46,10 +46,16 @@
   function filter() {
     const words = document.getElementById("search").value.toLowerCase().split(/\s+/).filter(Boolean);
     const match = (el) => words.every((w) => el.dataset.search.includes(w));
-    for (const el of document.querySelectorAll("[data-search]")) el.hidden = !match(el);
+    let shown = 0;
+    for (const el of document.querySelectorAll("[data-search]")) {
+      el.hidden = !match(el);
+      if (!el.hidden) shown += 1;
+    }
     for (const group of document.querySelectorAll("tbody.group")) {
       group.hidden = !group.querySelector("tr.m:not([hidden])");
     }
+    // a filter that matches nothing says so, rather than leaving an empty page
+    document.getElementById("no-match").hidden = shown > 0 || !words.length;
   }
 
   document.getElementById("search").addEventListener("input", filter);

@@ -3,9 +3,9 @@ plot per measurement and the runs, with its styles, script and data inside it.
 
 Nothing is fetched: the page opens from the file system (a CI artifact) as well as from a web
 server. The plots and the tooltips travel as one gzip stream in base64 that the page unpacks
-with the browser's own DecompressionStream: matplotlib's SVG of a plot of 100 runs is about
-15 KB, so a page of 100 such plots would be 1.5 MB of SVG alone, 0.2 MB packed
-(docs/benchmarks.md, "The dashboard").
+with the browser's own DecompressionStream: a plot of 100 runs is several kilobytes of SVG,
+which packs to a fraction (docs/benchmarks.md, "The dashboard"; its figures were taken with
+the matplotlib plots these replaced, issue 45 item 16).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from importlib import resources
 from typing import Any
@@ -23,6 +23,7 @@ from pytest_gpuperf.publish.series import STATES, Dashboard, Run, Series, regres
 from pytest_gpuperf.record.history_model import Point
 from pytest_gpuperf.record.verdict import ACCEPTED, FAIL
 from pytest_gpuperf.report.band_words import band_text
+from pytest_gpuperf.report.plural import counted
 from pytest_gpuperf.report.text import drift_text
 
 
@@ -32,13 +33,16 @@ def render(
     bisect: Mapping[str, Any] | None = None,
     created: str = "",
     title: str = "pytest-gpuperf dashboard",
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> str:
-    """The whole page."""
+    """The whole page; `progress(what, done, total)` is told of each plot drawn."""
     colours = board_colours(dashboard.series)
     ids = {series.key: f"m{i}" for i, series in enumerate(dashboard.series)}
     plots: dict[str, str] = {}
     tips: dict[str, list[str]] = {}
-    for series in dashboard.series:
+    for number, series in enumerate(dashboard.series):
+        if progress is not None:
+            progress("measurements plotted", number, len(dashboard.series))
         sid = ids[series.key]
         plot = series_plot(series, sid, colours)
         plots[sid] = plot.svg
@@ -98,12 +102,14 @@ def _header(dashboard: Dashboard, colours: Mapping[str, str], created: str, titl
     inputs = ", ".join(escape(path) for path in dashboard.baseline_files) or "no baseline file"
     return (
         f"<header><h1>{escape(title)}</h1>"
-        f'<p class="meta">{len(dashboard.series)} measurements, {len(dashboard.runs)} runs; '
+        f'<p class="meta">{counted(len(dashboard.series), "measurement")}, '
+        f"{counted(len(dashboard.runs), 'run')}; "
         f"baselines: {inputs}; written {escape(created)}</p>{warning}"
         f'<p class="counts">{badges}</p>'
         f'<p class="boards">boards: {boards or "none recorded"}</p>'
         '<input id="search" type="search" placeholder="filter: test, measurement, device, '
         'state" autocomplete="off" aria-label="filter the measurements">'
+        '<p class="note" id="no-match" hidden>No measurement matches the filter.</p>'
         '<p class="note" id="unpack-note">unpacking the plots…</p></header>'
     )
 
@@ -165,8 +171,11 @@ def _regressions(dashboard: Dashboard, ids: Mapping[Any, str]) -> str:
     for episode in found:
         series = episode.series
         sid = ids[series.key]
+        # the row's own state too: an older regressed streak of a case now accepted is
+        # found by "regressed", which the series' state alone ("accepted") hid
+        search = f"{_search_text(series)} {episode.state}"
         head = (
-            f'<tr data-search="{escape(_search_text(series))}">'
+            f'<tr data-search="{escape(search)}">'
             f'<td class="when">{escape(_short(episode.when))}</td>'
             f'<td><span class="state s-{episode.state}">{episode.state}</span></td>'
             f'<td><a href="#plot-{sid}">{escape(series.test_id)}</a><br><small>'
@@ -243,11 +252,15 @@ def _bisect(document: Mapping[str, Any]) -> str:
 
 def _plots(dashboard: Dashboard, ids: Mapping[Any, str]) -> str:
     sections = []
+    episodes: dict[Any, set[str]] = {}
+    for episode in regressions(dashboard):  # a row the filter shows keeps its plot shown
+        episodes.setdefault(episode.series.key, set()).add(episode.state)
     for series in dashboard.series:
         sid = ids[series.key]
+        search = " ".join([_search_text(series), *sorted(episodes.get(series.key, ()))])
         sections.append(
             f'<section class="plot" id="plot-{sid}" data-search="'
-            f'{escape(_search_text(series))}">'
+            f'{escape(search)}">'
             f"<h3>{escape(series.test_id)} <small>{escape(series.name)}, {escape(series.cache)},"
             f" {escape(series.device_key)}</small> "
             f'<span class="state s-{_cls(series.state)}">{escape(series.state)}</span></h3>'
@@ -277,8 +290,8 @@ def _caption(series: Series) -> str:
         lines.append("no stored baseline for this measurement on this device")
     for level in series.trail:
         lines.append(
-            f"replaced level {level.efficiency:.2%} (±{level.run_spread:.2%}, {level.saves} "
-            f"saves), commit {level.commit[:12]} {level.when}"
+            f"replaced level {level.efficiency:.2%} (±{level.run_spread:.2%}, "
+            f"{counted(level.saves, 'save')}), commit {level.commit[:12]} {level.when}"
         )
     if series.drift is not None:
         lines.append(drift_text(series.drift))
@@ -337,7 +350,19 @@ def _tip(point: Point, runs: Sequence[Run]) -> str:
 
 
 def _board(board: str) -> str:
-    return board[:13] if board else "unrecorded"
+    """A board's id short enough for a legend, cut between its parts ('GPU-29abafc0' of an
+    NVIDIA UUID), never inside one: `board[:13]` made 'SIM-GPU-0a1b2' of 'SIM-GPU-0a1b2c3d'."""
+    if not board:
+        return "unrecorded"
+    if len(board) <= 20:
+        return board
+    parts = board.split("-")
+    shown = parts[0]
+    for part in parts[1:]:
+        if len(shown) >= 12:
+            break
+        shown += f"-{part}"
+    return shown if shown == board else f"{shown}…"
 
 
 def _cls(state: str) -> str:

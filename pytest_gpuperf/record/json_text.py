@@ -73,7 +73,9 @@ def loads_strict(text: str, source: str, what: str, *, max_chars: int = MAX_JSON
         )
     except json.JSONDecodeError as problem:
         last_line = text.rstrip().count("\n") + 1
-        cut = "; the file ends early: truncated?" if problem.lineno >= last_line else ""
+        json_like = text.lstrip().startswith(("{", "["))  # `hello` is no cut JSON
+        ends_early = problem.lineno >= last_line and json_like
+        cut = "; the file ends early: truncated?" if ends_early else ""
         raise ConfigError(f"{source}:{problem.lineno}: not {what} ({problem.msg}{cut})") from None
     except RecursionError:
         raise ConfigError(f"{source}: not {what} (nested too deep to parse)") from None

@@ -9,6 +9,7 @@ from typing import Any
 from pytest_gpuperf.engine.plain import to_plain
 from pytest_gpuperf.record.meta import ReportMeta
 from pytest_gpuperf.record.verdict import Row
+from pytest_gpuperf.report.plural import counted
 from pytest_gpuperf.report.text import SIMULATED_BANNER
 
 
@@ -140,7 +141,8 @@ def gpu_lines(rows: Sequence[Row], meta: ReportMeta | None) -> list[str]:
             if gpu.get("undecided"):
                 lines.append(
                     f"degraded-GPU probe: GPU {gpu['index']} undecided: {gpu['ratio']:.3f}x its "
-                    f"peers, +-{gpu['spread']:.1%} after {gpu.get('probes', 1)} probes, across "
+                    f"peers, +-{gpu['spread']:.1%} after "
+                    f"{counted(gpu.get('probes', 1), 'probe')}, across "
                     f"the margin {probe_report['margin']:.1%}; not marked"
                 )
             if not gpu.get("degraded"):

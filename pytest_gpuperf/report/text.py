@@ -44,6 +44,7 @@ from pytest_gpuperf.record.verdict import (
     Row,
     Verdict,
 )
+from pytest_gpuperf.report.plural import counted
 
 SIMULATED_BANNER = "SIMULATED device — numbers are not measurements"
 
@@ -325,7 +326,8 @@ def run_notes(
         )
         command = update_command(*files) if update_command else "pytest --gpuperf --gpuperf-save"
         text = (
-            f"{len(missing)} of {len(rows)} measurements have no baseline for {devices} "
+            f"{len(missing)} of {counted(len(rows), 'measurement')} "
+            f"{'has' if len(missing) == 1 else 'have'} no baseline for {devices} "
             "(reported, not failed; --gpuperf-strict fails them)"
         )
         found[text] = []

@@ -173,12 +173,22 @@ class BenchSession:
             backend = self.device().backend
             try:
                 module = backend.compile(path, options=options, defines=dict(defines))
+                # the simulated device compiles nothing: a clang checks the source (the
+                # static gate compiles it with clang itself, and reports its errors its way)
+                if backend.info.simulated and not self.settings.static:
+                    from pytest_gpuperf.gate.static.syntax import check_module
+
+                    check_module(module, path, options, defines)
             except CompileError as failure:
                 self._compile_failures[key] = failure
                 raise
             module.source_path, module.options, module.defines = path, options, pairs
             self._modules[key] = module
         return self._modules[key]
+
+    def compiled_sources(self) -> list[Path]:
+        """The kernel source files this process compiled (a save's note names them)."""
+        return sorted({Path(key[0]) for key in self._modules})
 
     def head_module(
         self, path: Path, options: tuple[str, ...], defines: Mapping[str, str | int]

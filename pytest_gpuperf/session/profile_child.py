@@ -90,10 +90,13 @@ def profile_sides(
     arguments and its `writes=` (outputs, not looked at for uniform data)."""
     bytes_moved, args, writes = declared
     outputs = writes if isinstance(writes, list | tuple) else (writes,)
+    uniform = uniform_args(args, skip=outputs)
     known = {
         **entry,
         "declared_bytes": bytes_moved,
-        "uniform_args": list(uniform_args(args, skip=outputs)),
+        "uniform_args": list(uniform),
+        # a uniform input excuses a shortfall only up to its own size (4 bytes: 4 bytes)
+        "uniform_arg_bytes": [int(args[i].nbytes) for i in uniform],
     }
     if kernels is None:
         sided = {**known, "side": HEAD, "kernel": CALLABLE}

@@ -60,3 +60,34 @@ def git_facts(directory: Path, *, ignore: Sequence[Path] = ()) -> GitFacts:
         dirty=status is None or bool(status),  # unknown counts as dirty: never combine on it
         commit_time=run_git(directory, "show", "-s", "--format=%cI", "HEAD") or "",
     )
+
+
+def save_note(directory: Path, commit: str, sources: Sequence[Path]) -> str:
+    """The line a save prints when the commit it records does not hold the code it measured
+    ("" when it does, or outside a repository). A later failure explains itself against the
+    recorded commit's code: a kernel saved before it was committed then reads "base code not
+    available ... does not exist at <commit>", long after the save that could have said so.
+    Untracked files count here (the dirtiness the baseline records ignores them)."""
+    inside = [
+        str(p.resolve().relative_to(directory.resolve()))
+        for p in sources
+        if p.resolve().is_relative_to(directory.resolve())
+    ]
+    if not inside or run_git(directory, "rev-parse", "--git-dir") is None:
+        return ""
+    names = ", ".join(sorted(inside))
+    if not commit:
+        return (
+            f"saved before the repository's first commit: the baselines record no commit, so a "
+            f"later failure cannot show the code they were saved from; commit {names} and re-save"
+        )
+    status = run_git(
+        directory, "status", "--porcelain", "--untracked-files=all", "--", *sorted(inside)
+    )
+    changed = sorted({line[3:] for line in (status or "").splitlines() if len(line) > 3})
+    if not changed:
+        return ""
+    return (
+        f"saved at {commit[:12]} + uncommitted changes to {', '.join(changed)}: the base code a "
+        f"later failure is explained against is {commit[:12]}'s; commit them and re-save"
+    )

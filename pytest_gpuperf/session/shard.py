@@ -78,9 +78,10 @@ class ShardPlan:
             if unknown:
                 basis += f"; {unknown} test{'s' if unknown != 1 else ''} without one at the median"
         if self.dominant:
+            light, heavy = min(self.planned_cost_s), max(self.planned_cost_s)
             basis += (
-                f"; {self.dominant} alone costs more than a shard's share, so no plan can "
-                "balance the shards"
+                f"; {self.dominant} alone costs more than a shard's share, so the shards "
+                f"differ ({_ms(light)} to {_ms(heavy)}): run fewer shards, or split that test"
             )
         others = len(self.selected) - len(self.measuring)
         other = f" (+{others} not measuring)" if others else ""
@@ -179,9 +180,12 @@ def plan_shard(
         shard_of[test] = n % count + 1
     selected = tuple(test for test, _ in tests if shard_of[test] == index)
     heaviest = max(measuring, key=lambda t: (cost[t], -position[t]), default="")
+    # Named only when it unbalances the plan: a test a little over a share with shards at
+    # 0.506 and 0.477 ms (6% apart) is balanced enough, and "no plan can balance" was wrong.
+    unbalanced = bool(loads) and max(loads) > min(loads) * (1 + PLAN_BALANCED_SPREAD)
     dominant = (
         heaviest
-        if count > 1 and basis != BASIS_COUNT and cost[heaviest] > sum(loads) / count
+        if count > 1 and basis != BASIS_COUNT and cost[heaviest] > sum(loads) / count and unbalanced
         else ""
     )
     digest = hashlib.sha256(
@@ -203,6 +207,11 @@ def plan_shard(
         dominant=dominant,
         positions=tuple(position[test] for test in selected),
     )
+
+
+# Shards whose planned costs differ by less than this count as balanced (the planner's own
+# check, tests/plugin/test_shards.py, holds plans within 20%)
+PLAN_BALANCED_SPREAD = 0.20
 
 
 def _ms(seconds: float) -> str:

@@ -91,9 +91,17 @@ def test_the_search_box_filters_the_grid_and_the_plots(driver, page):
     search.send_keys("accepted")
     assert [row.get_attribute("data-sid") for row in visible(driver, "tr.m")] == ["m3"]
 
+    no_match = driver.find_element("id", "no-match")
+    assert not no_match.is_displayed()
+    search.clear()
+    search.send_keys("no-such-kernel")  # nothing matches: the page says so
+    assert visible(driver, "tr.m") == [] and visible(driver, "section.plot") == []
+    assert no_match.is_displayed() and "No measurement matches" in no_match.text
+
     search.clear()
     search.send_keys(" ")  # blank: everything again
     assert len(visible(driver, "tr.m")) == 12
+    assert not no_match.is_displayed()
     assert errors(driver) == []
 
 

@@ -1,8 +1,8 @@
 """docs/quickstart.md as a new user follows it: the page's install line run as printed in a
 fresh virtual environment (the repository URL is this checkout's), the page's files written
-into a fresh repository and its "Run it" commands run there exactly as printed (this machine
-has no GPU: the page's pytest.ini falls back to the simulated device), and the page's kernel
-compiled by NVRTC.
+into a fresh repository and every one of its "Run it" commands run there exactly as
+printed (this machine has no GPU: the page's pytest.ini falls back to the simulated device),
+and the page's kernel compiled by NVRTC.
 
 Nothing here imports the plugin from this checkout: the suite runs from an installed copy, in
 a directory outside the repository, as someone else's project would. The fresh environment
@@ -62,11 +62,16 @@ def test_the_page_lists_the_files_and_commands_this_test_runs():
         "tests/perf/conftest.py",
         "tests/perf/test_scale.py",
     }
-    assert page_commands()[:4] == [
+    # every command the page shows; test_the_quickstart_runs_on_the_simulated_device runs
+    # each of them in this order, so a command added to the page must be added there
+    assert page_commands() == [
+        'git init && git add -A && git commit -m "scale kernel"',
         "pytest tests/perf",
         "pytest --gpuperf tests/perf",
         "pytest --gpuperf --gpuperf-save tests/perf",
+        'git add baselines && git commit -m "scale baseline"',
         "pytest --gpuperf tests/perf",
+        "pytest --gpuperf --gpuperf-compare=HEAD tests/perf",
     ]
     assert page_install_lines()[0] == "pip install 'pytest-gpuperf[hip] @ git+<repository URL>'"
     assert CLONE_PATH in clone_install_line()
@@ -114,7 +119,15 @@ def run(installed: Path, project: Path, command: str) -> subprocess.CompletedPro
         GPUPERF_SIM_SEED="1",
         COLUMNS="100",
     )
-    assert command.startswith("pytest ")
+    if not command.startswith("pytest "):  # git, as a shell runs the page's line
+        env.update(
+            GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
+            GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com",
+        )  # fmt: skip
+        return subprocess.run(
+            ["bash", "-c", command], cwd=project, env=env, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *command.split()[1:]]
     return subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True, timeout=600)
 
@@ -135,33 +148,43 @@ def test_the_wheel_is_what_runs(installed, project):
 
 
 def test_the_quickstart_runs_on_the_simulated_device(installed, project):
-    commands = page_commands()
-    smoke = run(installed, project, commands[0])
-    # no GPU here: the page's pytest.ini falls back to the simulated device, loudly
-    assert smoke.returncode == 0, smoke.stdout + smoke.stderr
-    assert "1 passed" in smoke.stdout and "SIMULATED" in smoke.stdout, smoke.stdout
+    """Every command of "Run it", in order, exactly as printed (issue 45 item 14: the page's
+    fifth command failed in a fresh repository, and only four were run)."""
+    (init, smoke_cmd, gated_cmd, save_cmd, commit_cmd, again_cmd, compare_cmd) = page_commands()
 
     def on_sim(command: str) -> subprocess.CompletedProcess[str]:
         return run(installed, project, command)  # exactly as printed
 
-    gated = on_sim(commands[1])
+    made = on_sim(init)
+    assert made.returncode == 0, made.stdout + made.stderr
+    smoke = on_sim(smoke_cmd)
+    # no GPU here: the page's pytest.ini falls back to the simulated device, loudly
+    assert smoke.returncode == 0, smoke.stdout + smoke.stderr
+    assert "1 passed" in smoke.stdout and "SIMULATED" in smoke.stdout, smoke.stdout
+    gated = on_sim(gated_cmd)
     assert gated.returncode == 0, gated.stdout + gated.stderr
     assert "SIMULATED" in gated.stdout and "1 passed" in gated.stdout
-    saved = on_sim(commands[2])
+    saved = on_sim(save_cmd)
     assert saved.returncode == 0, saved.stdout + saved.stderr
+    assert "NOTE: saved" not in saved.stdout  # the kernel was committed first
     baseline = project / "baselines" / "mi300x-sim.toml"
     assert "tests/perf/test_scale.py::test_scale" in baseline.read_text()
-    again = on_sim(commands[3])
+    committed = on_sim(commit_cmd)
+    assert committed.returncode == 0, committed.stdout + committed.stderr
+    again = on_sim(again_cmd)
     assert again.returncode == 0 and "1 passed" in again.stdout, again.stdout + again.stderr
-
     # The user's own kernel got the user's model (80% of peak), not one of the plugin's
     # kernels that happen to share the name `scale`.
     assert re.search(r"scale\s+cold\s.*\s7\d\.\d%", again.stdout), again.stdout
+    compared = on_sim(compare_cmd)
+    assert compared.returncode == 0 and "1 passed" in compared.stdout, (
+        compared.stdout + compared.stderr
+    )
 
     # A slowdown: the model now streams at 60% of peak, as a slower kernel would on a GPU.
     conftest = project / "tests" / "perf" / "conftest.py"
     conftest.write_text(conftest.read_text().replace("efficiency=0.8", "efficiency=0.6"))
-    slower = on_sim(commands[3])
+    slower = on_sim(again_cmd)
     assert slower.returncode == 1, slower.stdout
     assert "regressed" in slower.stdout and "baselines/mi300x-sim.toml" in slower.stdout
 
@@ -176,7 +199,7 @@ def test_the_install_line_works_as_printed_in_a_fresh_environment(project, tmp_p
     clone's path (this checkout's committed HEAD, through git as pip fetches any repository),
     with the pip a new virtual environment starts with (23.2 with Python 3.11 refused the
     `git+file:///...` a user writes for a local clone: the page says why it is
-    file://localhost/); then the page's first two commands with that environment's pytest,
+    file://localhost/); then the page's first two pytest commands with that environment's pytest,
     which finds the plugin by its entry point."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
@@ -209,7 +232,7 @@ def test_the_install_line_works_as_printed_in_a_fresh_environment(project, tmp_p
         text=True,
     )
     assert probe.stdout.strip() == "ok", probe.stderr  # the [hip] extra came with it
-    for command in page_commands()[:2]:
+    for command in [c for c in page_commands() if c.startswith("pytest ")][:2]:
         done = subprocess.run(
             ["bash", "-c", command], cwd=project, env=env, capture_output=True, text=True,
             timeout=600,

@@ -167,3 +167,58 @@ def test_the_child_takes_the_tests_smoke_branch_and_profiles_a_callable(gp, fake
     assert callable_traffic["problem"] == "" and callable_traffic["head"]["dram_read_bytes"] > 0
     # one input of ones: the GPU may compress it, and the check says so if bytes fall short
     assert rows["test_perf.py::test_callable"]["bytes_check"]["uniform_args"] == []
+
+
+@pytest.mark.parametrize("mode", ["hang", "ok"])
+def test_a_grandchild_holding_the_profilers_output_does_not_outlast_the_timeout(
+    gp, fake_ncu, monkeypatch, tmp_path, mode
+):
+    """Issue 45 item 9: a profiler's helper left in a session of its own keeps the output
+    open for a minute; the pass ends at its timeout (hang) or with the child (ok), not then."""
+    import os
+    import signal
+    import time
+
+    pid_file = tmp_path / "grandchild.pid"
+    monkeypatch.setenv("FAKE_NCU_MODE", mode)
+    monkeypatch.setenv("FAKE_NCU_GRANDCHILD", str(pid_file))
+    gp.test_file(ONE_TEST)
+    began = time.monotonic()
+    try:
+        result = gp.run(
+            "--gpuperf", "--gpuperf-explain", "--gpuperf-explain-timeout=20",
+            "--gpuperf-json=report.json",
+        )  # fmt: skip
+    finally:
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    took_s = time.monotonic() - began
+    result.assert_outcomes(passed=1)
+    assert took_s < 45, took_s  # the grandchild holds the output for 60 s
+    traffic = _report(gp)["results"][0]["verdict"]["explain"]["traffic"]
+    if mode == "hang":
+        assert "took longer than 20 s and was stopped" in result.stdout.str()
+    else:
+        assert not traffic["problem"] and traffic["head"] is not None, traffic
+
+
+def test_the_child_does_not_write_the_runs_reports_from_addopts(gp, fake_ncu, monkeypatch):
+    """Issue 45 item 9: `--junitxml` and `--gpuperf-json` in addopts or PYTEST_ADDOPTS were
+    written by the profiled child mid-run; the child gets private paths for them."""
+    monkeypatch.setenv("FAKE_NCU_MODE", "ok")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--gpuperf-markdown=summary.md")
+    gp.pytester.makeini("[pytest]\naddopts = --junitxml=junit.xml --gpuperf-json=report.json\n")
+    gp.test_file(
+        ONE_TEST
+        + """
+
+def test_zz_nothing_was_written_yet():
+    from pathlib import Path
+    written = [name for name in ("junit.xml", "report.json", "summary.md") if Path(name).exists()]
+    assert not written, written
+"""
+    )
+    result = gp.run("--gpuperf", "--gpuperf-explain")
+    result.assert_outcomes(passed=2)
+    assert _report(gp)["results"][0]["verdict"]["explain"]["traffic"]["head"] is not None
+    assert (gp.path / "junit.xml").exists() and (gp.path / "summary.md").exists()

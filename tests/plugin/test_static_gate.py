@@ -213,7 +213,7 @@ def test_a_register_hungry_edit_fails_with_occupancy_before_and_after(sgp):
         "--gpuperf-save test_perf.py::test_add" in out
     )
     assert re.search(r"vector_add\s+vadd\.hip\s+256\s+\d+ .*FAILED", out)  # the table
-    assert "1 kernel entry in 1 tests: 1 failed" in out
+    assert "1 kernel entry in 1 test: 1 failed" in out
     check_sample(  # docs/static-gate.md
         "static-failure",
         excerpt(out, "gpuperf static gate: test_perf.py::test_add", "if this is intended"),
@@ -234,7 +234,7 @@ def test_a_comment_only_change_reports_code_unchanged(sgp):
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
     assert re.search(r"vector_add\s+vadd\.hip\s+256\s+8\s.*code unchanged$", out, re.M), out
-    assert "1 kernel entry in 1 tests: 1 unchanged" in out
+    assert "1 kernel entry in 1 test: 1 unchanged" in out
 
 
 def test_a_kernel_that_grows_within_the_rules_passes_and_says_what_changed(sgp):

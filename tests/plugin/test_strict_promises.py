@@ -138,7 +138,7 @@ def test_a_missing_baseline_is_reported_and_fails_under_strict(gp):
     reported = gp.run("--gpuperf")
     assert reported.ret == pytest.ExitCode.OK
     reported.stdout.fnmatch_lines(
-        ["note: 1 of 1 measurements have no baseline for mi300x-sim (reported, not failed; "
+        ["note: 1 of 1 measurement has no baseline for mi300x-sim (reported, not failed; "
          "--gpuperf-strict fails them)*"]
     )  # fmt: skip
     strict = gp.run("--gpuperf", "--gpuperf-strict")

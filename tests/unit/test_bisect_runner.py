@@ -292,3 +292,26 @@ def test_the_culprits_measured_traffic_is_said_under_it_against_good(project):
     ).run()  # fmt: skip
     assert "traffic" not in text_report(quiet)
     assert to_json(quiet)["culprit_explain"] is None
+
+
+def test_the_culprits_counter_lines_say_their_prefix_once(project):
+    """Issue 45 item 15: four counter lines each began "culprit's traffic, against ...:"."""
+    said = [
+        "head moved +2.5% DRAM bytes: read +3.0% (268.4 -> 276.5 MB), write unchanged",
+        "registers per thread 16 -> 24",
+        "achieved occupancy 90% -> 60%",
+        "instructions +12%",
+    ]
+    traffic = {"profiler": "ncu", "lines": said}
+
+    def answer(subject, budget_s):
+        if index_of(subject) >= 6:
+            return {FOLLOWED: replace(reading(AB_REGRESSED, 1.03), traffic=traffic)}, {}
+        return {FOLLOWED: reading(AB_PASS, 1.0)}, {}
+
+    report = Bisection(plan(project), probe_fn=FakePytest(project, answer)).run()
+    text = text_report(report)
+    assert text.count("culprit's traffic") == 1
+    lines = text.splitlines()
+    start = lines.index(f"culprit's traffic, against {report.good.short} (GOOD):")
+    assert lines[start + 1 : start + 5] == [f"  {line}" for line in said]

@@ -173,3 +173,34 @@ def test_the_command_runs_as_a_user_runs_it(runs, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "20 measurements: 20 within noise" in done.stdout
+
+
+def test_simulated_runs_say_so_and_each_state_is_named_once(runs, capsys):
+    """Issue 45 item 15: compare never said SIMULATED, and an accepted slowdown beside a
+    regression read "1 slower, 1 slower, accepted"."""
+    from pytest_gpuperf.compare import Change, summary_line
+
+    assert main([str(runs[0]), str(runs[-1])]) == 0
+    out = capsys.readouterr().out
+    head = [line for line in out.splitlines() if line.startswith(("OLD:", "NEW:"))]
+    assert len(head) == 2 and all("SIMULATED device" in line for line in head), head
+    key = ("mi300x-sim", "t.py::t", "m", "cold")
+    changes = [
+        Change(key, None, None, SLOWER),
+        Change(key, None, None, SLOWER_ACCEPTED),
+        Change(key, None, None, SLOWER_ACCEPTED),
+        Change(key, None, None, WITHIN),
+    ]
+    assert summary_line(changes) == (
+        "4 measurements: 1 slower, 2 accepted slowdowns, 1 within noise"
+    )
+    assert summary_line(changes[1:2]) == "1 measurement: 1 accepted slowdown"
+
+
+def test_a_file_that_is_not_json_is_not_called_truncated(runs, tmp_path, capsys):
+    """Issue 45 item 15: a file holding `hello` was "the file ends early: truncated?"."""
+    hello = tmp_path / "hello.json"
+    hello.write_text("hello\n")
+    assert main([str(hello), str(runs[0])]) == 2
+    err = capsys.readouterr().err
+    assert err == f"{PROG}{hello}:1: not a JSON report (Expecting value)\n"

@@ -61,13 +61,14 @@ def test_without_a_base_head_is_described_alone():
         (268_460_000, 124_640_000, (), "cold", "within"),  # vector_add, 384 MiB
         (268_460_000 * 1.4, 124_640_000, (), "cold", "over"),  # moves 30% more than declared
         (6_400, 1_000, (), "cold", "under"),  # declared far more than it moves
-        (6_400, 1_000, (0,), "cold", "compressed"),  # ...and an input holds one value
+        (6_400, 1_000, (0, 1), "cold", "compressed"),  # ...and its inputs hold one value
         (268_460_000, 136_960_000, (), "hot", "hot"),
     ],
 )
 def test_the_declared_bytes_check(read, written, uniform, cache, outcome):
     declared = 67_108_864 if read < 40e6 and read > 1e6 else 402_653_184
-    check = BytesCheck(declared, read, written, H100_L2, cache, uniform)
+    sizes = tuple(268_435_456 for _ in uniform)
+    check = BytesCheck(declared, read, written, H100_L2, cache, uniform, sizes)
     assert check.outcome == outcome
     assert check.warns == (outcome in ("over", "under"))
     assert check.plain()["line"] == check.line()
@@ -76,9 +77,33 @@ def test_the_declared_bytes_check(read, written, uniform, cache, outcome):
 def test_the_words_of_each_outcome():
     over = BytesCheck(402_653_184, 268_460_000 * 1.4, 124_640_000, H100_L2)
     assert over.line().startswith("declared bytes look too low: DRAM read 375.8 MB + written")
-    compressed = BytesCheck(268_435_456, 6_400, 0, H100_L2, uniform_args=(0, 2))
+    compressed = BytesCheck(
+        268_435_456, 6_400, 0, H100_L2, uniform_args=(0, 2), uniform_arg_bytes=(268_435_456, 4)
+    )
     assert "argument(s) 0, 2 hold one value" in compressed.line()
     assert "6.4 KB" in compressed.line()
+
+
+def test_a_tiny_uniform_input_does_not_excuse_a_large_shortfall():
+    """Issue 45 item 8: 1.07 GB declared, 0.80 GB moved, argument 2 a 4-byte buffer of one
+    value: the declaration is too high; the 4 bytes cannot have been compressed into 270 MB."""
+    check = BytesCheck(
+        1_073_741_824, 536_870_912, 268_435_456, H100_L2,
+        uniform_args=(2,), uniform_arg_bytes=(4,),
+    )  # fmt: skip
+    assert check.outcome == "under"
+    assert check.warns
+    assert check.line().startswith("declared bytes look too high")
+    assert "argument(s) 2 hold one value, but 4 B compressed away cannot explain" in check.line()
+    # the same shortfall with a uniform input as large as the gap is compression
+    big = BytesCheck(
+        1_073_741_824, 536_870_912, 268_435_456, H100_L2,
+        uniform_args=(2,), uniform_arg_bytes=(268_435_456,),
+    )  # fmt: skip
+    assert big.outcome == "compressed"
+    # a uniform argument of unknown size excuses nothing
+    unknown = BytesCheck(1_073_741_824, 536_870_912, 268_435_456, H100_L2, uniform_args=(2,))
+    assert unknown.outcome == "under"
 
 
 def _plan(*kernels: str) -> list[PlannedLaunch]:

@@ -223,3 +223,18 @@ def test_test_ids_and_boards_from_the_file_are_printed_escaped(tmp_path, run):
     assert "\r" not in result.stdout
     assert f"{first_id}\\x1b]0;owned\\x07\\x1b[2J\\r [" in result.stdout
     assert "\\x1b]0;owned" in result.stdout.split("saved on", 1)[1]  # the board too
+
+
+def test_a_replaced_level_of_one_save_says_one_save(tmp_path, run):
+    """Issue 45 item 15: a replaced baseline of one save printed "1 saves"."""
+    from bench.publish_page import make_history
+
+    baseline, _ = make_history(tmp_path, measurements=8, runs=1)
+    text = baseline.read_text().replace(
+        "run_spread = 0.004\nsaves = 3\n", "run_spread = 0.004\nsaves = 1\n", 1
+    )
+    baseline.write_text(text)
+    result = run(str(baseline), "--name", "k007", cwd=tmp_path)
+    assert result.returncode == 0, result
+    assert "(+-0.40%, 1 save) commit" in result.stdout, result.stdout
+    assert "1 saves" not in result.stdout

@@ -6,7 +6,8 @@ read 268.44 MB (exactly its input) and wrote 247.0 MB, the rest of its output st
 when the kernel ended. So written bytes may fall short of the declaration by up to the L2's
 size, and the check allows that on top of its 5% bound. Uniform inputs defeat it: Hopper
 compresses them (an H100 read 6.4 KB of a 268 MB buffer of one constant), so a shortfall with
-such an input is named as compression, not as a wrong declaration.
+such an input is named as compression, not as a wrong declaration, but only as far as that
+input's own size goes: a 4-byte uniform scalar buffer cannot hide a 270 MB shortfall.
 """
 
 from __future__ import annotations
@@ -20,11 +21,22 @@ BOUND = 0.05  # a gap beyond this fraction of the declaration is reported
 WITHIN, OVER, UNDER, COMPRESSED, NOT_CHECKED = "within", "over", "under", "compressed", "hot"
 
 
+def _size(value_bytes: int) -> str:
+    """4 B, 6.4 KB, 268.4 MB: a uniform buffer may be tiny, and '0.0 MB' would hide that."""
+    if value_bytes < 1000:
+        return f"{value_bytes} B"
+    if value_bytes < 1_000_000:
+        return f"{value_bytes / 1e3:.1f} KB"
+    return megabytes(value_bytes)
+
+
 @dataclass(frozen=True)
 class BytesCheck:
     """One cold launch's DRAM bytes against the declaration. `l2_bytes`: how much written
     data the L2 can still hold at the kernel's end; `uniform_args`: the launch's buffer
-    arguments (by position) that held one value, which the GPU may compress."""
+    arguments (by position) that held one value, which the GPU may compress;
+    `uniform_arg_bytes`: their sizes, in the same order (an argument of unknown size excuses
+    nothing)."""
 
     declared_bytes: int
     read_bytes: float
@@ -32,6 +44,7 @@ class BytesCheck:
     l2_bytes: int
     cache: str = "cold"
     uniform_args: tuple[int, ...] = ()
+    uniform_arg_bytes: tuple[int, ...] = ()
 
     @property
     def measured_bytes(self) -> float:
@@ -48,13 +61,21 @@ class BytesCheck:
         return min(self.l2_bytes, self.declared_bytes)
 
     @property
+    def compressible_bytes(self) -> int:
+        """The most a compressed uniform input can hide: the sum of the uniform buffers'
+        sizes (compression can make a buffer read as nothing, never as less than nothing)."""
+        return sum(self.uniform_arg_bytes[: len(self.uniform_args)])
+
+    @property
     def outcome(self) -> str:
         if self.cache == "hot":
             return NOT_CHECKED
         if self.measured_bytes > self.declared_bytes * (1 + BOUND):
             return OVER
-        if self.measured_bytes < self.declared_bytes * (1 - BOUND) - self.hidden_bytes:
-            return COMPRESSED if self.uniform_args else UNDER
+        floor = self.declared_bytes * (1 - BOUND) - self.hidden_bytes
+        if self.measured_bytes < floor:
+            excused = self.measured_bytes + self.compressible_bytes >= floor
+            return COMPRESSED if self.uniform_args and excused else UNDER
         return WITHIN
 
     @property
@@ -87,10 +108,17 @@ class BytesCheck:
                 "declares, so its efficiency is understated (declare every byte each input "
                 "and output must move, or find the extra traffic)"
             )
+        uniform = ""
+        if self.uniform_args:
+            args = ", ".join(str(i) for i in self.uniform_args)
+            uniform = (
+                f" (argument(s) {args} hold one value, but {_size(self.compressible_bytes)} "
+                "compressed away cannot explain the gap)"
+            )
         return (
             f"declared bytes look too high: {moved}, beyond {BOUND:.0%} and the "
-            f"{megabytes(self.hidden_bytes)} of writes the L2 can hold: the efficiency is "
-            "overstated; declare only what the kernel must move"
+            f"{megabytes(self.hidden_bytes)} of writes the L2 can hold{uniform}: the efficiency "
+            "is overstated; declare only what the kernel must move"
         )
 
     def plain(self) -> dict[str, Any]:
@@ -102,6 +130,7 @@ class BytesCheck:
             "l2_bytes": self.l2_bytes,
             "cache": self.cache,
             "uniform_args": list(self.uniform_args),
+            "uniform_arg_bytes": list(self.uniform_arg_bytes),
             "outcome": self.outcome,
             "warns": self.warns,
             "line": self.line(),

@@ -53,6 +53,7 @@ def explanation(
             l2_bytes=l2_bytes,
             cache=planned.cache,
             uniform_args=planned.uniform_args,
+            uniform_arg_bytes=planned.uniform_arg_bytes,
         ).plain()
     return {"traffic": traffic, "bytes_check": check}
 

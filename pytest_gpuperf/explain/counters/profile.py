@@ -39,6 +39,13 @@ _PARENT_ONLY = (
     "PYTEST_CURRENT_TEST",
     "GITHUB_STEP_SUMMARY",
 )
+# What of the child's output is read: its last lines say why it failed, and a profiler can
+# print gigabytes (1.5 GB of ncu output once made a 4.5 GB parent and, under a memory limit, a
+# MemoryError in a passing test). The output goes to a file; only its tail is read.
+OUTPUT_TAIL_BYTES = 64 * 1024
+# The profiler's report of one test's launches is a few kilobytes a launch; past this it is
+# not read at all (one line says so).
+REPORT_MAX_BYTES = 64 * 1024 * 1024
 
 
 # -- the parent: running the child ----------------------------------------------------
@@ -56,6 +63,7 @@ class PlannedLaunch:
     cache: str
     declared_bytes: int
     uniform_args: tuple[int, ...] = ()
+    uniform_arg_bytes: tuple[int, ...] = ()
 
     @classmethod
     def from_plain(cls, data: Mapping[str, Any]) -> PlannedLaunch:
@@ -67,6 +75,7 @@ class PlannedLaunch:
             cache=str(data["cache"]),
             declared_bytes=int(data["declared_bytes"]),
             uniform_args=tuple(int(i) for i in data.get("uniform_args", ())),
+            uniform_arg_bytes=tuple(int(n) for n in data.get("uniform_arg_bytes", ())),
         )
 
 
@@ -97,7 +106,10 @@ class Profiled:
 class ProfileRequest:
     """How to re-run one test under a profiler: its node id, the pytest options that build
     and launch it the same way, where to run, the backend ("cuda" or "hip"), the cache
-    mode its measurements time, and how long the child may take."""
+    mode its measurements time, and how long the child may take. `output_options`: the
+    report options the child must not write the run's files with (`--junitxml`,
+    `--gpuperf-json`: they may come from `addopts` or PYTEST_ADDOPTS); each is given a path in
+    the pass's private folder, after the inherited ones, so it wins."""
 
     nodeid: str
     pytest_args: tuple[str, ...]
@@ -105,6 +117,7 @@ class ProfileRequest:
     backend: str
     hot: bool
     timeout_s: float
+    output_options: tuple[str, ...] = ()
 
 
 def missing_profiler_line(backend: str) -> str:
@@ -141,17 +154,28 @@ def run_profile(request: ProfileRequest) -> Profiled:
             command = ncu.ncu_command(tool_path, cache_control=cache_control, log_file=log)
         else:
             command = rocprof.rocprof_command(tool_path, output_dir=work / "rocprof")
-        command += [sys.executable, "-m", "pytest", request.nodeid, *request.pytest_args]
+        private = [
+            f"{option}={work / f'child-output-{number}'}"
+            for number, option in enumerate(request.output_options)
+        ]
+        command += [
+            sys.executable, "-m", "pytest", request.nodeid, *request.pytest_args, *private
+        ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k not in _PARENT_ONLY}
         env.update(proof)
-        returncode, output, timed_out = _run(command, env, request.cwd, request.timeout_s)
+        returncode, output, timed_out = run_child(
+            command, env, request.cwd, request.timeout_s, output_file=work / "output.txt"
+        )
         cost_s = time.monotonic() - began
         tail = tuple(output.strip().splitlines()[-15:])
 
         def failed(line: str) -> Profiled:
             return Profiled(tool, cache_control, cost_s, problem=line, output_tail=tail)
 
-        report = _read_text(log) if request.backend == "cuda" else ""
+        try:
+            report = _read_text(log) if request.backend == "cuda" else ""
+        except _TooLarge as large:
+            return failed(f"not explained: {large}")
         refused = ncu.refusal(output + "\n" + report)
         if refused:
             line = f"not explained: {refused}"
@@ -170,7 +194,7 @@ def run_profile(request: ProfileRequest) -> Profiled:
         try:
             planned = [
                 PlannedLaunch.from_plain(loads_line(line, str(plan), "a planned launch"))
-                for line in _read_text(plan).splitlines()
+                for line in _read_text(plan, limit_bytes=REPORT_MAX_BYTES).splitlines()
                 if line.strip()
             ]
             if not planned:
@@ -181,6 +205,8 @@ def run_profile(request: ProfileRequest) -> Profiled:
                 files = rocprof.counter_files(work / "rocprof")
                 every = rocprof.read_rocprof_csv(_read_text(f) for f in files)
                 every = _by_name(every, planned)
+        except _TooLarge as large:
+            return failed(f"not explained: {large}")
         except (GpuPerfError, ValueError, KeyError) as bad:
             return failed(f"not explained: the profile could not be read: {bad}")
         counted = _aligned(every, planned)
@@ -259,43 +285,83 @@ def _by_name(every: list[Traffic], planned: list[PlannedLaunch]) -> list[Traffic
     return list(reversed(found))
 
 
-def _read_text(path: Path) -> str:
+class _TooLarge(Exception):
+    """A profiler's file past REPORT_MAX_BYTES: the message is the line that says so."""
+
+
+def _read_text(path: Path, limit_bytes: int = REPORT_MAX_BYTES) -> str:
+    """The file's text ("" when absent); past `limit_bytes` it is not read (_TooLarge)."""
     try:
+        size = path.stat().st_size
+        if size > limit_bytes:
+            raise _TooLarge(
+                f"the profiler's {path.name} holds {size / 1e6:.0f} MB, more than the "
+                f"{limit_bytes / 1e6:.0f} MB read: profile fewer launches (a smaller -k)"
+            )
         return path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return ""
 
 
-def _run(
-    command: list[str], env: Mapping[str, str], cwd: Path, timeout_s: float
-) -> tuple[int, str, bool]:
-    """(exit status, output, timed out): the child in a session of its own, so a timeout
-    stops it and everything it started (the profiler's replay, a compiler)."""
+def output_tail(path: Path, limit_bytes: int = OUTPUT_TAIL_BYTES) -> str:
+    """The last `limit_bytes` of a file, decoded (the first, partial line dropped)."""
     try:
-        child = subprocess.Popen(
-            command,
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        with path.open("rb") as stream:
+            size = stream.seek(0, os.SEEK_END)
+            stream.seek(max(0, size - limit_bytes))
+            data = stream.read(limit_bytes)
+    except FileNotFoundError:
+        return ""
+    text = data.decode("utf-8", "replace")
+    if size > limit_bytes and "\n" in text:
+        text = text.split("\n", 1)[1]
+    return text
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def run_child(
+    command: list[str],
+    env: Mapping[str, str],
+    cwd: Path,
+    timeout_s: float,
+    *,
+    output_file: Path,
+) -> tuple[int, str, bool]:
+    """(exit status, the output's tail, timed out): the child in a session of its own, its
+    output (stdout and stderr) into `output_file`, never a pipe. A pipe would make the wait
+    end only at end of file, which a grandchild that keeps the pipe open (a profiler's
+    helper that left the session) postpones past any timeout: 97 s for a 10 s timeout. So
+    the wait is on the child's exit, bounded by `timeout_s`; at the timeout, and after a
+    normal exit, its process group is killed, and only the output's tail is read."""
+    try:
+        with output_file.open("wb") as sink:
+            child = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
     except OSError as failure:
         return 127, f"{command[0]}: {failure.strerror or failure}", False
+    timed_out = False
     try:
-        output, _ = child.communicate(timeout=timeout_s)
+        child.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGKILL)
-        output, _ = child.communicate()
-        return child.returncode, output.decode("utf-8", "replace"), True
+        timed_out = True
     except BaseException:  # Ctrl-C or SIGTERM in the parent: stop the child too
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGKILL)
+        _kill_group(child.pid)
         child.wait()
         raise
-    return child.returncode, output.decode("utf-8", "replace"), False
+    _kill_group(child.pid)  # the child's leftovers (or, at the timeout, the child itself)
+    child.wait()
+    return child.returncode, output_tail(output_file), timed_out
 
 
 __all__ = [
@@ -306,6 +372,8 @@ __all__ = [
     "PlannedLaunch",
     "ProfileRequest",
     "Profiled",
+    "output_tail",
+    "run_child",
     "run_profile",
     "summed",
 ]

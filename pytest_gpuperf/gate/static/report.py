@@ -23,6 +23,7 @@ from pytest_gpuperf.gate.static.gate import (
     StaticTestResult,
 )
 from pytest_gpuperf.gate.static.render import render_failure, render_missing_isa, what_changed
+from pytest_gpuperf.report.plural import counted
 
 COMMENT_MARKER = "<!-- pytest-gpuperf-static -->"  # the static job's own comment (docs/ci.md)
 _WORST_FIRST = (ERROR, FAILED, CHANGED, NEW, UNCHANGED)
@@ -229,9 +230,8 @@ def count_line(rows: Sequence[KernelRow]) -> str:
         counts[row.outcome] += 1
     tests = len({t for row in rows for t in row.tests})
     parts = [f"{counts[o]} {o}" for o in (FAILED, ERROR, CHANGED, NEW, UNCHANGED) if counts[o]]
-    return f"{len(rows)} kernel entr{'ies' if len(rows) != 1 else 'y'} in {tests} tests: " + (
-        ", ".join(parts)
-    )
+    entries = counted(len(rows), "kernel entry", "kernel entries")
+    return f"{entries} in {counted(tests, 'test')}: " + (", ".join(parts))
 
 
 def _against_line(rows: Sequence[KernelRow]) -> str:
