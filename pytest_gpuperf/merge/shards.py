@@ -24,9 +24,9 @@ from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.recheck import recheck
 from pytest_gpuperf.gate.suite import SuiteBudget
 from pytest_gpuperf.record.meta import ReportMeta
+from pytest_gpuperf.record.plural import counted
 from pytest_gpuperf.record.shard_reader import ShardReport, read_shard
 from pytest_gpuperf.record.verdict import FAIL, Row
-from pytest_gpuperf.report.plural import counted
 from pytest_gpuperf.report.suite import confirmation_lines, suite_lines
 
 PASSED, FAILED = "passed", "failed"

@@ -21,9 +21,9 @@ from typing import Any
 from pytest_gpuperf.publish.plots import board_colours, series_plot, sparkline
 from pytest_gpuperf.publish.series import STATES, Dashboard, Run, Series, regressions
 from pytest_gpuperf.record.history_model import Point
+from pytest_gpuperf.record.plural import counted
 from pytest_gpuperf.record.verdict import ACCEPTED, FAIL
 from pytest_gpuperf.report.band_words import band_text
-from pytest_gpuperf.report.plural import counted
 from pytest_gpuperf.report.text import drift_text
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from pytest_gpuperf.engine.plain import to_plain
 from pytest_gpuperf.record.meta import ReportMeta
+from pytest_gpuperf.record.plural import counted
 from pytest_gpuperf.record.verdict import Row
-from pytest_gpuperf.report.plural import counted
 from pytest_gpuperf.report.text import SIMULATED_BANNER
 
 

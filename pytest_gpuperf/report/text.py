@@ -33,6 +33,7 @@ from pytest_gpuperf.record.checks import (
     ComparisonCheck,
     Drift,
 )
+from pytest_gpuperf.record.plural import counted
 from pytest_gpuperf.record.verdict import (
     ACCEPTED,
     FAIL,
@@ -44,7 +45,6 @@ from pytest_gpuperf.record.verdict import (
     Row,
     Verdict,
 )
-from pytest_gpuperf.report.plural import counted
 
 SIMULATED_BANNER = "SIMULATED device — numbers are not measurements"
 

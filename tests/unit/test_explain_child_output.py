@@ -1,5 +1,6 @@
 """The explain pass's child process (explain/counters/profile.py's run_child): its output is
-never held whole in the parent, and a grandchild that keeps the output open does not hold the parent.
+never held whole in the parent, and a grandchild that keeps the output open does not hold the
+parent.
 Issue 45 item 9: 1.5 GB of profiler output made a 4.5 GB parent (a MemoryError under a memory
 limit), and a grandchild holding the output pipe made a 10 s timeout last 97 s.
 """

@@ -77,10 +77,9 @@ def test_an_older_regressed_streak_of_an_accepted_case_is_found_by_regressed(pag
 def test_the_time_axis_ends_at_the_last_run(history, tmp_path):
     """The axis ran 4% past the last point (matplotlib's limits); it ends a marker's room
     after it, and no time tick lies beyond the last run."""
-    from pytest_gpuperf.report.reading import read_report
-
     from pytest_gpuperf.publish.plots import series_plot
     from pytest_gpuperf.publish.series import gather
+    from pytest_gpuperf.record.report_reader import read_report
 
     baseline, reports = history
     dashboard = gather([baseline], [read_report(p) for p in reports])
@@ -123,11 +122,10 @@ def test_a_replaced_level_of_one_save_says_one_save(history):
     """Issue 45 item 15: "1 saves"."""
     from dataclasses import replace
 
-    from pytest_gpuperf.report.reading import read_report
-
     from pytest_gpuperf.baseline.ref import TrailPoint
     from pytest_gpuperf.publish.page import _caption
     from pytest_gpuperf.publish.series import gather
+    from pytest_gpuperf.record.report_reader import read_report
 
     baseline, reports = history
     series = gather([baseline], [read_report(reports[0])]).series[0]

@@ -23,7 +23,7 @@ from pytest_gpuperf.gate.static.gate import (
     StaticTestResult,
 )
 from pytest_gpuperf.gate.static.render import render_failure, render_missing_isa, what_changed
-from pytest_gpuperf.report.plural import counted
+from pytest_gpuperf.record.plural import counted
 
 COMMENT_MARKER = "<!-- pytest-gpuperf-static -->"  # the static job's own comment (docs/ci.md)
 _WORST_FIRST = (ERROR, FAILED, CHANGED, NEW, UNCHANGED)

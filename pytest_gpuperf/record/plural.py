@@ -1,5 +1,6 @@
 """Counted nouns: "1 test", "2 tests", "1 entry", "3 entries". One function, so that no line
-of the plugin or its commands says "1 tests" or "1 saves" (issue 45 item 15)."""
+of the plugin or its commands says "1 tests" or "1 saves". Here, below the gate, so that the
+static gate's report (gate/static/) and every renderer above it count alike."""
 
 from __future__ import annotations
 
