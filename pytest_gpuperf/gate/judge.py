@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
 from pytest_gpuperf.baseline.model import utc_now
 from pytest_gpuperf.engine.results import (
+    AB_NO_BASE,
     Acceptance,
     BaselineCheck,
     BaselineRef,
@@ -231,7 +232,10 @@ def _judge_one(
             reference,
             tolerance=context.tolerance,
             strict=context.strict,
-            gating=comparison is None,
+            # An A/B that ran gates instead of the stored baseline; one with no base (a
+            # callable whose base cannot be loaded, a kernel new in head, a base that does not
+            # build) leaves the stored baseline to gate, as in a run without compare.
+            gating=comparison is None or comparison.state == AB_NO_BASE,
             elsewhere=elsewhere,
             info=info,
             device_key=own_key,

@@ -171,7 +171,8 @@ CAUSE_WORDS = {
 def verdict_label(verdict: Verdict) -> str:
     """Short status for tables: 'FAIL regression', 'FAIL A/B', 'marginal', 'pass (improved)'."""
     if verdict.status == FAIL:
-        return " ".join(["FAIL", *(CAUSE_WORDS[c] for c in verdict.failed_checks)])
+        words = dict(CAUSE_WORDS, **({"strict-baseline": "not gated"} if verdict.not_gated else {}))
+        return " ".join(["FAIL", *(words[c] for c in verdict.failed_checks)])
     if verdict.status == UNJUDGED:
         return "not judged"
     if verdict.status == MARGINAL:
@@ -180,6 +181,8 @@ def verdict_label(verdict: Verdict) -> str:
         return "accepted"
     if verdict.status == MODELLED:
         return "modelled"  # not a pass: nothing about the edit was measured
+    if verdict.not_gated:
+        return "not gated"  # no A/B base, no stored baseline, no floor: nothing decided
     if verdict.save is not None and verdict.save.saved:
         return "saved"
     if verdict.save is not None and verdict.save.why_not in SAVE_NOT_MADE:
@@ -272,8 +275,11 @@ def summary_line(rows: Sequence[Row]) -> str:
     tests = len({row.test_id for row in rows})
     statuses = [row.verdict.status for row in rows]
     parts = []
-    if statuses.count(PASS):
-        parts.append(f"{statuses.count(PASS)} ok")
+    not_gated = sum(1 for row in rows if row.verdict.not_gated and row.verdict.status == PASS)
+    if statuses.count(PASS) - not_gated:
+        parts.append(f"{statuses.count(PASS) - not_gated} ok")
+    if not_gated:
+        parts.append(f"{not_gated} not gated (no A/B base, no stored baseline, no floor)")
     if statuses.count(MODELLED):
         parts.append(f"{statuses.count(MODELLED)} modelled (the change was not measured)")
     if statuses.count(ACCEPTED):
@@ -459,7 +465,16 @@ def row_notes(row: Row) -> list[str]:
             "reviewed, re-save the baseline (--gpuperf-save)"
         )
     if baseline.outcome != NO_BASELINE and not baseline.gating and baseline.baseline:
-        notes.append("stored baselines are shown, not gated, while comparing with a revision")
+        notes.append(
+            "stored baselines are shown, not gated, where an A/B comparison with the base "
+            "revision gates"
+        )
+    if v.not_gated:
+        notes.append(
+            "not gated: no A/B base, no stored baseline on this device and no floor, so "
+            "nothing decided these measurements (--gpuperf-strict fails them; record a "
+            "baseline with --gpuperf-save or give a floor)"
+        )
     comparison = v.comparison
     if (comparison is not None and comparison.first_state and comparison.state != AB_REGRESSED) or (
         baseline.first_outcome and baseline.outcome != REGRESSED

@@ -1,0 +1,163 @@
+"""--gpuperf-compare=REF for `gpu_bench.run(fn)` on the simulated device: a callable's base is
+the test's own Python as it stands at REF (session/callable_base.py), measured against head in
+interleaved pairs; and a measurement that gets no base is gated by its stored baseline, or
+says "not gated" (docs/ci.md, "No green because no gate ran")."""
+
+from __future__ import annotations
+
+import json
+
+from tests.git_repo import commit_all, git
+from tests.plugin.conftest import N
+
+# The user's own launcher module: a callable built from it launches the kernel `LAUNCHES`
+# times a call (the simulated device times every launch it queues).
+MYKERN = """\
+import numpy as np
+
+LAUNCHES = 1
+
+
+def make(gpu_bench, kernel, n):
+    rng = np.random.default_rng(0)
+    a = rng.random(n, dtype=np.float32)
+    da, db, dc = gpu_bench.to_device(a), gpu_bench.to_device(a), gpu_bench.empty(n)
+
+    def op():
+        for _ in range(LAUNCHES):
+            gpu_bench.backend.launch(kernel, n // 256, 256, (da, db, dc, n))
+
+    return op, a, dc
+"""
+
+CALLABLE_TEST = f"""\
+import numpy as np
+import mykern
+
+N = {N}
+
+
+def test_op(gpu_bench):
+    kernel = gpu_bench.kernel("vadd.hip", "vector_add")
+    op, a, dc = mykern.make(gpu_bench, kernel, N)
+    gpu_bench.run(op, bytes=3 * 4 * N, name="torch_like")
+    np.testing.assert_allclose(gpu_bench.from_device(dc, np.float32, N), 2 * a, rtol=1e-6)
+"""
+
+
+def report(gp) -> dict:
+    return json.loads((gp.path / "report.json").read_text())
+
+
+def callable_repo(gp, monkeypatch, tmp_path_factory):
+    """A user's repository: a kernel, a launcher module and a test that measures a callable,
+    committed as the base."""
+    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    (gp.path / "mykern.py").write_text(MYKERN)
+    (gp.path / "test_op.py").write_text(CALLABLE_TEST)
+    commit_all(gp.path, "base")
+    return gp
+
+
+# -- no green because no gate ran -------------------------------------------------------------
+
+
+def new_callable_test(gp, monkeypatch, tmp_path_factory):
+    """A repository whose base has no callable test: the one the work tree adds (with its
+    launcher module) has no base at HEAD."""
+    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    (gp.path / "README").write_text("a project\n")
+    commit_all(gp.path, "base")
+    (gp.path / "mykern.py").write_text(MYKERN)
+    (gp.path / "test_op.py").write_text(CALLABLE_TEST)
+
+
+def test_a_callable_without_base_is_gated_by_its_stored_baseline(gp, monkeypatch, tmp_path_factory):
+    """The stored baseline (90% of peak; the callable streams at about 46%) fails the test
+    under --gpuperf-compare as it would without it: no A/B ran, so the stored check gates."""
+    new_callable_test(gp, monkeypatch, tmp_path_factory)
+    gp.baseline("mi300x-sim", [{"id": "test_op.py::test_op", "name": "torch_like", "efficiency": 0.9}])
+    result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["torch_like: regressed: *% vs baseline 90.00% *", "*FAIL regression*"])
+    result.stdout.no_fnmatch_line("*shown, not gated*")
+    verdict = report(gp)["results"][0]["verdict"]
+    assert verdict["status"] == "fail" and verdict["comparison"]["state"] == "no-base"
+    assert verdict["baseline"]["gating"] is True and verdict["not_gated"] is False
+
+
+def test_a_callable_without_base_within_its_baseline_passes(gp, monkeypatch, tmp_path_factory):
+    """The same stored gate passes a measurement within its allowance: gated, not "not gated"."""
+    new_callable_test(gp, monkeypatch, tmp_path_factory)
+    gp.run("--gpuperf", "--gpuperf-save").assert_outcomes(passed=1)
+    result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
+    verdict = report(gp)["results"][0]["verdict"]
+    assert verdict["baseline"]["gating"] is True and verdict["baseline"]["outcome"] != "regressed"
+    assert verdict["not_gated"] is False and verdict["status"] == "pass"
+
+
+def test_without_base_baseline_or_floor_the_row_says_not_gated(gp, monkeypatch, tmp_path_factory):
+    new_callable_test(gp, monkeypatch, tmp_path_factory)
+    result = gp.run(
+        "--gpuperf",
+        "--gpuperf-compare=HEAD",
+        "--gpuperf-json=report.json",
+        "--gpuperf-markdown=report.md",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*torch_like*no base*not gated*",
+            "*not gated: no A/B base, no stored baseline on this device and no floor*",
+            "*1 measurement in 1 test: 1 not gated (no A/B base, no stored baseline, no floor)*",
+        ]
+    )
+    document = report(gp)
+    verdict = document["results"][0]["verdict"]
+    assert verdict["not_gated"] is True and verdict["status"] == "pass"
+    assert document["summary"]["not_gated"] == 1
+    markdown = (gp.path / "report.md").read_text()
+    assert "not gated" in markdown
+
+
+def test_strict_fails_a_measurement_that_nothing_gated(gp, monkeypatch, tmp_path_factory):
+    new_callable_test(gp, monkeypatch, tmp_path_factory)
+    result = gp.run(
+        "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-strict", "--gpuperf-json=report.json"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*torch_like*FAIL not gated*"])
+    verdict = report(gp)["results"][0]["verdict"]
+    assert verdict["status"] == "fail" and verdict["not_gated"] is True
+
+
+def test_a_floor_gates_a_measurement_without_base_or_baseline(gp, monkeypatch, tmp_path_factory):
+    """A floor is a gate: the row is not "not gated"."""
+    new_callable_test(gp, monkeypatch, tmp_path_factory)
+    path = gp.path / "test_op.py"
+    path.write_text(path.read_text().replace('name="torch_like"', 'name="torch_like", floor=0.1'))
+    result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*not gated*")
+    assert report(gp)["results"][0]["verdict"]["not_gated"] is False
+
+
+def test_a_kernel_new_in_head_is_gated_by_its_stored_baseline(repo):
+    """Not only callables: a kernel file added in head has no base, and its stored baseline
+    gates it under --gpuperf-compare."""
+    (repo.path / "new.hip").write_text((repo.path / "vadd.hip").read_text())
+    conftest = repo.path / "conftest.py"
+    conftest.write_text(
+        conftest.read_text() + "\n\nsimulate.model('new.hip', 'vector_add')(vector_add)\n"
+    )
+    test = repo.path / "test_perf.py"
+    test.write_text(test.read_text().replace("add(gpu_bench)", 'add(gpu_bench, path="new.hip")'))
+    repo.baseline(
+        "mi300x-sim", [{"id": "test_perf.py::test_add", "name": "vector_add", "efficiency": 0.9}]
+    )
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    verdict = report(repo)["results"][0]["verdict"]
+    assert verdict["comparison"]["state"] == "no-base"
+    assert verdict["baseline"]["outcome"] == "regressed" and verdict["baseline"]["gating"]
