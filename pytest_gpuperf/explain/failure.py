@@ -70,6 +70,11 @@ def code_explanation(
         )
 
     if head_kernel is None:
+        changed = verdict.comparison.changed_files if verdict.comparison is not None else ()
+        if changed:
+            return _unavailable(
+                "", f"a callable: its Python changed at the base ({', '.join(changed)})"
+            )
         return _unavailable("", "the measurement is of a callable, not of a compiled kernel")
     against_stored = "regression" in verdict.failed_checks and "ab" not in verdict.failed_checks
     comparison = verdict.comparison

@@ -7,8 +7,8 @@ across its replaced baselines (gate/drift.py), when the A/B comparison says
 REGRESSED, or under strict when the A/B comparison stays INCONCLUSIVE or could not reach the
 base revision at all. A measurement that gets no A/B base is gated by its stored baseline as
 in a run without compare; one with neither (nor a floor) is marked `not_gated` (strict fails
-it for its missing baseline). Saving re-records the baseline, so while saving a baseline regression or
-a missing baseline does not fail; a missed floor still does and is not saved.
+it for its missing baseline). Saving re-records the baseline, so while saving a baseline
+regression or a missing baseline does not fail; a missed floor still does and is not saved.
 
 Only a measured verdict is green: where the gating check restates the simulated device's model
 instead of timing the code (a `modelled` A/B, or a stored entry saved from other code), the

@@ -63,6 +63,8 @@ class AbResult:
     modelled_efficiency: float = 0.0
     head_fingerprint: str = ""
     base_fingerprint: str = ""
+    # a callable's base: the files of the test's Python that differ at REF
+    changed_files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -306,7 +308,7 @@ def _comparison(ab: AbResult | None, context: JudgeContext) -> ComparisonCheck |
         return None
     ref, commit = context.compare_ref, context.compare_commit
     if ab.paired is not None:
-        return check_comparison(
+        check = check_comparison(
             ab.paired,
             ref=ref,
             ref_commit=commit,
@@ -315,6 +317,7 @@ def _comparison(ab: AbResult | None, context: JudgeContext) -> ComparisonCheck |
             forced=context.compare_forced,
             code_spread=context.compare_code_spread,
         )
+        return replace(check, changed_files=ab.changed_files)
     if ab.modelled_by:
         return modelled(
             ref=ref,

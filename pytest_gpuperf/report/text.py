@@ -231,7 +231,7 @@ def no_base_text(comparison: ComparisonCheck) -> str:
         NO_BASE_FILE: "the kernel's file is new",
         NO_BASE_KERNEL: "the kernel is new",
         NO_BASE_COMPILE: f"the base version at {comparison.ref} could not be built",
-        NO_BASE_CALLABLE: "a callable has no source to build at the base revision",
+        NO_BASE_CALLABLE: f"the test's Python at {comparison.ref} could not be loaded",
     }.get(comparison.no_base_why, "no base")
     return f"{why}: {comparison.detail}" if comparison.detail else why
 

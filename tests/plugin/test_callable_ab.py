@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from tests.git_repo import commit_all, git
+from tests.git_repo import commit_all
 from tests.plugin.conftest import N
 
 # The user's own launcher module: a callable built from it launches the kernel `LAUNCHES`
@@ -44,6 +44,9 @@ def test_op(gpu_bench):
     np.testing.assert_allclose(gpu_bench.from_device(dc, np.float32, N), 2 * a, rtol=1e-6)
 """
 
+# A stored baseline the callable (about 46% of peak on the simulated MI300X) misses.
+STORED_90 = {"id": "test_op.py::test_op", "name": "torch_like", "efficiency": 0.9}
+
 
 def report(gp) -> dict:
     return json.loads((gp.path / "report.json").read_text())
@@ -76,10 +79,14 @@ def test_a_callable_without_base_is_gated_by_its_stored_baseline(gp, monkeypatch
     """The stored baseline (90% of peak; the callable streams at about 46%) fails the test
     under --gpuperf-compare as it would without it: no A/B ran, so the stored check gates."""
     new_callable_test(gp, monkeypatch, tmp_path_factory)
-    gp.baseline("mi300x-sim", [{"id": "test_op.py::test_op", "name": "torch_like", "efficiency": 0.9}])
+    gp.baseline(
+        "mi300x-sim", [{"id": "test_op.py::test_op", "name": "torch_like", "efficiency": 0.9}]
+    )
     result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["torch_like: regressed: *% vs baseline 90.00% *", "*FAIL regression*"])
+    result.stdout.fnmatch_lines(
+        ["torch_like: regressed: *% vs baseline 90.00% *", "*FAIL regression*"]
+    )
     result.stdout.no_fnmatch_line("*shown, not gated*")
     verdict = report(gp)["results"][0]["verdict"]
     assert verdict["status"] == "fail" and verdict["comparison"]["state"] == "no-base"
@@ -161,3 +168,118 @@ def test_a_kernel_new_in_head_is_gated_by_its_stored_baseline(repo):
     verdict = report(repo)["results"][0]["verdict"]
     assert verdict["comparison"]["state"] == "no-base"
     assert verdict["baseline"]["outcome"] == "regressed" and verdict["baseline"]["gating"]
+
+
+# -- A/B for callables --------------------------------------------------------------------------
+
+
+def set_launches(gp, launches: int) -> None:
+    path = gp.path / "mykern.py"
+    path.write_text(path.read_text().replace("LAUNCHES = 1", f"LAUNCHES = {launches}"))
+
+
+def test_a_callable_whose_head_launches_twice_fails_by_an_ab_regression(
+    gp, monkeypatch, tmp_path_factory
+):
+    """Head's launcher module (imported by the test) launches the kernel twice a call; base's,
+    loaded from HEAD's tree under its own module objects, once. The pair is timed interleaved
+    and the regression confirmed, as a kernel's would be."""
+    callable_repo(gp, monkeypatch, tmp_path_factory)
+    set_launches(gp, 2)
+    result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "torch_like: A/B regressed against HEAD (*): head/base time *, confirmed by a "
+            "second round: +*%",
+            "  pairs:*interleaved head/base calls of the callable: head *% vs base *% of peak, "
+            "base *, base from the test's Python at HEAD (*) (changed: mykern.py)",
+            "  confirmation: measured again (the same two callables, the pairs in another "
+            "order): *regressed again: confirmed",
+            "  code:*a callable: its Python changed at the base (mykern.py)",
+            "*torch_like*slower, again*FAIL A/B*",
+        ]
+    )
+    comparison = report(gp)["results"][0]["verdict"]["comparison"]
+    assert comparison["state"] == "regressed" and comparison["confirmation"] is not None
+    # two launches against one (the simulated launch overhead is not doubled)
+    assert 1.3 < comparison["ratio"] < 2.2
+    assert comparison["changed_files"] == ["mykern.py"]
+    assert comparison["head_fingerprint"].startswith("py:")
+    assert comparison["head_fingerprint"] != comparison["base_fingerprint"]
+    # head's modules are head's again after the base was loaded: the test's own output check
+    # (two launches of c = a + a) passed in the same process
+
+
+def test_an_unchanged_callable_is_the_same_code_and_not_timed_twice(
+    gp, monkeypatch, tmp_path_factory
+):
+    callable_repo(gp, monkeypatch, tmp_path_factory)
+    result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*torch_like*same code*pass*"])
+    comparison = report(gp)["results"][0]["verdict"]["comparison"]
+    assert comparison["state"] == "unchanged" and comparison["pairs"] == 0
+
+
+def test_an_edit_of_a_module_the_test_does_not_import_is_the_same_code(
+    gp, monkeypatch, tmp_path_factory
+):
+    (gp.path / "unrelated.py").write_text("VALUE = 1\n")
+    callable_repo(gp, monkeypatch, tmp_path_factory)
+    (gp.path / "unrelated.py").write_text("VALUE = 2  # an unrelated edit\n")
+    result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
+    assert report(gp)["results"][0]["verdict"]["comparison"]["state"] == "unchanged"
+
+
+def test_an_edit_that_does_not_change_the_launches_passes_the_ab(gp, monkeypatch, tmp_path_factory):
+    """Changed Python that launches the same work: timed as a pair, and within the threshold."""
+    callable_repo(gp, monkeypatch, tmp_path_factory)
+    path = gp.path / "mykern.py"
+    path.write_text(path.read_text() + "\n\ndef unused():\n    return 0\n")
+    result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
+    comparison = report(gp)["results"][0]["verdict"]["comparison"]
+    assert comparison["state"] in ("pass", "inconclusive") and comparison["pairs"] > 0
+
+
+def test_a_launcher_module_new_in_head_has_no_base_with_one_line_why(
+    gp, monkeypatch, tmp_path_factory
+):
+    callable_repo(gp, monkeypatch, tmp_path_factory)
+    (gp.path / "helper2.py").write_text("EXTRA = 0\n")
+    path = gp.path / "mykern.py"
+    path.write_text("import helper2\n" + path.read_text())
+    result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*A/B: no base — the test's Python at HEAD could not be loaded: helper2.py does not "
+            "exist at HEAD*"
+        ]
+    )
+    verdict = report(gp)["results"][0]["verdict"]
+    assert verdict["comparison"]["no_base_why"] == "callable" and verdict["not_gated"] is True
+
+
+def test_an_import_error_at_the_base_is_one_line_and_the_stored_gate_applies(
+    gp, monkeypatch, tmp_path_factory
+):
+    """The base revision's launcher module does not import: no base, said in one line with
+    the error, and the stored baseline (here one it misses) gates the test."""
+    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    (gp.path / "mykern.py").write_text("import no_such_module_anywhere\n" + MYKERN)
+    (gp.path / "test_op.py").write_text(CALLABLE_TEST)
+    commit_all(gp.path, "base")
+    (gp.path / "mykern.py").write_text(MYKERN)
+    gp.baseline(
+        "mi300x-sim", [{"id": "test_op.py::test_op", "name": "torch_like", "efficiency": 0.9}]
+    )
+    result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    verdict = report(gp)["results"][0]["verdict"]
+    detail = verdict["comparison"]["detail"]
+    assert "ModuleNotFoundError: No module named 'no_such_module_anywhere'" in detail
+    assert "\n" not in detail
+    assert verdict["baseline"]["outcome"] == "regressed" and "regression" in result.stdout.str()
