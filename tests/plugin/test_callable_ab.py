@@ -283,3 +283,58 @@ def test_an_import_error_at_the_base_is_one_line_and_the_stored_gate_applies(
     assert "ModuleNotFoundError: No module named 'no_such_module_anywhere'" in detail
     assert "\n" not in detail
     assert verdict["baseline"]["outcome"] == "regressed" and "regression" in result.stdout.str()
+
+
+PACKAGE_TEST = f"""\
+import numpy as np
+import pytest
+
+from . import launch
+
+
+class TestOp:
+    @pytest.mark.parametrize("times", [1])
+    def test_op(self, gpu_bench, times):
+        kernel = gpu_bench.kernel("../vadd.hip", "vector_add")
+        op = launch.make(gpu_bench, kernel, {N}, times)
+        gpu_bench.run(op, bytes=3 * 4 * {N}, name="op")
+"""
+
+PACKAGE_LAUNCH = """\
+import numpy as np
+
+EXTRA = 0
+
+
+def make(gpu_bench, kernel, n, times):
+    a = np.ones(n, np.float32)
+    da, dc = gpu_bench.to_device(a), gpu_bench.empty(n)
+
+    def op():
+        for _ in range(times + EXTRA):
+            gpu_bench.backend.launch(kernel, n // 256, 256, (da, da, dc, n))
+
+    return op
+"""
+
+
+def test_a_test_package_with_relative_imports_a_class_and_parameters(
+    gp, monkeypatch, tmp_path_factory
+):
+    """A test in a package (relative import of its launcher), a method of a test class, a
+    parameter: the base body is the class's method at REF on a fresh instance, called with
+    head's parameter value, its relative import served from REF's tree."""
+    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    package = gp.path / "perf"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "launch.py").write_text(PACKAGE_LAUNCH)
+    (package / "test_pkg.py").write_text(PACKAGE_TEST)
+    commit_all(gp.path, "base")
+    launcher = package / "launch.py"
+    launcher.write_text(launcher.read_text().replace("EXTRA = 0", "EXTRA = 1"))
+    result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    comparison = report(gp)["results"][0]["verdict"]["comparison"]
+    assert comparison["state"] == "regressed"
+    assert comparison["changed_files"] == ["perf/launch.py"]
