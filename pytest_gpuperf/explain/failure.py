@@ -72,9 +72,12 @@ def code_explanation(
     if head_kernel is None:
         changed = verdict.comparison.changed_files if verdict.comparison is not None else ()
         if changed:
-            return _unavailable(
-                "", f"a callable: its Python changed at the base ({', '.join(changed)})"
-            )
+            try:
+                launches = bench.callable_launches(measurement.name)
+            except GpuPerfError as failure:  # an explanation never fails a test
+                launches = f"launches not counted: {failure}"
+            words = f"a callable: its Python changed at the base ({', '.join(changed)})"
+            return _unavailable("", f"{words}; {launches}" if launches else words)
         return _unavailable("", "the measurement is of a callable, not of a compiled kernel")
     against_stored = "regression" in verdict.failed_checks and "ab" not in verdict.failed_checks
     comparison = verdict.comparison

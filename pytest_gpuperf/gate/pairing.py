@@ -72,6 +72,8 @@ class PairPolicy:
         self, backend: Backend, head: Kernel, base: Kernel
     ) -> Callable[[tuple[float, float], float], bool] | None:
         """The gate's stopping rule for this pair (None without a threshold)."""
+        if self.threshold is None:
+            return None
         return self.stop_for(
             backend, backend.kernel_fingerprint(head), backend.kernel_fingerprint(base)
         )

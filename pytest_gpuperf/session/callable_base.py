@@ -392,6 +392,48 @@ def _one_line(failure: BaseException) -> str:
     return f"{type(failure).__name__}: {text}" if text else type(failure).__name__
 
 
+def launched_names(
+    backend: Any, fn: Callable[[], Any], setup: Callable[[], Any] | None = None
+) -> tuple[str, ...]:
+    """The kernels one call of `fn` launches through `backend` (its setup's left out), in
+    order: what a callable's failure lists head against base. Launches that do not pass
+    through the plugin's backend (Triton's, PyTorch's, CuPy's own on a real GPU) are not
+    seen here; the result is then empty."""
+    if setup is not None:
+        setup()
+    names: list[str] = []
+    original = backend.launch
+
+    def recording(kernel: Any, *args: Any, **options: Any) -> None:
+        names.append(str(getattr(kernel, "name", kernel)))
+        original(kernel, *args, **options)
+
+    backend.launch = recording  # this instance only, for this one call
+    try:
+        fn()
+        backend.synchronize()
+    finally:
+        del backend.launch
+    return tuple(names)
+
+
+def launch_change(head: Sequence[str], base: Sequence[str]) -> str:
+    """'launches per call: vector_add 1 -> 2' (each kernel whose count changed), or
+    'the same launches per call (vector_add x1)'; "" when neither side was seen to launch."""
+    if not head and not base:
+        return ""
+    kernels = list(dict.fromkeys([*base, *head]))
+    moved = [
+        f"{name} {list(base).count(name)} -> {list(head).count(name)}"
+        for name in kernels
+        if list(base).count(name) != list(head).count(name)
+    ]
+    if moved:
+        return "launches per call: " + ", ".join(moved)
+    same = ", ".join(f"{name} x{list(head).count(name)}" for name in kernels)
+    return f"the same launches per call ({same})"
+
+
 def ab_without_timing(backend: Any, found: BaseCallable) -> AbResult | None:
     """The A/B result of a callable that is not timed as a pair: same code, no base, or (on
     a device that times from models) changed kernel files whose models are the same, with
@@ -428,6 +470,8 @@ __all__ = [
     "fingerprint",
     "imported_names",
     "is_user_file",
+    "launch_change",
+    "launched_names",
     "load_base",
     "user_modules",
 ]

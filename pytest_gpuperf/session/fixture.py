@@ -49,6 +49,8 @@ from pytest_gpuperf.session.callable_base import (
     NoBaseKernel,
     TestBody,
     ab_without_timing,
+    launch_change,
+    launched_names,
     load_base,
 )
 from pytest_gpuperf.session.declared import declared_bytes, resolve_kernel_path
@@ -201,6 +203,19 @@ class GpuBench:
             if recipe.label == name:
                 return recipe.kernel, recipe.compared
         return None, None
+
+    def callable_launches(self, name: str) -> str:
+        """For measurement `name`, a callable timed against its base: which kernels one call
+        of each launches, and the change ("" when not a callable pair, or nothing was seen)."""
+        for recipe in self._recipes:
+            base = recipe.base_fn
+            if recipe.label != name or recipe.fn is None or base is None or base.fn is None:
+                continue
+            with self._device.lock.held(f"{self.test.test_id} [{name}] (launches)"):
+                head_names = launched_names(self.backend, recipe.fn, recipe.common.get("setup"))
+                base_names = launched_names(self.backend, base.fn, base.setup)
+            return launch_change(head_names, base_names)
+        return ""
 
     def uncomputed(self) -> tuple[Kernel, ...]:
         """The kernels this test loaded that the device launched without computing their
