@@ -296,7 +296,10 @@ def load_base(
         )
     except NoBaseKernel as missing:
         return BaseCallable(why=NO_BASE_CALLABLE, detail=str(missing), **common)
-    except Exception as failure:  # the user's code at REF: any error is a reason, in one line
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as failure:  # the user's code at REF (a pytest.skip or fail too):
+        # any error is a reason, in one line; it must not end head's test
         return BaseCallable(
             why=NO_BASE_CALLABLE, detail=f"at {tree.ref}: {_one_line(failure)}", **common
         )

@@ -339,3 +339,23 @@ def test_a_test_package_with_relative_imports_a_class_and_parameters(
     comparison = report(gp)["results"][0]["verdict"]["comparison"]
     assert comparison["state"] == "regressed"
     assert comparison["changed_files"] == ["perf/launch.py"]
+
+
+def test_a_base_body_that_skips_or_fails_gives_no_base_and_head_runs_on(
+    gp, monkeypatch, tmp_path_factory
+):
+    """pytest.skip (or an assertion) in the base revision's test body, before it measures:
+    one line saying so; head's own test is neither skipped nor failed by it."""
+    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    (gp.path / "mykern.py").write_text(MYKERN)
+    skipping = CALLABLE_TEST.replace(
+        "    kernel = gpu_bench", '    pytest.skip("not at the base")\n    kernel = gpu_bench'
+    )
+    (gp.path / "test_op.py").write_text("import pytest\n" + skipping)
+    commit_all(gp.path, "base")
+    (gp.path / "test_op.py").write_text(CALLABLE_TEST)
+    result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
+    comparison = report(gp)["results"][0]["verdict"]["comparison"]
+    assert comparison["state"] == "no-base"
+    assert comparison["detail"] == "at HEAD: Skipped: not at the base"
