@@ -168,11 +168,17 @@ CAUSE_WORDS = {
 }
 
 
+def cause_words(verdict: Verdict) -> list[str]:
+    """The words of a failed verdict's causes ('not gated' for a missing baseline where no
+    A/B base and no floor gated it either)."""
+    words = dict(CAUSE_WORDS, **({"strict-baseline": "not gated"} if verdict.not_gated else {}))
+    return [words[cause] for cause in verdict.failed_checks]
+
+
 def verdict_label(verdict: Verdict) -> str:
     """Short status for tables: 'FAIL regression', 'FAIL A/B', 'marginal', 'pass (improved)'."""
     if verdict.status == FAIL:
-        words = dict(CAUSE_WORDS, **({"strict-baseline": "not gated"} if verdict.not_gated else {}))
-        return " ".join(["FAIL", *(words[c] for c in verdict.failed_checks)])
+        return " ".join(["FAIL", *cause_words(verdict)])
     if verdict.status == UNJUDGED:
         return "not judged"
     if verdict.status == MARGINAL:
@@ -286,7 +292,7 @@ def summary_line(rows: Sequence[Row]) -> str:
         parts.append(f"{statuses.count(ACCEPTED)} accepted (an intended slowdown)")
     failed = [row.verdict for row in rows if row.verdict.status == FAIL]
     if failed:
-        kinds = ["+".join(CAUSE_WORDS[c] for c in v.failed_checks) or "other" for v in failed]
+        kinds = ["+".join(cause_words(v)) or "other" for v in failed]
         counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
         detail = ", ".join(
             kind if len(counts) == 1 else f"{n} {kind}" for kind, n in counts.items()

@@ -134,7 +134,14 @@ def test_strict_fails_a_measurement_that_nothing_gated(gp, monkeypatch, tmp_path
         "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-strict", "--gpuperf-json=report.json"
     )
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*torch_like*FAIL not gated*"])
+    result.stdout.fnmatch_lines(
+        [
+            "torch_like: no baseline for device mi300x-sim, and a baseline is required (strict "
+            "baselines): not gated, with no A/B base and no floor either",
+            "*torch_like*FAIL not gated*",
+            "1 measurement in 1 test: 1 failed (not gated)",
+        ]
+    )
     verdict = report(gp)["results"][0]["verdict"]
     assert verdict["status"] == "fail" and verdict["not_gated"] is True
 
