@@ -25,6 +25,7 @@ from pytest_gpuperf.explain import needs_explaining
 from pytest_gpuperf.explain.code_diff import SAME_CODE, code_changes
 from pytest_gpuperf.explain.code_facts import CodeFacts
 from pytest_gpuperf.explain.kernel_facts import FactsUnavailable, facts_of, first_line
+from pytest_gpuperf.explain.triton_facts import triton_changes, triton_facts
 from pytest_gpuperf.gate.decide import with_explanation
 from pytest_gpuperf.runtime.base import Kernel
 from pytest_gpuperf.session.bench_session import BenchSession
@@ -72,12 +73,7 @@ def code_explanation(
     if head_kernel is None:
         changed = verdict.comparison.changed_files if verdict.comparison is not None else ()
         if changed:
-            try:
-                launches = bench.callable_launches(measurement.name)
-            except GpuPerfError as failure:  # an explanation never fails a test
-                launches = f"launches not counted: {failure}"
-            words = f"a callable: its Python changed at the base ({', '.join(changed)})"
-            return _unavailable("", f"{words}; {launches}" if launches else words)
+            return _callable_explanation(bench, measurement.name, changed)
         return _unavailable("", "the measurement is of a callable, not of a compiled kernel")
     against_stored = "regression" in verdict.failed_checks and "ab" not in verdict.failed_checks
     comparison = verdict.comparison
@@ -169,6 +165,22 @@ def _explained(
         "changes": changes,
         "unavailable": unavailable,
     }
+
+
+def _callable_explanation(bench: GpuBench, name: str, changed: Sequence[str]) -> dict[str, Any]:
+    """A callable's `code`: the files that changed, the Triton kernels each side compiled
+    (explain/triton_facts.py) and the kernels one call launches, head against base."""
+    try:
+        launches = bench.callable_launches(name)
+    except GpuPerfError as failure:  # an explanation never fails a test
+        launches = f"launches not counted: {failure}"
+    base = bench.callable_base_of(name)
+    triton = []
+    if base is not None:
+        triton = triton_changes(triton_facts(base.head_modules), triton_facts(base.base_modules))
+    changes = [*([launches] if launches else []), *triton]
+    words = f"a callable: its Python changed at the base ({', '.join(changed)})"
+    return _unavailable("", words, changes=changes)
 
 
 def _unavailable(against: str, why: str, *, changes: list[str] | None = None) -> dict[str, Any]:

@@ -77,6 +77,10 @@ class BaseCallable:
     # (head kernel, base kernel) of each gpu_bench.kernel the base body loaded from a changed
     # kernel file: the simulated device can tell them apart only by their models
     kernels: tuple[tuple[Any, Any], ...] = field(default=(), compare=False)
+    # the repository modules on each side (head's as imported, base's as loaded at REF): where
+    # an explanation finds the Triton kernels each side compiled (explain/triton_facts.py)
+    head_modules: tuple[ModuleType, ...] = field(default=(), compare=False)
+    base_modules: tuple[ModuleType, ...] = field(default=(), compare=False)
 
 
 def is_user_file(path: Path, toplevel: Path) -> bool:
@@ -282,8 +286,12 @@ def load_base(
         "changed": tuple(changed),
     }
     capture = CapturingBench(bench, label, base_kernel)
+    common["head_modules"] = tuple(
+        m for name in modules if isinstance(m := sys.modules.get(name), ModuleType)
+    )
+    loading = _base_modules(tree, toplevel)
     try:
-        with _base_modules(tree, toplevel):
+        with loading:
             test_file = modules[module.__name__]
             base_test = tree.source_for(test_file)[0]
             assert base_test is not None  # every file was found above
@@ -292,7 +300,11 @@ def load_base(
             base_function(**arguments)
     except _Captured as captured:
         return BaseCallable(
-            fn=captured.fn, setup=captured.setup, kernels=tuple(capture.kernels), **common
+            fn=captured.fn,
+            setup=captured.setup,
+            kernels=tuple(capture.kernels),
+            base_modules=tuple(loading.loaded),
+            **common,
         )
     except NoBaseKernel as missing:
         return BaseCallable(why=NO_BASE_CALLABLE, detail=str(missing), **common)
@@ -326,6 +338,7 @@ class _base_modules:
         self.finder = _TreeFinder(roots, self.tree_root)
         self.toplevel = toplevel
         self.saved: dict[str, ModuleType] = {}
+        self.loaded: list[ModuleType] = []  # base's modules, once moved to private names
 
     def __enter__(self) -> None:
         for name, module in list(sys.modules.items()):
@@ -343,6 +356,7 @@ class _base_modules:
             if path is not None and path.is_relative_to(self.tree_root):
                 del sys.modules[name]
                 sys.modules[self.prefix + name] = module
+                self.loaded.append(module)
         sys.modules.update(self.saved)
 
 

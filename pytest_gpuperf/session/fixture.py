@@ -204,6 +204,11 @@ class GpuBench:
                 return recipe.kernel, recipe.compared
         return None, None
 
+    def callable_base_of(self, name: str) -> BaseCallable | None:
+        """The base measurement `name` (a callable) was timed against, None if none."""
+        found = (r.base_fn for r in self._recipes if r.label == name and r.base_fn is not None)
+        return next(found, None)
+
     def callable_launches(self, name: str) -> str:
         """For measurement `name`, a callable timed against its base: which kernels one call
         of each launches, and the change ("" when not a callable pair, or nothing was seen)."""

@@ -203,8 +203,8 @@ def test_a_callable_whose_head_launches_twice_fails_by_an_ab_regression(
             "base *, base from the test's Python at HEAD (*) (changed: mykern.py)",
             "  confirmation: measured again (the same two callables, the pairs in another "
             "order): *regressed again: confirmed",
-            "  code:*a callable: its Python changed at the base (mykern.py); launches per "
-            "call: vector_add 1 -> 2",
+            "  code:*launches per call: vector_add 1 -> 2; a callable: its Python changed at "
+            "the base (mykern.py)",
             "*torch_like*slower, again*FAIL A/B*",
         ]
     )
