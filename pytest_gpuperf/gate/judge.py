@@ -317,7 +317,14 @@ def _comparison(ab: AbResult | None, context: JudgeContext) -> ComparisonCheck |
             forced=context.compare_forced,
             code_spread=context.compare_code_spread,
         )
-        return replace(check, changed_files=ab.changed_files)
+        if not ab.changed_files and not ab.head_fingerprint:
+            return check
+        return replace(  # a callable's pair: its code's fingerprints (gate/pairing.py)
+            check,
+            changed_files=ab.changed_files,
+            head_fingerprint=ab.head_fingerprint,
+            base_fingerprint=ab.base_fingerprint,
+        )
     if ab.modelled_by:
         return modelled(
             ref=ref,

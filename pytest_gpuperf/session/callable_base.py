@@ -248,10 +248,13 @@ def load_base(
     bench: Any,
     kernel_files: Sequence[Path],
     base_kernel: Callable[[Any], Any],
+    *,
+    force: bool = False,
 ) -> BaseCallable:
     """The base of measurement `label` of the test `body` at `tree`'s revision (see the module
     docstring). `bench` is the real gpu_bench, `kernel_files` the kernel files the test
-    loaded, `base_kernel(head_kernel)` the base build of a kernel (or raises NoBaseKernel)."""
+    loaded, `base_kernel(head_kernel)` the base build of a kernel (or raises NoBaseKernel);
+    `force` (--gpuperf-compare-force) loads the base of the same code too, to be timed."""
     if tree.root is None or tree.toplevel is None:
         return BaseCallable(why=NO_BASE_CALLABLE, detail=tree.problem)
     function = getattr(body.function, "__func__", body.function)
@@ -275,7 +278,7 @@ def load_base(
             changed.append(relative)
     names = tuple(name for name, _ in head_contents)
     head_print, base_print = fingerprint(head_contents), fingerprint(base_contents)
-    if not changed:
+    if not changed and not force:
         return BaseCallable(
             same_code=True, head_fingerprint=head_print, base_fingerprint=base_print, files=names
         )

@@ -452,7 +452,7 @@ class GpuBench:
                 first = interval_confidence(self._session.suite.ab_round_rate)
                 paired = self._pair_callables(fn, found, settings, first, len(self._taken), common)
                 measurement = paired.head
-                ab = AbResult(paired=paired, changed_files=found.changed)
+                ab = _callable_ab(paired, found)
             else:
                 measurement = measure_callable(
                     self.backend, fn, device=self._spec, settings=settings, **common
@@ -505,6 +505,7 @@ class GpuBench:
             self,
             self._kernel_files,
             base_kernel,
+            force=self._forced,
         )
 
     def _pair_callables(
@@ -526,8 +527,6 @@ class GpuBench:
             settings=settings,
             confidence=confidence,
             seed=seed,
-            head_fingerprint=base.head_fingerprint,
-            base_fingerprint=base.base_fingerprint,
             device=self._spec,
             base_setup=base.setup,
             **common,
@@ -553,7 +552,7 @@ class GpuBench:
                     paired = self._pair_callables(
                         recipe.fn, recipe.base_fn, settings, recheck.confidence, seed, recipe.common
                     )
-                    ab = AbResult(paired=paired, changed_files=recipe.base_fn.changed)
+                    ab = _callable_ab(paired, recipe.base_fn)
                     return replace(taken, measurement=paired.head, ab=ab), ""
                 if recipe.fn is not None:
                     fn, common = recipe.fn, recipe.common
@@ -758,6 +757,19 @@ class GpuBench:
                 f"({len(m.samples_s)} samples, {m.wall_s:.2f} s)"
             )
         return result
+
+
+def _callable_ab(paired: PairedComparison, base: BaseCallable) -> AbResult:
+    """A callable pair's A/B result, with its code's fingerprints and changed files. The pair
+    itself was measured without fingerprints: each side runs on the buffers its own test body
+    made, so even the same code is not the same placement, and the gate assumes the backend's
+    drift for it (gate/ab.py's pair_code_spread) rather than none."""
+    return AbResult(
+        paired=paired,
+        head_fingerprint=base.head_fingerprint,
+        base_fingerprint=base.base_fingerprint,
+        changed_files=base.changed,
+    )
 
 
 def _check_setup(setup: Any, label: str) -> None:

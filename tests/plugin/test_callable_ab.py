@@ -366,3 +366,26 @@ def test_a_base_body_that_skips_or_fails_gives_no_base_and_head_runs_on(
     comparison = report(gp)["results"][0]["verdict"]["comparison"]
     assert comparison["state"] == "no-base"
     assert comparison["detail"] == "at HEAD: Skipped: not at the base"
+
+
+def test_the_same_code_timed_anyway_is_no_regression(gp, monkeypatch, tmp_path_factory):
+    """The A/A control for callables (--gpuperf-compare-force): base's callable loaded from
+    the same code and timed against head's is within the threshold. Each side runs on the
+    buffers its own test body made, whose placement the simulated device draws apart (here
+    +1.2%): the gate assumes the backend's drift for a callable pair, even of the same code,
+    where a kernel pair measures it over its loads and buffer sets."""
+    callable_repo(gp, monkeypatch, tmp_path_factory)
+    result = gp.run(
+        "--gpuperf",
+        "--gpuperf-compare=HEAD",
+        "--gpuperf-compare-force",
+        "--gpuperf-json=report.json",
+    )
+    result.assert_outcomes(passed=1)
+    comparison = report(gp)["results"][0]["verdict"]["comparison"]
+    assert comparison["state"] in ("pass", "inconclusive") and comparison["pairs"] > 0
+    assert comparison["head_fingerprint"] == comparison["base_fingerprint"]
+    assert comparison["head_fingerprint"].startswith("py:")
+    assert comparison["drift_basis"] == "assumed" and comparison["code_spread"] > 0
+    low, high = comparison["ratio_ci"]
+    assert 1 / (1 + comparison["threshold"]) <= low <= high <= 1 + comparison["threshold"]
