@@ -111,8 +111,10 @@ def _comparison_confirmation(c: ComparisonCheck) -> str:
     low, high = second.ratio_ci
     said = "regressed again: confirmed" if c.state == AB_REGRESSED else f"{second.state}"
     how = "with freshly loaded code objects on fresh buffers"
-    if c.changed_files:  # a callable is not loaded again: its pairs are drawn in a new order
-        how = "(the same two callables, the pairs in another order)"
+    if c.changed_files:  # head's callable cannot be made again; base's test body runs again
+        how = (
+            "(head's callable as it was, base's made again by its test body on its own new buffers)"
+        )
     return (
         f"measured again {how}: head/base time "
         f"{second.ratio:.4f} ({_level(second.confidence)} CI {low:.4f} to {high:.4f}) over "

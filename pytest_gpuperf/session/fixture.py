@@ -548,11 +548,15 @@ class GpuBench:
         try:
             with self._device.lock.held(f"{self.test.test_id} [{recipe.label}] (confirming)"):
                 if recipe.fn is not None and recheck.paired and recipe.base_fn is not None:
+                    # base's test body run again: its modules loaded afresh, its buffers its own
+                    # anew, so an unlucky placement of the first ones does not decide twice
+                    again = self._callable_base(recipe.label)
+                    base = again if again.fn is not None else recipe.base_fn
                     seed = 1_000_003 + recheck.position  # another slot order than the first's
                     paired = self._pair_callables(
-                        recipe.fn, recipe.base_fn, settings, recheck.confidence, seed, recipe.common
+                        recipe.fn, base, settings, recheck.confidence, seed, recipe.common
                     )
-                    ab = _callable_ab(paired, recipe.base_fn)
+                    ab = _callable_ab(paired, base)
                     return replace(taken, measurement=paired.head, ab=ab), ""
                 if recipe.fn is not None:
                     fn, common = recipe.fn, recipe.common

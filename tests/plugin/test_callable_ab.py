@@ -201,8 +201,8 @@ def test_a_callable_whose_head_launches_twice_fails_by_an_ab_regression(
             "second round: +*%",
             "  pairs:*interleaved head/base calls of the callable: head *% vs base *% of peak, "
             "base *, base from the test's Python at HEAD (*) (changed: mykern.py)",
-            "  confirmation: measured again (the same two callables, the pairs in another "
-            "order): *regressed again: confirmed",
+            "  confirmation: measured again (head's callable as it was, base's made again by its "
+            "test body on its own new buffers): *regressed again: confirmed",
             "  code:*launches per call: vector_add 1 -> 2; a callable: its Python changed at "
             "the base (mykern.py)",
             "*torch_like*slower, again*FAIL A/B*",
