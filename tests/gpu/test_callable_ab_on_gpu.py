@@ -9,7 +9,8 @@ unrelated edit inside the launcher module is timed and does not regress.
 Each inner pytest is a separate process in a throwaway git repository; the base is the
 commit before the pull request's (`--gpuperf-compare=HEAD~1`), as CI compares with its base
 branch. Needs CUDA, torch and triton; skips without them. Run on the GPU machine:
-`PYTHONPATH=. python3 -m pytest -s tests/gpu/test_callable_ab_on_gpu.py`.
+`PYTHONPATH=. python3 -m pytest -s tests/gpu/test_callable_ab_on_gpu.py` (with
+`CALLABLE_AB_REPEATS=20` for the issue's counts: 20 separate runs of each case).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from tests.git_repo import commit_all, git
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD_TIMEOUT_S = 1800
+# Runs of steps 2 and 3 (each a separate pytest process): the issue asks for >= 20 of each;
+# CALLABLE_AB_REPEATS=20 on the GPU machine.
+REPEATS = int(os.environ.get("CALLABLE_AB_REPEATS", "1"))
 
 MYKERN = """\
 import torch
@@ -129,6 +133,12 @@ def _states(document: dict) -> dict[str, dict]:
     }
 
 
+def _said(comparison: dict) -> str:
+    ratio = comparison.get("ratio")
+    shown = f" {ratio:.4f}" if isinstance(ratio, float) else ""
+    return f"{comparison.get('state')}{shown} {comparison.get('detail') or ''}".rstrip()
+
+
 def _pull_request(root: Path, message: str) -> None:
     git(root, "commit", "-qam", message)
 
@@ -150,27 +160,34 @@ def test_a_triton_callable_reading_3_percent_more_regresses_in_the_ab(tmp_path, 
         # 2. an unrelated line inside the launcher module: timed, and no regression
         _write_kernel(root, unrelated="\n\ndef unused():\n    return 0\n")
         _pull_request(root, "unrelated line in mykern.py")
-        code, output, document = _run(root)
-        states = _states(document)
-        assert code == 0, output[-4000:]
-        for test_id, comparison in states.items():
-            if "triton" in test_id:
-                assert comparison["state"] in ("pass", "inconclusive"), (test_id, comparison)
-                print(f"unrelated line: {test_id}: {comparison['state']} {comparison['ratio']:.4f}")
-            else:
-                assert comparison["state"] == "unchanged", (test_id, comparison)
+        false_alarms = 0
+        for _ in range(REPEATS):
+            code, output, document = _run(root)
+            for test_id, comparison in _states(document).items():
+                if "triton" not in test_id:
+                    assert comparison["state"] == "unchanged", (test_id, comparison)
+                    continue
+                false_alarms += comparison["state"] == "regressed"
+                print(f"unrelated line: {test_id}: {_said(comparison)}")
+        print(f"unrelated line: {false_alarms} false alarms in {2 * REPEATS} comparisons")
+        assert false_alarms == 0, output[-4000:]
 
         # 3. the Triton kernel reads 3% more: the A/B regresses at both sizes, confirmed
         _write_kernel(root, extra=True, unrelated="\n\ndef unused():\n    return 0\n")
         _pull_request(root, "copy: read 3% more")
-        code, output, document = _run(root)
-        states = _states(document)
-        assert code == 1, output[-4000:]
-        triton = {k: v for k, v in states.items() if "triton" in k}
-        assert len(triton) == 2, states
-        for test_id, comparison in triton.items():
-            assert comparison["state"] == "regressed", (test_id, comparison)
-            assert comparison["changed_files"] == ["mykern.py"], comparison
+        caught = 0
+        for _ in range(REPEATS):
+            code, output, document = _run(root)
+            states = _states(document)
+            triton = {k: v for k, v in states.items() if "triton" in k}
+            assert len(triton) == 2, states
+            for test_id, comparison in triton.items():
+                caught += comparison["state"] == "regressed"
+                assert comparison["changed_files"] == ["mykern.py"], comparison
+                print(f"reads +3%: {test_id}: {_said(comparison)}")
+        print(f"reads +3%: {caught} of {2 * REPEATS} comparisons regressed")
+        assert caught >= 0.95 * 2 * REPEATS, output[-4000:]
+        for comparison in triton.values():
             assert 1.003 < comparison["ratio"] < 1.06, comparison  # reads +3%: time ~+1.5%
         torch_op = [v for k, v in states.items() if "torch" in k]
         assert torch_op and torch_op[0]["state"] == "unchanged", states
