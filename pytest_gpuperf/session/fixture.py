@@ -6,8 +6,10 @@ lock held, see gpu_lock.py) and returns the time, its interval, GB/s and efficie
 it the kernel is launched once, so the test's own output checks still run as a correctness
 smoke test. The verdict comes later, after the test body has passed (plugin/verdict.py), so a kernel
 with wrong outputs never passes on time alone. The result type lives in bench_result.py and
-the checks of what a test declares (bytes moved, kernel file) in declared.py. No pytest
-import here.
+the checks of what a test declares (bytes moved, kernel file) in declared.py, a callable's
+base (its test's Python at the base revision) in callable_base.py. No pytest import here.
+Longer than the project's 600-line guide: the one class is the fixture's whole API, and
+splitting it along its verbs (data, kernels, measuring) is still to be done.
 """
 
 from __future__ import annotations
