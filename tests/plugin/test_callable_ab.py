@@ -389,3 +389,29 @@ def test_the_same_code_timed_anyway_is_no_regression(gp, monkeypatch, tmp_path_f
     assert comparison["drift_basis"] == "assumed" and comparison["code_spread"] > 0
     low, high = comparison["ratio_ci"]
     assert 1 / (1 + comparison["threshold"]) <= low <= high <= 1 + comparison["threshold"]
+
+
+def test_a_callable_ab_under_xdist_reaches_the_controllers_report(
+    gp, monkeypatch, tmp_path_factory
+):
+    """pytest-xdist: the worker loads the base and times the pair; the controller's report
+    carries the regression with its changed files, and "same code" for the unchanged test."""
+    callable_repo(gp, monkeypatch, tmp_path_factory)
+    (gp.path / "test_same.py").write_text(
+        CALLABLE_TEST.replace("import mykern\n", "").replace(
+            "op, a, dc = mykern.make(gpu_bench, kernel, N)",
+            "a = np.ones(N, np.float32)\n"
+            "    da, dc = gpu_bench.to_device(a), gpu_bench.empty(N)\n"
+            "    op = lambda: gpu_bench.backend.launch(kernel, N // 256, 256, (da, da, dc, N))",
+        )
+    )
+    commit_all(gp.path, "base with a second test")
+    set_launches(gp, 2)
+    result = gp.run_subprocess(
+        "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json", "-n", "2"
+    )
+    result.assert_outcomes(failed=1, passed=1)
+    by_test = {row["test_id"]: row["verdict"] for row in report(gp)["results"]}
+    regressed = by_test["test_op.py::test_op"]["comparison"]
+    assert regressed["state"] == "regressed" and regressed["changed_files"] == ["mykern.py"]
+    assert by_test["test_same.py::test_op"]["comparison"]["state"] == "unchanged"
