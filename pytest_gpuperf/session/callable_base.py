@@ -193,8 +193,15 @@ class CapturingBench:
     def measuring(self) -> bool:
         return True  # the base body takes the branch head's took
 
-    def kernel(self, path: Any, name: str, options: Sequence[str] = (), **rest: Any) -> Any:
-        head = self._bench.head_kernel(path, name, options, rest.get("defines"))
+    def kernel(
+        self,
+        path: Any,
+        name: str,
+        options: Sequence[str] = (),
+        defines: Mapping[str, Any] | None = None,
+        expect_isa: Any = (),
+    ) -> Any:
+        head = self._bench.head_kernel(path, name, options, defines)
         base = self._base_kernel(head)
         if base is not head:
             self.kernels.append((head, base))
