@@ -5,7 +5,8 @@ kernel with its launch configuration and arguments, the bytes it must move and t
 spec; it returns a `Measurement` (median kernel time, its confidence interval, how sampling
 stopped, clocks, and optionally an in-run calibration against a reference copy kernel).
 `measure_pair` times two builds of one kernel (head and base) interleaved on the same buffers
-for an A/B comparison. docs/measurement.md explains every choice.
+for an A/B comparison, `measure_callable_pair` two versions of a callable.
+docs/measurement.md explains every choice.
 
 Three rules shape the code:
 - cold caches are made by READING a scratch buffer >= 2x all caches before every timed
@@ -63,6 +64,7 @@ __all__ = [
     "MeasureSettings",
     "launches_per_pair",
     "measure_callable",
+    "measure_callable_pair",
     "measure_kernel",
     "measure_pair",
     "queue_method_for",
@@ -398,6 +400,90 @@ def measure_callable(
         return sampler.run([work], kernel_name=label, extra_fields={})[0]
     finally:
         sampler.close()
+
+
+def measure_callable_pair(
+    backend: Backend,
+    head: Callable[[], Any],
+    base: Callable[[], Any],
+    *,
+    bytes_moved: int,
+    device: Any,
+    settings: MeasureSettings = MeasureSettings(),
+    name: str | None = None,
+    setup: Callable[[], None] | None = None,
+    base_setup: Callable[[], None] | None = None,
+    stop_when: Callable[[tuple[float, float], float], bool] | None = None,
+    seed: int = 0,
+    head_fingerprint: str = "",
+    base_fingerprint: str = "",
+) -> PairedComparison:
+    """Time two versions of a callable (head and base) interleaved, for an A/B comparison.
+
+    What measure_pair does for two builds of a kernel, for work two callables launch on the
+    default stream: every sample slot times one head call and one base call back to back in a
+    random order (seeded by `seed`), and the statistic is the same trimmed mean of log ratios.
+    A callable cannot be loaded again as a module can, so the pair has one load a side and the
+    drift between loads is not measured (the gate assumes the backend's, gate/ab.py); the
+    engine cannot see a callable's buffers, so there are no buffer sets and no rotation.
+    Head's call runs last, so what it writes is what the caller's buffers hold."""
+    label = name or str(getattr(head, "__name__", "callable"))
+    if settings.cache == "rotate":
+        raise ConfigError(
+            f"{label}: cache='rotate' needs the buffers to copy, which a callable hides"
+        )
+    session = Sampler(backend, device, settings, label)
+    try:
+        works = [
+            Timed(label, _called(fn), [[()]], bytes_moved, setup=before)
+            for fn, before in ((head, setup), (base, base_setup))
+        ]
+        session.check_queues_work(works[0])
+        head_m, base_m = session.run(
+            works,
+            kernel_name=label,
+            extra_fields={"fingerprint": head_fingerprint},
+            pair=Pairing(np.random.default_rng(seed), stop_when, 1, 1),
+            per_item_fields=[{}, {"fingerprint": base_fingerprint}],
+        )
+        if setup is not None:
+            setup()
+        head()
+        backend.synchronize()
+        pairing = session.pairing
+        assert pairing is not None
+        found = pairing.estimate()
+        return PairedComparison(
+            head=head_m,
+            base=base_m,
+            ratio=found.ratio,
+            ratio_ci=found.ratio_interval(settings.confidence),
+            pairs=found.pairs,
+            confidence=settings.confidence,
+            stopped_by=head_m.stopped_by,
+            loads=1,
+            pair_loads=tuple(pairing.loads_of_pairs),
+            log_ratio=found.estimate,
+            log_ratio_se=found.se,
+            df=found.df,
+            within_se=found.within_se,
+            drift=stats.per_side_drift(found.between_sd),
+            drift_basis=found.basis,
+            median_ratio=float(np.median(pairing.ratios)),
+            buffer_sets=1,
+            buffer_sets_note="a callable's buffers are its own: one set",
+        )
+    finally:
+        session.close()
+
+
+def _called(fn: Callable[[], Any]) -> Callable[[tuple], None]:
+    """A Timed launch that calls `fn` (its arguments are the callable's own)."""
+
+    def launch(_args: tuple) -> None:
+        fn()
+
+    return launch
 
 
 def _distinct_buffers(args: Sequence[Any]) -> list[DeviceBuffer]:

@@ -5,8 +5,10 @@ floor is missed, when the stored baseline regressed (while that baseline gates),
 baseline is required (strict) and missing, under strict when the entry drifted downward
 across its replaced baselines (gate/drift.py), when the A/B comparison says
 REGRESSED, or under strict when the A/B comparison stays INCONCLUSIVE or could not reach the
-base revision at all. Saving re-records the baseline, so while saving a baseline regression or
-a missing baseline does not fail; a missed floor still does and is not saved.
+base revision at all. A measurement that gets no A/B base is gated by its stored baseline as
+in a run without compare; one with neither (nor a floor) is marked `not_gated` (strict fails
+it for its missing baseline). Saving re-records the baseline, so while saving a baseline
+regression or a missing baseline does not fail; a missed floor still does and is not saved.
 
 Only a measured verdict is green: where the gating check restates the simulated device's model
 instead of timing the code (a `modelled` A/B, or a stored entry saved from other code), the
@@ -90,7 +92,23 @@ def decide(
         status = MARGINAL
     else:
         status = PASS
-    return replace(draft, status=status)
+    return replace(draft, status=status, not_gated=_not_gated(draft, unjudged=unjudged))
+
+
+def _not_gated(draft: Verdict, *, unjudged: bool) -> bool:
+    """Whether no check gated the measurement: under --gpuperf-compare it got no A/B base
+    (for any reason), and it has no stored baseline on this device and no floor. Such a row
+    must not read as a pass (docs/ci.md, "No green because no gate ran")."""
+    comparison = draft.comparison
+    return (
+        not unjudged
+        and draft.save is None
+        and draft.floor is None
+        and draft.beyond_peak is None
+        and comparison is not None
+        and comparison.state == AB_NO_BASE
+        and draft.baseline.outcome in (NO_BASELINE, OTHER_DEVICE)
+    )
 
 
 def _fails(

@@ -36,7 +36,7 @@ from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_THRESHOLD, HISTORY_LENGTH
 from pytest_gpuperf.gate.saving import SaveContext, plan_save
 from pytest_gpuperf.gate.stored import check_baseline
 from pytest_gpuperf.gate.suite import SuiteBudget, interval_confidence
-from pytest_gpuperf.record.checks import BaselineCheck, ComparisonCheck
+from pytest_gpuperf.record.checks import AB_NO_BASE, BaselineCheck, ComparisonCheck
 from pytest_gpuperf.record.verdict import Acceptance, Verdict
 
 SIMULATED_SUFFIX = "-sim"
@@ -57,6 +57,8 @@ class AbResult:
     modelled_efficiency: float = 0.0
     head_fingerprint: str = ""
     base_fingerprint: str = ""
+    # a callable's base: the files of the test's Python that differ at REF
+    changed_files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -226,7 +228,10 @@ def _judge_one(
             reference,
             tolerance=context.tolerance,
             strict=context.strict,
-            gating=comparison is None,
+            # An A/B that ran gates instead of the stored baseline; one with no base (a
+            # callable whose base cannot be loaded, a kernel new in head, a base that does not
+            # build) leaves the stored baseline to gate, as in a run without compare.
+            gating=comparison is None or comparison.state == AB_NO_BASE,
             elsewhere=elsewhere,
             info=info,
             device_key=own_key,
@@ -297,7 +302,7 @@ def _comparison(ab: AbResult | None, context: JudgeContext) -> ComparisonCheck |
         return None
     ref, commit = context.compare_ref, context.compare_commit
     if ab.paired is not None:
-        return check_comparison(
+        check = check_comparison(
             ab.paired,
             ref=ref,
             ref_commit=commit,
@@ -305,6 +310,14 @@ def _comparison(ab: AbResult | None, context: JudgeContext) -> ComparisonCheck |
             strict=context.strict,
             forced=context.compare_forced,
             code_spread=context.compare_code_spread,
+        )
+        if not ab.changed_files and not ab.head_fingerprint:
+            return check
+        return replace(  # a callable's pair: its code's fingerprints (gate/pairing.py)
+            check,
+            changed_files=ab.changed_files,
+            head_fingerprint=ab.head_fingerprint,
+            base_fingerprint=ab.base_fingerprint,
         )
     if ab.modelled_by:
         return modelled(

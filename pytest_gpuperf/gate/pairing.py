@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_gpuperf.engine.measure import MeasureSettings, measure_pair
+from pytest_gpuperf.engine.measure import MeasureSettings, measure_callable_pair, measure_pair
 from pytest_gpuperf.engine.policy import DEFAULT_PAIR_LOADS
 from pytest_gpuperf.engine.results import PairedComparison
 from pytest_gpuperf.errors import ConfigError
@@ -71,12 +71,23 @@ class PairPolicy:
         """The gate's stopping rule for this pair (None without a threshold)."""
         if self.threshold is None:
             return None
+        return self.stop_for(
+            backend, backend.kernel_fingerprint(head), backend.kernel_fingerprint(base)
+        )
+
+    def stop_for(
+        self, backend: Backend, head_fingerprint: str, base_fingerprint: str, loads: int = 0
+    ) -> Callable[[tuple[float, float], float], bool] | None:
+        """The stopping rule for a pair of these fingerprints on `loads` loads a side (0: the
+        policy's), the rule gate/ab.py judges it by."""
+        if self.threshold is None:
+            return None
         spread = pair_code_spread(
             backend.info.backend,
-            backend.kernel_fingerprint(head),
-            backend.kernel_fingerprint(base),
+            head_fingerprint,
+            base_fingerprint,
             self.code_spread,
-            self.loads,
+            loads or self.loads,
         )
         return decided(self.threshold, spread)
 
@@ -105,4 +116,33 @@ def measure_ab(
         loads=policy.loads,
         buffer_sets=policy.buffer_sets,
         **launch,
+    )
+
+
+def measure_callable_ab(
+    backend: Backend,
+    head: Callable[[], Any],
+    base: Callable[[], Any],
+    *,
+    policy: PairPolicy,
+    settings: MeasureSettings,
+    confidence: float,
+    seed: int = 0,
+    head_fingerprint: str = "",
+    base_fingerprint: str = "",
+    **call: Any,
+) -> PairedComparison:
+    """An A/B pair of two versions of a callable, sampled by `policy` as a kernel's pair is
+    (one load a side: a callable is not loaded again); `call` is measure_callable_pair's
+    (bytes_moved, device, name, setup, base_setup)."""
+    return measure_callable_pair(
+        backend,
+        head,
+        base,
+        settings=policy.settings(settings, confidence),
+        stop_when=policy.stop_for(backend, head_fingerprint, base_fingerprint, loads=1),
+        seed=seed,
+        head_fingerprint=head_fingerprint,
+        base_fingerprint=base_fingerprint,
+        **call,
     )

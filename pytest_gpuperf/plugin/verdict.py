@@ -74,12 +74,23 @@ def gpu_bench(request: pytest.FixtureRequest) -> Iterator[GpuBench]:
         test_path=Path(item.path),
         progress=_progress(request.config),
         heartbeat=_terminal_line(request.config),
+        body=_test_body(item),
     )
     item.stash[BENCH] = bench
     try:
         yield bench
     finally:
         bench.close()
+
+
+def _test_body(item: pytest.Item) -> Any:
+    """The test function and its fixture values, for a callable's base (callable_base.py)."""
+    from pytest_gpuperf.session.callable_base import TestBody
+
+    function = getattr(item, "obj", None)
+    if not callable(function):
+        return None
+    return TestBody(function, lambda: dict(getattr(item, "funcargs", {})))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -217,6 +217,9 @@ class ComparisonCheck:
     # load each pair ran on: enough to recompute the statistic.
     base_samples_s: tuple[float, ...] = ()
     pair_loads: tuple[int, ...] = ()
+    # A callable's A/B (gpu_bench.run): the repository files of the test's Python that differ
+    # at REF (session/callable_base.py); empty for a kernel's.
+    changed_files: tuple[str, ...] = ()
 
     @property
     def confirmed(self) -> bool:

@@ -75,6 +75,7 @@ def report_document(
             "total": len(rows),
             "tests": len({row.test_id for row in rows}),
             "passed": statuses.count(PASS),
+            "not_gated": sum(1 for row in rows if row.verdict.not_gated),
             "modelled": statuses.count(MODELLED),
             "accepted": statuses.count(ACCEPTED),
             "failed": statuses.count(FAIL),

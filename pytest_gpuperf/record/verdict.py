@@ -129,6 +129,10 @@ class Verdict:
     # compiled code of head and base, explain/code/failure.py), "traffic" and "bytes_check".
     # None on every verdict that was not explained.
     explain: dict[str, Any] | None = None
+    # No check gated this measurement: under --gpuperf-compare it got no A/B base, and it has
+    # neither a stored baseline nor a floor (gate/decide.py). Its row says "not gated", never
+    # a plain pass; --gpuperf-strict fails it.
+    not_gated: bool = False
 
     @property
     def unmeasured(self) -> tuple[str, ...]:

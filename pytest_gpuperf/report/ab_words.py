@@ -105,8 +105,13 @@ def _comparison_confirmation(c: ComparisonCheck) -> str:
         return f"the first round regressed and could not be measured again: {c.unconfirmed}"
     low, high = second.ratio_ci
     said = "regressed again: confirmed" if c.state == AB_REGRESSED else f"{second.state}"
+    how = "with freshly loaded code objects on fresh buffers"
+    if c.changed_files:  # head's callable cannot be made again; base's test body runs again
+        how = (
+            "(head's callable as it was, base's made again by its test body on its own new buffers)"
+        )
     return (
-        f"measured again with freshly loaded code objects on fresh buffers: head/base time "
+        f"measured again {how}: head/base time "
         f"{second.ratio:.4f} ({_level(second.confidence)} CI {low:.4f} to {high:.4f}) over "
         f"{second.pairs} pairs: {said}"
     )
@@ -186,6 +191,12 @@ def _pairs_text(c: ComparisonCheck) -> str:
     head = pct(c.head_efficiency) if c.head_efficiency is not None else "?"
     base = pct(c.base_efficiency) if c.base_efficiency is not None else "?"
     base_time = f", base {format_time(c.base_time_s)}" if c.base_time_s else ""
+    if c.changed_files:
+        return (
+            f"{c.pairs} interleaved head/base calls of the callable: head {head} vs base "
+            f"{base} of peak{base_time}, base from the test's Python at {against} "
+            f"(changed: {', '.join(c.changed_files)})"
+        )
     return (
         f"{c.pairs} interleaved head/base pairs on the same buffers: head {head} vs base "
         f"{base} of peak{base_time}, base built from {against}"

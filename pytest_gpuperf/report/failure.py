@@ -265,6 +265,8 @@ def _headlines(m: Measurement, verdict: Verdict, *, everything: bool) -> list[st
     baseline = verdict.baseline
     if everything or (baseline.gating and verdict.status == FAIL and _baseline_failed(verdict)):
         text = baseline_headline(baseline)
+        if text and verdict.not_gated and "strict-baseline" in verdict.failed_checks:
+            text += ": not gated, with no A/B base and no floor either"
         if text:
             lines.append(text)
         drift = baseline.drift

@@ -121,10 +121,17 @@ CAUSE_WORDS = {
 }
 
 
+def cause_words(verdict: Verdict) -> list[str]:
+    """The words of a failed verdict's causes ('not gated' for a missing baseline where no
+    A/B base and no floor gated it either)."""
+    words = dict(CAUSE_WORDS, **({"strict-baseline": "not gated"} if verdict.not_gated else {}))
+    return [words[cause] for cause in verdict.failed_checks]
+
+
 def verdict_label(verdict: Verdict) -> str:
     """Short status for tables: 'FAIL regression', 'FAIL A/B', 'marginal', 'pass (improved)'."""
     if verdict.status == FAIL:
-        return " ".join(["FAIL", *(CAUSE_WORDS[c] for c in verdict.failed_checks)])
+        return " ".join(["FAIL", *cause_words(verdict)])
     if verdict.status == UNJUDGED:
         return "not judged"
     if verdict.status == MARGINAL:
@@ -133,6 +140,8 @@ def verdict_label(verdict: Verdict) -> str:
         return "accepted"
     if verdict.status == MODELLED:
         return "modelled"  # not a pass: nothing about the edit was measured
+    if verdict.not_gated:
+        return "not gated"  # no A/B base, no stored baseline, no floor: nothing decided
     if verdict.save is not None and verdict.save.saved:
         return "saved"
     if verdict.save is not None and verdict.save.why_not in SAVE_NOT_MADE:
@@ -181,7 +190,7 @@ def no_base_text(comparison: ComparisonCheck) -> str:
         NO_BASE_FILE: "the kernel's file is new",
         NO_BASE_KERNEL: "the kernel is new",
         NO_BASE_COMPILE: f"the base version at {comparison.ref} could not be built",
-        NO_BASE_CALLABLE: "a callable has no source to build at the base revision",
+        NO_BASE_CALLABLE: f"the test's Python at {comparison.ref} could not be loaded",
     }.get(comparison.no_base_why, "no base")
     return f"{why}: {comparison.detail}" if comparison.detail else why
 
@@ -225,15 +234,18 @@ def summary_line(rows: Sequence[Row]) -> str:
     tests = len({row.test_id for row in rows})
     statuses = [row.verdict.status for row in rows]
     parts = []
-    if statuses.count(PASS):
-        parts.append(f"{statuses.count(PASS)} ok")
+    not_gated = sum(1 for row in rows if row.verdict.not_gated and row.verdict.status == PASS)
+    if statuses.count(PASS) - not_gated:
+        parts.append(f"{statuses.count(PASS) - not_gated} ok")
+    if not_gated:
+        parts.append(f"{not_gated} not gated (no A/B base, no stored baseline, no floor)")
     if statuses.count(MODELLED):
         parts.append(f"{statuses.count(MODELLED)} modelled (the change was not measured)")
     if statuses.count(ACCEPTED):
         parts.append(f"{statuses.count(ACCEPTED)} accepted (an intended slowdown)")
     failed = [row.verdict for row in rows if row.verdict.status == FAIL]
     if failed:
-        kinds = ["+".join(CAUSE_WORDS[c] for c in v.failed_checks) or "other" for v in failed]
+        kinds = ["+".join(cause_words(v)) or "other" for v in failed]
         counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
         detail = ", ".join(
             kind if len(counts) == 1 else f"{n} {kind}" for kind, n in counts.items()
@@ -413,7 +425,16 @@ def row_notes(row: Row) -> list[str]:
             "reviewed, re-save the baseline (--gpuperf-save)"
         )
     if baseline.outcome != NO_BASELINE and not baseline.gating and baseline.baseline:
-        notes.append("stored baselines are shown, not gated, while comparing with a revision")
+        notes.append(
+            "stored baselines are shown, not gated, where an A/B comparison with the base "
+            "revision gates"
+        )
+    if v.not_gated:
+        notes.append(
+            "not gated: no A/B base, no stored baseline on this device and no floor, so "
+            "nothing decided these measurements (--gpuperf-strict fails them; record a "
+            "baseline with --gpuperf-save or give a floor)"
+        )
     comparison = v.comparison
     if (comparison is not None and comparison.first_state and comparison.state != AB_REGRESSED) or (
         baseline.first_outcome and baseline.outcome != REGRESSED

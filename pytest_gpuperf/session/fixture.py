@@ -6,8 +6,10 @@ lock held, see gpu_lock.py) and returns the time, its interval, GB/s and efficie
 it the kernel is launched once, so the test's own output checks still run as a correctness
 smoke test. The verdict comes later, after the test body has passed (plugin/verdict.py), so a kernel
 with wrong outputs never passes on time alone. The result type lives in bench_result.py and
-the checks of what a test declares (bytes moved, kernel file) in declared.py. No pytest
-import here.
+the checks of what a test declares (bytes moved, kernel file) in declared.py, a callable's
+base (its test's Python at the base revision) in callable_base.py. No pytest import here.
+Longer than the project's 600-line guide: the one class is the fixture's whole API, and
+splitting it along its verbs (data, kernels, measuring) is still to be done.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pytest_gpuperf.engine.policy import stored_min_sampling_s
 from pytest_gpuperf.engine.results import Measurement, PairedComparison
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
-from pytest_gpuperf.gate.pairing import measure_ab
+from pytest_gpuperf.gate.pairing import measure_ab, measure_callable_ab
 from pytest_gpuperf.gate.static.run import expect_isa_spec  # gpuperf-static
 from pytest_gpuperf.gate.suite import interval_confidence
 from pytest_gpuperf.record.checks import NO_BASE_CALLABLE
@@ -45,6 +47,15 @@ from pytest_gpuperf.session.buffers import (
     poisoned_buffer,
     shape_dims,
     unwritten_elements,
+)
+from pytest_gpuperf.session.callable_base import (
+    BaseCallable,
+    NoBaseKernel,
+    TestBody,
+    ab_without_timing,
+    launch_change,
+    launched_names,
+    load_base,
 )
 from pytest_gpuperf.session.declared import declared_bytes, resolve_kernel_path
 from pytest_gpuperf.session.device import OpenDevice
@@ -65,6 +76,7 @@ class _Recipe:
     base: Kernel | None = None
     fn: Callable[[], Any] | None = None
     compared: Kernel | None = None  # the base build, timed or not (what explain/ reads)
+    base_fn: BaseCallable | None = None  # a callable's base, when it was timed as a pair
 
 
 class GpuBench:
@@ -87,8 +99,10 @@ class GpuBench:
         test_path: Path | None = None,
         progress: Callable[[str], None] | None = None,
         heartbeat: Callable[[str], None] | None = None,
+        body: TestBody | None = None,
     ) -> None:
         self._session = session
+        self._body = body  # the test function and its fixture values (a callable's base)
         self._progress = progress
         self._heartbeat = heartbeat  # a line while a long measurement samples
         self._device = device
@@ -192,6 +206,24 @@ class GpuBench:
             if recipe.label == name:
                 return recipe.kernel, recipe.compared
         return None, None
+
+    def callable_base_of(self, name: str) -> BaseCallable | None:
+        """The base measurement `name` (a callable) was timed against, None if none."""
+        found = (r.base_fn for r in self._recipes if r.label == name and r.base_fn is not None)
+        return next(found, None)
+
+    def callable_launches(self, name: str) -> str:
+        """For measurement `name`, a callable timed against its base: which kernels one call
+        of each launches, and the change ("" when not a callable pair, or nothing was seen)."""
+        for recipe in self._recipes:
+            base = recipe.base_fn
+            if recipe.label != name or recipe.fn is None or base is None or base.fn is None:
+                continue
+            with self._device.lock.held(f"{self.test.test_id} [{name}] (launches)"):
+                head_names = launched_names(self.backend, recipe.fn, recipe.common.get("setup"))
+                base_names = launched_names(self.backend, base.fn, base.setup)
+            return launch_change(head_names, base_names)
+        return ""
 
     def uncomputed(self) -> tuple[Kernel, ...]:
         """The kernels this test loaded that the device launched without computing their
@@ -392,8 +424,9 @@ class GpuBench:
         """Measure work that `fn()` launches on the default stream (PyTorch, Triton, CuPy).
 
         The engine cannot see the callable's buffers, so cache="rotate" is refused. Under
-        --gpuperf-compare a callable has no source to build at the base revision: it is
-        measured and gated on its floor and baseline only.
+        --gpuperf-compare its base is the test's own Python at the base revision, whose body
+        is run again to give base's callable (session/callable_base.py); the two are timed
+        in interleaved pairs, or not at all when that code is the same.
         """
         self._check_open("run")
         if not callable(fn):
@@ -412,24 +445,95 @@ class GpuBench:
             fn()
             self.backend.synchronize()
             return self._record(BenchResult(label, label, bytes_moved, mode, note=SMOKE_NOTE))
+        found = self._callable_base(label) if self._session.settings.compare_ref else None
+        ab = ab_without_timing(self.backend, found) if found is not None else None
+        common: dict[str, Any] = {"bytes_moved": bytes_moved, "name": label, "setup": setup}
+        paired = None
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
-            measurement = measure_callable(
-                self.backend,
-                fn,
-                bytes_moved=bytes_moved,
-                device=self._spec,
-                settings=self._measure_settings(mode),
-                name=label,
-                setup=setup,
+            settings = self._measure_settings(mode)
+            if found is not None and ab is None:
+                first = interval_confidence(self._session.suite.ab_round_rate)
+                paired = self._pair_callables(fn, found, settings, first, len(self._taken), common)
+                measurement = paired.head
+                ab = _callable_ab(paired, found)
+            else:
+                measurement = measure_callable(
+                    self.backend, fn, device=self._spec, settings=settings, **common
+                )
+        base_fn = found if paired is not None else None
+        self._keep(
+            measurement, floor_rule, ab, _Recipe(label, mode, common, fn=fn, base_fn=base_fn)
+        )
+        return self._record(
+            BenchResult(label, label, bytes_moved, mode, measurement, comparison=paired)
+        )
+
+    def head_kernel(
+        self,
+        path: str | Path,
+        name: str,
+        options: Sequence[str] = (),
+        defines: Mapping[str, str | int] | None = None,
+    ) -> Kernel:
+        """Kernel `name` as `kernel` loads it, without recording it as this test's (what the
+        base revision's test body asks for when it is run to capture its callable)."""
+        source = resolve_kernel_path(path, test_dir=self._test_dir, rootdir=self._session.rootdir)
+        return self._session.head_module(source, tuple(options), dict(defines or {})).kernel(name)
+
+    def _callable_base(self, label: str) -> BaseCallable:
+        """The base revision's version of this test's callable `label` (callable_base.py)."""
+        if self._body is None:
+            return BaseCallable(why=NO_BASE_CALLABLE, detail="the test function is not known")
+
+        def base_kernel(head: Kernel) -> Kernel:
+            path = head.module.origin_path or head.module.source_path
+            source, _, detail = (
+                self._session.base_tree().source_for(path) if path else (None, "", "")
             )
-        ab = None
-        if self._session.settings.compare_ref:
-            ab = AbResult(
-                no_base_why=NO_BASE_CALLABLE, detail="gpu_bench.run times a Python callable"
-            )
-        common = {"bytes_moved": bytes_moved, "name": label, "setup": setup}
-        self._keep(measurement, floor_rule, ab, _Recipe(label, mode, common, fn=fn))
-        return self._record(BenchResult(label, label, bytes_moved, mode, measurement))
+            if (
+                source is not None
+                and path is not None
+                and source.read_bytes() == Path(path).read_bytes()
+            ):
+                return head  # the same file: the same module, as a kernel's A/B would find
+            base, _, why = self._session.base_kernel(head)
+            if base is None:
+                raise NoBaseKernel(why or detail)
+            return base
+
+        return load_base(
+            self._body,
+            self._session.base_tree(),
+            label,
+            self,
+            self._kernel_files,
+            base_kernel,
+            force=self._forced,
+        )
+
+    def _pair_callables(
+        self,
+        fn: Callable[[], Any],
+        base: BaseCallable,
+        settings: MeasureSettings,
+        confidence: float,
+        seed: int,
+        common: Mapping[str, Any],
+    ) -> PairedComparison:
+        """An A/B pair of head's callable and base's, sampled as a kernel's pair is."""
+        assert base.fn is not None
+        return measure_callable_ab(
+            self.backend,
+            fn,
+            base.fn,
+            policy=self._session.pair_policy,
+            settings=settings,
+            confidence=confidence,
+            seed=seed,
+            device=self._spec,
+            base_setup=base.setup,
+            **common,
+        )
 
     def confirm(self, recheck: Recheck) -> tuple[Taken | None, str]:
         """A second round of measurement `recheck.position`, for the gate to confirm a
@@ -446,6 +550,17 @@ class GpuBench:
         settings = replace(self._measure_settings(recipe.mode), confidence=recheck.confidence)
         try:
             with self._device.lock.held(f"{self.test.test_id} [{recipe.label}] (confirming)"):
+                if recipe.fn is not None and recheck.paired and recipe.base_fn is not None:
+                    # base's test body run again: its modules loaded afresh, its buffers its own
+                    # anew, so an unlucky placement of the first ones does not decide twice
+                    again = self._callable_base(recipe.label)
+                    base = again if again.fn is not None else recipe.base_fn
+                    seed = 1_000_003 + recheck.position  # another slot order than the first's
+                    paired = self._pair_callables(
+                        recipe.fn, base, settings, recheck.confidence, seed, recipe.common
+                    )
+                    ab = _callable_ab(paired, base)
+                    return replace(taken, measurement=paired.head, ab=ab), ""
                 if recipe.fn is not None:
                     fn, common = recipe.fn, recipe.common
                     measurement = measure_callable(
@@ -649,6 +764,19 @@ class GpuBench:
                 f"({len(m.samples_s)} samples, {m.wall_s:.2f} s)"
             )
         return result
+
+
+def _callable_ab(paired: PairedComparison, base: BaseCallable) -> AbResult:
+    """A callable pair's A/B result, with its code's fingerprints and changed files. The pair
+    itself was measured without fingerprints: each side runs on the buffers its own test body
+    made, so even the same code is not the same placement, and the gate assumes the backend's
+    drift for it (gate/ab.py's pair_code_spread) rather than none."""
+    return AbResult(
+        paired=paired,
+        head_fingerprint=base.head_fingerprint,
+        base_fingerprint=base.base_fingerprint,
+        changed_files=base.changed,
+    )
 
 
 def _check_setup(setup: Any, label: str) -> None:

@@ -76,6 +76,10 @@ PROMISES = {
     "run without --gpuperf-strict to report the drift": (
         "test_board_and_drift::test_a_drift_across_re_saves_is_reported_and_fails_under_strict"
     ),
+    # no A/B base, no stored baseline, no floor under --gpuperf-compare (the row's note)
+    "nothing decided these measurements (--gpuperf-strict fails them": (
+        "test_callable_ab::test_strict_fails_a_measurement_that_nothing_gated"
+    ),
     # an accept rule never excuses a strict failure
     "never a floor or a --gpuperf-strict rule": "test_accept::test_a_floor_is_never_accepted",
 }

@@ -26,6 +26,7 @@ from pytest_gpuperf.explain import needs_explaining
 from pytest_gpuperf.explain.code.code_diff import SAME_CODE, code_changes
 from pytest_gpuperf.explain.code.code_facts import CodeFacts
 from pytest_gpuperf.explain.code.kernel_facts import FactsUnavailable, facts_of, first_line
+from pytest_gpuperf.explain.code.triton_facts import triton_changes, triton_facts
 from pytest_gpuperf.gate.decide import with_explanation
 from pytest_gpuperf.record.verdict import Verdict
 from pytest_gpuperf.runtime.base import Kernel
@@ -72,6 +73,9 @@ def code_explanation(
         )
 
     if head_kernel is None:
+        changed = verdict.comparison.changed_files if verdict.comparison is not None else ()
+        if changed:
+            return _callable_explanation(bench, measurement.name, changed)
         return _unavailable("", "the measurement is of a callable, not of a compiled kernel")
     against_stored = "regression" in verdict.failed_checks and "ab" not in verdict.failed_checks
     comparison = verdict.comparison
@@ -164,6 +168,22 @@ def _explained(
         "changes": changes,
         "unavailable": unavailable,
     }
+
+
+def _callable_explanation(bench: GpuBench, name: str, changed: Sequence[str]) -> dict[str, Any]:
+    """A callable's `code`: the files that changed, the Triton kernels each side compiled
+    (explain/code/triton_facts.py) and the kernels one call launches, head against base."""
+    try:
+        launches = bench.callable_launches(name)
+    except Exception as failure:  # the user's callables: an explanation never fails a test
+        launches = f"launches not counted: {type(failure).__name__}: {failure}"
+    base = bench.callable_base_of(name)
+    triton = []
+    if base is not None:
+        triton = triton_changes(triton_facts(base.head_modules), triton_facts(base.base_modules))
+    changes = [*([launches] if launches else []), *triton]
+    words = f"a callable: its Python changed at the base ({', '.join(changed)})"
+    return _unavailable("", words, changes=changes)
 
 
 def _unavailable(against: str, why: str, *, changes: list[str] | None = None) -> dict[str, Any]:

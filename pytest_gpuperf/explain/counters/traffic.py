@@ -18,6 +18,12 @@ STEADY = 0.001
 # code (2026-11-27). A change of written bytes within this share of the L2 is not called one.
 WRITE_SLACK_OF_L2 = 0.1
 WRITE_SLACK_WORDS = "within what the L2 still holds at the kernel's end"
+# What a counter's move is ranked against when the DRAM bytes did not move (the first line
+# names the largest): byte and instruction counts against STEADY, a register count in steps of
+# 5% (allocation granularity makes smaller moves common and harmless), achieved occupancy
+# against one point of the warp slots (its launch-to-launch spread under ncu).
+REGISTER_STEP = 0.05
+OCCUPANCY_NOISE = 0.01
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,8 @@ def _moved(head: float, base: float, slack_bytes: float = 0.0) -> str:
 
 
 def traffic_lines(head: Traffic, base: Traffic | None, *, l2_bytes: int = 0) -> list[str]:
-    """Head against base, one line a quantity that moved, the DRAM bytes always first:
+    """Head against base, one line a quantity that moved, the DRAM bytes first when they moved
+    (else the counter that moved most against its noise, "... with the same DRAM bytes"):
     'head moved +1.5% DRAM bytes: read +1.5% (268.4 -> 272.5 MB), write unchanged (247.0 MB)'
     (the bytes that moved beyond the noise of each, over base's read and written bytes; a
     device with `l2_bytes` of L2 leaves some of the written bytes uncounted). Without a base,
@@ -91,24 +98,43 @@ def traffic_lines(head: Traffic, base: Traffic | None, *, l2_bytes: int = 0) -> 
             f"head moved {verb} DRAM bytes: read {_moved(h_read, b_read)}, "
             f"write {_moved(h_write, b_write, slack)}"
         )
+    others: list[tuple[float, str]] = []  # (how far it moved against its noise, the line)
     h_l2, b_l2 = head.l2_bytes, base.l2_bytes
     if h_l2 is not None and b_l2 is not None and abs(_change(h_l2, b_l2)) >= STEADY:
-        lines.append(f"L2 bytes {_moved(h_l2, b_l2)}")
+        others.append((abs(_change(h_l2, b_l2)) / STEADY, f"L2 bytes {_moved(h_l2, b_l2)}"))
     h_reg, b_reg = head.registers_per_thread, base.registers_per_thread
     if h_reg is not None and b_reg is not None and h_reg != b_reg:
-        lines.append(f"registers {b_reg} -> {h_reg}")
+        others.append((abs(_change(h_reg, b_reg)) / REGISTER_STEP, f"registers {b_reg} -> {h_reg}"))
     h_occ, b_occ = head.achieved_occupancy, base.achieved_occupancy
-    if h_occ is not None and b_occ is not None and abs(h_occ - b_occ) >= 0.01:
-        lines.append(f"achieved occupancy {b_occ:.0%} -> {h_occ:.0%}")
+    if h_occ is not None and b_occ is not None and abs(h_occ - b_occ) >= OCCUPANCY_NOISE:
+        score = abs(h_occ - b_occ) / OCCUPANCY_NOISE
+        others.append((score, f"achieved occupancy {b_occ:.0%} -> {h_occ:.0%}"))
     h_inst, b_inst = head.instructions, base.instructions
     if h_inst is not None and b_inst is not None and abs(_change(h_inst, b_inst)) >= STEADY:
         change = _change(h_inst, b_inst)
-        lines.append(f"instructions executed {change:+.1%} ({b_inst:,.0f} -> {h_inst:,.0f})")
+        others.append(
+            (
+                abs(change) / STEADY,
+                f"instructions executed {change:+.1%} ({b_inst:,.0f} -> {h_inst:,.0f})",
+            )
+        )
     h_local, b_local = head.local_bytes, base.local_bytes
     if h_local is not None and b_local is not None and h_local != b_local:
-        lines.append(f"local-memory (spill) bytes {megabytes(b_local)} -> {megabytes(h_local)}")
+        others.append(
+            (
+                abs(_change(h_local, b_local)) / STEADY,
+                f"local-memory (spill) bytes {megabytes(b_local)} -> {megabytes(h_local)}",
+            )
+        )
+    lines += [line for _, line in others]
     if len(lines) == 1 and "the same" in lines[0]:
         lines[0] += "; no counter moved: the time changed without the traffic"
+    elif lines and "the same DRAM bytes" in lines[0] and others:
+        # The bytes did not move: what moved most against its own noise leads (issue: an
+        # `instructions executed +381%` listed fourth of five lines under unchanged bytes).
+        _, lead = max(others, key=lambda pair: pair[0])
+        lines.remove(lead)
+        lines.insert(0, f"{lead} with the same DRAM bytes")
     return lines
 
 
