@@ -28,7 +28,6 @@ from pytest_gpuperf.engine.measure import (
     measure_callable,
     measure_kernel,
 )
-from pytest_gpuperf.engine.policy import stored_min_sampling_s
 from pytest_gpuperf.engine.results import NO_BASE_CALLABLE, Measurement, PairedComparison
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
@@ -47,6 +46,7 @@ from pytest_gpuperf.session.buffers import (
 from pytest_gpuperf.session.declared import declared_bytes, resolve_kernel_path
 from pytest_gpuperf.session.device import OpenDevice
 from pytest_gpuperf.session.profile_child import PROFILED_NOTE, child_plan, profile_sides
+from pytest_gpuperf.session.stop_targets import measure_plan  # sequential rule
 from pytest_gpuperf.static.session import expect_isa_spec  # gpuperf-static
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
@@ -330,7 +330,7 @@ class GpuBench:
         paired = None
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
             base, why, detail = self._base_of(kernel)
-            settings = self._measure_settings(mode)
+            settings = self._measure_settings(mode, label, bytes_moved, floor_rule[0])
             if base is None:
                 measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
                 if why:
@@ -417,7 +417,7 @@ class GpuBench:
                 fn,
                 bytes_moved=bytes_moved,
                 device=self._spec,
-                settings=self._measure_settings(mode),
+                settings=self._measure_settings(mode, label, bytes_moved, floor_rule[0]),
                 name=label,
                 setup=setup,
             )
@@ -442,7 +442,10 @@ class GpuBench:
         taken = self._taken[recheck.position]
         if self._session.fault:
             return None, f"the device can no longer be used: {self._session.fault}"
-        settings = replace(self._measure_settings(recipe.mode), confidence=recheck.confidence)
+        settings = self._measure_settings(
+            recipe.mode, recipe.label, taken.measurement.bytes_moved, taken.floor
+        )
+        settings = replace(settings, confidence=recheck.confidence)
         try:
             with self._device.lock.held(f"{self.test.test_id} [{recipe.label}] (confirming)"):
                 if recipe.fn is not None:
@@ -603,7 +606,9 @@ class GpuBench:
         rule = self.test.floor_for(label, self._spec.key, mode)
         return (rule.value, rule.origin) if rule is not None else (None, "")
 
-    def _measure_settings(self, cache: str) -> MeasureSettings:
+    def _measure_settings(
+        self, cache: str, label: str, bytes_moved: int, floor: float | None
+    ) -> MeasureSettings:
         heartbeat = self._heartbeat
         progress = None
         if heartbeat is not None:
@@ -613,9 +618,23 @@ class GpuBench:
                 heartbeat(f"gpuperf: {test_id}: {line}")
 
         budget_s = self.test.budget_s
-        minimum = stored_min_sampling_s(self.backend.info.backend, cache, budget_s)
+        # sequential rule: how long to sample follows from the decision the measurement serves
+        plan = measure_plan(
+            self._session,
+            self.test,
+            self.info,
+            self._spec,
+            label=label,
+            cache=cache,
+            bytes_moved=bytes_moved,
+            floor=floor,
+        )
         return MeasureSettings(
-            cache=cache, budget_s=budget_s, min_sampling_s=minimum, progress=progress
+            cache=cache,
+            budget_s=budget_s,
+            min_sampling_s=plan.min_sampling_s,
+            stop=plan.stop,
+            progress=progress,
         )
 
     def _profile(
