@@ -67,7 +67,7 @@ DECIDED, HORIZON = "decided", "horizon"
 # MIN_DECIDE_SAMPLES samples the rule decides nothing (it cannot see a wander yet).
 SEGMENTS = 8
 MAX_SEGMENTS = 64
-SEGMENT_SAMPLES = 8
+SEGMENT_SAMPLES = 3  # so the sampling loop's third look (30 samples) may decide
 MIN_DECIDE_SAMPLES = SEGMENTS * SEGMENT_SAMPLES
 # The sample count the mixture's bound is tightest at (its rho): where a decision is
 # expected; the bound is valid at every count and widens only slowly away from it.
