@@ -18,9 +18,11 @@ time each), stopped
          improved edge, else at the horizon (the same final look as today).
 
 A judgement is REGRESSED when the median's efficiency lies below the baseline by more than
-the allowance. The table gives the false-alarm rate of each rule among the unchanged
-judgements (it must not exceed the gate's promised level), the detection rate of each drop,
-and the samples and sampling time each rule used.
+the allowance (made, as the gate does, with max(sigma, the run's own sigma from its
+interval); the rule's edges without the run's own, as gate/stop_target.py makes them).
+The table gives the false-alarm rate of each rule among the unchanged judgements (it must
+not exceed the gate's promised level), the detection rate of each drop, and the samples and
+sampling time each rule used.
 
 Noise models (log time of sample j of process p: level + P_p + W_p(j) + e_pj, quantised):
   gpu  the documented H100 priors (docs/baselines.md, gate/policy.py): between processes
@@ -119,22 +121,19 @@ def looks(per_sample_s: float, horizon_s: float) -> list[int]:
         batch = min(2 * batch, cap)
 
 
-def band(
-    model: Model, t: float, save_logs: np.ndarray, rate: float, tolerance: float
-) -> np.ndarray:
-    """The allowance for each row's saves (log efficiencies), as gate/noise.py makes it for
-    an entry on the board of its saves (max with the tolerance)."""
+def band(model: Model, t: float, save_logs: np.ndarray, rate: float) -> tuple[float, np.ndarray]:
+    """(quantile x centre factor, sigma) of the band for each row's saves (log
+    efficiencies), as gate/noise.py makes it for an entry on the board of its saves: the
+    noise is their product with max(sigma, the judged run's own sigma)."""
     prior = model.between_sigma(t)
     factor = centre_factor(SAVES)
     if model.backend == "sim":  # known exactly
-        noise = float(sstats.norm.isf(rate)) * prior * factor
-        return np.full(save_logs.shape[0], max(tolerance, noise))
+        return float(sstats.norm.isf(rate)) * factor, np.full(save_logs.shape[0], prior)
     prior_df = PRIOR_DF_BY_BACKEND["cuda"]
     squares = np.var(save_logs, axis=1, ddof=1) * (SAVES - 1)
     df = prior_df + SAVES - 1
     sigma = np.sqrt((prior_df * prior**2 + squares) / df)
-    noise = float(sstats.t.isf(rate, df)) * sigma * factor
-    return np.maximum(tolerance, noise)
+    return float(sstats.t.isf(rate, df)) * factor, sigma
 
 
 def judged_logs(
@@ -168,13 +167,18 @@ def judged_logs(
     return values
 
 
+def own_sigma(part: np.ndarray) -> np.ndarray:
+    """The run's own sigma of its median, as the gate reads it from the measurement's 95%
+    interval (relative_ci / 1.96), in the normal approximation 1.2533 x sigma / sqrt(n)."""
+    centre = np.median(part, axis=1, keepdims=True)
+    sigma = seq.MAD_TO_SIGMA * np.median(np.abs(part - centre), axis=1)
+    return seq.MEDIAN_FACTOR * sigma / math.sqrt(part.shape[1])
+
+
 def precise(part: np.ndarray) -> np.ndarray:
     """The precision rule, as a normal approximation of the median's 95% interval: its
     half-width 1.96 x 1.2533 x sigma / sqrt(n) within TARGET_REL_CI."""
-    n = part.shape[1]
-    centre = np.median(part, axis=1, keepdims=True)
-    sigma = seq.MAD_TO_SIGMA * np.median(np.abs(part - centre), axis=1)
-    return (1.96 * seq.MEDIAN_FACTOR * sigma / math.sqrt(n) <= TARGET_REL_CI) & (n >= MIN_SAMPLES)
+    return (1.96 * own_sigma(part) <= TARGET_REL_CI) & (part.shape[1] >= MIN_SAMPLES)
 
 
 def today_stops(model: Model, t: float) -> bool:
@@ -205,7 +209,8 @@ def judge(
     final = counts[-1]
     total_sigma = model.between_sigma(t)
     save_logs = rng.normal(0.0, total_sigma, size=(rows, SAVES))  # log times of the saves
-    allowance = band(model, t, save_logs, rate, tolerance)
+    quantile, sigma = band(model, t, save_logs, rate)
+    allowance = np.maximum(tolerance, quantile * sigma)  # the edges: without the run's own
     centre = np.median(save_logs, axis=1)  # the baseline's log time (median of the saves)
     edge_regressed = centre - np.log1p(-allowance)  # log time: efficiency 1 - A
     edge_improved = centre - np.log1p(allowance)
@@ -219,20 +224,21 @@ def judge(
     )
     step_rel = model.tick_s / t
     stopped = np.zeros(rows, dtype=bool)
-    estimate = np.zeros(rows)
+    estimate, estimate_sigma = np.zeros(rows), np.zeros(rows)
     used = np.full(rows, final)
     held = today_stops(model, t)
     today_done = np.zeros(rows, dtype=bool)
-    today = np.zeros(rows)
+    today, today_sigma = np.zeros(rows), np.zeros(rows)
     today_used = np.full(rows, final)
     for count in counts:
         part = logs[:, :count]
         median, radius = seq.bounds(
             part, rate, step_rel, target.wander_rel(count * per_sample_s, 1.0)
         )
+        mine = own_sigma(part)
         if not held and count < final:
             new = precise(part) & ~today_done
-            today[new], today_used[new] = median[new], count
+            today[new], today_used[new], today_sigma[new] = median[new], count, mine[new]
             today_done |= new
         if count < seq.MIN_DECIDE_SAMPLES or count == final:
             continue
@@ -243,17 +249,27 @@ def judge(
             & ((high < edge_improved) | (low > edge_improved))
         )
         new = decided & ~stopped
-        estimate[new] = median[new]
+        estimate[new], estimate_sigma[new] = median[new], mine[new]
         used[new] = count
         stopped |= decided
-    at_horizon = np.median(logs, axis=1)
-    estimate[~stopped] = at_horizon[~stopped]
-    today[~today_done] = at_horizon[~today_done]
+    at_horizon, horizon_sigma = np.median(logs, axis=1), own_sigma(logs)
+    estimate[~stopped], estimate_sigma[~stopped] = at_horizon[~stopped], horizon_sigma[~stopped]
+    today[~today_done], today_sigma[~today_done] = (
+        at_horizon[~today_done],
+        horizon_sigma[~today_done],
+    )
 
-    def regressed(log_time: np.ndarray) -> np.ndarray:
-        return np.exp(centre - log_time) - 1.0 < -allowance
+    def regressed(log_time: np.ndarray, run_sigma: np.ndarray) -> np.ndarray:
+        judged = np.maximum(tolerance, quantile * np.maximum(sigma, run_sigma))
+        return np.exp(centre - log_time) - 1.0 < -judged
 
-    return Outcome(regressed(today), regressed(estimate), used, today_used, per_sample_s)
+    return Outcome(
+        regressed(today, today_sigma),
+        regressed(estimate, estimate_sigma),
+        used,
+        today_used,
+        per_sample_s,
+    )
 
 
 def simulate(options: argparse.Namespace) -> list[list[object]]:
