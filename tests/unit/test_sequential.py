@@ -120,7 +120,13 @@ def _samples(level_s: float, n: int, seed: int = 1) -> list[float]:
 def test_far_inside_the_band_stops_at_the_first_look_it_may():
     target = _target(Edge(11e-6, slow_early=False), Edge(9e-6))
     samples = _samples(10e-6, 200)
-    reason = seq.stop_reason(target, samples[: seq.MIN_DECIDE_SAMPLES - 1], precise=True, sampling_s=0.001, max_samples=2000)
+    reason = seq.stop_reason(
+        target,
+        samples[: seq.MIN_DECIDE_SAMPLES - 1],
+        precise=True,
+        sampling_s=0.001,
+        max_samples=2000,
+    )
     assert reason == ""  # too few samples to see a wander
     reason = seq.stop_reason(target, samples, precise=True, sampling_s=0.002, max_samples=2000)
     assert reason == seq.DECIDED
