@@ -188,7 +188,7 @@ def test_marginal_floor_passes_with_a_gpuperf_warning(gp):
     # A floor the interval straddles is sampled on until the budget (engine/sequential.py);
     # a budget too short for any look to decide (fewer than MIN_DECIDE_SAMPLES samples)
     # makes the same seed give the same samples whatever the floor.
-    short = ("-o", "gpuperf_budget=0.005")
+    short = ("-o", "gpuperf_budget=0.002")
     gp.test_file(FLOORED.format(floor=0.01))
     gp.run("--gpuperf", "--gpuperf-json=first.json", *short).assert_outcomes(passed=1)
     measured = json.loads((gp.path / "first.json").read_text())["results"][0]["measurement"]
