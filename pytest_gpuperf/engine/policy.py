@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pytest_gpuperf.engine.results import CACHE_MODES
+from pytest_gpuperf.engine.sequential import StopTarget
 from pytest_gpuperf.errors import ConfigError
 
 # hot/rotate: launches per event pair so that one pair lasts at least this long; the event
@@ -92,6 +93,8 @@ class MeasureSettings:
       MIN_SAMPLING_MAX_SAMPLES) before precision may stop it: a process's level wanders, and
       a stored baseline judges one process against others. A/B pairs ignore it (both sides
       share the process). 0: precision stops as soon as it is reached.
+    stop: the decision the measurement serves (engine/sequential.py): sampling stops once
+      it is decided, or at the target's horizon; None: the rules above alone.
     """
 
     cache: str = "cold"
@@ -105,6 +108,7 @@ class MeasureSettings:
     calibrate: bool = False
     graphs: bool = True
     min_sampling_s: float = 0.0
+    stop: StopTarget | None = None
     progress: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -68,7 +68,7 @@ class Measurement:
     simulated: bool
     queue_method: str  # how the device queue was kept ahead of the host for this mode
     warmup_count: int = 0
-    stopped_by: str = ""  # "precision" | "budget" | "max_samples"
+    stopped_by: str = ""  # "precision" | "budget" | "max_samples" | "decided" | "horizon"
     wall_s: float = 0.0
     rotation_copies: int = 0
     calibrated_efficiency: float | None = None

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from pytest_gpuperf.engine import clocks as clock_readings
-from pytest_gpuperf.engine import stats
+from pytest_gpuperf.engine import sequential, stats
 from pytest_gpuperf.engine.policy import (
     FLUSH_ELEMENT_BYTES,
     MIN_PAIRS_PER_LOAD,
@@ -251,6 +251,8 @@ class Sampler:
             limit = settings.max_samples
             if self._minimum_applies():
                 limit = max(limit, MIN_SAMPLING_MAX_SAMPLES)
+            if settings.stop is not None:  # sequential rule: its own cap (engine/sequential.py)
+                limit = max(limit, settings.stop.max_samples)
             samples, spin_s = pacing.plan(max(1, min(wanted, limit - len(work.samples_s))))
             batch_began = self.clock()
             batch = self._batch(
@@ -311,6 +313,8 @@ class Sampler:
         }
         if self._sampling_short(work, 0.0):
             extra["min_sampling_s"] = settings.min_sampling_s
+        if settings.stop is not None:  # sequential rule: what the stop served
+            extra["stop_target"] = settings.stop.describe()
         if self.graph_refused:
             extra["graph_batches_refused"] = self.graph_refused
         if pair is not None:
@@ -505,6 +509,24 @@ class Sampler:
                     return "precision"
             if len(pair.ratios) >= settings.max_samples:
                 return "max_samples"
+        elif settings.stop is not None:  # sequential rule (engine/sequential.py) decides
+            precise = all(
+                stats.precision_reached(
+                    item.samples_s,
+                    settings.target_rel_ci,
+                    settings.min_samples,
+                    settings.confidence,
+                )
+                for item in timed
+            )
+            if reason := sequential.stop_reason(
+                settings.stop,
+                timed[0].samples_s,
+                precise=precise,
+                sampling_s=sampling_s,
+                max_samples=settings.max_samples,
+            ):
+                return reason
         elif self._sampling_short(timed[0], sampling_s):
             if len(timed[0].samples_s) >= MIN_SAMPLING_MAX_SAMPLES:
                 return "max_samples"

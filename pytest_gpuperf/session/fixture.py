@@ -30,7 +30,6 @@ from pytest_gpuperf.engine.measure import (
     measure_callable,
     measure_kernel,
 )
-from pytest_gpuperf.engine.policy import stored_min_sampling_s
 from pytest_gpuperf.engine.results import Measurement, PairedComparison
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
@@ -60,6 +59,7 @@ from pytest_gpuperf.session.callable_base import (
 from pytest_gpuperf.session.declared import declared_bytes, resolve_kernel_path
 from pytest_gpuperf.session.device import OpenDevice
 from pytest_gpuperf.session.profile_child import PROFILED_NOTE, child_plan, profile_sides
+from pytest_gpuperf.session.stop_targets import measure_plan  # sequential rule
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
 
@@ -363,7 +363,7 @@ class GpuBench:
         paired = None
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
             base, why, detail = self._base_of(kernel)
-            settings = self._measure_settings(mode)
+            settings = self._measure_settings(mode, label, bytes_moved, floor_rule[0])
             if base is None:
                 measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
                 if why:
@@ -450,7 +450,7 @@ class GpuBench:
         common: dict[str, Any] = {"bytes_moved": bytes_moved, "name": label, "setup": setup}
         paired = None
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
-            settings = self._measure_settings(mode)
+            settings = self._measure_settings(mode, label, bytes_moved, floor_rule[0])
             if found is not None and ab is None:
                 first = interval_confidence(self._session.suite.ab_round_rate)
                 paired = self._pair_callables(fn, found, settings, first, len(self._taken), common)
@@ -547,7 +547,10 @@ class GpuBench:
         taken = self._taken[recheck.position]
         if self._session.fault:
             return None, f"the device can no longer be used: {self._session.fault}"
-        settings = replace(self._measure_settings(recipe.mode), confidence=recheck.confidence)
+        settings = self._measure_settings(
+            recipe.mode, recipe.label, taken.measurement.bytes_moved, taken.floor
+        )
+        settings = replace(settings, confidence=recheck.confidence)
         try:
             with self._device.lock.held(f"{self.test.test_id} [{recipe.label}] (confirming)"):
                 if recipe.fn is not None and recheck.paired and recipe.base_fn is not None:
@@ -719,7 +722,9 @@ class GpuBench:
         rule = self.test.floor_for(label, self._spec.key, mode)
         return (rule.value, rule.origin) if rule is not None else (None, "")
 
-    def _measure_settings(self, cache: str) -> MeasureSettings:
+    def _measure_settings(
+        self, cache: str, label: str, bytes_moved: int, floor: float | None
+    ) -> MeasureSettings:
         heartbeat = self._heartbeat
         progress = None
         if heartbeat is not None:
@@ -729,9 +734,23 @@ class GpuBench:
                 heartbeat(f"gpuperf: {test_id}: {line}")
 
         budget_s = self.test.budget_s
-        minimum = stored_min_sampling_s(self.backend.info.backend, cache, budget_s)
+        # sequential rule: how long to sample follows from the decision the measurement serves
+        plan = measure_plan(
+            self._session,
+            self.test,
+            self.info,
+            self._spec,
+            label=label,
+            cache=cache,
+            bytes_moved=bytes_moved,
+            floor=floor,
+        )
         return MeasureSettings(
-            cache=cache, budget_s=budget_s, min_sampling_s=minimum, progress=progress
+            cache=cache,
+            budget_s=budget_s,
+            min_sampling_s=plan.min_sampling_s,
+            stop=plan.stop,
+            progress=progress,
         )
 
     def _profile(

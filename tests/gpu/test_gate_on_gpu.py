@@ -105,30 +105,43 @@ def test_short(gpu_bench, cache):
 
 
 @pytest.mark.gpu
-def test_a_short_cold_kernel_samples_its_minimum_time_on_the_gpu(
+def test_a_short_cold_kernel_saves_at_its_minimum_time_and_a_judged_run_stops_when_decided(
     pytester, monkeypatch, cuda_backend
 ):
-    """A stored measurement of a short cold kernel samples at least 0.3 s on a GPU (a process's
-    level wanders: docs/measurement.md); a hot one stops at its precision, as before."""
+    """A save of a short cold kernel samples at least 0.3 s on a GPU (its scatter is the band
+    of every later run; a process's level wanders: docs/measurement.md); a judged run of the
+    same kernel, far inside its allowance, stops as soon as the sequential rule decides; a
+    hot one stops at its precision, as before."""
     from pytest_gpuperf.engine.policy import STORED_MIN_SAMPLING_S
 
     pytester.makepyfile(test_short=SHORT_TEST)
-    json_path = pytester.path / "short.json"
     paths = [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
-    result = pytester.runpytest_subprocess(
-        "-p", "pytest_gpuperf.plugin", "-p", "no:cacheprovider", "--gpuperf",
-        "--gpuperf-backend=cuda", f"--gpuperf-baseline-dir={pytester.path / 'baselines'}",
-        f"--gpuperf-json={json_path}",
-    )  # fmt: skip
-    assert result.ret == 0, result.stdout.str()
-    rows = {
-        r["test_id"].split("[")[-1].rstrip("]"): r
-        for r in json.loads(json_path.read_text())["results"]
-    }
-    cold, hot = rows["cold"]["measurement"], rows["hot"]["measurement"]
+
+    def run(*args: str) -> dict:
+        json_path = pytester.path / "short.json"
+        result = pytester.runpytest_subprocess(
+            "-p", "pytest_gpuperf.plugin", "-p", "no:cacheprovider", *args,
+            "--gpuperf-backend=cuda", f"--gpuperf-baseline-dir={pytester.path / 'baselines'}",
+            f"--gpuperf-json={json_path}",
+        )  # fmt: skip
+        assert result.ret == 0, result.stdout.str()
+        return {
+            r["test_id"].split("[")[-1].rstrip("]"): r["measurement"]
+            for r in json.loads(json_path.read_text())["results"]
+        }
+
+    saved = run("--gpuperf-save")
+    cold, hot = saved["cold"], saved["hot"]
     assert cold["time_s"] < 100e-6
     assert cold["extra"]["min_sampling_s"] == STORED_MIN_SAMPLING_S
     assert cold["extra"]["sampling_s"] >= STORED_MIN_SAMPLING_S
     assert len(cold["samples_s"]) > 500
     assert "min_sampling_s" not in hot["extra"]
+    judged = run("--gpuperf")
+    cold, hot = judged["cold"], judged["hot"]
+    assert cold["extra"]["stop_target"]["kind"] == "stored"
+    assert cold["stopped_by"] == "decided"
+    assert cold["extra"]["sampling_s"] < STORED_MIN_SAMPLING_S
+    assert "min_sampling_s" not in cold["extra"]
+    assert hot["extra"]["stop_target"]["kind"] == "precision"

@@ -1,0 +1,84 @@
+"""Where a measurement learns the decision it serves: the fixture's side of the sequential
+stopping rule (engine/sequential.py, gate/stop_target.py).
+
+Before measuring, the fixture asks `measure_plan` for the sampling settings' two knobs: the
+`StopTarget` (the stored baseline's edges, as this run will judge them, and the floor's) and
+the minimum sampling time. A save keeps the minimum it always had (the saves' scatter is the
+band of every later run, and the priors were measured at it); a measurement judged against a
+stored baseline or a floor samples until its verdict is decided or the horizon reached; one
+that nothing judges (no baseline, an A/B run, where stored baselines are only shown), and
+hot mode, stop at the precision rule. No pytest import here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pytest_gpuperf.engine.policy import stored_min_sampling_s
+from pytest_gpuperf.engine.sequential import STORED_MAX_SAMPLES, StopTarget, stored_horizon_s
+from pytest_gpuperf.gate.judge import SIMULATED_SUFFIX
+from pytest_gpuperf.gate.policy import process_wander_s
+from pytest_gpuperf.gate.stop_target import stop_target_for
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.config.settings import TestSettings
+    from pytest_gpuperf.runtime.devices import DeviceSpec
+    from pytest_gpuperf.runtime.info import DeviceInfo
+    from pytest_gpuperf.session.bench_session import BenchSession
+
+
+@dataclass(frozen=True)
+class MeasurePlan:
+    """The sampling knobs of one measurement: its stop target (None: the minimum sampling
+    time's rule, as a save measures) and its minimum sampling time."""
+
+    stop: StopTarget | None
+    min_sampling_s: float
+
+
+def measure_plan(
+    session: BenchSession,
+    test: TestSettings,
+    info: DeviceInfo,
+    spec: DeviceSpec,
+    *,
+    label: str,
+    cache: str,
+    bytes_moved: int,
+    floor: float | None,
+) -> MeasurePlan:
+    """The stop target and minimum sampling time of measurement `label` of `test`."""
+    budget_s = test.budget_s
+    minimum_s = stored_min_sampling_s(info.backend, cache, budget_s)
+    settings = session.settings
+    if settings.save:
+        return MeasurePlan(None, minimum_s)
+    if cache == "hot":
+        return MeasurePlan(StopTarget(), 0.0)
+    ref = None
+    sim_board_spread = 0.0
+    if settings.compare_ref is None:  # an A/B run shows stored baselines, never gates them
+        key = spec.key + (SIMULATED_SUFFIX if info.simulated else "")
+        board = info.uuid or ""
+        ref = session.baselines().lookup(key, test.test_id, label, cache, board=board)
+        if info.simulated:
+            sim_board_spread = float(getattr(_sim_settings(session), "gpu_spread", 0.0))
+    target = stop_target_for(
+        ref,
+        bytes_moved=bytes_moved,
+        peak_bps=float(spec.peak_bps),
+        tolerance=test.tolerance,
+        false_alarm_rate=session.suite.stored_rate(1),
+        horizon_s=stored_horizon_s(info.backend, cache, budget_s, minimum_s),
+        max_samples=STORED_MAX_SAMPLES,
+        floor=floor,
+        simulated_board_spread=sim_board_spread,
+        wander_s=process_wander_s(info.backend, cache),
+    )
+    return MeasurePlan(target, 0.0)
+
+
+def _sim_settings(session: BenchSession) -> object:
+    """The simulated backend's settings (its spread between GPUs), as the judge reads them."""
+    return getattr(session.device().backend, "settings", None)
