@@ -1,0 +1,174 @@
+"""A/B of Python callables on a GPU, counted over separate runs (issue 44's must-show).
+
+A user-style repository made here (no kernel of the project's): `mykern.py` holds three
+Triton copy kernels and a launcher each; the pull request (HEAD) makes `copy15` read 1.5%
+more and `copy30` 3% more (an extra load of a slice of random values whose sum is never
+used: a uniform slice would be compressed away by Hopper), leaves `same` as it was (its file
+changed, so it is timed: the false-alarm count), edits `unrelated.py`, which no test imports,
+and leaves a torch op test that imports nothing of the repository ("same code", not timed).
+Each test runs at two sizes. Every run is a separate pytest process with
+`--gpuperf --gpuperf-compare=HEAD~1`, as CI runs a pull request; the last run adds
+`--gpuperf-explain`, so its failures name head-vs-base DRAM bytes (needs ncu).
+
+    python3 bench/callable_ab.py --runs 20 [--out DIR]
+
+prints one row per test: how many runs regressed (confirmed), passed, or had another state,
+and the range of the A/B ratio; then the explained failures' lines and the cost of a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+KERNEL = """
+@triton.jit
+def {name}_kernel(src, dst, extra, n, EXTRA_PERCENT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(src + offs, mask=mask)
+{extra}    tl.store(dst + offs, x, mask=mask)
+
+
+def {name}(src, dst, extra):
+    n = src.numel()
+    {name}_kernel[(triton.cdiv(n, 1024),)](src, dst, extra, n, EXTRA_PERCENT={percent}, BLOCK=1024)
+"""
+# values in [0, 1) are never above 2: the sum never changes x, the compiler cannot know it
+EXTRA = """    e = tl.load(extra + offs, mask=offs < n * EXTRA_PERCENT // 1000, other=0.0)
+    x = x + tl.where(e > 2.0, e, 0.0)
+"""
+
+TESTS = """
+import pytest
+import torch
+
+import mykern
+
+SIZES = [16 << 20, 64 << 20]  # floats: ~30 us and ~120 us a copy on an H100/H200
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("which", ["copy15", "copy30", "same"])
+def test_copy(gpu_bench, which, n):
+    src = torch.rand(n, device="cuda")
+    dst = torch.empty_like(src)
+    extra = torch.rand(n, device="cuda")
+    launch = getattr(mykern, which)
+    gpu_bench.run(lambda: launch(src, dst, extra), bytes=8 * n, name=which)
+    torch.cuda.synchronize()
+    assert torch.equal(dst, src)
+"""
+
+TORCH_TEST = """
+import torch
+
+
+def test_torch_add(gpu_bench):
+    n = 32 << 20
+    a, b = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
+    c = torch.empty_like(a)
+    gpu_bench.run(lambda: torch.add(a, b, out=c), bytes=12 * n, name="add")
+"""
+
+
+def kernels(head: bool) -> str:
+    """mykern.py at base (every kernel a plain copy) or at head (the pull request)."""
+    parts = ["import triton\nimport triton.language as tl\n"]
+    for name, percent in (("copy15", 15), ("copy30", 30), ("same", 0)):
+        extra = EXTRA if head and percent else ""
+        parts.append(KERNEL.format(name=name, extra=extra, percent=percent))
+    return "".join(parts)
+
+
+def git(root: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+
+def make_repository(root: Path) -> None:
+    root.mkdir(parents=True)
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "bench@example.com")
+    git(root, "config", "user.name", "bench")
+    (root / "mykern.py").write_text(kernels(head=False))
+    (root / "unrelated.py").write_text("VALUE = 1\n")
+    (root / "test_copies.py").write_text(TESTS)
+    (root / "test_torch_op.py").write_text(TORCH_TEST)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "base")
+    (root / "mykern.py").write_text(kernels(head=True))
+    (root / "unrelated.py").write_text("VALUE = 2  # an unrelated edit\n")
+    git(root, "commit", "-qam", "copy15 and copy30 read more; an unrelated edit")
+
+
+def run_once(root: Path, report: Path, explain: bool) -> tuple[float, str, dict]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
+    command = [
+        sys.executable, "-m", "pytest", "-p", "pytest_gpuperf.plugin", "-p", "no:cacheprovider",
+        "-q", "--gpuperf", "--gpuperf-backend=cuda", "--gpuperf-compare=HEAD~1",
+        f"--gpuperf-json={report}",
+    ]  # fmt: skip
+    if explain:
+        command.append("--gpuperf-explain")
+    started = time.monotonic()
+    proc = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, check=False)
+    wall_s = time.monotonic() - started
+    document = json.loads(report.read_text()) if report.exists() else {}
+    return wall_s, proc.stdout + proc.stderr, document
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=None, help="folder for each run's report")
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="callable-ab-"))
+    root = work / "project"
+    make_repository(root)
+    out = args.out or work
+    out.mkdir(parents=True, exist_ok=True)
+    counts: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    ratios: dict[str, list[float]] = collections.defaultdict(list)
+    walls, last_output = [], ""
+    for number in range(args.runs):
+        explain = number == args.runs - 1
+        wall_s, output, document = run_once(root, out / f"run-{number:02d}.json", explain)
+        walls.append(wall_s)
+        last_output = output
+        if not document:
+            print(f"run {number}: no report\n{output[-3000:]}", flush=True)
+            continue
+        for row in document["results"]:
+            comparison = row["verdict"].get("comparison") or {}
+            test = row["test_id"].split("::")[-1]
+            counts[test][comparison.get("state", "none")] += 1
+            if isinstance(comparison.get("ratio"), float):
+                ratios[test].append(comparison["ratio"])
+        print(f"run {number}: {document['summary']['line']} ({wall_s:.1f} s)", flush=True)
+    print(f"\n{'test':<28} {'runs':>4} {'regressed':>9} {'pass':>5} {'other':<22} ratio")
+    for test in sorted(counts):
+        seen = counts[test]
+        other = ", ".join(f"{k} {v}" for k, v in seen.items() if k not in ("regressed", "pass"))
+        spread = f"{min(ratios[test]):.4f}-{max(ratios[test]):.4f}" if ratios[test] else "-"
+        print(
+            f"{test:<28} {sum(seen.values()):>4} {seen['regressed']:>9} {seen['pass']:>5} "
+            f"{other:<22} {spread}"
+        )
+    print(f"\nwall of a run: {min(walls):.1f}-{max(walls):.1f} s (the last with --gpuperf-explain)")
+    print("\nthe explained run (--gpuperf-explain), its end:")
+    print(last_output[-8000:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
