@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from pytest_gpuperf.engine import stats
+from pytest_gpuperf.engine.pairing import Pairing
 from pytest_gpuperf.engine.policy import (
     DEFAULT_PAIR_LOADS,
     MAX_LAUNCHES_PER_PAIR,
@@ -50,7 +51,7 @@ from pytest_gpuperf.engine.policy import (
     scratch_bytes_for,
 )
 from pytest_gpuperf.engine.results import Measurement, PairedComparison
-from pytest_gpuperf.engine.sampling import Pairing, Session, check_bytes, is_buffer
+from pytest_gpuperf.engine.sampling import Session, check_bytes, is_buffer
 from pytest_gpuperf.engine.timing import Timed, release
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel, Module, as_dim3

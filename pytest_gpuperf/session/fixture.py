@@ -4,10 +4,11 @@ A test compiles a kernel, puts its inputs on the device, and calls the bench wit
 configuration and the bytes the kernel must move. Under --gpuperf the call measures (one GPU
 lock held, see gpu_lock.py) and returns the time, its interval, GB/s and efficiency; without
 it the kernel is launched once, so the test's own output checks still run as a correctness
-smoke test. The verdict comes later, after the test body has passed (plugin/verdict.py), so a kernel
-with wrong outputs never passes on time alone. The result type lives in bench_result.py and
-the checks of what a test declares (bytes moved, kernel file) in declared.py. No pytest
-import here.
+smoke test. The verdict comes later, after the test body has passed (plugin/verdict.py), so a
+kernel with wrong outputs never passes on time alone. The result type lives in
+bench_result.py, the checks of what a test declares (bytes moved, kernel file) in
+declared.py, and how a call is measured against its base build (and again, to confirm) in
+against_base.py. No pytest import here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +27,14 @@ from pytest_gpuperf.config.settings import TestSettings
 from pytest_gpuperf.engine.measure import (
     MeasureSettings,
     measure_callable,
-    measure_kernel,
 )
 from pytest_gpuperf.engine.policy import stored_min_sampling_s
-from pytest_gpuperf.engine.results import NO_BASE_CALLABLE, Measurement, PairedComparison
+from pytest_gpuperf.engine.results import NO_BASE_CALLABLE, Measurement
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
-from pytest_gpuperf.gate.pairing import measure_ab
-from pytest_gpuperf.gate.suite import interval_confidence
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel
 from pytest_gpuperf.runtime.devices import DeviceSpec
+from pytest_gpuperf.session.against_base import Recipe, measure_again, measure_call
 from pytest_gpuperf.session.bench_result import BenchResult
 from pytest_gpuperf.session.bench_session import BenchSession
 from pytest_gpuperf.session.buffers import (
@@ -50,20 +49,6 @@ from pytest_gpuperf.session.profile_child import PROFILED_NOTE, child_plan, prof
 from pytest_gpuperf.static.session import expect_isa_spec  # gpuperf-static
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
-
-
-@dataclass(frozen=True)
-class _Recipe:
-    """How one measurement was taken, so a confirming round can take it again: the kernel
-    (and the base build it was paired with) and the call's arguments, or the callable."""
-
-    label: str
-    mode: str
-    common: Mapping[str, Any]
-    kernel: Kernel | None = None
-    base: Kernel | None = None
-    fn: Callable[[], Any] | None = None
-    compared: Kernel | None = None  # the base build, timed or not (what explain/ reads)
 
 
 class GpuBench:
@@ -95,7 +80,7 @@ class GpuBench:
         self._test_dir = test_path.parent if test_path else None
         self._results: list[BenchResult] = []
         self._taken: list[Taken] = []
-        self._recipes: list[_Recipe] = []
+        self._recipes: list[Recipe] = []
         self._owned: list[DeviceBuffer] = []
         self._empties: list[tuple[DeviceBuffer, np.dtype]] = []  # outputs made by empty()
         self._loaded: list[tuple[Kernel, Mapping[str, tuple[str, ...]]]] = []  # gpuperf-static
@@ -326,43 +311,15 @@ class GpuBench:
             "shared_bytes": shared_bytes,
             "setup": setup,
         }
-        ab: AbResult | None = None
-        paired = None
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
             base, why, detail = self._base_of(kernel)
-            settings = self._measure_settings(mode)
-            if base is None:
-                measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
-                if why:
-                    ab = AbResult(no_base_why=why, detail=detail)
-            else:
-                head_print = self.backend.kernel_fingerprint(kernel)
-                base_print = self.backend.kernel_fingerprint(base)
-                model = self.backend.speed_model(kernel)
-                if head_print == base_print and not self._forced:
-                    measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
-                    ab = AbResult(unchanged_fingerprint=head_print)
-                elif (
-                    model is not None
-                    and not self._forced
-                    and model == self.backend.speed_model(base)
-                ):
-                    # The simulated device times both from one model: timing the pair would
-                    # measure its noise and call it a verdict on the edit.
-                    measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
-                    ab = AbResult(
-                        modelled_by=model.efficiency_from,
-                        modelled_efficiency=model.efficiency,
-                        head_fingerprint=head_print,
-                        base_fingerprint=base_print,
-                    )
-                else:
-                    first = interval_confidence(self._session.suite.ab_round_rate)
-                    paired = self._pair(kernel, base, settings, first, len(self._taken), common)
-                    measurement = paired.head
-                    ab = AbResult(paired=paired)
+            measurement, ab, paired = measure_call(
+                self._session, self.backend, kernel, base, (why, detail),
+                self._measure_settings(mode), forced=self._forced, seed=len(self._taken),
+                common=common,
+            )  # fmt: skip
         paired_base = base if paired is not None else None
-        recipe = _Recipe(label, mode, common, kernel=kernel, base=paired_base, compared=base)
+        recipe = Recipe(label, mode, common, kernel=kernel, base=paired_base, compared=base)
         self._keep(measurement, floor_rule, ab, recipe)
         return self._record(
             BenchResult(
@@ -427,7 +384,7 @@ class GpuBench:
                 no_base_why=NO_BASE_CALLABLE, detail="gpu_bench.run times a Python callable"
             )
         common = {"bytes_moved": bytes_moved, "name": label, "setup": setup}
-        self._keep(measurement, floor_rule, ab, _Recipe(label, mode, common, fn=fn))
+        self._keep(measurement, floor_rule, ab, Recipe(label, mode, common, fn=fn))
         return self._record(BenchResult(label, label, bytes_moved, mode, measurement))
 
     def confirm(self, recheck: Recheck) -> tuple[Taken | None, str]:
@@ -451,69 +408,9 @@ class GpuBench:
                         self.backend, fn, device=self._spec, settings=settings, **common
                     )
                     return replace(taken, measurement=measurement, ab=None), ""
-                assert recipe.kernel is not None
-                return self._again(recipe, taken, recheck, settings)
+                return measure_again(self._session, self.backend, recipe, taken, recheck, settings)
         except GpuPerfError as failure:
             return None, f"measuring again failed: {failure}"
-
-    def _again(
-        self, recipe: _Recipe, taken: Taken, recheck: Recheck, settings: MeasureSettings
-    ) -> tuple[Taken | None, str]:
-        assert recipe.kernel is not None
-        if recheck.paired and recipe.base is None:
-            return None, "the first round was not an A/B pair"
-        args = tuple(recipe.common["args"])
-        freed = [a for a in args if isinstance(a, DeviceBuffer) and a.freed]
-        if freed:
-            return None, "a buffer the call passed was freed before the test ended"
-        fresh: dict[int, DeviceBuffer] = {}
-        if recipe.common.get("setup") is None:
-            for arg in args:
-                if isinstance(arg, DeviceBuffer) and id(arg) not in fresh:
-                    copy = self.backend.alloc(arg.nbytes)
-                    self.backend.copy(copy, arg)
-                    fresh[id(arg)] = copy
-        common = {
-            **recipe.common,
-            "args": tuple(fresh.get(id(a), a) if isinstance(a, DeviceBuffer) else a for a in args),
-        }
-        try:
-            kernel = self._session.reload(recipe.kernel)
-            if not recheck.paired:
-                measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
-                return replace(taken, measurement=measurement, ab=None), ""
-            assert recipe.base is not None
-            base = self._session.reload(recipe.base)
-            seed = 1_000_003 + recheck.position  # another slot order than the first round's
-            paired = self._pair(kernel, base, settings, recheck.confidence, seed, common)
-            return replace(taken, measurement=paired.head, ab=AbResult(paired=paired)), ""
-        finally:
-            self.backend.synchronize()
-            for copy in fresh.values():
-                copy.free()
-
-    def _pair(
-        self,
-        head: Kernel,
-        base: Kernel,
-        settings: MeasureSettings,
-        confidence: float,
-        seed: int,
-        common: Mapping[str, Any],
-    ) -> PairedComparison:
-        """An A/B pair, its interval at `confidence` (the round's level of the run's budget,
-        gate/suite.py), sampled by the run's pairing policy until the gate's state is known
-        or the budget is spent."""
-        return measure_ab(
-            self.backend,
-            head,
-            base,
-            policy=self._session.pair_policy,
-            settings=settings,
-            confidence=confidence,
-            seed=seed,
-            **common,
-        )
 
     def close(self) -> None:
         """Free the buffers this test allocated through the fixture (best effort: a device
@@ -534,7 +431,7 @@ class GpuBench:
         measurement: Measurement,
         floor_rule: tuple[float | None, str],
         ab: AbResult | None,
-        recipe: _Recipe,
+        recipe: Recipe,
     ) -> None:
         """Hand a measurement to the gate with the device facts its peak check reads (the
         same for a kernel and a callable), and keep how to take it again at the same
