@@ -137,6 +137,7 @@ def _processes_naming(text: str) -> list[int]:
     ("signum", "status", "words"),
     [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")],
 )
+@pytest.mark.slow
 def test_a_signal_stops_the_probe_removes_its_files_and_says_so(
     signum, status, words, small_project, cache, tmp_path_factory
 ):

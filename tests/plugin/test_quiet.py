@@ -15,6 +15,7 @@ def test_add(gpu_bench, k):
 """
 
 
+@pytest.mark.slow
 def test_xdist_workers_share_the_controllers_seed(gp):
     gp.monkeypatch.delenv("GPUPERF_SIM_SEED")
     gp.test_file(TESTS)

@@ -54,6 +54,7 @@ from pytest_gpuperf.gate.policy import (
 from pytest_gpuperf.gate.saving import SaveContext, learned_spread, plan_save
 from pytest_gpuperf.gate.stored import check_baseline
 from pytest_gpuperf.report import failure_text
+from tests import records
 
 PEAK_BPS = 5.3e12  # MI300X datasheet
 BYTES = 12 * (32 << 20)  # the seed's 32M-element fp32 vector add
@@ -63,28 +64,17 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
 
 def measurement(efficiency: float, rel_ci: float = 0.002, **overrides) -> Measurement:
     """A measurement whose median efficiency is `efficiency`, time interval +-rel_ci."""
-    time_s = BYTES / (efficiency * PEAK_BPS)
     fields = dict(
         name="test_vector_add[cold]",
         kernel="vector_add",
-        cache="cold",
-        bytes_moved=BYTES,
-        time_s=time_s,
-        time_ci_s=(time_s * (1 - rel_ci), time_s * (1 + rel_ci)),
-        samples_s=(time_s,) * 400,
         peak_bps=PEAK_BPS,
-        device_key="mi300x",
-        device_name="AMD Instinct MI300X",
-        backend="hip",
-        simulated=False,
-        queue_method="flush kernel",
         stopped_by="budget",
         grid=(131072, 1, 1),
         block=(256, 1, 1),
         fingerprint="sha256:head",
     )
-    fields.update(overrides)
-    return Measurement(**fields)
+    built = records.measurement(efficiency, bytes_moved=BYTES, rel_ci=rel_ci, samples=400, **fields)
+    return dataclasses.replace(built, **overrides)
 
 
 def baseline(efficiency: float, **overrides) -> BaselineRef:

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "vs_pytest_benchmark.py"
 H100_RUN = REPO / "docs" / "measurements" / "vs-pytest-benchmark-h100-2026-11-25.json"
@@ -69,6 +71,7 @@ def test_the_readme_table_is_the_committed_h100_run():
     assert block == vs.render(document).strip()
 
 
+@pytest.mark.slow
 def test_one_trial_through_separate_pytest_processes_on_the_simulated_device(tmp_path):
     out = tmp_path / "vs.json"
     done = subprocess.run(
