@@ -199,8 +199,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-compare-code-spread",
         "gpuperf_compare_code_spread",
-        "code-object drift assumed when not measured (loads < 3). "
-        f"Default: {_spread_defaults()}.",
+        f"code-object drift assumed when not measured (loads < 3). Default: {_spread_defaults()}.",
         ini="gpuperf_compare_code_spread",
         metavar="FRACTION",
         ini_type="float",
