@@ -74,7 +74,7 @@ def measurement(efficiency: float, rel_ci: float = 0.002, **overrides) -> Measur
         fingerprint="sha256:head",
     )
     built = records.measurement(efficiency, bytes_moved=BYTES, rel_ci=rel_ci, samples=400, **fields)
-    return dataclasses.replace(built, **overrides)
+    return dataclasses.replace(built, **overrides) if overrides else built
 
 
 def baseline(efficiency: float, **overrides) -> BaselineRef:
@@ -185,6 +185,24 @@ def test_the_tolerance_is_the_least_allowance():
         tolerance=0.05,
     )
     assert check.allowance == 0.05 and check.outcome == WITHIN_NOISE
+
+
+def test_judging_many_entries_asks_scipy_for_each_quantile_once(monkeypatch):
+    """A run judges many entries at one rate and confidence: the band's quantiles come from
+    SciPy once, then from memory (the Monte Carlo tests below made 12,000 SciPy calls)."""
+    from pytest_gpuperf.gate import noise
+
+    for cached in (noise._norm_ppf, noise._norm_isf, noise._t_isf):
+        cached.cache_clear()
+    asked = []
+    real = noise._scipy_stats
+    monkeypatch.setattr(noise, "_scipy_stats", lambda: asked.append(1) or real())
+    ref = baseline(0.80, saves=5, spread_basis="history", history_sd=0.002)
+    first = check_baseline(measurement(0.79), ref, tolerance=0.0)
+    once = len(asked)
+    for _ in range(5):
+        assert check_baseline(measurement(0.79), ref, tolerance=0.0) == first
+    assert 0 < once and len(asked) == once
 
 
 def test_a_first_save_whose_prior_is_right_alarms_no_more_than_the_rate():
