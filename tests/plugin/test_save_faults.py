@@ -250,6 +250,13 @@ def test_add(gpu_bench):
 # -- Ctrl-C and SIGKILL (separate processes) ---------------------------------------------
 
 
+def ctrl_c_as_a_terminal_delivers_it() -> None:
+    """In the child, before it runs: SIGINT back to its default. A suite started as a shell's
+    background job (`cmd &`, nohup) ignores SIGINT, every child inherits that, and Python then
+    never raises KeyboardInterrupt: a Ctrl-C test would wait out its guard (600 s) and fail."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(
     gp, *args: str, fault: str = "", marker: Path | None = None, late_s: float = 0.0
 ) -> subprocess.Popen:
@@ -263,6 +270,7 @@ def start(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=ctrl_c_as_a_terminal_delivers_it,
     )
 
 
