@@ -202,7 +202,7 @@ def test_judging_many_entries_asks_scipy_for_each_quantile_once(monkeypatch):
     once = len(asked)
     for _ in range(5):
         assert check_baseline(measurement(0.79), ref, tolerance=0.0) == first
-    assert 0 < once and len(asked) == once
+    assert once > 0 and len(asked) == once
 
 
 def test_a_first_save_whose_prior_is_right_alarms_no_more_than_the_rate():
