@@ -111,8 +111,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-device",
         "gpuperf_device",
-        "device key to measure against (e.g. mi300x, h100-sxm): its peak, caches and "
-        "baseline file. Default: detected (sim: mi300x).",
+        "device key (e.g. mi300x, h100-sxm): its peak, caches, baseline file. Default: "
+        "detected (sim: mi300x).",
         ini="gpuperf_device",
         metavar="KEY",
     ),
@@ -150,7 +150,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-baseline-dir",
         "gpuperf_baseline_dir",
-        "directory of the baseline files. Default: baselines under the rootdir.",
+        "baseline files' folder. Default: <rootdir>/baselines.",
         ini="gpuperf_baseline_dir",
         metavar="DIR",
     ),
@@ -166,11 +166,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-strict",
         "gpuperf_strict",
-        "fail what was not judged by measuring: a measured test with no baseline for this "
+        "fail, not report: a measured test with no baseline for this "
         "device (while stored baselines gate), a verdict the simulated device only modelled, "
         "a comparison that stays inconclusive or could not reach the base revision, under "
         "--gpuperf-static a kernel without stored facts or base version, a drift across "
-        "saves. Default: reported.",
+        "saves.",
         ini="gpuperf_strict",
         is_flag=True,
     ),
@@ -184,16 +184,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-head",
         "gpuperf_head",
-        "build the kernels from git REF, not the work tree (with --gpuperf-compare: one "
-        "commit against another, as bisect probes). Default: the work tree.",
+        "build the kernels from git REF (with --gpuperf-compare: commit against commit). "
+        "Default: the work tree.",
         ini=None,
         metavar="REF",
     ),
     OptionSpec(
         "--gpuperf-compare-threshold",
         "gpuperf_compare_threshold",
-        "smallest A/B change (head/base time - 1) that counts. "
-        f"Default: {DEFAULT_COMPARE_THRESHOLD}.",
+        f"smallest A/B change (head/base - 1). Default: {DEFAULT_COMPARE_THRESHOLD}.",
         ini="gpuperf_compare_threshold",
         metavar="FRACTION",
         ini_type="float",
@@ -201,8 +200,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-compare-code-spread",
         "gpuperf_compare_code_spread",
-        "drift between code objects assumed when it is not measured (loads < 3). "
-        f"Default: per backend ({_spread_defaults()}).",
+        f"code-object drift assumed when not measured (loads < 3). Default: {_spread_defaults()}.",
         ini="gpuperf_compare_code_spread",
         metavar="FRACTION",
         ini_type="float",
@@ -210,8 +208,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-compare-loads",
         "gpuperf_compare_loads",
-        "times each side's code is loaded, to measure the drift between loads. "
-        f"Default: {DEFAULT_PAIR_LOADS}.",
+        f"loads per side (measures their drift). Default: {DEFAULT_PAIR_LOADS}.",
         ini="gpuperf_compare_loads",
         metavar="N",
         ini_type="int",
@@ -227,7 +224,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-compare-force",
         "gpuperf_compare_force",
-        "time head and base even when their code is identical. Default: not timed.",
+        "time head and base even when their code is identical.",
         ini=None,
         is_flag=True,
     ),
@@ -249,8 +246,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-accept",
         "gpuperf_accept",
-        "accept an intended slowdown of the matching tests ('test_rms.py::* why'); "
-        "repeatable; or a 'Gpuperf-Accept: PATTERN why' commit trailer. Default: none.",
+        "accept a slowdown ('test_rms.py::* why'), repeatable; or a commit trailer "
+        "'Gpuperf-Accept: PATTERN why'. Default: none.",
         ini="gpuperf_accept",
         metavar="PATTERN",
         ini_type="linelist",
@@ -259,8 +256,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-shard",
         "gpuperf_shard",
-        "run shard K of N (e.g. 2/3), one per CI runner, at the whole suite's budget; "
-        "`python -m pytest_gpuperf.merge` joins their JSON. Default: off.",
+        "shard K of N (2/3) at the suite's budget; `python -m pytest_gpuperf.merge` "
+        "joins them. Default: off.",
         ini=None,
         metavar="K/N",
     ),
@@ -356,8 +353,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-static",
         "gpuperf_static",
-        "static gate for these AMD archs, clang alone (none: exit 4): fail on lost "
-        "occupancy, spills, scratch, VGPR/LDS growth. Default: off.",
+        "static gate (clang only; none: exit 4): lost occupancy, spills, scratch, "
+        "VGPR/LDS growth fail. Default: off.",
         ini="gpuperf_static",
         metavar="ARCH[,ARCH]",
     ),
@@ -372,7 +369,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-markdown",
         "gpuperf_markdown",
-        "write a Markdown summary (and append it to $GITHUB_STEP_SUMMARY). Default: none.",
+        "write a Markdown summary (also to $GITHUB_STEP_SUMMARY). Default: none.",
         ini="gpuperf_markdown",
         metavar="PATH",
     ),

@@ -367,10 +367,13 @@ def _own_key(row: Row) -> str:
 
 
 def explain_notes(explain: Mapping[str, Any] | None) -> list[str]:
-    """An explain pass's word for the run: why it could not profile (the same line for every
-    test it names, so said once), and a declaration the counters contradict."""
+    """An explain pass's word for the run: why it could not profile and how to get the code
+    facts it lacked (the same line for every test it names, so said once), and a declaration
+    the counters contradict."""
+    code = (explain or {}).get("code") or {}
     traffic, check = (explain or {}).get("traffic") or {}, (explain or {}).get("bytes_check")
-    notes = [traffic["problem"]] if traffic.get("problem") else []
+    notes = [f"no code facts: {code['advice']}"] if code.get("advice") else []
+    notes += [traffic["problem"]] if traffic.get("problem") else []
     return notes + ([check["line"]] if check and check.get("warns") else [])
 
 

@@ -16,6 +16,9 @@ from bench.publish_page import make_history
 from pytest_gpuperf.publish.__main__ import main
 from tests.toolchains import need
 
+# End to end through separate processes: the slow tier (`-m slow`; CI runs it).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -117,6 +117,7 @@ def summary_lines(stdout: str) -> list[str]:
     return [line.strip() for line in section.splitlines()[1:] if re.match(r"\s+\d+ ", line)]
 
 
+@pytest.mark.slow  # end to end through child pytests: the slow tier (`-m slow`)
 def test_the_toolchain_modules_skip_cleanly_and_fail_under_the_ci_variable(bare_environ):
     # sanity: the hiding works (the child cannot find clang-19 nor import hip-python)
     probe = subprocess.run(

@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+# End to end through separate processes: the slow tier (`-m slow`; CI runs it).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "quickstart.md"
 

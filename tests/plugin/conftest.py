@@ -9,6 +9,7 @@ fast in wall time.
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -160,6 +161,10 @@ class GpuPerfPytester:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(baseline_toml(device, entries, schema))
         return path
+
+    def report(self, name: str = "report.json") -> dict:
+        """The JSON report an inner run wrote (`--gpuperf-json=report.json`) in the project."""
+        return json.loads((self.path / name).read_text())
 
     def args(self, *args: str, backend: str = "sim") -> list[str]:
         return [

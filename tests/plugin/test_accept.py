@@ -6,8 +6,6 @@ tmp, the simulated device (whose gpuperf-sim directive really slows the kernel d
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from tests.git_repo import git
@@ -27,10 +25,6 @@ def commit_slower(gp, message: str) -> str:
     gp.write_kernel(0.5)
     git(gp.path, "commit", "-qam", message)
     return git(gp.path, "rev-parse", "HEAD")
-
-
-def report(gp) -> dict:
-    return json.loads((gp.path / "report.json").read_text())
 
 
 @pytest.fixture
@@ -71,7 +65,7 @@ def test_a_commit_trailer_accepts_the_regression_it_names_in_every_report(two):
         "test_perf.py::test_add_again <why>' (under --gpuperf-compare), or "
         "--gpuperf-accept='test_perf.py::test_add_again <why>'" in out
     )
-    document = report(two)
+    document = two.report()
     assert document["summary"]["accepted"] == 1 and document["summary"]["failed"] == 1
     assert document["summary"]["passed"] == 0
     assert document["accepted"] == [
@@ -114,7 +108,7 @@ def test_the_option_accepts_every_test_its_glob_names_exit_0(two):
             "2 measurements in 2 tests: 2 accepted (an intended slowdown)",
         ]
     )
-    assert {r["source"] for r in report(two)["accepted"]} == {"--gpuperf-accept"}
+    assert {r["source"] for r in two.report()["accepted"]} == {"--gpuperf-accept"}
 
 
 def test_the_ini_key_takes_one_rule_a_line_and_a_reason_is_optional(two):
@@ -124,7 +118,7 @@ def test_the_ini_key_takes_one_rule_a_line_and_a_reason_is_optional(two):
     )
     result = two.run("--gpuperf", "--gpuperf-compare=HEAD~1", "--gpuperf-json=report.json")
     assert result.ret == pytest.ExitCode.OK
-    accepted = {a["test_id"]: a for a in report(two)["accepted"]}
+    accepted = {a["test_id"]: a for a in two.report()["accepted"]}
     assert accepted["test_perf.py::test_add"]["reason"] == ""
     assert accepted["test_perf.py::test_add_again"]["reason"] == "why"
     assert accepted["test_perf.py::test_add"]["source"] == "gpuperf_accept (ini)"
@@ -148,7 +142,7 @@ def test_a_pattern_that_names_no_test_is_a_warning(two):
         "was accepted by it (a test id glob, e.g. 'test_rmsnorm.py::*')"
     )
     result.stdout.fnmatch_lines([f"gpuperf: WARNING: {line}"])
-    assert report(two)["accept_warnings"] == [line]
+    assert two.report()["accept_warnings"] == [line]
     assert f"- {line}" in (two.path / "summary.md").read_text()
 
 
@@ -176,7 +170,7 @@ def test_a_trailer_without_a_reason_accepts_nothing_and_says_why(two):
         "(write 'Gpuperf-Accept: test_perf.py::* <why the slowdown is intended>')"
     )
     result.stdout.fnmatch_lines([f"gpuperf: WARNING: {line}"])
-    assert report(two)["accept_warnings"] == [line]
+    assert two.report()["accept_warnings"] == [line]
 
 
 def test_only_the_commits_between_base_and_head_count(two):
@@ -228,6 +222,7 @@ def test_the_stored_path_honours_the_option_and_asks_for_a_re_save(gp):
     )
 
 
+@pytest.mark.slow
 def test_under_xdist_the_controller_reports_what_the_workers_accepted(two):
     sha = commit_slower(two, f"slower vadd\n\nGpuperf-Accept: *::test_add {REASON}\n")
     result = two.run_subprocess(
@@ -247,7 +242,7 @@ def test_under_xdist_the_controller_reports_what_the_workers_accepted(two):
             "this run*",
         ]
     )
-    document = report(two)
+    document = two.report()
     assert [a["test_id"] for a in document["accepted"]] == ["test_perf.py::test_add"]
     assert document["accepted"][0]["commit"] == sha
 
@@ -302,7 +297,7 @@ def test_a_blanket_rule_is_a_warning(two):
             "down (e.g. 'tests/perf/test_rmsnorm.py::*')"
         ]
     )
-    assert "names every test" in report(two)["accept_warnings"][0]
+    assert "names every test" in two.report()["accept_warnings"][0]
 
 
 @pytest.mark.parametrize(
@@ -320,7 +315,7 @@ def test_a_rule_that_names_every_test_warns_whatever_its_spelling(two, pattern, 
     result = two.run("--gpuperf", "--gpuperf-compare=HEAD~1", "--gpuperf-json=report.json")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([f"gpuperf: WARNING: accept rule '{pattern}' (*) {words}*"])
-    assert words in report(two)["accept_warnings"][0]
+    assert words in two.report()["accept_warnings"][0]
 
 
 def test_the_advices_placeholder_is_no_reason(two):

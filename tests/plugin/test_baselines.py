@@ -278,6 +278,7 @@ def test_a_saving_run_of_a_clean_checkout_reports_it_clean(gp):
     assert json.loads((gp.path / "edited.json").read_text())["commit"]["dirty"] is True
 
 
+@pytest.mark.slow
 def test_xdist_workers_saving_at_once_lose_nothing(gp):
     pytest.importorskip("xdist")
     gp.test_file(
@@ -307,6 +308,7 @@ def test_xdist_workers_saving_at_once_lose_nothing(gp):
     assert len(json.loads((gp.path / "out.json").read_text())["results"]) == 8
 
 
+@pytest.mark.slow
 def test_concurrent_saving_processes_keep_every_save(gp):
     """Six CI jobs on one host saving the same tests into one baseline directory at once:
     each save appends to the entry as it is in the file under the lock, so every entry ends

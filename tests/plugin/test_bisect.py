@@ -141,6 +141,7 @@ def steps_at(count: int, changes: dict[int, float]) -> list[tuple[str, float, st
     return plan
 
 
+@pytest.mark.slow
 def test_one_step_among_40_commits_is_named_in_at_most_7_probes(tmp_path, cache):
     shas = make_project(tmp_path, steps_at(40, {27: 0.60}))
     done = bisect(
@@ -185,6 +186,7 @@ def test_one_step_among_40_commits_is_named_in_at_most_7_probes(tmp_path, cache)
     assert report["steps"][0]["before"]["sha"] == shas[26]
 
 
+@pytest.mark.slow
 def test_two_steps_report_the_largest_and_list_the_other(tmp_path, cache):
     shas = make_project(tmp_path, steps_at(32, {9: 0.67, 30: 0.57}))
     done = bisect(
@@ -202,6 +204,7 @@ def test_two_steps_report_the_largest_and_list_the_other(tmp_path, cache):
     assert report["steps"][0]["ratio"] > report["steps"][1]["ratio"] > 1 + 2 * THRESHOLD
 
 
+@pytest.mark.slow
 def test_a_commit_that_does_not_build_is_skipped_and_named(tmp_path, cache):
     plan = steps_at(24, {17: 0.60})
     plan[11] = ("broken", 0.70, "WIP: change 12 (does not compile)")  # the first midpoint
@@ -220,6 +223,7 @@ def test_a_commit_that_does_not_build_is_skipped_and_named(tmp_path, cache):
     assert f"{shas[12][:12]} - does not build: CompileError" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_range_without_a_step_names_no_culprit_and_says_why(tmp_path, cache):
     plan = [
         ("kernel", 0.70, "change 1"),
@@ -303,6 +307,7 @@ def test_outside_a_git_repository_is_one_line(tmp_path, cache):
     )
 
 
+@pytest.mark.slow
 def test_the_culprits_code_change_is_named_against_the_commit_before_it(tmp_path, cache):
     """Each probe carries its commit's code facts (--gpuperf-code-facts; the simulated
     device's are clang-19's for gfx942): the culprit, which added a load, is explained

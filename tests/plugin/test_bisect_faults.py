@@ -17,6 +17,7 @@ import pytest
 
 from tests.git_repo import git
 from tests.plugin.test_bisect import PYTEST_ARGS, REPO, bisect, make_project, steps_at
+from tests.plugin.test_save_faults import ctrl_c_as_a_terminal_delivers_it
 
 PREFIX = "python -m pytest_gpuperf.bisect: error: "
 
@@ -137,6 +138,7 @@ def _processes_naming(text: str) -> list[int]:
     ("signum", "status", "words"),
     [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")],
 )
+@pytest.mark.slow
 def test_a_signal_stops_the_probe_removes_its_files_and_says_so(
     signum, status, words, small_project, cache, tmp_path_factory
 ):
@@ -154,7 +156,7 @@ def test_a_signal_stops_the_probe_removes_its_files_and_says_so(
     command = [sys.executable, "-m", "pytest_gpuperf.bisect", "HEAD~3", "HEAD", "--budget", "30"]
     bisection = subprocess.Popen(
         [*command, *PYTEST_ARGS], cwd=small_project, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_a_terminal_delivers_it,
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while not _processes_naming(f"--gpuperf-json={scratch}") and time.monotonic() < deadline:

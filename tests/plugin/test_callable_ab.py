@@ -5,8 +5,6 @@ says "not gated" (docs/ci.md, "No green because no gate ran")."""
 
 from __future__ import annotations
 
-import json
-
 from tests.git_repo import commit_all
 from tests.plugin.conftest import N
 
@@ -48,10 +46,6 @@ def test_op(gpu_bench):
 STORED_90 = {"id": "test_op.py::test_op", "name": "torch_like", "efficiency": 0.9}
 
 
-def report(gp) -> dict:
-    return json.loads((gp.path / "report.json").read_text())
-
-
 def callable_repo(gp, monkeypatch, tmp_path_factory):
     """A user's repository: a kernel, a launcher module and a test that measures a callable,
     committed as the base."""
@@ -88,7 +82,7 @@ def test_a_callable_without_base_is_gated_by_its_stored_baseline(gp, monkeypatch
         ["torch_like: regressed: *% vs baseline 90.00% *", "*FAIL regression*"]
     )
     result.stdout.no_fnmatch_line("*shown, not gated*")
-    verdict = report(gp)["results"][0]["verdict"]
+    verdict = gp.report()["results"][0]["verdict"]
     assert verdict["status"] == "fail" and verdict["comparison"]["state"] == "no-base"
     assert verdict["baseline"]["gating"] is True and verdict["not_gated"] is False
 
@@ -99,7 +93,7 @@ def test_a_callable_without_base_within_its_baseline_passes(gp, monkeypatch, tmp
     gp.run("--gpuperf", "--gpuperf-save").assert_outcomes(passed=1)
     result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(passed=1)
-    verdict = report(gp)["results"][0]["verdict"]
+    verdict = gp.report()["results"][0]["verdict"]
     assert verdict["baseline"]["gating"] is True and verdict["baseline"]["outcome"] != "regressed"
     assert verdict["not_gated"] is False and verdict["status"] == "pass"
 
@@ -120,7 +114,7 @@ def test_without_base_baseline_or_floor_the_row_says_not_gated(gp, monkeypatch, 
             "*1 measurement in 1 test: 1 not gated (no A/B base, no stored baseline, no floor)*",
         ]
     )
-    document = report(gp)
+    document = gp.report()
     verdict = document["results"][0]["verdict"]
     assert verdict["not_gated"] is True and verdict["status"] == "pass"
     assert document["summary"]["not_gated"] == 1
@@ -142,7 +136,7 @@ def test_strict_fails_a_measurement_that_nothing_gated(gp, monkeypatch, tmp_path
             "1 measurement in 1 test: 1 failed (not gated)",
         ]
     )
-    verdict = report(gp)["results"][0]["verdict"]
+    verdict = gp.report()["results"][0]["verdict"]
     assert verdict["status"] == "fail" and verdict["not_gated"] is True
 
 
@@ -154,7 +148,7 @@ def test_a_floor_gates_a_measurement_without_base_or_baseline(gp, monkeypatch, t
     result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(passed=1)
     result.stdout.no_fnmatch_line("*not gated*")
-    assert report(gp)["results"][0]["verdict"]["not_gated"] is False
+    assert gp.report()["results"][0]["verdict"]["not_gated"] is False
 
 
 def test_a_kernel_new_in_head_is_gated_by_its_stored_baseline(repo):
@@ -208,7 +202,7 @@ def test_a_callable_whose_head_launches_twice_fails_by_an_ab_regression(
             "*torch_like*slower, again*FAIL A/B*",
         ]
     )
-    comparison = report(gp)["results"][0]["verdict"]["comparison"]
+    comparison = gp.report()["results"][0]["verdict"]["comparison"]
     assert comparison["state"] == "regressed" and comparison["confirmation"] is not None
     # two launches against one (the simulated launch overhead is not doubled)
     assert 1.3 < comparison["ratio"] < 2.2
@@ -226,7 +220,7 @@ def test_an_unchanged_callable_is_the_same_code_and_not_timed_twice(
     result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*torch_like*same code*pass*"])
-    comparison = report(gp)["results"][0]["verdict"]["comparison"]
+    comparison = gp.report()["results"][0]["verdict"]["comparison"]
     assert comparison["state"] == "unchanged" and comparison["pairs"] == 0
 
 
@@ -238,7 +232,7 @@ def test_an_edit_of_a_module_the_test_does_not_import_is_the_same_code(
     (gp.path / "unrelated.py").write_text("VALUE = 2  # an unrelated edit\n")
     result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(passed=1)
-    assert report(gp)["results"][0]["verdict"]["comparison"]["state"] == "unchanged"
+    assert gp.report()["results"][0]["verdict"]["comparison"]["state"] == "unchanged"
 
 
 def test_an_edit_that_does_not_change_the_launches_passes_the_ab(gp, monkeypatch, tmp_path_factory):
@@ -248,7 +242,7 @@ def test_an_edit_that_does_not_change_the_launches_passes_the_ab(gp, monkeypatch
     path.write_text(path.read_text() + "\n\ndef unused():\n    return 0\n")
     result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(passed=1)
-    comparison = report(gp)["results"][0]["verdict"]["comparison"]
+    comparison = gp.report()["results"][0]["verdict"]["comparison"]
     assert comparison["state"] in ("pass", "inconclusive") and comparison["pairs"] > 0
 
 
@@ -267,7 +261,7 @@ def test_a_launcher_module_new_in_head_has_no_base_with_one_line_why(
             "exist at HEAD*"
         ]
     )
-    verdict = report(gp)["results"][0]["verdict"]
+    verdict = gp.report()["results"][0]["verdict"]
     assert verdict["comparison"]["no_base_why"] == "callable" and verdict["not_gated"] is True
 
 
@@ -286,7 +280,7 @@ def test_an_import_error_at_the_base_is_one_line_and_the_stored_gate_applies(
     )
     result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(failed=1)
-    verdict = report(gp)["results"][0]["verdict"]
+    verdict = gp.report()["results"][0]["verdict"]
     detail = verdict["comparison"]["detail"]
     assert "ModuleNotFoundError: No module named 'no_such_module_anywhere'" in detail
     assert "\n" not in detail
@@ -343,7 +337,7 @@ def test_a_test_package_with_relative_imports_a_class_and_parameters(
     launcher.write_text(launcher.read_text().replace("EXTRA = 0", "EXTRA = 1"))
     result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(failed=1)
-    comparison = report(gp)["results"][0]["verdict"]["comparison"]
+    comparison = gp.report()["results"][0]["verdict"]["comparison"]
     assert comparison["state"] == "regressed"
     assert comparison["changed_files"] == ["perf/launch.py"]
 
@@ -363,7 +357,7 @@ def test_a_base_body_that_skips_or_fails_gives_no_base_and_head_runs_on(
     (gp.path / "test_op.py").write_text(CALLABLE_TEST)
     result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(passed=1)
-    comparison = report(gp)["results"][0]["verdict"]["comparison"]
+    comparison = gp.report()["results"][0]["verdict"]["comparison"]
     assert comparison["state"] == "no-base"
     assert comparison["detail"] == "at HEAD: Skipped: not at the base"
 
@@ -382,7 +376,7 @@ def test_the_same_code_timed_anyway_is_no_regression(gp, monkeypatch, tmp_path_f
         "--gpuperf-json=report.json",
     )
     result.assert_outcomes(passed=1)
-    comparison = report(gp)["results"][0]["verdict"]["comparison"]
+    comparison = gp.report()["results"][0]["verdict"]["comparison"]
     assert comparison["state"] in ("pass", "inconclusive") and comparison["pairs"] > 0
     assert comparison["head_fingerprint"] == comparison["base_fingerprint"]
     assert comparison["head_fingerprint"].startswith("py:")
@@ -411,7 +405,7 @@ def test_a_callable_ab_under_xdist_reaches_the_controllers_report(
         "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json", "-n", "2"
     )
     result.assert_outcomes(failed=1, passed=1)
-    by_test = {row["test_id"]: row["verdict"] for row in report(gp)["results"]}
+    by_test = {row["test_id"]: row["verdict"] for row in gp.report()["results"]}
     regressed = by_test["test_op.py::test_op"]["comparison"]
     assert regressed["state"] == "regressed" and regressed["changed_files"] == ["mykern.py"]
     assert by_test["test_same.py::test_op"]["comparison"]["state"] == "unchanged"

@@ -4,7 +4,6 @@ unchanged code), a REF or work tree git cannot serve, a kernel file added in hea
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -33,15 +32,11 @@ def set_efficiency(gp, efficiency: float | None) -> None:
     gp.write_kernel(efficiency)
 
 
-def report(gp) -> dict:
-    return json.loads((gp.path / "report.json").read_text())
-
-
 def test_unchanged_code_is_not_timed(repo):
     result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*same code*", "*compiled to the same code object: not timed*"])
-    comparison = report(repo)["results"][0]["verdict"]["comparison"]
+    comparison = repo.report()["results"][0]["verdict"]["comparison"]
     assert comparison["state"] == "unchanged"
     assert comparison["ref"] == "HEAD" and len(comparison["ref_commit"]) == 40
     assert comparison["head_fingerprint"] == comparison["base_fingerprint"]
@@ -67,7 +62,7 @@ def test_forced_timing_of_identical_code_is_never_a_regression(repo):
         "--gpuperf-json=report.json",
     )
     result.assert_outcomes(passed=1)
-    document = report(repo)
+    document = repo.report()
     assert document["schema_version"] == 3
     measurement = document["results"][0]["measurement"]
     comparison = document["results"][0]["verdict"]["comparison"]
@@ -102,7 +97,7 @@ def test_a_slower_head_regresses_and_fails_naming_head_base_and_the_interval(rep
             "*FAIL A/B*",
         ]
     )
-    verdict = report(repo)["results"][0]["verdict"]
+    verdict = repo.report()["results"][0]["verdict"]
     assert verdict["status"] == "fail" and verdict["comparison"]["state"] == "regressed"
     assert verdict["comparison"]["head_efficiency"] < verdict["comparison"]["base_efficiency"]
 
@@ -122,7 +117,7 @@ def test_a_regression_fails_only_after_a_second_round_confirms_it(repo):
             "confirmed*",
         ]
     )
-    document = report(repo)
+    document = repo.report()
     comparison = document["results"][0]["verdict"]["comparison"]
     assert comparison["first_state"] == "regressed" and comparison["state"] == "regressed"
     second = comparison["confirmation"]
@@ -139,7 +134,7 @@ def test_a_faster_head_is_reported_as_improved(repo):
     result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*faster*pass (faster)*"])
-    assert report(repo)["results"][0]["verdict"]["comparison"]["state"] == "improved"
+    assert repo.report()["results"][0]["verdict"]["comparison"]["state"] == "improved"
 
 
 def test_a_difference_at_the_threshold_is_inconclusive_and_strict_fails_it(repo):
@@ -155,13 +150,13 @@ def test_a_difference_at_the_threshold_is_inconclusive_and_strict_fails_it(repo)
         "--gpuperf-compare-code-spread=0",
     ]
     repo.run(*short, "--gpuperf-json=report.json")
-    ratio = report(repo)["results"][0]["verdict"]["comparison"]["ratio"]
+    ratio = repo.report()["results"][0]["verdict"]["comparison"]["ratio"]
     # the threshold right at the measured difference: the interval straddles it
     args = [*short, f"--gpuperf-compare-threshold={ratio - 1:.6f}"]
     result = repo.run(*args, "--gpuperf-json=report.json")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*undecided*", "*straddles the threshold at the budget*"])
-    assert report(repo)["results"][0]["verdict"]["comparison"]["state"] == "inconclusive"
+    assert repo.report()["results"][0]["verdict"]["comparison"]["state"] == "inconclusive"
     strict = repo.run(*args, "--gpuperf-strict")
     strict.assert_outcomes(failed=1)
     strict.stdout.fnmatch_lines(["*FAIL A/B undecided*"])
@@ -177,7 +172,7 @@ def test_changed_code_is_judged_with_its_measured_drift_or_an_assumed_one(repo):
     set_efficiency(repo, 0.5)
     result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(failed=1)
-    comparison = report(repo)["results"][0]["verdict"]["comparison"]
+    comparison = repo.report()["results"][0]["verdict"]["comparison"]
     assert (comparison["drift_basis"], comparison["code_spread"]) == ("measured", 0.0)
     assert comparison["threshold_basis"] in ("user", "quantum")
     assumed = repo.run(
@@ -192,7 +187,7 @@ def test_changed_code_is_judged_with_its_measured_drift_or_an_assumed_one(repo):
     )
     verbose = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-compare-loads=1", "-v")
     verbose.stdout.fnmatch_lines(["*threshold:*+2.67%*", "*device:*", "*measured:*"])
-    comparison = report(repo)["results"][0]["verdict"]["comparison"]
+    comparison = repo.report()["results"][0]["verdict"]["comparison"]
     assert comparison["code_spread"] == DEFAULT_CODE_SPREAD["sim"]
     assert comparison["threshold"] == pytest.approx(code_allowance(DEFAULT_CODE_SPREAD["sim"]))
     assert comparison["user_threshold"] == 0.005
@@ -208,7 +203,7 @@ def test_changed_code_is_judged_with_its_measured_drift_or_an_assumed_one(repo):
     measured.stdout.fnmatch_lines(
         ["*A/B against HEAD (threshold 0.5%, code spread ±0.20%, 2 loads per side)*"]
     )
-    comparison = report(repo)["results"][0]["verdict"]["comparison"]
+    comparison = repo.report()["results"][0]["verdict"]["comparison"]
     assert comparison["code_spread"] == 0.002
     # 2.33 x sqrt(2) x 0.1% is less than the threshold, which a 5 us kernel's jitter widens
     assert comparison["threshold"] == pytest.approx(max(0.005, 0.04e-6 / comparison["base_time_s"]))
@@ -254,7 +249,7 @@ def test_a_base_commit_with_no_files_gives_no_base(gp, tmp_path_factory, monkeyp
     git(gp.path, "commit", "-q", "--allow-empty", "-m", "empty start")
     result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(passed=1)
-    comparison = report(gp)["results"][0]["verdict"]["comparison"]
+    comparison = gp.report()["results"][0]["verdict"]["comparison"]
     assert (comparison["state"], comparison["no_base_why"]) == ("no-base", "file")
 
 
@@ -349,6 +344,7 @@ def test_nothing_in_the_work_tree_is_touched(repo):
     assert git(repo.path, "worktree", "list").count("\n") == 0
 
 
+@pytest.mark.slow
 def test_compare_under_xdist(repo):
     pytest.importorskip("xdist")
     repo.test_file(PLAIN + PLAIN.replace("test_add", "test_add_again"))
@@ -357,7 +353,7 @@ def test_compare_under_xdist(repo):
         "--gpuperf", "--gpuperf-compare=HEAD", "-n", "2", "--gpuperf-json=report.json", "-v"
     )
     result.assert_outcomes(failed=2)
-    document = report(repo)
+    document = repo.report()
     states = [r["verdict"]["comparison"]["state"] for r in document["results"]]
     assert states == ["regressed", "regressed"]
     assert [r["verdict"]["comparison"]["confirmation"]["state"] for r in document["results"]] == [
@@ -398,7 +394,7 @@ def test_the_pairs_are_spread_over_a_buffer_set_per_load(repo, monkeypatch):
             "over 8 loads per side on 8 buffer sets, is carried in the interval*"
         ]
     )
-    comparison = report(repo)["results"][0]["verdict"]["comparison"]
+    comparison = repo.report()["results"][0]["verdict"]["comparison"]
     assert (comparison["buffer_sets"], comparison["buffer_sets_note"]) == (8, "")
     assert comparison["confirmation"]["buffer_sets"] == 8
     one = repo.run(
@@ -408,11 +404,11 @@ def test_the_pairs_are_spread_over_a_buffer_set_per_load(repo, monkeypatch):
         "--gpuperf-json=report.json",
     )
     one.stdout.fnmatch_lines(["*A/B against HEAD (threshold 0.5%, 1 buffer set)*"])
-    assert report(repo)["results"][0]["verdict"]["comparison"]["buffer_sets"] == 1
+    assert repo.report()["results"][0]["verdict"]["comparison"]["buffer_sets"] == 1
     repo.pytester.makeini("[pytest]\ngpuperf_compare_buffer_sets = 2\n")
     two = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     two.stdout.fnmatch_lines(["*over 8 loads per side on 2 buffer sets*"])
-    assert report(repo)["results"][0]["verdict"]["comparison"]["buffer_sets"] == 2
+    assert repo.report()["results"][0]["verdict"]["comparison"]["buffer_sets"] == 2
     for bad_value in ("0", "65", "two"):
         bad = repo.run(
             "--gpuperf", "--gpuperf-compare=HEAD", f"--gpuperf-compare-buffer-sets={bad_value}"

@@ -5,8 +5,6 @@ false-alarm budget is counted at collection (under xdist too) and set the levels
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 PLAIN = """
@@ -25,10 +23,6 @@ def test_add(gpu_bench):
     gpu_bench(kernel, grid=n // 256, block=256, args=(a, a, c, n), bytes=12 * n)
     a.free()  # the test frees a buffer it allocated itself
 """
-
-
-def report(gp) -> dict:
-    return json.loads((gp.path / "report.json").read_text())
 
 
 def test_a_stored_regression_is_measured_again_and_both_rounds_are_reported(gp):
@@ -55,7 +49,7 @@ def test_a_stored_regression_is_measured_again_and_both_rounds_are_reported(gp):
             "over its tests)",
         ]
     )
-    document = report(gp)
+    document = gp.report()
     assert document["schema_version"] == 3
     baseline = document["results"][0]["verdict"]["baseline"]
     assert baseline["outcome"] == baseline["first_outcome"] == "regressed"
@@ -90,7 +84,7 @@ def test_a_regression_whose_buffers_are_gone_fails_on_its_first_round_saying_why
             "*confirmation: could not be measured again: a buffer the call passed was freed*",
         ]
     )
-    baseline = report(gp)["results"][0]["verdict"]["baseline"]
+    baseline = gp.report()["results"][0]["verdict"]["baseline"]
     assert baseline["outcome"] == "regressed" and baseline["confirmation"] is None
 
 
@@ -98,7 +92,7 @@ def test_nothing_is_measured_again_while_saving(gp):
     gp.test_file(PLAIN)
     gp.baseline("mi300x-sim", [{"id": "test_perf.py::test_add", "efficiency": 0.9}])
     gp.run("--gpuperf-save", "--gpuperf-json=report.json").assert_outcomes(passed=1)
-    baseline = report(gp)["results"][0]["verdict"]["baseline"]
+    baseline = gp.report()["results"][0]["verdict"]["baseline"]
     assert baseline["first_outcome"] == "" and baseline["confirmation"] is None
 
 
@@ -112,7 +106,7 @@ def test_the_budget_is_shared_by_the_measuring_tests_of_the_run(gp):
     result = gp.run("--gpuperf", "--gpuperf-json=report.json", "-k", "not add_9")
     result.assert_outcomes(failed=9, passed=1)
     result.stdout.fnmatch_lines(["*a one-sided 99.8889% prediction bound*"])
-    suite = report(gp)["suite"]
+    suite = gp.report()["suite"]
     assert suite["checks"] == 9  # deselected and non-measuring tests are not counted
     assert suite["stored_rate"] == pytest.approx(0.01 / 9)
 
@@ -121,17 +115,18 @@ def test_the_suite_alarm_option_and_ini_key(gp):
     gp.test_file(PLAIN)
     gp.baseline("mi300x-sim", [{"id": "test_perf.py::test_add", "efficiency": 0.9}])
     gp.run("--gpuperf", "--gpuperf-suite-alarm=0.001", "--gpuperf-json=report.json")
-    assert report(gp)["suite"]["target"] == 0.001
+    assert gp.report()["suite"]["target"] == 0.001
     gp.pytester.makeini("[pytest]\ngpuperf_suite_alarm = 0.05\n")
     result = gp.run("--gpuperf", "--gpuperf-json=report.json")
     result.stdout.fnmatch_lines(["*suite false alarms 5.0%*"])
-    assert report(gp)["suite"]["stored_rate"] == pytest.approx(0.01)  # never looser than 1%
+    assert gp.report()["suite"]["stored_rate"] == pytest.approx(0.01)  # never looser than 1%
     for bad in ("0", "1", "-0.1", "lots"):
         wrong = gp.run("--gpuperf", f"--gpuperf-suite-alarm={bad}")
         assert wrong.ret == pytest.ExitCode.USAGE_ERROR
         wrong.stderr.fnmatch_lines(["*--gpuperf-suite-alarm*false-alarm budget*"])
 
 
+@pytest.mark.slow
 def test_under_xdist_every_worker_counts_the_whole_run(gp):
     pytest.importorskip("xdist")
     many = "".join(PLAIN.replace("test_add", f"test_add_{i}") for i in range(4))
@@ -140,7 +135,7 @@ def test_under_xdist_every_worker_counts_the_whole_run(gp):
     gp.baseline("mi300x-sim", entries)
     result = gp.run_subprocess("--gpuperf", "-n", "2", "--gpuperf-json=report.json", "-v")
     result.assert_outcomes(failed=4)
-    document = report(gp)
+    document = gp.report()
     assert document["suite"]["checks"] == 4
     rates = {r["verdict"]["baseline"]["false_alarm_rate"] for r in document["results"]}
     assert rates == {0.0025}  # each worker judged at 1% / 4, not 1% / 2

@@ -43,6 +43,7 @@ def test_e(gpu_bench):
 """
 
 
+@pytest.mark.slow
 def test_the_rows_of_a_crashed_worker_say_not_saved(gp):
     gp.test_file(CRASHING, name="test_crash")
     gp.test_file(FINE, name="test_fine")

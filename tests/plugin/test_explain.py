@@ -11,7 +11,6 @@ launches on the simulated device.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -37,18 +36,16 @@ def fake_ncu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return script
 
 
-def _report(gp) -> dict:
-    return json.loads((gp.path / "report.json").read_text())
-
-
+@pytest.mark.slow
 def test_a_run_where_nothing_fails_profiles_nothing(gp, fake_ncu, monkeypatch):
     gp.test_file(ONE_TEST)
     monkeypatch.setenv("FAKE_NCU_MODE", "hang")  # a profile would hang the run
     result = gp.run("--gpuperf", "--gpuperf-json=report.json")
     result.assert_outcomes(passed=1)
-    assert _report(gp)["results"][0]["verdict"]["explain"] is None
+    assert gp.report()["results"][0]["verdict"]["explain"] is None
 
 
+@pytest.mark.slow
 def test_explain_profiles_head_and_base_and_says_what_moved(repo, fake_ncu, monkeypatch):
     monkeypatch.setenv("FAKE_NCU_MODE", "ok")
     monkeypatch.setenv("FAKE_NCU_READ_SCALE", "1.03")  # SIMULATED: head reads 3% more
@@ -61,7 +58,7 @@ def test_explain_profiles_head_and_base_and_says_what_moved(repo, fake_ncu, monk
     text = result.stdout.str()
     assert "explain: head moved +1.5% DRAM bytes: read +3.0% (6.3 -> 6.5 MB)" in text, text
     assert "write unchanged (6.3 MB)" in text
-    explain = _report(repo)["results"][0]["verdict"]["explain"]
+    explain = repo.report()["results"][0]["verdict"]["explain"]
     traffic = explain["traffic"]
     assert traffic["profiler"] == "ncu" and "--cache-control all" in traffic["cache_control"]
     assert traffic["head"]["dram_read_bytes"] == pytest.approx(3 * 4 * (1 << 20) / 2 * 1.03)
@@ -71,6 +68,7 @@ def test_explain_profiles_head_and_base_and_says_what_moved(repo, fake_ncu, monk
     assert "head moved +1.5% DRAM bytes" in (repo.path / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_wrong_declaration_warns_and_fails_under_strict(gp, fake_ncu, monkeypatch):
     monkeypatch.setenv("FAKE_NCU_MODE", "ok")
     monkeypatch.setenv("FAKE_NCU_READ_SCALE", "1.6")  # SIMULATED: 30% more than declared
@@ -78,7 +76,7 @@ def test_a_wrong_declaration_warns_and_fails_under_strict(gp, fake_ncu, monkeypa
     result = gp.run("--gpuperf", "--gpuperf-check-bytes", "--gpuperf-json=report.json")
     result.assert_outcomes(passed=1, warnings=1)
     assert "declared bytes look too low" in result.stdout.str()
-    check = _report(gp)["results"][0]["verdict"]["explain"]["bytes_check"]
+    check = gp.report()["results"][0]["verdict"]["explain"]["bytes_check"]
     assert check["outcome"] == "over" and check["gap"] == pytest.approx(0.3)
     strict = gp.run("--gpuperf", "--gpuperf-check-bytes", "--gpuperf-strict")
     strict.assert_outcomes(failed=1)
@@ -93,6 +91,7 @@ def test_a_wrong_declaration_warns_and_fails_under_strict(gp, fake_ncu, monkeypa
         ("fail", "failed (exit 3)", 2),  # one line a test: the child of each test failed
     ],
 )
+@pytest.mark.slow
 def test_a_profiler_that_cannot_profile_is_one_line_and_the_run_goes_on(
     gp, fake_ncu, monkeypatch, mode, words, said
 ):
@@ -102,10 +101,11 @@ def test_a_profiler_that_cannot_profile_is_one_line_and_the_run_goes_on(
     result.assert_outcomes(passed=2)
     lines = [line for line in result.stdout.lines if words in line]
     assert len(lines) == said, result.stdout.str()  # a refusal: once for the run
-    for row in _report(gp)["results"]:
+    for row in gp.report()["results"]:
         assert words in row["verdict"]["explain"]["traffic"]["problem"]
 
 
+@pytest.mark.slow
 def test_a_child_that_hangs_is_stopped_at_the_timeout(gp, fake_ncu, monkeypatch):
     monkeypatch.setenv("FAKE_NCU_MODE", "hang")
     gp.test_file(ONE_TEST)
@@ -139,6 +139,7 @@ def test_explain_only_acts_while_measuring(gp):
     assert "only acts while measuring" in result.stderr.str() + result.stdout.str()
 
 
+@pytest.mark.slow
 def test_the_child_takes_the_tests_smoke_branch_and_profiles_a_callable(gp, fake_ncu, monkeypatch):
     """In the child nothing is measured: a test that checks its timings while measuring
     (`gpu_bench.measuring`) skips them there, and a gpu_bench.run is profiled as one piece."""
@@ -161,7 +162,7 @@ def test_the_child_takes_the_tests_smoke_branch_and_profiles_a_callable(gp, fake
     )
     result = gp.run("--gpuperf", "--gpuperf-explain", "--gpuperf-json=report.json")
     result.assert_outcomes(passed=2)
-    rows = {row["test_id"]: row["verdict"]["explain"] for row in _report(gp)["results"]}
+    rows = {row["test_id"]: row["verdict"]["explain"] for row in gp.report()["results"]}
     assert rows["test_perf.py::test_add"]["traffic"]["problem"] == ""
     callable_traffic = rows["test_perf.py::test_callable"]["traffic"]
     assert callable_traffic["problem"] == "" and callable_traffic["head"]["dram_read_bytes"] > 0
@@ -195,7 +196,7 @@ def test_a_grandchild_holding_the_profilers_output_does_not_outlast_the_timeout(
     took_s = time.monotonic() - began
     result.assert_outcomes(passed=1)
     assert took_s < 45, took_s  # the grandchild holds the output for 60 s
-    traffic = _report(gp)["results"][0]["verdict"]["explain"]["traffic"]
+    traffic = gp.report()["results"][0]["verdict"]["explain"]["traffic"]
     if mode == "hang":
         assert "took longer than 20 s and was stopped" in result.stdout.str()
     else:
@@ -220,5 +221,5 @@ def test_zz_nothing_was_written_yet():
     )
     result = gp.run("--gpuperf", "--gpuperf-explain")
     result.assert_outcomes(passed=2)
-    assert _report(gp)["results"][0]["verdict"]["explain"]["traffic"]["head"] is not None
+    assert gp.report()["results"][0]["verdict"]["explain"]["traffic"]["head"] is not None
     assert (gp.path / "junit.xml").exists() and (gp.path / "summary.md").exists()

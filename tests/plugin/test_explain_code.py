@@ -9,8 +9,6 @@ directive (no change in the code), so both answers are shown.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from tests import toolchains
@@ -23,9 +21,21 @@ def test_add(gpu_bench):
 
 
 @pytest.fixture(autouse=True)
-def _clang(monkeypatch, tmp_path):
-    toolchains.need("clang-19")
+def _clang(request, monkeypatch, tmp_path):
+    if "no_clang" not in request.fixturenames:
+        toolchains.need("clang-19")
     monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path / "kernel-cache"))
+
+
+@pytest.fixture
+def no_clang(monkeypatch):
+    """A machine without any clang, as `.ci/without clang` makes one: no candidate is found
+    (the inner runs are in this process), and no facts are left over from earlier tests."""
+    from pytest_gpuperf.explain.code import kernel_facts
+    from pytest_gpuperf.gate.static import clang
+
+    monkeypatch.setattr(clang, "_resolve", lambda name: None)
+    monkeypatch.setattr(kernel_facts, "_cache", {})
 
 
 def _slower_with_an_extra_load(gp) -> None:
@@ -36,10 +46,6 @@ def _slower_with_an_extra_load(gp) -> None:
             "c[i] = a[i] + b[i];", "c[i] = a[i] + b[i] + (i + 1 < n ? a[i + 1] * 0.0f : 0.0f);"
         )
     )
-
-
-def _report(gp) -> dict:
-    return json.loads((gp.path / "report.json").read_text())
 
 
 @pytest.fixture
@@ -65,7 +71,7 @@ def test_an_ab_regression_names_what_changed_in_the_code(repo):
             "no code",
         ]
     )
-    explain = _report(repo)["results"][0]["verdict"]["explain"]
+    explain = repo.report()["results"][0]["verdict"]["explain"]
     assert set(explain) == {"code", "traffic", "bytes_check"}
     assert explain["traffic"] is None and explain["bytes_check"] is None
     code = explain["code"]
@@ -83,7 +89,7 @@ def test_an_edit_that_leaves_the_code_alone_says_so(repo):
     result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["  code:*no change in the code (byte-identical machine code)"])
-    code = _report(repo)["results"][0]["verdict"]["explain"]["code"]
+    code = repo.report()["results"][0]["verdict"]["explain"]["code"]
     assert code["changes"] == ["no change in the code (byte-identical machine code)"]
     assert code["head"]["fingerprint"] == code["base"]["fingerprint"]
 
@@ -91,7 +97,7 @@ def test_an_edit_that_leaves_the_code_alone_says_so(repo):
 def test_a_passing_run_computes_no_explanation(repo, tmp_path):
     result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(passed=1)
-    assert _report(repo)["results"][0]["verdict"]["explain"] is None
+    assert repo.report()["results"][0]["verdict"]["explain"] is None
     assert not (tmp_path / "kernel-cache" / "static").exists()  # clang never ran
 
 
@@ -116,7 +122,7 @@ def test_a_stored_regression_is_explained_against_the_commit_the_baseline_was_sa
             f"  code from:*head against the stored baseline ({commit[:12]}*",
         ]
     )
-    code = _report(repo)["results"][0]["verdict"]["explain"]["code"]
+    code = repo.report()["results"][0]["verdict"]["explain"]["code"]
     assert code["base"]["global_loads"] == {"b32": 2} and code["unavailable"] == ""
 
 
@@ -136,7 +142,7 @@ def test_a_stored_baseline_without_a_commit_has_no_base_code(gp):
     result.stdout.fnmatch_lines(
         ["  code:*base code not available: the stored baseline records no commit"]
     )
-    code = _report(gp)["results"][0]["verdict"]["explain"]["code"]
+    code = gp.report()["results"][0]["verdict"]["explain"]["code"]
     assert code["base"] is None and code["head"]["registers"] > 0
 
 
@@ -159,5 +165,43 @@ def test_a_stored_commit_git_cannot_find_is_said_and_the_verdict_stands(gp):
         ]
     )
     assert "Traceback" not in result.stdout.str()
-    verdict = _report(gp)["results"][0]["verdict"]
+    verdict = gp.report()["results"][0]["verdict"]
     assert verdict["status"] == "fail" and verdict["explain"]["code"]["base"] is None
+
+
+TWO_OF_ONE_KERNEL = """
+def test_add(gpu_bench):
+    add(gpu_bench)
+
+
+def test_add_again(gpu_bench):
+    add(gpu_bench, name="again")
+"""
+
+
+def test_without_clang_each_row_is_short_and_the_advice_is_said_once(gp, no_clang):
+    """Two failures on a machine without clang: each `code:` row says only that the facts
+    need clang-19; how to install it (and every clang tried) is one note of the run, in the
+    terminal and the Markdown summary; the JSON keeps it with each failure."""
+    gp.test_file(TWO_OF_ONE_KERNEL)
+    commit_all(gp.path, "the base")
+    gp.write_kernel(0.5)
+    result = gp.run(
+        "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json",
+        "--gpuperf-markdown=summary.md",
+    )  # fmt: skip
+    result.assert_outcomes(failed=2)
+    output = result.stdout.str()
+    rows = [line for line in output.splitlines() if line.startswith("  code: ")]
+    assert rows and set(rows) == {"  code:         the code facts need clang-19"}, rows
+    advice = [line for line in output.splitlines() if "apt-get install clang-19" in line]
+    assert len(advice) == 1, advice
+    assert advice[0].startswith("note: no code facts: no clang on PATH cannot compile HIP for ")
+    assert "(tried clang-19: not found;" in advice[0]
+    markdown = (gp.path / "summary.md").read_text()
+    assert markdown.count("apt-get install clang-19") == 1
+    assert "the code facts need clang-19" in markdown
+    for row in gp.report()["results"]:
+        code = row["verdict"]["explain"]["code"]
+        assert code["unavailable"] == "the code facts need clang-19"
+        assert code["advice"].startswith("no clang on PATH cannot compile HIP for gfx942: ")

@@ -4,7 +4,6 @@ same on the H100)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -27,13 +26,10 @@ def test_b_second(gpu_bench):
 """
 
 
-def report(gp) -> dict:
-    return json.loads((gp.path / "report.json").read_text())
-
-
 # -- hangs and faults -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_kernel_that_never_finishes_trips_the_watchdog(gp):
     gp.test_file(TWO)
     gp.monkeypatch.setenv("GPUPERF_SIM_HANG", "vector_add")
@@ -47,12 +43,13 @@ def test_a_kernel_that_never_finishes_trips_the_watchdog(gp):
     assert "test_b_second" in output and "not run: " in output  # failed with the reason
     assert "Traceback" not in output and "INTERNALERROR" not in output
     result.assert_outcomes(failed=1, errors=1)
-    assert report(gp)["summary"] is not None  # the reports were still written
+    assert gp.report()["summary"] is not None  # the reports were still written
     # The lock was released: the same lock folder serves the next run at once.
     gp.monkeypatch.delenv("GPUPERF_SIM_HANG")
     gp.run_subprocess("--gpuperf", "--gpuperf-kernel-timeout=5").assert_outcomes(passed=2)
 
 
+@pytest.mark.slow
 def test_a_sticky_device_fault_fails_cleanly_and_keeps_the_summary(gp):
     gp.test_file(TWO)
     gp.monkeypatch.setenv("GPUPERF_SIM_FAULT", "vector_add")
@@ -302,6 +299,7 @@ def test_the_lock_folder_is_created_shared(gp):
     assert lock.stat().st_mode & 0o666 == 0o666
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file to another user")
 def test_locks_another_user_created_serve_this_run_under_xdist_too(gp):
     """With filelock 4.x, a GPU lock or save lock created by another uid in the shared (sticky)
@@ -448,7 +446,7 @@ def test_checked_in_a_subtest(gpu_bench, subtests):
 """
     )
     result = gp.run("--gpuperf-save", "--gpuperf-json=report.json")
-    (row,) = report(gp)["results"]
+    (row,) = gp.report()["results"]
     assert row["verdict"]["status"] == "unjudged"
     assert row["verdict"]["save"]["saved"] is False
     assert not (gp.path / "baselines" / "mi300x-sim.toml").exists()
@@ -498,9 +496,9 @@ def test_flaky(gpu_bench):
     )
     result = gp.run("--gpuperf", "--gpuperf-json=report.json")
     assert result.ret == 0
-    (row,) = report(gp)["results"]
+    (row,) = gp.report()["results"]
     assert row["test_outcome"] == "passed" and row["verdict"]["status"] == "pass"
-    assert report(gp)["summary"]["failed"] == 0
+    assert gp.report()["summary"]["failed"] == 0
 
 
 def test_an_in_place_kernel_failing_its_check_is_told_why(gp):

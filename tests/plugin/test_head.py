@@ -4,8 +4,6 @@ another, as a bisection probe does; the JSON report names each test's kernel fil
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from tests.git_repo import commit_all, git
@@ -19,10 +17,6 @@ def history(repo):
     return repo
 
 
-def report(gp) -> dict:
-    return json.loads((gp.path / "report.json").read_text())
-
-
 def test_head_and_base_of_one_revision_are_the_same_code(history):
     history.write_kernel(0.3)  # an uncommitted edit: --gpuperf-head does not measure it
     result = history.run(
@@ -30,7 +24,7 @@ def test_head_and_base_of_one_revision_are_the_same_code(history):
         "--gpuperf-json=report.json",
     )  # fmt: skip
     result.assert_outcomes(passed=1)
-    document = report(history)
+    document = history.report()
     assert document["results"][0]["verdict"]["comparison"]["state"] == "unchanged"
     head_commit = git(history.path, "rev-parse", "HEAD~1")
     assert document["head"] == {"ref": "HEAD~1", "commit": head_commit}
@@ -49,7 +43,7 @@ def test_one_commit_against_another_is_the_ab_comparison(history):
         "--gpuperf-json=report.json",
     )  # fmt: skip
     result.assert_outcomes(failed=1)
-    comparison = report(history)["results"][0]["verdict"]["comparison"]
+    comparison = history.report()["results"][0]["verdict"]["comparison"]
     assert comparison["state"] == "regressed" and comparison["ratio_ci"][0] > 1.2
     assert comparison["ref_commit"] == git(history.path, "rev-parse", "HEAD~1")
 
@@ -70,7 +64,7 @@ def test_a_kernel_file_the_revision_lacks_fails_its_test_naming_it(history):
     result.stdout.fnmatch_lines(
         ["*new.hip: no source at --gpuperf-head: new.hip does not exist at HEAD*"]
     )
-    (test,) = report(history)["tests"]
+    (test,) = history.report()["tests"]
     assert test["kernel_files"] == ["new.hip"] and test["outcome"] == "failed"
     assert test["error"].startswith("CompileError: ") and "does not exist at HEAD" in test["error"]
 

@@ -5,7 +5,6 @@ with its workers and lock time, and the degraded-GPU probe names a slow GPU."""
 from __future__ import annotations
 
 import itertools
-import json
 import os
 
 import pytest
@@ -22,17 +21,14 @@ def xdist_args() -> list[str]:
     return ["-p", "xdist.plugin"] if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD") else []
 
 
-def report(gp, name: str = "out.json") -> dict:
-    return json.loads((gp.path / name).read_text())
-
-
+@pytest.mark.slow
 def test_workers_spread_over_the_gpus_and_never_overlap_on_one(gp):
     gp.test_file(EIGHT_TESTS)
     result = gp.run_subprocess(
         *xdist_args(), "-n", "2", "--gpuperf", "--gpuperf-sim-gpus=2", "--gpuperf-json=out.json"
     )
     result.assert_outcomes(passed=8)
-    document = report(gp)
+    document = gp.report("out.json")
     devices = {d["index"]: d for d in document["devices"]}
     assert set(devices) == {0, 1}  # two equal GPUs are two entries
     assert {tuple(d["workers"]) for d in devices.values()} == {("gw0",), ("gw1",)}
@@ -59,6 +55,7 @@ def test_workers_spread_over_the_gpus_and_never_overlap_on_one(gp):
     assert "Benchmarks are automatically disabled" not in result.stdout.str() + result.stderr.str()
 
 
+@pytest.mark.slow
 def test_a_slow_gpu_is_named_and_its_results_marked(gp):
     gp.test_file(EIGHT_TESTS.replace("add(gpu_bench)", "add(gpu_bench)\n    assert False"))
     result = gp.run_subprocess(
@@ -77,7 +74,7 @@ def test_a_slow_gpu_is_named_and_its_results_marked(gp):
             "*result(s) measured on a DEGRADED GPU*",
         ]
     )
-    document = report(gp)
+    document = gp.report("out.json")
     devices = {d["index"]: d for d in document["devices"]}
     assert devices[1]["probe"]["degraded"] and not devices[0]["probe"]["degraded"]
     assert devices[1]["probe"]["ratio"] < 0.97
@@ -95,6 +92,7 @@ def test_a_slow_gpu_is_named_and_its_results_marked(gp):
         ("3", [2], {0, 1}),  # -n 3 would use GPU 2: its worker measures on a healthy one
     ],
 )
+@pytest.mark.slow
 def test_refuse_degraded_keeps_workers_off_the_slow_gpu(gp, workers, refused, used):
     gp.test_file(EIGHT_TESTS)
     result = gp.run_subprocess(
@@ -107,7 +105,7 @@ def test_refuse_degraded_keeps_workers_off_the_slow_gpu(gp, workers, refused, us
         "--gpuperf-json=out.json",
     )
     result.assert_outcomes(passed=8)
-    document = report(gp)
+    document = gp.report("out.json")
     assert document["probe"]["refused"] == refused
     assert {r["measurement"]["gpu"]["index"] for r in document["results"]} == used
     if refused:

@@ -13,6 +13,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -28,6 +30,7 @@ def test_add_again(gpu_bench):
 """
 
 
+@pytest.mark.slow
 def test_the_table_the_failure_the_json_the_file_and_the_history_cli_agree(gp):
     gp.test_file(TWO_TESTS)
     for seed in ("1", "2", "3", "4"):

@@ -15,6 +15,7 @@ def test_add(gpu_bench, k):
 """
 
 
+@pytest.mark.slow
 def test_xdist_workers_share_the_controllers_seed(gp):
     gp.monkeypatch.delenv("GPUPERF_SIM_SEED")
     gp.test_file(TESTS)
@@ -119,9 +120,8 @@ def test_help_is_short_and_ini_keys_point_at_their_options(gp):
     gp.monkeypatch.setenv("COLUMNS", "80")
     result = gp.pytester.runpytest_subprocess(*gp.plugin_args, "--help")
     options, ini = gpuperf_help_lines(result.stdout.str())
-    # 150 until the explain pass's three options (--gpuperf-explain, --gpuperf-check-bytes,
-    # --gpuperf-explain-timeout: 10 lines, one line of help each where it fits)
-    assert len(options) + len(ini) <= 160, "\n".join(options + ini)
+    # the budget since round 4: a new option pays for its lines with shorter help elsewhere
+    assert len(options) + len(ini) <= 150, "\n".join(options + ini)
     text = re.sub(r"\n {24}", " ", "\n".join(ini))  # each key and its help on one line
     for spec in OPTIONS:
         if spec.ini is None:

@@ -8,6 +8,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
@@ -30,6 +32,7 @@ def test_the_readme_example_passes_on_the_simulated_device(gp):
     assert 0.65 < row["measurement"]["efficiency"] < 0.75
 
 
+@pytest.mark.slow
 def test_the_main_job_on_a_machine_without_a_gpu_does_what_the_readme_claims(tmp_path):
     """The README's second command, as written, with every GPU hidden: it falls back to the
     simulated MI300X and says so, the floors gate, and no test has a baseline for the

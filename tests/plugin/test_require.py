@@ -50,6 +50,7 @@ def test_a_required_gpu_that_is_missing_fails_the_run_once(gp, hidden_gpus, meas
     assert any("no usable GPU" in problem for problem in report["problems"])
 
 
+@pytest.mark.slow
 def test_under_xdist_the_controller_stops_the_run_once(gp, hidden_gpus):
     gp.test_file(TESTS)
     result = gp.run_subprocess("--gpuperf", "--gpuperf-require=gpu", "-n", "2", backend="hip")

@@ -15,7 +15,6 @@ machine only makes the tests slower; GUARD_S bounds a child that never gets ther
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -133,12 +132,8 @@ def left_intact(path: Path, before: bytes) -> None:
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
 
 
-def report(gp) -> dict:
-    return json.loads((gp.path / "report.json").read_text())
-
-
 def the_row(gp) -> dict:
-    (row,) = report(gp)["results"]
+    (row,) = gp.report()["results"]
     return row
 
 
@@ -210,7 +205,7 @@ def test_a_save_the_disk_refuses_is_one_line_and_the_reports_say_not_saved(
     assert row["verdict"]["save"]["saved"] is False
     assert row["verdict"]["save"]["why_not"] == "write"
     assert words in row["verdict"]["save"]["error"]
-    assert report(gp)["problems"] == [line.removeprefix("gpuperf: ERROR: ")]
+    assert gp.report()["problems"] == [line.removeprefix("gpuperf: ERROR: ")]
     assert "NOT saved" in (gp.path / "summary.md").read_text()
     assert "#### Errors" in (gp.path / "summary.md").read_text()
     assert 'name="gpuperf_efficiency"' in (gp.path / "junit.xml").read_text()
@@ -255,6 +250,13 @@ def test_add(gpu_bench):
 # -- Ctrl-C and SIGKILL (separate processes) ---------------------------------------------
 
 
+def ctrl_c_as_a_terminal_delivers_it() -> None:
+    """In the child, before it runs: SIGINT back to its default. A suite started as a shell's
+    background job (`cmd &`, nohup) ignores SIGINT, every child inherits that, and Python then
+    never raises KeyboardInterrupt: a Ctrl-C test would wait out its guard (600 s) and fail."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(
     gp, *args: str, fault: str = "", marker: Path | None = None, late_s: float = 0.0
 ) -> subprocess.Popen:
@@ -268,6 +270,7 @@ def start(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=ctrl_c_as_a_terminal_delivers_it,
     )
 
 
@@ -284,7 +287,7 @@ def wait_for(marker: Path, process: subprocess.Popen, timeout_s: float = GUARD_S
 
 def reported_interrupted(gp, path: Path, before: bytes) -> None:
     """The JSON says the run was interrupted and the save was not made; the file is intact."""
-    document = report(gp)
+    document = gp.report()
     assert document["interrupted"] is True
     assert document["results"][0]["verdict"]["save"]["why_not"] == "interrupted"
     left_intact(path, before)
@@ -295,6 +298,7 @@ def finish(process: subprocess.Popen) -> tuple[int, str]:
     return process.returncode, output
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_save_stops_it_and_still_reports(gp):
     path = setup_project(gp)
     before = path.read_bytes()
@@ -316,6 +320,7 @@ def test_ctrl_c_during_the_save_stops_it_and_still_reports(gp):
     reported_interrupted(gp, path, before)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("late_s", [0.0, 2.0], ids=["", "busy-machine"])
 def test_ctrl_c_while_waiting_for_the_baseline_lock(gp, late_s):
     path = setup_project(gp)
@@ -336,13 +341,14 @@ def test_ctrl_c_while_waiting_for_the_baseline_lock(gp, late_s):
     assert code == pytest.ExitCode.INTERRUPTED, output
     no_traceback(output)
     assert f"{path}: interrupted (Ctrl-C) while waiting for its lock: not saved" in output
-    assert report(gp)["results"][0]["verdict"]["save"]["saved"] is False
+    assert gp.report()["results"][0]["verdict"]["save"]["saved"] is False
     left_intact(path, before)
 
 
 # -- SIGTERM: a CI timeout or a cancelled job ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_sigterm_during_the_save_is_handled_as_ctrl_c_and_leaves_no_temporary(gp):
     """Before, SIGTERM killed the process where it stood: no summary, no report, exit -15,
     and `baselines/.mi300x-sim.toml.XXXX.tmp` left for `git status` to show."""
@@ -389,6 +395,7 @@ def test_sigterm_during_the_save_is_handled_as_ctrl_c_and_leaves_no_temporary(gp
     ],
     ids=["ctrl-c", "sigterm"],
 )
+@pytest.mark.slow
 def test_a_stop_during_the_tests_saves_nothing_and_keeps_what_was_measured(gp, stop, words, said):
     """Ctrl-C, or SIGTERM handled as Ctrl-C, while a test runs: the summary and the reports
     keep the measurements taken, and nothing is saved."""
@@ -419,10 +426,11 @@ def test_b_slow(gpu_bench):
     )
     for words_said in said:
         assert words_said in output
-    assert [r["test_id"] for r in report(gp)["results"]] == ["test_perf.py::test_a_first"]
+    assert [r["test_id"] for r in gp.report()["results"]] == ["test_perf.py::test_a_first"]
     reported_interrupted(gp, path, before)
 
 
+@pytest.mark.slow
 def test_sigterm_under_xdist_stops_the_workers_and_claims_only_what_was_saved(gp):
     """SIGTERM to the controller alone (a CI runner signals the process it started) reaches
     its workers too, as Ctrl-C reaches them through the terminal: the worker in its test stops
@@ -458,7 +466,7 @@ def test_b_slow(gpu_bench):
     assert code == pytest.ExitCode.INTERRUPTED, output
     no_traceback(output)
     assert "gpuperf: interrupted (SIGTERM)" in output
-    document = report(gp)
+    document = gp.report()
     assert document["interrupted"] is True
     text = path.read_text()
     for row in document["results"]:
@@ -487,6 +495,7 @@ def test_a_sigterm_handler_of_the_users_own_is_kept():
         signal.signal(signal.SIGTERM, previous)
 
 
+@pytest.mark.slow
 def test_a_save_killed_before_its_rename_leaves_a_temporary_the_next_save_removes(gp):
     path = setup_project(gp)
     before = path.read_bytes()
@@ -530,6 +539,7 @@ def test_a_baseline_file_starting_with_a_byte_order_mark_is_read(gp):
     assert "tests/perf/test_old.py::test_kept" in path.read_text()
 
 
+@pytest.mark.slow
 def test_a_refused_save_on_an_xdist_worker_reaches_the_controllers_rows(gp):
     pytest.importorskip("xdist")
     gp.test_file(PLAIN + PLAIN.replace("test_add", "test_add_again"))
@@ -542,7 +552,7 @@ def test_a_refused_save_on_an_xdist_worker_reaches_the_controllers_rows(gp):
     output = result.stdout.str()
     no_traceback(output)
     assert "No space left on device (ENOSPC)" in output and "gpuperf: saved" not in output
-    saves = [r["verdict"]["save"] for r in report(gp)["results"]]
+    saves = [r["verdict"]["save"] for r in gp.report()["results"]]
     assert [s["why_not"] for s in saves] == ["write", "write"]
     left_intact(path, before)
 
@@ -606,7 +616,7 @@ def test_a_full_disk_for_real(gp):
     no_traceback(output)
     assert "mi300x-sim.toml: not saved: cannot write " in output
     assert "No space left on device (ENOSPC)" in output
-    assert report(gp)["results"][0]["verdict"]["save"]["why_not"] == "write"
+    assert gp.report()["results"][0]["verdict"]["save"]["why_not"] == "write"
     assert (after / "mi300x-sim.toml").read_bytes() == before
     assert sorted(p.name for p in after.iterdir()) == ["filler", "mi300x-sim.toml"]
 
@@ -644,6 +654,6 @@ def pytest_sessionfinish(session):
     no_traceback(output)
     assert "mi300x-sim.toml: not saved: cannot write " in output
     assert "Read-only file system (EROFS)" in output
-    assert report(gp)["results"][0]["verdict"]["save"]["saved"] is False
+    assert gp.report()["results"][0]["verdict"]["save"]["saved"] is False
     assert sorted(p.name for p in after.iterdir()) == ["mi300x-sim.toml"]
     assert (after / "mi300x-sim.toml").read_bytes() == before

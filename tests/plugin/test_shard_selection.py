@@ -73,6 +73,7 @@ def test_recorded_costs_steer_the_plan(gp):
     )
 
 
+@pytest.mark.slow
 def test_a_shard_under_xdist_reports_its_plan_from_the_controller(gp):
     gp.test_file(TESTS)
     result = gp.run_subprocess(

@@ -21,6 +21,9 @@ import pytest
 
 from pytest_gpuperf.baseline import BaselineStore
 
+# End to end through separate processes: the slow tier (`-m slow`; CI runs it).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 SHARDS = 3
 DEVICE = "mi300x-sim"

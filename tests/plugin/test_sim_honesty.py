@@ -5,8 +5,6 @@ first with "no model: outputs not computed"."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 PLAIN = """
@@ -30,10 +28,6 @@ GPUPERF_KERNEL void vector_add(const float* a, const float* b, float* c, int n) 
 """
 
 
-def report(gp) -> dict:
-    return json.loads((gp.path / "report.json").read_text())
-
-
 def test_an_edited_body_with_the_same_model_is_modelled_not_a_pass(repo):
     repo.test_file(TWO)
     (repo.path / "vadd.hip").write_text(EIGHT_READS)
@@ -55,7 +49,7 @@ def test_an_edited_body_with_the_same_model_is_modelled_not_a_pass(repo):
     assert output.count("Gate code changes without a GPU") == 1  # said once
     rows = [line for line in output.splitlines() if line.startswith("    vector_add")]
     assert len(rows) == 2 and not any(" pass" in row or " same" in row for row in rows)
-    document = report(repo)
+    document = repo.report()
     assert document["summary"]["passed"] == 0 and document["summary"]["modelled"] == 2
     assert {r["verdict"]["status"] for r in document["results"]} == {"modelled"}
     assert {r["test_outcome"] for r in document["results"]} == {"skipped"}  # pytest's xfail
@@ -75,7 +69,7 @@ def test_a_model_that_differs_between_base_and_head_is_still_compared(repo):
     (repo.path / "vadd.hip").write_text(text)
     result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(failed=2)
-    assert {r["verdict"]["comparison"]["state"] for r in report(repo)["results"]} == {"regressed"}
+    assert {r["verdict"]["comparison"]["state"] for r in repo.report()["results"]} == {"regressed"}
 
 
 def test_forcing_a_modelled_pair_times_the_simulators_code_drift(repo):
@@ -88,7 +82,7 @@ def test_forcing_a_modelled_pair_times_the_simulators_code_drift(repo):
         "--gpuperf-json=report.json",
     )
     result.assert_outcomes(passed=2)
-    comparison = report(repo)["results"][0]["verdict"]["comparison"]
+    comparison = repo.report()["results"][0]["verdict"]["comparison"]
     assert comparison["forced"] is True and comparison["ratio"] is not None
 
 
@@ -142,7 +136,7 @@ def test_xfailed_with_the_reason_on_its_line_and_failed_under_strict(repo):
             "2 measurements in 2 tests: 2 failed (not measured)",
         ]
     )
-    assert {r["verdict"]["status"] for r in report(repo)["results"]} == {"fail"}
+    assert {r["verdict"]["status"] for r in repo.report()["results"]} == {"fail"}
 
 
 def test_a_stored_check_of_changed_code_is_modelled_and_of_the_same_code_a_pass(gp):
@@ -167,7 +161,7 @@ def test_a_stored_check_of_changed_code_is_modelled_and_of_the_same_code_a_pass(
             "modelled)*",
         ]
     )
-    document = report(gp)
+    document = gp.report()
     verdict = document["results"][0]["verdict"]
     assert verdict["status"] == "modelled" and verdict["baseline"]["modelled"] is True
     assert document["summary"]["modelled"] == 1 and document["summary"]["passed"] == 0

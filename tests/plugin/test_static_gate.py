@@ -531,6 +531,7 @@ def test_the_ini_file_turns_it_on_and_names_the_clang(sgp):
     assert f"gpuperf: static gate for gfx942 with {clang_label()};" in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_xdist_workers_compile_and_save_in_parallel_and_the_controller_renders(sgp):
     for index in range(4):
         sgp.test_file(

@@ -78,6 +78,7 @@ def test_scoring_counts_coverage_agreement_and_confirmed_regressions():
     assert "(SIMULATED)" in text and "| A/A (identical code) | 1 | 3 | 33% | 67% |" in text
 
 
+@pytest.mark.slow
 def test_a_tiny_run_on_the_simulated_device(tmp_path):
     out = tmp_path / "rounds.json"
     env = {**os.environ, "PYTHONPATH": str(REPO), "GPUPERF_SIM_BUFFER_CODE_SPREAD": "0.02"}

@@ -222,6 +222,7 @@ def test_a_run_that_measured_nothing_is_a_usage_error(project):
         report.run()
 
 
+@pytest.mark.slow
 def test_the_demo_project_names_its_culprit_on_the_simulated_device(tmp_path):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))

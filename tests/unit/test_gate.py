@@ -50,6 +50,7 @@ from pytest_gpuperf.record.checks import (
 )
 from pytest_gpuperf.record.verdict import FAIL, MARGINAL, PASS, UNJUDGED
 from pytest_gpuperf.report import failure_text
+from tests import records
 
 PEAK_BPS = 5.3e12  # MI300X datasheet
 BYTES = 12 * (32 << 20)  # the seed's 32M-element fp32 vector add
@@ -59,28 +60,17 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
 
 def measurement(efficiency: float, rel_ci: float = 0.002, **overrides) -> Measurement:
     """A measurement whose median efficiency is `efficiency`, time interval +-rel_ci."""
-    time_s = BYTES / (efficiency * PEAK_BPS)
     fields = dict(
         name="test_vector_add[cold]",
         kernel="vector_add",
-        cache="cold",
-        bytes_moved=BYTES,
-        time_s=time_s,
-        time_ci_s=(time_s * (1 - rel_ci), time_s * (1 + rel_ci)),
-        samples_s=(time_s,) * 400,
         peak_bps=PEAK_BPS,
-        device_key="mi300x",
-        device_name="AMD Instinct MI300X",
-        backend="hip",
-        simulated=False,
-        queue_method="flush kernel",
         stopped_by="budget",
         grid=(131072, 1, 1),
         block=(256, 1, 1),
         fingerprint="sha256:head",
     )
-    fields.update(overrides)
-    return Measurement(**fields)
+    built = records.measurement(efficiency, bytes_moved=BYTES, rel_ci=rel_ci, samples=400, **fields)
+    return dataclasses.replace(built, **overrides) if overrides else built
 
 
 def baseline(efficiency: float, **overrides) -> BaselineRef:
@@ -191,6 +181,24 @@ def test_the_tolerance_is_the_least_allowance():
         tolerance=0.05,
     )
     assert check.allowance == 0.05 and check.outcome == WITHIN_NOISE
+
+
+def test_judging_many_entries_asks_scipy_for_each_quantile_once(monkeypatch):
+    """A run judges many entries at one rate and confidence: the band's quantiles come from
+    SciPy once, then from memory (the Monte Carlo tests below made 12,000 SciPy calls)."""
+    from pytest_gpuperf.gate import noise
+
+    for cached in (noise._norm_ppf, noise._norm_isf, noise._t_isf):
+        cached.cache_clear()
+    asked = []
+    real = noise._scipy_stats
+    monkeypatch.setattr(noise, "_scipy_stats", lambda: asked.append(1) or real())
+    ref = baseline(0.80, saves=5, spread_basis="history", history_sd=0.002)
+    first = check_baseline(measurement(0.79), ref, tolerance=0.0)
+    once = len(asked)
+    for _ in range(5):
+        assert check_baseline(measurement(0.79), ref, tolerance=0.0) == first
+    assert once > 0 and len(asked) == once
 
 
 def test_a_first_save_whose_prior_is_right_alarms_no_more_than_the_rate():

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.gate.policy import prior_run_spread
 from pytest_gpuperf.runtime import open_backend
+from tests import records
 from tests.bench_scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,21 +33,14 @@ gq_ab, gq_history, gq_kernels, gq_library, gq_merge, gq_plan, gq_points, gq_reco
 
 def measurement(efficiency: float, rel_ci: float = 0.002, *, fingerprint: str = "sha256:a"):
     """A cold 32M-element vector add on the simulated MI300X at `efficiency` of 5.3 TB/s."""
-    bytes_moved, peak_bps = 12 * (32 << 20), 5.3e12
-    time_s = bytes_moved / (efficiency * peak_bps)
-    return Measurement(
+    return records.measurement(
+        efficiency,
+        bytes_moved=12 * (32 << 20),
+        rel_ci=rel_ci,
+        samples=10,
         name="long_same",
         kernel="vector_add_more",
-        cache="cold",
-        bytes_moved=bytes_moved,
-        time_s=time_s,
-        time_ci_s=(time_s * (1 - rel_ci), time_s * (1 + rel_ci)),
-        samples_s=(time_s,) * 10,
-        peak_bps=peak_bps,
-        device_key="mi300x",
-        device_name="AMD Instinct MI300X",
         backend="cuda",  # the prior a first save records: 2% (policy.DEFAULT_RUN_SPREAD)
-        simulated=False,
         queue_method="flush-ahead",
         grid=(131072, 1, 1),
         block=(256, 1, 1),
@@ -299,6 +292,7 @@ def run_script(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess,
     return done, json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_a_tiny_quick_run_goes_through_separate_pytest_processes(tmp_path):
     done, document = run_script(
         tmp_path,
@@ -324,6 +318,7 @@ def test_a_tiny_quick_run_goes_through_separate_pytest_processes(tmp_path):
     assert "A/B in one run" in done.stdout and "separate processes" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_deadline_stops_the_run_and_still_reports_it(tmp_path):
     _, document = run_script(
         tmp_path,
@@ -355,6 +350,7 @@ def test_the_tiny_library_run_never_asks_for_host_memory():
     assert 4 * TINY_LONG_ELEMENTS < HOST_CHECK_FROM_BYTES
 
 
+@pytest.mark.slow
 def test_a_tiny_library_run_scores_every_point(tmp_path):
     done, document = run_script(
         tmp_path,

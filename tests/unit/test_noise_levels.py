@@ -37,6 +37,8 @@ from pytest_gpuperf.gate.saving import SaveContext, plan_save
 from pytest_gpuperf.gate.stored import check_baseline
 from pytest_gpuperf.record.checks import REGRESSED
 from pytest_gpuperf.report.band_words import band_text
+from tests import records
+from tests.records import H100
 
 PEAK_BPS = 3.352e12
 BOARD_A, BOARD_B, BOARD_C = "GPU-aaaaaaaa-0000", "GPU-bbbbbbbb-0000", "GPU-cccccccc-0000"
@@ -51,22 +53,17 @@ def measurement(
     cache: str = "cold",
     fingerprint: str = "sha256:k",
 ) -> Measurement:
-    return Measurement(
-        name="k",
-        kernel="k",
-        cache=cache,
-        bytes_moved=int(0.8 * PEAK_BPS * time_s),
+    return records.measurement(
+        efficiency,
         time_s=time_s * 0.8 / efficiency,
-        time_ci_s=(time_s * 0.8 / efficiency * 0.9995, time_s * 0.8 / efficiency * 1.0005),
+        bytes_moved=int(0.8 * PEAK_BPS * time_s),
+        rel_ci=0.0005,
         samples_s=(time_s,) * 50,
-        peak_bps=PEAK_BPS,
-        device_key="h100-sxm",
-        device_name="NVIDIA H100 SXM 80GB",
+        cache=cache,
         backend="cuda",
-        simulated=False,
-        queue_method="flush kernel",
         fingerprint=fingerprint,
         gpu=GpuIdentity(0, uuid=board),
+        **H100,
     )
 
 

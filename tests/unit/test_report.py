@@ -23,6 +23,7 @@ from pytest_gpuperf.record import json_report, report_reader
 from pytest_gpuperf.record.meta import ReportMeta
 from pytest_gpuperf.record.verdict import Row
 from pytest_gpuperf.runtime.info import DeviceInfo, KernelResources
+from tests import records
 
 BYTES = 3 * 4 * 32 * 2**20
 VECTOR_ADD = "tests/perf/test_vector_add.py::test_vector_add[32M]"
@@ -54,24 +55,16 @@ def measurement(name="vector_add", time_s=105.7e-6, simulated=False, **changes) 
     fields = dict(
         name=name,
         kernel="vector_add",
-        cache="cold",
-        bytes_moved=BYTES,
-        time_s=time_s,
-        time_ci_s=(time_s * 0.995, time_s * 1.005),
         samples_s=tuple(time_s * (1 + 0.002 * i) for i in range(-7, 8)),
-        peak_bps=5.3e12,
-        device_key="mi300x",
-        device_name="AMD Instinct MI300X",
         backend="sim" if simulated else "hip",
         simulated=simulated,
-        queue_method="flush kernel",
         resources=KernelResources(registers=24, occupancy=0.5),
         grid=(131072, 1, 1),
         block=(256, 1, 1),
         fingerprint="sha256:1",
     )
-    fields.update(changes)
-    return Measurement(**fields)
+    built = records.measurement(time_s=time_s, bytes_moved=BYTES, rel_ci=0.005, **fields)
+    return dataclasses.replace(built, **changes) if changes else built
 
 
 def row(test_id: str, m: Measurement, *, floor=None, baseline=None, elsewhere=(), **kwargs) -> Row:

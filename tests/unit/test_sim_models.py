@@ -319,6 +319,33 @@ def test_each_set_of_rotated_buffers_is_computed_once(kernels):
     assert len(calls.calls) == 3 + 1  # and the first repeat, checked once for in-place use
 
 
+def test_two_launches_that_write_the_same_outputs_alternate_without_computing_again(kernels):
+    """An A/B pair's head and base alternate on one buffer set: each is computed once, the
+    second's outputs compared with the first's, each first repeat computed once more (an
+    in-place update?); then neither is computed again, and the outputs stay right."""
+    calls = Calls()
+    simulate.register(kernels, "transpose", calls)
+    backend = _open()
+    kernel = backend.compile(kernels).kernel("transpose")
+    data, args = _transpose_args(backend)
+    src, dst, rows, cols = args
+    transposed = data.reshape(rows, cols).T.ravel()
+    for _ in range(10):
+        _launch(backend, kernel, args, grid=8)  # the head
+        _launch(backend, kernel, args, grid=16)  # the base: another launch, the same outputs
+    assert len(calls.calls) == 4 and backend.computed_launches == 4
+    np.testing.assert_array_equal(dst.download(np.float32), transposed)
+    # two launches that write different outputs are computed whenever the other ran last
+    other = (src, dst, cols, rows)
+    before = len(calls.calls)
+    for _ in range(3):
+        _launch(backend, kernel, args)
+        np.testing.assert_array_equal(dst.download(np.float32), transposed)
+        _launch(backend, kernel, other)
+        np.testing.assert_array_equal(dst.download(np.float32), data.reshape(cols, rows).T.ravel())
+    assert len(calls.calls) - before == 5  # all but the first, whose outputs were held
+
+
 def test_an_output_that_is_also_an_input_is_always_computed(kernels):
     """transpose(x, x): its input changes with every launch, so every launch computes."""
     computed = []

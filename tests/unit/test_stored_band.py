@@ -34,6 +34,8 @@ from pytest_gpuperf.gate.policy import (
 from pytest_gpuperf.gate.stored import check_baseline
 from pytest_gpuperf.record.checks import REGRESSED
 from pytest_gpuperf.report.band_words import band_text
+from tests import records
+from tests.records import H100
 
 Z95 = 1.959963984540054
 REPO = Path(__file__).resolve().parents[2]
@@ -78,21 +80,7 @@ def entry(
 
 
 def measurement(efficiency: float, time_s: float = 30e-6, rel_ci: float = 0.0) -> Measurement:
-    return Measurement(
-        name="k",
-        kernel="k",
-        cache="cold",
-        bytes_moved=int(efficiency * PEAK_BPS * time_s),
-        time_s=time_s,
-        time_ci_s=(time_s * (1 - rel_ci), time_s * (1 + rel_ci)),
-        samples_s=(time_s,) * 100,
-        peak_bps=PEAK_BPS,
-        device_key="h100-sxm",
-        device_name="NVIDIA H100 SXM 80GB",
-        backend="cuda",
-        simulated=False,
-        queue_method="flush kernel",
-    )
+    return records.measurement(efficiency, time_s=time_s, rel_ci=rel_ci, backend="cuda", **H100)
 
 
 # -- the rule -------------------------------------------------------------------------------

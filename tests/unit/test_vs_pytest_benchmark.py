@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.bench_scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,6 +67,7 @@ def test_the_readme_table_is_the_committed_h100_run():
     assert block == vs.render(document).strip()
 
 
+@pytest.mark.slow
 def test_one_trial_through_separate_pytest_processes_on_the_simulated_device(tmp_path):
     out = tmp_path / "vs.json"
     done = subprocess.run(

@@ -2,14 +2,15 @@
 changed between them, as the plain `explain` object of the verdict (docs/json-schema.md):
 
     {"code": {"against": ..., "head": {...}, "base": {...}, "changes": [...],
-              "unavailable": "", "cost_s": 0.4},
+              "unavailable": "", "advice": "", "cost_s": 0.4},
      "traffic": None, "bytes_check": None}
 
 Only a FAIL that has a base is explained: an A/B regression (base: the build it was timed
 against) and a stored-baseline regression (base: the commit the baseline was saved from,
 built as the A/B builds its base, or the same code when the fingerprints agree). A fact that
-cannot be had says why in `unavailable`; an explanation never changes a verdict and never
-fails a test.
+cannot be had says why in `unavailable` (in a few words; the long way out, the same for every
+failure of a run, goes in `advice`, which the run's notes say once); an explanation never
+changes a verdict and never fails a test.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def code_explanation(
             try:
                 return _explained(against, facts(head_kernel), None, [], unavailable=why)
             except FactsUnavailable as missing:
-                return _unavailable(against, str(missing))
+                return _unavailable(against, missing)
         base_kernel = paired_base
     else:
         ref = verdict.baseline.baseline
@@ -97,14 +98,14 @@ def code_explanation(
             try:
                 head = facts(head_kernel)
             except FactsUnavailable as missing:
-                return _unavailable(saved, str(missing), changes=[_same_as_saved()])
+                return _unavailable(saved, missing, changes=[_same_as_saved()])
             return _explained(saved, head, None, [_same_as_saved()])
         stored, why = _stored_base(session, head_kernel, ref.commit)
         if stored is None:
             try:
                 head = facts(head_kernel)
-            except FactsUnavailable:
-                return _unavailable(saved, why)
+            except FactsUnavailable as missing:
+                return _unavailable(saved, FactsUnavailable(f"{why}; {missing}", missing.advice))
             return _explained(saved, head, None, [], unavailable=why)
         against = f"{saved}; {why}" if why else saved
         base_kernel = stored
@@ -112,7 +113,7 @@ def code_explanation(
         head = facts(head_kernel)
         base = facts(base_kernel)
     except FactsUnavailable as missing:
-        return _unavailable(against, str(missing))
+        return _unavailable(against, missing)
     return _explained(against, head, base, code_changes(base, head))
 
 
@@ -167,6 +168,7 @@ def _explained(
         "base": base.to_dict() if base is not None else None,
         "changes": changes,
         "unavailable": unavailable,
+        "advice": "",
     }
 
 
@@ -186,11 +188,14 @@ def _callable_explanation(bench: GpuBench, name: str, changed: Sequence[str]) ->
     return _unavailable("", words, changes=changes)
 
 
-def _unavailable(against: str, why: str, *, changes: list[str] | None = None) -> dict[str, Any]:
+def _unavailable(
+    against: str, why: str | FactsUnavailable, *, changes: list[str] | None = None
+) -> dict[str, Any]:
     return {
         "against": against,
         "head": None,
         "base": None,
         "changes": changes or [],
-        "unavailable": why,
+        "unavailable": str(why),
+        "advice": why.advice if isinstance(why, FactsUnavailable) else "",
     }

@@ -34,7 +34,13 @@ from pytest_gpuperf.runtime.info import KernelResources
 
 class FactsUnavailable(GpuPerfError):
     """No code facts for this kernel here; the message says why and, where there is one,
-    what would give them."""
+    what would give them. `advice`, when set, is the long way out (no clang-19 on this
+    machine: how to install one and every candidate tried), which a run says once in its
+    notes while each failure's row keeps to the short message."""
+
+    def __init__(self, message: str, advice: str = "") -> None:
+        super().__init__(message)
+        self.advice = advice
 
 
 SIMULATED_NOTE = "compiled for {arch} by {toolchain}: the simulated device runs no code"
@@ -145,6 +151,7 @@ def _amd(
 ) -> CodeFacts:
     from pytest_gpuperf.errors import CompileError
     from pytest_gpuperf.gate.static.build import compile_static
+    from pytest_gpuperf.gate.static.errors import ClangNotFound
 
     try:
         build = compile_static(source, arch, defines=defines, options=kernel.module.options)
@@ -152,6 +159,8 @@ def _amd(
         raise FactsUnavailable(
             f"clang could not build {source.name} for {arch}: {first_line(failure)}"
         ) from None
+    except ClangNotFound as missing:  # the same long advice for every failure: said once
+        raise FactsUnavailable(missing.needs, advice=first_line(missing)) from None
     except GpuPerfError as missing:  # no clang-19, an arch it does not know
         raise FactsUnavailable(first_line(missing)) from None
     return amd_facts(

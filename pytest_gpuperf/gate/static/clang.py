@@ -18,7 +18,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_gpuperf.gate.static.errors import CLANG_INSTALL_HINT, StaticUnavailable, UnknownArch
+from pytest_gpuperf.gate.static.errors import (
+    CLANG_INSTALL_HINT,
+    ClangNotFound,
+    StaticUnavailable,
+    UnknownArch,
+)
 
 # The version the project's tests run first, then newer, then older, then whatever `clang`
 # is, then ROCm's own clang: the first that knows the arch wins.
@@ -84,8 +89,12 @@ def find_clang(explicit: str | os.PathLike[str] | None = None, arch: str = "gfx9
     if found and all(kind == "arch" for _, kind in found):
         clang = found[0][0]
         raise UnknownArch(arch, clang, supported_processors(clang))
-    what = f"the clang given ({names[0]})" if explicit is not None else "no clang on PATH"
-    raise StaticUnavailable(f"{what} cannot compile HIP for {arch}: {CLANG_INSTALL_HINT}", tried)
+    if explicit is None:
+        raise ClangNotFound(
+            f"no clang on PATH cannot compile HIP for {arch}: {CLANG_INSTALL_HINT}", tried
+        )
+    given = f"the clang given ({names[0]}) cannot compile HIP for {arch}"
+    raise StaticUnavailable(f"{given}: {CLANG_INSTALL_HINT}", tried)
 
 
 def _resolve(name: str) -> str | None:

@@ -26,6 +26,14 @@ class StaticUnavailable(GpuPerfError):
         super().__init__(f"{message} (tried {listing})" if listing else message)
 
 
+class ClangNotFound(StaticUnavailable):
+    """No clang on PATH compiles HIP for the arch (none was named): the message is the long
+    advice (how to install one, every candidate tried), which a run says once; `needs` is
+    the short form a report row repeats."""
+
+    needs = "the code facts need clang-19"
+
+
 class UnknownArch(ConfigError):
     """clang does not know the GPU architecture asked for; names it, the clang asked, the
     architectures that clang does know, and the command that lists them."""
