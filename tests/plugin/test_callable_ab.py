@@ -166,7 +166,7 @@ def test_a_kernel_new_in_head_is_gated_by_its_stored_baseline(repo):
     )
     result = repo.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(failed=1)
-    verdict = report(repo)["results"][0]["verdict"]
+    verdict = repo.report()["results"][0]["verdict"]
     assert verdict["comparison"]["state"] == "no-base"
     assert verdict["baseline"]["outcome"] == "regressed" and verdict["baseline"]["gating"]
 
