@@ -22,8 +22,9 @@ Three rules shape the code:
 `release(backend)` frees what the engine caches per backend (scratch buffer, sink).
 
 The engine's parts: engine/policy.py (`MeasureSettings` and the rules derived from it),
-sampling.py (one measurement run: probe, warm-up, adaptive sampling), timing.py (the queue
-and the event pairs); this module holds the public entry points.
+sampling.py (one measurement run: probe, warm-up, adaptive sampling), pairing.py (an A/B
+pair's state while it samples), recording.py (a run's samples to its Measurement), timing.py
+(the queue and the event pairs); this module holds the public entry points.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from pytest_gpuperf.engine import stats
+from pytest_gpuperf.engine.pairing import Pairing
 from pytest_gpuperf.engine.policy import (
     DEFAULT_PAIR_LOADS,
     MAX_LAUNCHES_PER_PAIR,
@@ -51,7 +53,7 @@ from pytest_gpuperf.engine.policy import (
     scratch_bytes_for,
 )
 from pytest_gpuperf.engine.results import Measurement, PairedComparison
-from pytest_gpuperf.engine.sampling import Pairing, Sampler, check_bytes, is_buffer
+from pytest_gpuperf.engine.sampling import Sampler, check_bytes, is_buffer
 from pytest_gpuperf.engine.timing import Timed, release
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel, Module, as_dim3

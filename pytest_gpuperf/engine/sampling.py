@@ -1,9 +1,11 @@
-"""One measurement run on the device: probe, warm-up, adaptive sampling, the Measurement.
+"""One measurement run on the device: probe, warm-up, adaptive sampling.
 
 `Sampler` owns what a measurement allocates (buffer copies, graphs) and frees it whatever
 happens; `run` measures its workloads interleaved, batch by batch, until the median's interval
-is tight enough (and, for an A/B pair, `Pairing` says the comparison is decided) or the budget
-is spent. The public entry points in measure.py build the workloads and call it.
+is tight enough (and, for an A/B pair, `Pairing` (pairing.py) says the comparison is decided;
+with `settings.stop`, the sequential rule of sequential.py) or the budget is spent, then hands
+the samples to recording.py for the Measurement. The public entry points in measure.py build
+the workloads and call it.
 """
 
 from __future__ import annotations
@@ -11,16 +13,15 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from pytest_gpuperf.engine import clocks as clock_readings
 from pytest_gpuperf.engine import sequential, stats
+from pytest_gpuperf.engine.pairing import Pairing
 from pytest_gpuperf.engine.policy import (
     FLUSH_ELEMENT_BYTES,
-    MIN_PAIRS_PER_LOAD,
     MIN_SAMPLING_BELOW_S,
     MIN_SAMPLING_MAX_SAMPLES,
     MIN_WARMUP_S,
@@ -30,13 +31,13 @@ from pytest_gpuperf.engine.policy import (
     WARMUP_TOLERANCE,
     MeasureSettings,
     launches_per_pair,
-    queue_method_for,
     real_limit_s,
     rotation_copies_for,
     round_up,
     scratch_bytes_for,
 )
-from pytest_gpuperf.engine.results import GpuIdentity, Measurement
+from pytest_gpuperf.engine.recording import measurement_of
+from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.engine.timing import (
     INTERNAL_BLOCK,
     LOWER_BOUND_FRACTION,
@@ -50,48 +51,6 @@ from pytest_gpuperf.engine.timing import (
 )
 from pytest_gpuperf.errors import ConfigError, GpuPerfError, LaunchError
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer
-
-
-@dataclass
-class Pairing:
-    """The state of an A/B measurement: slot order, the ratios so far and the load each
-    pair ran on, the stopping rule."""
-
-    rng: np.random.Generator
-    stop_when: Callable[[tuple[float, float], float], bool] | None
-    loads: int = 1
-    placements: int = 1
-    ratios: list[float] = field(default_factory=list)
-    head_s: list[float] = field(default_factory=list)
-    base_s: list[float] = field(default_factory=list)
-    loads_of_pairs: list[int] = field(default_factory=list)
-    orders: list[tuple[int, int]] = field(default_factory=list)
-
-    def estimate(self) -> stats.NestedEstimate:
-        """The trimmed mean of the log ratios, nested over the loads."""
-        return stats.nested_trimmed_mean(np.log(self.ratios), self.loads_of_pairs)
-
-    def decidable(self, min_samples: int) -> bool:
-        """Enough pairs to decide on: `min_samples`, and MIN_PAIRS_PER_LOAD on every load."""
-        if len(self.ratios) < max(min_samples, 2):
-            return False
-        counts = np.bincount(self.loads_of_pairs, minlength=self.loads)
-        return bool(counts.min() >= MIN_PAIRS_PER_LOAD)
-
-    def plan(self, samples: int) -> None:
-        self.orders = [(0, 1) if self.rng.random() < 0.5 else (1, 0) for _ in range(samples)]
-
-    def order(self, slot: int) -> tuple[int, int]:
-        return self.orders[slot]
-
-    def take(self, batch: Batch) -> None:
-        for slot, (head_s, base_s) in enumerate(batch.slots):
-            if head_s is not None and base_s is not None:
-                self.head_s.append(head_s)
-                self.base_s.append(base_s)
-                self.ratios.append(head_s / base_s)
-                self.loads_of_pairs.append((slot % self.placements) % self.loads)
-
 
 # -- the sampler ------------------------------------------------------------------------
 
@@ -325,9 +284,15 @@ class Sampler:
         for position in range(user_count):
             fields = {**extra_fields, **(per_item_fields[position] if per_item_fields else {})}
             results.append(
-                self._measurement(
+                measurement_of(
                     timed,
                     position,
+                    label=self.label,
+                    settings=settings,
+                    device=self.device,
+                    info=backend.info,
+                    pair=pair,
+                    graph_batches=self.graph_batches,
                     kernel_name=kernel_name,
                     stopped_by=stopped_by,
                     warmup_launches=warmup_launches,
@@ -560,89 +525,6 @@ class Sampler:
         not an A/B pair."""
         settings = self.settings
         return settings.min_sampling_s > 0 and settings.cache != "hot" and self.pairing is None
-
-    def _measurement(
-        self,
-        timed: list[Timed],
-        position: int,
-        *,
-        kernel_name: str,
-        stopped_by: str,
-        warmup_launches: int,
-        wall_s: float,
-        clocks: Any,
-        extra: dict,
-        extra_fields: dict,
-        calibrated: bool = False,
-    ) -> Measurement:
-        work = timed[position]
-        pair = self.pairing
-        samples_s = (pair.head_s if position == 0 else pair.base_s) if pair else work.samples_s
-        checked = [len(pair.ratios)] if pair else [len(item.samples_s) for item in timed]
-        if min(checked) < 3:
-            starved = extra["starved_samples_dropped"]
-            way_out = (
-                f"{starved} were dropped because the host could not keep the device queue "
-                "ahead of so short a kernel: use cache='cold' (a flush runs before each "
-                "launch) or a larger problem, or raise budget_s"
-                if starved
-                else "raise budget_s"
-            )
-            raise ConfigError(
-                f"{self.label}: only {min(checked)} usable samples in "
-                f"budget_s={self.settings.budget_s}; {way_out}"
-            )
-        if min(samples_s) <= 0.0:
-            raise ConfigError(
-                f"{self.label}: the timed work took no time on the device (events recorded "
-                "back to back): the callable queued no GPU work on the stream being timed. "
-                "gpu_bench.run(fn) times what fn launches on the default stream; launch the "
-                "work there (or synchronously), or measure the kernel with gpu_bench(kernel, ...)"
-            )
-        summary = stats.summarize(samples_s, self.settings.confidence)
-        peak_bps = float(self.device.peak_bps)
-        efficiency = work.bytes_moved / summary.median / peak_bps
-        reference_efficiency = calibrated_efficiency = None
-        if calibrated and len(timed) > 1:
-            reference = timed[-1]
-            reference_time_s = float(np.median(reference.samples_s))
-            reference_efficiency = reference.bytes_moved / reference_time_s / peak_bps
-            calibrated_efficiency = efficiency / reference_efficiency
-            extra["reference_samples_s"] = tuple(reference.samples_s)
-            extra["reference_bytes_moved"] = reference.bytes_moved
-        info = self.backend.info
-        fields = {
-            "gpu": GpuIdentity(info.index, info.pci_bus_id, info.uuid),
-            "name": self.label,
-            "kernel": kernel_name,
-            "cache": self.settings.cache,
-            "bytes_moved": work.bytes_moved,
-            "time_s": summary.median,
-            "time_ci_s": (summary.ci_low, summary.ci_high),
-            "samples_s": tuple(samples_s),
-            "peak_bps": peak_bps,
-            "device_key": self.device.key,
-            "device_name": self.device.name,
-            "backend": info.backend,
-            "simulated": info.simulated,
-            "queue_method": queue_method_for(
-                self.settings.cache,
-                work.launches,
-                bool(work.graphs),
-                setup=work.setup is not None,
-                graph_batches=self.graph_batches,
-            ),
-            "warmup_count": warmup_launches,
-            "stopped_by": stopped_by,
-            "wall_s": wall_s,
-            "calibrated_efficiency": calibrated_efficiency,
-            "reference_efficiency": reference_efficiency,
-            "clocks": clocks,
-            "outliers": summary.outliers,
-            "extra": extra,
-        }
-        fields.update(extra_fields)
-        return Measurement(**fields)
 
 
 def is_buffer(value: Any) -> bool:
