@@ -332,6 +332,27 @@ def load_base(
     )
 
 
+def capture_head(
+    body: TestBody, label: str, bench: Any
+) -> tuple[Callable[[], Any], Callable[[], Any] | None] | str:
+    """Head's test body run again, with a capturing gpu_bench, to the `run(...)` of
+    measurement `label`: (its callable, its setup), made anew on buffers of their own, as a
+    base capture's are (head's modules are the live ones, its kernels head's builds); or why
+    not, in one line. A callable's A/B pairs several such captures a side, so that where
+    each capture's buffers landed is measured as drift rather than read as a code change."""
+    capture = CapturingBench(bench, label, lambda kernel: kernel)
+    try:
+        arguments = _arguments(body.function, body.arguments(), bench, capture)
+        body.function(**arguments)
+    except _Captured as captured:
+        return captured.fn, captured.setup
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as failure:  # the user's code run again: any error is a reason
+        return f"head's test body run again: {_one_line(failure)}"
+    return f"head's test body run again does not measure {label!r} with gpu_bench.run"
+
+
 class _base_modules:
     """While active: head's repository modules set aside, the base tree's served instead.
     On exit base's modules move to private names and head's come back, whatever happened."""
@@ -494,6 +515,7 @@ __all__ = [
     "NoBaseKernel",
     "TestBody",
     "ab_without_timing",
+    "capture_head",
     "fingerprint",
     "imported_names",
     "is_user_file",

@@ -18,6 +18,7 @@ from pytest_gpuperf.gate.pairing import PAIR_BUDGETS, PAIR_MAX_SAMPLES, PairPoli
 from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_THRESHOLD
 from pytest_gpuperf.runtime import open_backend
 from pytest_gpuperf.session.bench_session import BenchSession
+from pytest_gpuperf.session import kernel_pairs
 from pytest_gpuperf.session.fixture import GpuBench
 
 KERNEL = Path(__file__).resolve().parents[2] / "kernels" / "vector_add.hip"
@@ -50,7 +51,7 @@ def _through_the_fixture(tmp_path):
             "name": "pair",
         }
         settings = MeasureSettings(cache="cold", budget_s=BUDGET_S)
-        return bench._pair(kernel, kernel, settings, 0.95, 0, common)
+        return kernel_pairs.pair(bench, kernel, kernel, settings, 0.95, 0, common)
     finally:
         bench.close()
         session.close()
