@@ -41,8 +41,8 @@ from pytest_gpuperf.session.callable_base import (
 # Captures a side (loads of the pair). The nested statistic needs >= 3 loads to measure
 # drift (engine/stats.py's MIN_LOADS_TO_ESTIMATE); with k loads its interval takes k - 1
 # degrees of freedom, so 3 would widen it by t(2) = 4.30 against 8 loads' t(7) = 2.36. Six
-# (t(5) = 2.57) keeps the interval within 10% of a kernel pair's while each capture is a
-# body run and its own buffers: 5 more body runs a side than one capture, no more samples.
+# (t(5) = 2.57) keeps t within 9% of a kernel pair's while each capture is a body run and
+# its own buffers: 5 more body runs a side than one capture, no more samples.
 CALLABLE_CAPTURES = 6
 
 
