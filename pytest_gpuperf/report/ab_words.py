@@ -130,7 +130,13 @@ def _comparison_drift(c: ComparisonCheck) -> list[tuple[str, str]]:
 
 def _drift_levels(c: ComparisonCheck) -> tuple[str, str]:
     """('between module loads and buffer sets', 'over 8 loads per side on 8 buffer sets'):
-    what the measured drift covers (a confirming round draws both anew), and from what."""
+    what the measured drift covers (a confirming round draws both anew), and from what. A
+    callable's pair (its changed files known) has captures instead: each test body's run,
+    on buffers of its own."""
+    if c.changed_files:
+        return "between captures, each on its test body's own buffers", (
+            f"over {c.loads} captures per side"
+        )
     over = f"over {c.loads} loads per side"
     if c.buffer_sets > 1:
         levels, over = (

@@ -194,6 +194,9 @@ def test_a_callable_whose_head_launches_twice_fails_by_an_ab_regression(
         [
             "torch_like: A/B regressed against HEAD (*): head/base time *, confirmed by a "
             "second round: +*%",
+            "  threshold:*the drift between captures, each on its test body's own buffers, "
+            f"measured in this run at +-*% over {CALLABLE_CAPTURES} captures per side, is "
+            "carried in the interval",
             f"  pairs:*interleaved head/base calls of the callable over {CALLABLE_CAPTURES} "
             "captures a side (each on its own buffers): head *% vs base *% of peak, "
             "base *, base from the test's Python at HEAD (*) (changed: mykern.py)",
