@@ -9,7 +9,10 @@ capture a side reads that placement as a code change (an unchanged Triton copy k
 -1.4%, "improved", in 2 of 2 runs). So each side is captured `CALLABLE_CAPTURES` times: head's
 first capture is the callable the running test passed, the others are head's test body run
 again with a capturing `gpu_bench` (session/callable_base.py's capture_head), base's are its
-body at REF run as many times (load_base), every capture making fresh tensors. Capture i of
+body at REF run as many times (load_base once, then recapture_base on the modules it loaded,
+as head's run on head's live ones: a Triton kernel is not compiled or autotuned again per
+capture), every capture making fresh tensors. The confirmation round loads base afresh once
+and captures both sides anew. Capture i of
 head is paired with capture i of base as load i of a kernel's pair is (the slots go round
 the loads, head and base interleaved in a random order per slot), and the nested statistic
 measures the spread between captures and carries it in the interval (drift_basis
@@ -36,6 +39,7 @@ from pytest_gpuperf.session.callable_base import (
     launch_change,
     launched_names,
     load_base,
+    recapture_base,
 )
 
 # Captures a side (loads of the pair). The nested statistic needs >= 3 loads to measure
@@ -62,10 +66,25 @@ class Captures:
 
 def find_base(bench: Any, label: str) -> BaseCallable:
     """The base revision's version of `bench`'s test's callable `label`, its body run at REF
-    with a capturing gpu_bench (callable_base.py); each call makes a new capture."""
+    with a capturing gpu_bench on modules loaded afresh (callable_base.py's load_base)."""
     body = bench._body
     if body is None:
         return BaseCallable(why=NO_BASE_CALLABLE, detail="the test function is not known")
+    session = bench._session
+    return load_base(
+        body,
+        session.base_tree(),
+        label,
+        bench,
+        bench._kernel_files,
+        _base_kernel_of(bench),
+        force=session.settings.compare_force,
+    )
+
+
+def _base_kernel_of(bench: Any) -> Callable[[Any], Any]:
+    """What a base body's gpu_bench.kernel gives: the base build of a changed kernel file,
+    head's kernel for a file that is the same at REF."""
     session = bench._session
 
     def base_kernel(head: Any) -> Any:
@@ -82,15 +101,7 @@ def find_base(bench: Any, label: str) -> BaseCallable:
             raise NoBaseKernel(why or detail)
         return base
 
-    return load_base(
-        body,
-        session.base_tree(),
-        label,
-        bench,
-        bench._kernel_files,
-        base_kernel,
-        force=session.settings.compare_force,
-    )
+    return base_kernel
 
 
 def capture(
@@ -100,7 +111,8 @@ def capture(
     head: tuple[Callable[[], Any], Callable[[], Any] | None] | None,
     count: int = CALLABLE_CAPTURES,
 ) -> Captures:
-    """`count` captures a side: base's `first` and count - 1 more from its body at REF; head's
+    """`count` captures a side: base's `first` and count - 1 more from its body at REF run
+    again on the modules `first` loaded (a Triton kernel not compiled anew per capture); head's
     `head` (the running test's callable and setup; None: a fresh capture for every load, as
     the confirmation round takes) and fresh ones from head's body run again. A capture that
     fails shortens both sides to the pairs that have both (fewer than 3: drift assumed)."""
@@ -108,12 +120,12 @@ def capture(
     bases = [(first.fn, first.setup)]
     heads = [head] if head is not None else []
     short = ""
-    while len(bases) < count:
-        again = find_base(bench, label)
-        if again.fn is None:
-            short = f"base captured {len(bases)} times: {again.detail or again.why}"
+    while len(bases) < count and bench._body is not None:
+        again = recapture_base(first, bench._body, label, bench, _base_kernel_of(bench))
+        if isinstance(again, str):
+            short = again
             break
-        bases.append((again.fn, again.setup))
+        bases.append(again)
     while len(heads) < len(bases):
         if bench._body is None:
             short = "head's test function is not known"

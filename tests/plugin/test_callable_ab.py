@@ -343,7 +343,7 @@ def test_a_test_package_with_relative_imports_a_class_and_parameters(
     result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(failed=1)
     comparison = gp.report()["results"][0]["verdict"]["comparison"]
-    assert comparison["state"] == "regressed"
+    assert comparison["state"] == "regressed" and comparison["loads"] == CALLABLE_CAPTURES
     assert comparison["changed_files"] == ["perf/launch.py"]
 
 
@@ -411,6 +411,11 @@ def test_an_unchanged_callable_on_other_buffers_is_not_improved_or_regressed(
     captures a side it is measured drift, in the interval, and the edit passes."""
     monkeypatch.setenv("GPUPERF_SIM_BUFFER_CODE_SPREAD", "0.02")
     callable_repo(gp, monkeypatch, tmp_path_factory)
+    # every import of the launcher module leaves a line: base's captures re-run its body on
+    # the modules loaded once (a Triton kernel is not compiled again per capture)
+    path = gp.path / "mykern.py"
+    path.write_text("open('imports.log', 'a').write('import\\n')\n" + path.read_text())
+    commit_all(gp.path, "the launcher logs its imports")
     unrelated_edit(gp)
     result = gp.run(
         "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json", *NO_ASSUMED_SPREAD
@@ -422,6 +427,7 @@ def test_an_unchanged_callable_on_other_buffers_is_not_improved_or_regressed(
     assert comparison["loads"] == CALLABLE_CAPTURES and comparison["pairs"] > 0
     low, high = comparison["ratio_ci"]
     assert low <= 1.0 <= high
+    assert (gp.path / "imports.log").read_text().count("import") == 2  # head's, base's
 
 
 def test_a_head_launching_twice_still_regresses_with_placement_drift(
