@@ -406,15 +406,15 @@ def measure_callable(
 
 def measure_callable_pair(
     backend: Backend,
-    head: Callable[[], Any],
-    base: Callable[[], Any],
+    head: Callable[[], Any] | Sequence[Callable[[], Any]],
+    base: Callable[[], Any] | Sequence[Callable[[], Any]],
     *,
     bytes_moved: int,
     device: Any,
     settings: MeasureSettings = MeasureSettings(),
     name: str | None = None,
-    setup: Callable[[], None] | None = None,
-    base_setup: Callable[[], None] | None = None,
+    setup: Callable[[], None] | Sequence[Callable[[], None] | None] | None = None,
+    base_setup: Callable[[], None] | Sequence[Callable[[], None] | None] | None = None,
     stop_when: Callable[[tuple[float, float], float], bool] | None = None,
     seed: int = 0,
     head_fingerprint: str = "",
@@ -425,32 +425,60 @@ def measure_callable_pair(
     What measure_pair does for two builds of a kernel, for work two callables launch on the
     default stream: every sample slot times one head call and one base call back to back in a
     random order (seeded by `seed`), and the statistic is the same trimmed mean of log ratios.
-    A callable cannot be loaded again as a module can, so the pair has one load a side and the
-    drift between loads is not measured (the gate assumes the backend's, gate/ab.py); the
-    engine cannot see a callable's buffers, so there are no buffer sets and no rotation.
-    Head's call runs last, so what it writes is what the caller's buffers hold."""
-    label = name or str(getattr(head, "__name__", "callable"))
+    A callable cannot be loaded again as a module can, and the engine cannot see (or copy) its
+    buffers; what stands for a kernel's loads and buffer sets is a list of captures a side:
+    `head[i]` and `base[i]` (with `setup[i]`, `base_setup[i]`) are load i, each a callable its
+    test body made anew on buffers of its own, and successive slots take successive loads. So
+    where each capture's buffers landed varies between the loads, and with >= 3 loads the
+    interval carries that drift as measured (stats.nested_trimmed_mean); with one load a side
+    it is not measured (the gate assumes the backend's, gate/ab.py). Head's first callable
+    runs last, so what it writes is what the caller's buffers hold."""
+    heads = list(head) if isinstance(head, Sequence) else [head]
+    bases = list(base) if isinstance(base, Sequence) else [base]
+    if not heads or len(heads) != len(bases):
+        raise ConfigError(
+            f"a callable pair needs as many base callables as head ones, got {len(heads)} "
+            f"and {len(bases)}"
+        )
+    loads = len(heads)
+    head_setups = _per_load(setup, loads)
+    base_setups = _per_load(base_setup, loads)
+    label = name or str(getattr(heads[0], "__name__", "callable"))
     if settings.cache == "rotate":
         raise ConfigError(
             f"{label}: cache='rotate' needs the buffers to copy, which a callable hides"
         )
     session = Sampler(backend, device, settings, label)
+    placements = [[(load,)] for load in range(loads)]
     try:
         works = [
-            Timed(label, _called(fn), [[()]], bytes_moved, setup=before)
-            for fn, before in ((head, setup), (base, base_setup))
+            Timed(
+                label,
+                _called(fns),
+                placements,
+                bytes_moved,
+                setup=_setup_of(setups),
+                setups=_setups_of(setups),
+            )
+            for fns, setups in ((heads, head_setups), (bases, base_setups))
         ]
         session.check_queues_work(works[0])
+        for load in range(1, loads):  # first calls of every capture (lazy compiles) untimed
+            for fns, setups in ((heads, head_setups), (bases, base_setups)):
+                if setups[load] is not None:
+                    setups[load]()  # type: ignore[misc]
+                fns[load]()
+        backend.synchronize()
         head_m, base_m = session.run(
             works,
             kernel_name=label,
             extra_fields={"fingerprint": head_fingerprint},
-            pair=Pairing(np.random.default_rng(seed), stop_when, 1, 1),
+            pair=Pairing(np.random.default_rng(seed), stop_when, loads, loads),
             per_item_fields=[{}, {"fingerprint": base_fingerprint}],
         )
-        if setup is not None:
-            setup()
-        head()
+        if head_setups[0] is not None:
+            head_setups[0]()
+        heads[0]()
         backend.synchronize()
         pairing = session.pairing
         assert pairing is not None
@@ -463,7 +491,7 @@ def measure_callable_pair(
             pairs=found.pairs,
             confidence=settings.confidence,
             stopped_by=head_m.stopped_by,
-            loads=1,
+            loads=loads,
             pair_loads=tuple(pairing.loads_of_pairs),
             log_ratio=found.estimate,
             log_ratio_se=found.se,
@@ -472,18 +500,57 @@ def measure_callable_pair(
             drift=stats.per_side_drift(found.between_sd),
             drift_basis=found.basis,
             median_ratio=float(np.median(pairing.ratios)),
-            buffer_sets=1,
-            buffer_sets_note="a callable's buffers are its own: one set",
+            buffer_sets=loads,
+            buffer_sets_note=(
+                "a callable's buffers are its own: one set"
+                if loads == 1
+                else f"each of the {loads} captures a side made its own buffers"
+            ),
         )
     finally:
         session.close()
 
 
-def _called(fn: Callable[[], Any]) -> Callable[[tuple], None]:
-    """A Timed launch that calls `fn` (its arguments are the callable's own)."""
+def _per_load(
+    setup: Callable[[], None] | Sequence[Callable[[], None] | None] | None, loads: int
+) -> list[Callable[[], None] | None]:
+    """One setup (or None) per load: a sequence as given, a single one for every load."""
+    if setup is None or callable(setup):
+        return [setup] * loads
+    given = list(setup)
+    if len(given) != loads:
+        raise ConfigError(f"a callable pair needs one setup per load, got {len(given)}")
+    return given
 
-    def launch(_args: tuple) -> None:
-        fn()
+
+def _setup_of(setups: Sequence[Callable[[], None] | None]) -> Callable[[], None] | None:
+    """The Timed setup of load 0 (the engine's first, untimed call), or a no-op that marks
+    the work as having setups where only other loads have one."""
+    if all(s is None for s in setups):
+        return None
+    first = setups[0]
+    return first if first is not None else _nothing
+
+
+def _setups_of(
+    setups: Sequence[Callable[[], None] | None],
+) -> list[Callable[[], None]] | None:
+    """Per-placement setups for Timed (None: one setup, or none, for every load)."""
+    if all(s is None for s in setups) or len(setups) == 1:
+        return None
+    return [s if s is not None else _nothing for s in setups]
+
+
+def _nothing() -> None:
+    return None
+
+
+def _called(fns: Sequence[Callable[[], Any]]) -> Callable[[tuple], None]:
+    """A Timed launch that calls the callable of its load (placement (load,)): the arguments
+    are the callable's own."""
+
+    def launch(args: tuple) -> None:
+        fns[args[0]]()
 
     return launch
 

@@ -143,6 +143,15 @@ class Timed:
     graphs: list = field(default_factory=list)  # one per placement, when replaying graphs
     # Enqueues untimed device work before every timed launch (a reset of an accumulator).
     setup: Callable[[], None] | None = None
+    # One setup per placement, where they differ (a callable pair's captures each reset
+    # their own buffers); None: `setup` for every placement.
+    setups: list[Callable[[], None]] | None = None
+
+    def setup_for(self, placement: int) -> Callable[[], None] | None:
+        """The setup that runs before a timed launch on `placement`."""
+        if self.setups:
+            return self.setups[placement % len(self.setups)]
+        return self.setup
 
     def launch_next(self, placement: int) -> None:
         self.launch(self.next_args(placement))
@@ -253,8 +262,9 @@ def run_batch(
             work = timed[which]
             if cold:
                 account.enqueue(engine.launch_flush, engine.flush_lower_bound_s, timed=False)
-            if work.setup is not None:
-                account.enqueue(work.setup, 0.0, timed=False)
+            before = work.setup_for(placement)
+            if before is not None:
+                account.enqueue(before, 0.0, timed=False)
             start, end = events[2 * len(pending)], events[2 * len(pending) + 1]
             backend.record_event(start)
             if work.graphs:

@@ -9,7 +9,7 @@ It lives in the gate because the stopping rule is the gate's; the engine only sa
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -121,8 +121,8 @@ def measure_ab(
 
 def measure_callable_ab(
     backend: Backend,
-    head: Callable[[], Any],
-    base: Callable[[], Any],
+    head: Sequence[Callable[[], Any]],
+    base: Sequence[Callable[[], Any]],
     *,
     policy: PairPolicy,
     settings: MeasureSettings,
@@ -132,15 +132,18 @@ def measure_callable_ab(
     base_fingerprint: str = "",
     **call: Any,
 ) -> PairedComparison:
-    """An A/B pair of two versions of a callable, sampled by `policy` as a kernel's pair is
-    (one load a side: a callable is not loaded again); `call` is measure_callable_pair's
-    (bytes_moved, device, name, setup, base_setup)."""
+    """An A/B pair of two versions of a callable, sampled by `policy` as a kernel's pair is:
+    `head[i]` against `base[i]` is load i (a capture a side, each on buffers its own test
+    body made), so with >= 3 a side the drift between captures is measured as a kernel's
+    loads and buffer sets measure theirs, and the threshold is not widened for an assumed
+    one; `call` is measure_callable_pair's (bytes_moved, device, name, setup, base_setup:
+    one per load)."""
     return measure_callable_pair(
         backend,
-        head,
-        base,
+        list(head),
+        list(base),
         settings=policy.settings(settings, confidence),
-        stop_when=policy.stop_for(backend, head_fingerprint, base_fingerprint, loads=1),
+        stop_when=policy.stop_for(backend, head_fingerprint, base_fingerprint, loads=len(head)),
         seed=seed,
         head_fingerprint=head_fingerprint,
         base_fingerprint=base_fingerprint,

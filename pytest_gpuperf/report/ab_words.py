@@ -106,10 +106,8 @@ def _comparison_confirmation(c: ComparisonCheck) -> str:
     low, high = second.ratio_ci
     said = "regressed again: confirmed" if c.state == AB_REGRESSED else f"{second.state}"
     how = "with freshly loaded code objects on fresh buffers"
-    if c.changed_files:  # head's callable cannot be made again; base's test body runs again
-        how = (
-            "(head's callable as it was, base's made again by its test body on its own new buffers)"
-        )
+    if c.changed_files:  # a callable: both test bodies run again, each on new buffers
+        how = "on new captures of both sides (each test body run again on its own new buffers)"
     return (
         f"measured again {how}: head/base time "
         f"{second.ratio:.4f} ({_level(second.confidence)} CI {low:.4f} to {high:.4f}) over "
@@ -132,7 +130,13 @@ def _comparison_drift(c: ComparisonCheck) -> list[tuple[str, str]]:
 
 def _drift_levels(c: ComparisonCheck) -> tuple[str, str]:
     """('between module loads and buffer sets', 'over 8 loads per side on 8 buffer sets'):
-    what the measured drift covers (a confirming round draws both anew), and from what."""
+    what the measured drift covers (a confirming round draws both anew), and from what. A
+    callable's pair (its changed files known) has captures instead: each test body's run,
+    on buffers of its own."""
+    if c.changed_files:
+        return "between captures, each on its test body's own buffers", (
+            f"over {c.loads} captures per side"
+        )
     over = f"over {c.loads} loads per side"
     if c.buffer_sets > 1:
         levels, over = (
@@ -193,7 +197,8 @@ def _pairs_text(c: ComparisonCheck) -> str:
     base_time = f", base {format_time(c.base_time_s)}" if c.base_time_s else ""
     if c.changed_files:
         return (
-            f"{c.pairs} interleaved head/base calls of the callable: head {head} vs base "
+            f"{c.pairs} interleaved head/base calls of the callable over {c.loads} captures a "
+            f"side (each on its own buffers): head {head} vs base "
             f"{base} of peak{base_time}, base from the test's Python at {against} "
             f"(changed: {', '.join(c.changed_files)})"
         )

@@ -332,6 +332,71 @@ def load_base(
     )
 
 
+def capture_head(
+    body: TestBody, label: str, bench: Any
+) -> tuple[Callable[[], Any], Callable[[], Any] | None] | str:
+    """Head's test body run again, with a capturing gpu_bench, to the `run(...)` of
+    measurement `label`: (its callable, its setup), made anew on buffers of their own, as a
+    base capture's are (head's modules are the live ones, its kernels head's builds); or why
+    not, in one line. A callable's A/B pairs several such captures a side, so that where
+    each capture's buffers landed is measured as drift rather than read as a code change."""
+    capture = CapturingBench(bench, label, lambda kernel: kernel)
+    try:
+        arguments = _arguments(body.function, body.arguments(), bench, capture)
+        body.function(**arguments)
+    except _Captured as captured:
+        return captured.fn, captured.setup
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as failure:  # the user's code run again: any error is a reason
+        return f"head's test body run again: {_one_line(failure)}"
+    return f"head's test body run again does not measure {label!r} with gpu_bench.run"
+
+
+def recapture_base(
+    first: BaseCallable,
+    body: TestBody,
+    label: str,
+    bench: Any,
+    base_kernel: Callable[[Any], Any],
+) -> tuple[Callable[[], Any], Callable[[], Any] | None] | str:
+    """Base's test body run again on the modules `first` loaded at REF (put back under their
+    own names while it runs, so its imports find base's): (its callable, its setup), made
+    anew on buffers of their own; or why not, in one line. The same modules, as head's
+    captures run on head's live ones: a Triton kernel is not compiled (nor autotuned) again
+    for each capture, and what a capture draws anew is its buffers."""
+    function = getattr(body.function, "__func__", body.function)
+    name = getattr(function, "__module__", "")
+    modules = {m.__name__: m for m in first.base_modules}
+    if name not in modules:
+        return "the base test module is not loaded"
+    capture = CapturingBench(bench, label, base_kernel)
+    saved = {n: sys.modules.get(n) for n in modules}
+    sys.modules.update(modules)
+    try:
+        owner: Any = modules[name]
+        *outer, last = function.__qualname__.split(".")
+        for part in outer:
+            owner = getattr(owner, part)
+        if isinstance(owner, type):
+            owner = owner()
+        base_function = getattr(owner, last)
+        base_function(**_arguments(base_function, body.arguments(), bench, capture))
+    except _Captured as captured:
+        return captured.fn, captured.setup
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as failure:  # the user's code run again: any error is a reason
+        return f"base's test body run again: {_one_line(failure)}"
+    finally:
+        for n, module in saved.items():
+            if module is None:
+                sys.modules.pop(n, None)
+            else:
+                sys.modules[n] = module
+    return f"base's test body run again does not measure {label!r} with gpu_bench.run"
+
+
 class _base_modules:
     """While active: head's repository modules set aside, the base tree's served instead.
     On exit base's modules move to private names and head's come back, whatever happened."""
@@ -494,11 +559,13 @@ __all__ = [
     "NoBaseKernel",
     "TestBody",
     "ab_without_timing",
+    "capture_head",
     "fingerprint",
     "imported_names",
     "is_user_file",
     "launch_change",
     "launched_names",
     "load_base",
+    "recapture_base",
     "user_modules",
 ]

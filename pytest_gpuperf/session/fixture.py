@@ -8,8 +8,8 @@ smoke test. The verdict comes later, after the test body has passed (plugin/verd
 with wrong outputs never passes on time alone. The result type lives in bench_result.py and
 the checks of what a test declares (bytes moved, kernel file) in declared.py, a callable's
 base (its test's Python at the base revision) in callable_base.py. No pytest import here.
-Longer than the project's 600-line guide: the one class is the fixture's whole API, and
-splitting it along its verbs (data, kernels, measuring) is still to be done.
+A kernel's A/B (and its confirmation) lives in kernel_pairs.py, a callable's in
+callable_pairs.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,20 +25,14 @@ import numpy as np
 
 from pytest_gpuperf.config.parsing import parse_cache, parse_floor
 from pytest_gpuperf.config.settings import TestSettings
-from pytest_gpuperf.engine.measure import (
-    MeasureSettings,
-    measure_callable,
-    measure_kernel,
-)
-from pytest_gpuperf.engine.results import Measurement, PairedComparison
+from pytest_gpuperf.engine.measure import MeasureSettings
+from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
-from pytest_gpuperf.gate.pairing import measure_ab, measure_callable_ab
 from pytest_gpuperf.gate.static.run import expect_isa_spec  # gpuperf-static
-from pytest_gpuperf.gate.suite import interval_confidence
-from pytest_gpuperf.record.checks import NO_BASE_CALLABLE
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel
 from pytest_gpuperf.runtime.devices import DeviceSpec
+from pytest_gpuperf.session import callable_pairs, kernel_pairs
 from pytest_gpuperf.session.bench_result import BenchResult
 from pytest_gpuperf.session.bench_session import BenchSession
 from pytest_gpuperf.session.buffers import (
@@ -47,36 +41,14 @@ from pytest_gpuperf.session.buffers import (
     shape_dims,
     unwritten_elements,
 )
-from pytest_gpuperf.session.callable_base import (
-    BaseCallable,
-    NoBaseKernel,
-    TestBody,
-    ab_without_timing,
-    launch_change,
-    launched_names,
-    load_base,
-)
+from pytest_gpuperf.session.callable_base import BaseCallable, TestBody, ab_without_timing
 from pytest_gpuperf.session.declared import declared_bytes, resolve_kernel_path
 from pytest_gpuperf.session.device import OpenDevice
+from pytest_gpuperf.session.kernel_pairs import Recipe
 from pytest_gpuperf.session.profile_child import PROFILED_NOTE, child_plan, profile_sides
 from pytest_gpuperf.session.stop_targets import measure_plan  # sequential rule
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
-
-
-@dataclass(frozen=True)
-class _Recipe:
-    """How one measurement was taken, so a confirming round can take it again: the kernel
-    (and the base build it was paired with) and the call's arguments, or the callable."""
-
-    label: str
-    mode: str
-    common: Mapping[str, Any]
-    kernel: Kernel | None = None
-    base: Kernel | None = None
-    fn: Callable[[], Any] | None = None
-    compared: Kernel | None = None  # the base build, timed or not (what explain/ reads)
-    base_fn: BaseCallable | None = None  # a callable's base, when it was timed as a pair
 
 
 class GpuBench:
@@ -110,7 +82,7 @@ class GpuBench:
         self._test_dir = test_path.parent if test_path else None
         self._results: list[BenchResult] = []
         self._taken: list[Taken] = []
-        self._recipes: list[_Recipe] = []
+        self._recipes: list[Recipe] = []
         self._owned: list[DeviceBuffer] = []
         self._empties: list[tuple[DeviceBuffer, np.dtype]] = []  # outputs made by empty()
         self._loaded: list[tuple[Kernel, Mapping[str, tuple[str, ...]]]] = []  # gpuperf-static
@@ -215,15 +187,7 @@ class GpuBench:
     def callable_launches(self, name: str) -> str:
         """For measurement `name`, a callable timed against its base: which kernels one call
         of each launches, and the change ("" when not a callable pair, or nothing was seen)."""
-        for recipe in self._recipes:
-            base = recipe.base_fn
-            if recipe.label != name or recipe.fn is None or base is None or base.fn is None:
-                continue
-            with self._device.lock.held(f"{self.test.test_id} [{name}] (launches)"):
-                head_names = launched_names(self.backend, recipe.fn, recipe.common.get("setup"))
-                base_names = launched_names(self.backend, base.fn, base.setup)
-            return launch_change(head_names, base_names)
-        return ""
+        return callable_pairs.launches(self, self._recipes, name)
 
     def uncomputed(self) -> tuple[Kernel, ...]:
         """The kernels this test loaded that the device launched without computing their
@@ -359,43 +323,14 @@ class GpuBench:
             "shared_bytes": shared_bytes,
             "setup": setup,
         }
-        ab: AbResult | None = None
-        paired = None
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
             base, why, detail = self._base_of(kernel)
             settings = self._measure_settings(mode, label, bytes_moved, floor_rule[0])
-            if base is None:
-                measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
-                if why:
-                    ab = AbResult(no_base_why=why, detail=detail)
-            else:
-                head_print = self.backend.kernel_fingerprint(kernel)
-                base_print = self.backend.kernel_fingerprint(base)
-                model = self.backend.speed_model(kernel)
-                if head_print == base_print and not self._forced:
-                    measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
-                    ab = AbResult(unchanged_fingerprint=head_print)
-                elif (
-                    model is not None
-                    and not self._forced
-                    and model == self.backend.speed_model(base)
-                ):
-                    # The simulated device times both from one model: timing the pair would
-                    # measure its noise and call it a verdict on the edit.
-                    measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
-                    ab = AbResult(
-                        modelled_by=model.efficiency_from,
-                        modelled_efficiency=model.efficiency,
-                        head_fingerprint=head_print,
-                        base_fingerprint=base_print,
-                    )
-                else:
-                    first = interval_confidence(self._session.suite.ab_round_rate)
-                    paired = self._pair(kernel, base, settings, first, len(self._taken), common)
-                    measurement = paired.head
-                    ab = AbResult(paired=paired)
+            measurement, ab, paired = kernel_pairs.measure_kernel_ab(
+                self, kernel, (base, why, detail), settings, common
+            )
         paired_base = base if paired is not None else None
-        recipe = _Recipe(label, mode, common, kernel=kernel, base=paired_base, compared=base)
+        recipe = Recipe(label, mode, common, kernel=kernel, base=paired_base, compared=base)
         self._keep(measurement, floor_rule, ab, recipe)
         return self._record(
             BenchResult(
@@ -445,25 +380,21 @@ class GpuBench:
             fn()
             self.backend.synchronize()
             return self._record(BenchResult(label, label, bytes_moved, mode, note=SMOKE_NOTE))
-        found = self._callable_base(label) if self._session.settings.compare_ref else None
+        found = (
+            callable_pairs.find_base(self, label) if self._session.settings.compare_ref else None
+        )
         ab = ab_without_timing(self.backend, found) if found is not None else None
+        captures = None
+        if found is not None and ab is None:  # several a side, outside the lock (their bodies)
+            captures = callable_pairs.capture(self, label, found, (fn, setup))
         common: dict[str, Any] = {"bytes_moved": bytes_moved, "name": label, "setup": setup}
-        paired = None
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
             settings = self._measure_settings(mode, label, bytes_moved, floor_rule[0])
-            if found is not None and ab is None:
-                first = interval_confidence(self._session.suite.ab_round_rate)
-                paired = self._pair_callables(fn, found, settings, first, len(self._taken), common)
-                measurement = paired.head
-                ab = _callable_ab(paired, found)
-            else:
-                measurement = measure_callable(
-                    self.backend, fn, device=self._spec, settings=settings, **common
-                )
+            measurement, ab, paired = callable_pairs.measure(
+                self, fn, found, captures, ab, settings, common
+            )
         base_fn = found if paired is not None else None
-        self._keep(
-            measurement, floor_rule, ab, _Recipe(label, mode, common, fn=fn, base_fn=base_fn)
-        )
+        self._keep(measurement, floor_rule, ab, Recipe(label, mode, common, fn=fn, base_fn=base_fn))
         return self._record(
             BenchResult(label, label, bytes_moved, mode, measurement, comparison=paired)
         )
@@ -480,66 +411,12 @@ class GpuBench:
         source = resolve_kernel_path(path, test_dir=self._test_dir, rootdir=self._session.rootdir)
         return self._session.head_module(source, tuple(options), dict(defines or {})).kernel(name)
 
-    def _callable_base(self, label: str) -> BaseCallable:
-        """The base revision's version of this test's callable `label` (callable_base.py)."""
-        if self._body is None:
-            return BaseCallable(why=NO_BASE_CALLABLE, detail="the test function is not known")
-
-        def base_kernel(head: Kernel) -> Kernel:
-            path = head.module.origin_path or head.module.source_path
-            source, _, detail = (
-                self._session.base_tree().source_for(path) if path else (None, "", "")
-            )
-            if (
-                source is not None
-                and path is not None
-                and source.read_bytes() == Path(path).read_bytes()
-            ):
-                return head  # the same file: the same module, as a kernel's A/B would find
-            base, _, why = self._session.base_kernel(head)
-            if base is None:
-                raise NoBaseKernel(why or detail)
-            return base
-
-        return load_base(
-            self._body,
-            self._session.base_tree(),
-            label,
-            self,
-            self._kernel_files,
-            base_kernel,
-            force=self._forced,
-        )
-
-    def _pair_callables(
-        self,
-        fn: Callable[[], Any],
-        base: BaseCallable,
-        settings: MeasureSettings,
-        confidence: float,
-        seed: int,
-        common: Mapping[str, Any],
-    ) -> PairedComparison:
-        """An A/B pair of head's callable and base's, sampled as a kernel's pair is."""
-        assert base.fn is not None
-        return measure_callable_ab(
-            self.backend,
-            fn,
-            base.fn,
-            policy=self._session.pair_policy,
-            settings=settings,
-            confidence=confidence,
-            seed=seed,
-            device=self._spec,
-            base_setup=base.setup,
-            **common,
-        )
-
     def confirm(self, recheck: Recheck) -> tuple[Taken | None, str]:
         """A second round of measurement `recheck.position`, for the gate to confirm a
         regression before the test fails: the kernel (and its base build) loaded afresh as
         new modules, on fresh device copies of the buffers the call passed (its own buffers
-        when it has a `setup=`, which resets those). A callable is timed again as it is.
+        when it has a `setup=`, which resets those). A callable pair is captured afresh on both
+        sides (session/callable_pairs.py); a callable alone is timed again as it is.
         Returns (None, why) when it cannot be measured again."""
         if not 0 <= recheck.position < len(self._recipes):
             return None, f"no measurement {recheck.position} in this test"
@@ -553,86 +430,12 @@ class GpuBench:
         settings = replace(settings, confidence=recheck.confidence)
         try:
             with self._device.lock.held(f"{self.test.test_id} [{recipe.label}] (confirming)"):
-                if recipe.fn is not None and recheck.paired and recipe.base_fn is not None:
-                    # base's test body run again: its modules loaded afresh, its buffers its own
-                    # anew, so an unlucky placement of the first ones does not decide twice
-                    again = self._callable_base(recipe.label)
-                    base = again if again.fn is not None else recipe.base_fn
-                    seed = 1_000_003 + recheck.position  # another slot order than the first's
-                    paired = self._pair_callables(
-                        recipe.fn, base, settings, recheck.confidence, seed, recipe.common
-                    )
-                    ab = _callable_ab(paired, base)
-                    return replace(taken, measurement=paired.head, ab=ab), ""
                 if recipe.fn is not None:
-                    fn, common = recipe.fn, recipe.common
-                    measurement = measure_callable(
-                        self.backend, fn, device=self._spec, settings=settings, **common
-                    )
-                    return replace(taken, measurement=measurement, ab=None), ""
+                    return callable_pairs.again(self, recipe, taken, recheck, settings)
                 assert recipe.kernel is not None
-                return self._again(recipe, taken, recheck, settings)
+                return kernel_pairs.again(self, recipe, taken, recheck, settings)
         except GpuPerfError as failure:
             return None, f"measuring again failed: {failure}"
-
-    def _again(
-        self, recipe: _Recipe, taken: Taken, recheck: Recheck, settings: MeasureSettings
-    ) -> tuple[Taken | None, str]:
-        assert recipe.kernel is not None
-        if recheck.paired and recipe.base is None:
-            return None, "the first round was not an A/B pair"
-        args = tuple(recipe.common["args"])
-        freed = [a for a in args if isinstance(a, DeviceBuffer) and a.freed]
-        if freed:
-            return None, "a buffer the call passed was freed before the test ended"
-        fresh: dict[int, DeviceBuffer] = {}
-        if recipe.common.get("setup") is None:
-            for arg in args:
-                if isinstance(arg, DeviceBuffer) and id(arg) not in fresh:
-                    copy = self.backend.alloc(arg.nbytes)
-                    self.backend.copy(copy, arg)
-                    fresh[id(arg)] = copy
-        common = {
-            **recipe.common,
-            "args": tuple(fresh.get(id(a), a) if isinstance(a, DeviceBuffer) else a for a in args),
-        }
-        try:
-            kernel = self._session.reload(recipe.kernel)
-            if not recheck.paired:
-                measurement = measure_kernel(self.backend, kernel, settings=settings, **common)
-                return replace(taken, measurement=measurement, ab=None), ""
-            assert recipe.base is not None
-            base = self._session.reload(recipe.base)
-            seed = 1_000_003 + recheck.position  # another slot order than the first round's
-            paired = self._pair(kernel, base, settings, recheck.confidence, seed, common)
-            return replace(taken, measurement=paired.head, ab=AbResult(paired=paired)), ""
-        finally:
-            self.backend.synchronize()
-            for copy in fresh.values():
-                copy.free()
-
-    def _pair(
-        self,
-        head: Kernel,
-        base: Kernel,
-        settings: MeasureSettings,
-        confidence: float,
-        seed: int,
-        common: Mapping[str, Any],
-    ) -> PairedComparison:
-        """An A/B pair, its interval at `confidence` (the round's level of the run's budget,
-        gate/suite.py), sampled by the run's pairing policy until the gate's state is known
-        or the budget is spent."""
-        return measure_ab(
-            self.backend,
-            head,
-            base,
-            policy=self._session.pair_policy,
-            settings=settings,
-            confidence=confidence,
-            seed=seed,
-            **common,
-        )
 
     def close(self) -> None:
         """Free the buffers this test allocated through the fixture (best effort: a device
@@ -653,7 +456,7 @@ class GpuBench:
         measurement: Measurement,
         floor_rule: tuple[float | None, str],
         ab: AbResult | None,
-        recipe: _Recipe,
+        recipe: Recipe,
     ) -> None:
         """Hand a measurement to the gate with the device facts its peak check reads (the
         same for a kernel and a callable), and keep how to take it again at the same
@@ -783,19 +586,6 @@ class GpuBench:
                 f"({len(m.samples_s)} samples, {m.wall_s:.2f} s)"
             )
         return result
-
-
-def _callable_ab(paired: PairedComparison, base: BaseCallable) -> AbResult:
-    """A callable pair's A/B result, with its code's fingerprints and changed files. The pair
-    itself was measured without fingerprints: each side runs on the buffers its own test body
-    made, so even the same code is not the same placement, and the gate assumes the backend's
-    drift for it (gate/ab.py's pair_code_spread) rather than none."""
-    return AbResult(
-        paired=paired,
-        head_fingerprint=base.head_fingerprint,
-        base_fingerprint=base.base_fingerprint,
-        changed_files=base.changed,
-    )
 
 
 def _check_setup(setup: Any, label: str) -> None:

@@ -17,6 +17,7 @@ from pytest_gpuperf.gate.ab import check_comparison
 from pytest_gpuperf.gate.pairing import PAIR_BUDGETS, PAIR_MAX_SAMPLES, PairPolicy
 from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_THRESHOLD
 from pytest_gpuperf.runtime import open_backend
+from pytest_gpuperf.session import kernel_pairs
 from pytest_gpuperf.session.bench_session import BenchSession
 from pytest_gpuperf.session.fixture import GpuBench
 
@@ -50,7 +51,7 @@ def _through_the_fixture(tmp_path):
             "name": "pair",
         }
         settings = MeasureSettings(cache="cold", budget_s=BUDGET_S)
-        return bench._pair(kernel, kernel, settings, 0.95, 0, common)
+        return kernel_pairs.pair(bench, kernel, kernel, settings, 0.95, 0, common)
     finally:
         bench.close()
         session.close()
@@ -116,3 +117,68 @@ def test_a_caller_may_ask_for_other_budgets_and_bad_ones_are_refused():
             device.compare(kernel, kernel, budgets=0, **launch)
         with pytest.raises(ConfigError, match="max_samples >= 3"):
             device.compare(kernel, kernel, max_pairs=2, **launch)
+
+
+# -- a callable pair over several captures a side ------------------------------------------------
+
+
+def _capture(backend, kernel, side, load, events, n):
+    """One capture of a callable: its own buffers, and a setup that resets its own output."""
+    a = np.full(n, 1.0, np.float32)
+    args = (backend.to_device(a), backend.to_device(a), backend.alloc(a.nbytes), n)
+
+    def setup():
+        events.append(("setup", side, load))
+
+    def fn():
+        events.append(("call", side, load))
+        backend.launch(kernel, n // 256, 256, args)
+
+    return fn, setup
+
+
+def test_a_callable_pair_nests_over_its_captures_each_with_its_own_setup():
+    """Head capture i against base capture i is load i: the pair's interval is nested over
+    the captures (drift measured from their spread, each on buffers of its own, which the
+    simulated device places apart), and every timed call of a capture follows its own
+    setup, not another capture's."""
+    from pytest_gpuperf.engine.measure import measure_callable_pair
+    from pytest_gpuperf.runtime.devices import get_device
+
+    backend = open_backend("sim", 0, seed=SEED, buffer_code_spread=0.02)
+    kernel = backend.compile(KERNEL).kernel("vector_add")
+    n, loads, events = 1 << 16, 4, []
+    heads = [_capture(backend, kernel, "head", i, events, n) for i in range(loads)]
+    bases = [_capture(backend, kernel, "base", i, events, n) for i in range(loads)]
+    paired = measure_callable_pair(
+        backend,
+        [fn for fn, _ in heads],
+        [fn for fn, _ in bases],
+        setup=[setup for _, setup in heads],
+        base_setup=[setup for _, setup in bases],
+        bytes_moved=12 * n,
+        device=get_device("mi300x"),
+        settings=MeasureSettings(cache="cold", budget_s=0.1),
+        name="captures",
+    )
+    assert paired.loads == loads and paired.drift_basis == "measured"
+    assert sorted(set(paired.pair_loads)) == list(range(loads))
+    followed = [events[i + 1] for i, event in enumerate(events[:-1]) if event[0] == "setup"]
+    setups = [event for event in events[:-1] if event[0] == "setup"]
+    assert len(setups) > 4 * loads
+    assert all(after == ("call", *setup[1:]) for setup, after in zip(setups, followed, strict=True))
+
+
+def test_a_callable_pair_refuses_sides_of_different_lengths():
+    from pytest_gpuperf.engine.measure import measure_callable_pair
+    from pytest_gpuperf.runtime.devices import get_device
+
+    backend = open_backend("sim", 0, seed=SEED)
+    with pytest.raises(ConfigError, match="as many base callables as head ones, got 2 and 1"):
+        measure_callable_pair(
+            backend,
+            [lambda: None, lambda: None],
+            [lambda: None],
+            bytes_moved=4,
+            device=get_device("mi300x"),
+        )

@@ -1,0 +1,276 @@
+"""A callable's A/B under --gpuperf-compare=REF: its base found, both sides captured several
+times, the captures timed in interleaved pairs, and the confirmation round on fresh captures.
+
+Why several captures a side: `gpu_bench.run(fn)` cannot show the engine its buffers, so each
+side runs on the buffers its own test body allocated (head's body made head's, base's body,
+run again at REF, made base's). Where those buffers landed in device memory moves a
+streaming kernel's time by ~1.5% at 64 MB buffers on an H200, the same code or not, and one
+capture a side reads that placement as a code change (an unchanged Triton copy kernel read
+-1.4%, "improved", in 2 of 2 runs). So each side is captured `CALLABLE_CAPTURES` times: head's
+first capture is the callable the running test passed, the others are head's test body run
+again with a capturing `gpu_bench` (session/callable_base.py's capture_head), base's are its
+body at REF run as many times (load_base once, then recapture_base on the modules it loaded,
+as head's run on head's live ones: a Triton kernel is not compiled or autotuned again per
+capture), every capture making fresh tensors. The confirmation round loads base afresh once
+and captures both sides anew. Capture i of
+head is paired with capture i of base as load i of a kernel's pair is (the slots go round
+the loads, head and base interleaved in a random order per slot), and the nested statistic
+measures the spread between captures and carries it in the interval (drift_basis
+"measured"), as a kernel's loads x buffer sets do (docs/measurement.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pytest_gpuperf.engine.measure import MeasureSettings, measure_callable
+from pytest_gpuperf.engine.results import Measurement, PairedComparison
+from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
+from pytest_gpuperf.gate.pairing import measure_callable_ab
+from pytest_gpuperf.gate.suite import interval_confidence
+from pytest_gpuperf.record.checks import NO_BASE_CALLABLE
+from pytest_gpuperf.session.callable_base import (
+    BaseCallable,
+    NoBaseKernel,
+    capture_head,
+    launch_change,
+    launched_names,
+    load_base,
+    recapture_base,
+)
+
+# Captures a side (loads of the pair). The nested statistic needs >= 3 loads to measure
+# drift (engine/stats.py's MIN_LOADS_TO_ESTIMATE); with k loads its interval takes k - 1
+# degrees of freedom, so 3 would widen it by t(2) = 4.30 against 8 loads' t(7) = 2.36. Six
+# (t(5) = 2.57) keeps t within 9% of a kernel pair's while each capture is a body run and
+# its own buffers: 5 more body runs a side than one capture, no more samples.
+CALLABLE_CAPTURES = 6
+
+
+@dataclass(frozen=True)
+class Captures:
+    """The callables of a pair, one per load a side, and the base that made base's first
+    (its fingerprints, changed files and modules describe the pair); `short` says why there
+    are fewer than wanted ("" when not)."""
+
+    heads: tuple[Callable[[], Any], ...]
+    head_setups: tuple[Callable[[], Any] | None, ...]
+    bases: tuple[Callable[[], Any], ...]
+    base_setups: tuple[Callable[[], Any] | None, ...]
+    base: BaseCallable
+    short: str = ""
+
+
+def find_base(bench: Any, label: str) -> BaseCallable:
+    """The base revision's version of `bench`'s test's callable `label`, its body run at REF
+    with a capturing gpu_bench on modules loaded afresh (callable_base.py's load_base)."""
+    body = bench._body
+    if body is None:
+        return BaseCallable(why=NO_BASE_CALLABLE, detail="the test function is not known")
+    session = bench._session
+    return load_base(
+        body,
+        session.base_tree(),
+        label,
+        bench,
+        bench._kernel_files,
+        _base_kernel_of(bench),
+        force=session.settings.compare_force,
+    )
+
+
+def _base_kernel_of(bench: Any) -> Callable[[Any], Any]:
+    """What a base body's gpu_bench.kernel gives: the base build of a changed kernel file,
+    head's kernel for a file that is the same at REF."""
+    session = bench._session
+
+    def base_kernel(head: Any) -> Any:
+        path = head.module.origin_path or head.module.source_path
+        source, _, detail = session.base_tree().source_for(path) if path else (None, "", "")
+        if (
+            source is not None
+            and path is not None
+            and source.read_bytes() == Path(path).read_bytes()
+        ):
+            return head  # the same file: the same module, as a kernel's A/B would find
+        base, _, why = session.base_kernel(head)
+        if base is None:
+            raise NoBaseKernel(why or detail)
+        return base
+
+    return base_kernel
+
+
+def capture(
+    bench: Any,
+    label: str,
+    first: BaseCallable,
+    head: tuple[Callable[[], Any], Callable[[], Any] | None] | None,
+    count: int = CALLABLE_CAPTURES,
+) -> Captures:
+    """`count` captures a side: base's `first` and count - 1 more from its body at REF run
+    again on the modules `first` loaded (a Triton kernel not compiled anew per capture); head's
+    `head` (the running test's callable and setup; None: a fresh capture for every load, as
+    the confirmation round takes) and fresh ones from head's body run again. A capture that
+    fails shortens both sides to the pairs that have both (fewer than 3: drift assumed)."""
+    assert first.fn is not None
+    bases = [(first.fn, first.setup)]
+    heads = [head] if head is not None else []
+    short = ""
+    while len(bases) < count and bench._body is not None:
+        again = recapture_base(first, bench._body, label, bench, _base_kernel_of(bench))
+        if isinstance(again, str):
+            short = again
+            break
+        bases.append(again)
+    while len(heads) < len(bases):
+        if bench._body is None:
+            short = "head's test function is not known"
+            break
+        made = capture_head(bench._body, label, bench)
+        if isinstance(made, str):
+            short = made
+            break
+        heads.append(made)
+    loads = min(len(heads), len(bases))
+    if loads == 0:  # no head capture in a confirmation round: the test's callable as it was
+        return Captures((), (), (), (), first, short)
+    return Captures(
+        tuple(fn for fn, _ in heads[:loads]),
+        tuple(setup for _, setup in heads[:loads]),
+        tuple(fn for fn, _ in bases[:loads]),
+        tuple(setup for _, setup in bases[:loads]),
+        first,
+        short,
+    )
+
+
+def pair(
+    bench: Any,
+    captures: Captures,
+    settings: MeasureSettings,
+    confidence: float,
+    seed: int,
+    common: Mapping[str, Any],
+) -> PairedComparison:
+    """An A/B pair of head's captures and base's, load i = capture i a side, sampled as a
+    kernel's pair is."""
+    call = {key: value for key, value in common.items() if key != "setup"}
+    return measure_callable_ab(
+        bench.backend,
+        captures.heads,
+        captures.bases,
+        policy=bench._session.pair_policy,
+        settings=settings,
+        confidence=confidence,
+        seed=seed,
+        device=bench._spec,
+        setup=list(captures.head_setups),
+        base_setup=list(captures.base_setups),
+        head_fingerprint=captures.base.head_fingerprint,
+        base_fingerprint=captures.base.base_fingerprint,
+        **call,
+    )
+
+
+def callable_ab(paired: PairedComparison, base: BaseCallable) -> AbResult:
+    """A callable pair's A/B result, with its code's fingerprints and changed files."""
+    return AbResult(
+        paired=paired,
+        head_fingerprint=base.head_fingerprint,
+        base_fingerprint=base.base_fingerprint,
+        changed_files=base.changed,
+    )
+
+
+def measure(
+    bench: Any,
+    fn: Callable[[], Any],
+    found: BaseCallable | None,
+    captures: Captures | None,
+    ab: AbResult | None,
+    settings: MeasureSettings,
+    common: Mapping[str, Any],
+) -> tuple[Measurement, AbResult | None, PairedComparison | None]:
+    """Measure callable `fn`: as an A/B pair of `captures` where there are some (`found` the
+    base that made them), alone otherwise (`ab`: the result of an A/B not timed, or None).
+    Returns (head's measurement, the A/B result, the pair or None)."""
+    if captures is not None and captures.heads and found is not None:
+        first = interval_confidence(bench._session.suite.ab_round_rate)
+        paired = pair(bench, captures, settings, first, len(bench._taken), common)
+        return paired.head, callable_ab(paired, found), paired
+    measurement = measure_callable(
+        bench.backend, fn, device=bench._spec, settings=settings, **common
+    )
+    return measurement, ab, None
+
+
+def again(
+    bench: Any, recipe: Any, taken: Taken, recheck: Recheck, settings: MeasureSettings
+) -> tuple[Taken | None, str]:
+    """The confirmation round of callable measurement `recipe` (session/kernel_pairs.py's
+    Recipe): a pair on fresh captures (confirm_pair), or the callable timed again as it is."""
+    assert recipe.fn is not None
+    if recheck.paired and recipe.base_fn is not None:
+        head = (recipe.fn, recipe.common.get("setup"))
+        return confirm_pair(
+            bench, recipe.label, recipe.base_fn, head, taken, recheck, settings, recipe.common
+        )
+    measurement = measure_callable(
+        bench.backend, recipe.fn, device=bench._spec, settings=settings, **recipe.common
+    )
+    return replace(taken, measurement=measurement, ab=None), ""
+
+
+def launches(bench: Any, recipes: Sequence[Any], name: str) -> str:
+    """Which kernels one call of head's and of base's callable `name` launches, and the
+    change ("" when `name` is not a callable pair, or nothing was seen)."""
+    for recipe in recipes:
+        base = recipe.base_fn
+        if recipe.label != name or recipe.fn is None or base is None or base.fn is None:
+            continue
+        with bench._device.lock.held(f"{bench.test.test_id} [{name}] (launches)"):
+            head_names = launched_names(bench.backend, recipe.fn, recipe.common.get("setup"))
+            base_names = launched_names(bench.backend, base.fn, base.setup)
+        return launch_change(head_names, base_names)
+    return ""
+
+
+def confirm_pair(
+    bench: Any,
+    label: str,
+    first: BaseCallable,
+    head: tuple[Callable[[], Any], Callable[[], Any] | None],
+    taken: Taken,
+    recheck: Recheck,
+    settings: MeasureSettings,
+    common: Mapping[str, Any],
+) -> tuple[Taken | None, str]:
+    """The confirmation round of a callable pair: fresh captures of both sides (base's body
+    at REF and head's body run again, each on new buffers), so an unlucky placement of the
+    first round's does not decide twice. Where base can no longer be captured, the first
+    round's base is taken again; where head cannot, the test's own callable."""
+    again = find_base(bench, label)
+    base = again if again.fn is not None else first
+    captures = capture(bench, label, base, None)
+    if not captures.heads:
+        captures = capture(bench, label, base, head)
+    seed = 1_000_003 + recheck.position  # another slot order than the first round's
+    paired = pair(bench, captures, settings, recheck.confidence, seed, common)
+    return replace(taken, measurement=paired.head, ab=callable_ab(paired, base)), ""
+
+
+__all__ = [
+    "CALLABLE_CAPTURES",
+    "Captures",
+    "again",
+    "callable_ab",
+    "capture",
+    "confirm_pair",
+    "find_base",
+    "launches",
+    "measure",
+]
