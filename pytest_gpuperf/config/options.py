@@ -103,8 +103,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "--gpuperf-require",
         "gpuperf_require",
         "gpu, hip or cuda: without it the run fails before any test (no skip, no sim); "
-        "static: only beside --gpuperf-static, which already requires its clang (alone it "
-        "stops the run). Default: not required.",
+        "static: only with --gpuperf-static (alone: exit 4). Default: not required.",
         ini="gpuperf_require",
         metavar="KIND",
     ),
