@@ -12,10 +12,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pytest_gpuperf.engine.results import CACHE_MODES
-from pytest_gpuperf.engine.sequential import StopTarget
 from pytest_gpuperf.errors import ConfigError
+
+if TYPE_CHECKING:  # the rule needs NumPy, which importing the plugin must not load
+    from pytest_gpuperf.engine.sequential import StopTarget
 
 # hot/rotate: launches per event pair so that one pair lasts at least this long; the event
 # resolution (~0.5 us) and the gap between back-to-back launches then stay below 1%.

