@@ -131,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--out", type=Path, default=None, help="folder for each run's report")
+    parser.add_argument(
+        "--no-explain", action="store_true", help="no --gpuperf-explain on the last run"
+    )
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="callable-ab-"))
     root = work / "project"
@@ -141,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     ratios: dict[str, list[float]] = collections.defaultdict(list)
     walls, last_output = [], ""
     for number in range(args.runs):
-        explain = number == args.runs - 1
+        explain = number == args.runs - 1 and not args.no_explain
         wall_s, output, document = run_once(root, out / f"run-{number:02d}.json", explain)
         walls.append(wall_s)
         last_output = output
@@ -154,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
             counts[test][comparison.get("state", "none")] += 1
             if isinstance(comparison.get("ratio"), float):
                 ratios[test].append(comparison["ratio"])
+            confirmation = comparison.get("confirmation") or {}
+            print(
+                f"  {test}: {comparison.get('state')} {comparison.get('ratio')} "
+                f"(first {comparison.get('first_state') or '-'}, again {confirmation.get('ratio')})"
+                f" drift {comparison.get('drift_basis')} loads {comparison.get('loads')}",
+                flush=True,
+            )
         print(f"run {number}: {document['summary']['line']} ({wall_s:.1f} s)", flush=True)
     print(f"\n{'test':<28} {'runs':>4} {'regressed':>9} {'pass':>5} {'other':<22} ratio")
     for test in sorted(counts):
@@ -166,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"\nwall of a run: {min(walls):.1f}-{max(walls):.1f} s (the last with --gpuperf-explain)")
     print("\nthe explained run (--gpuperf-explain), its end:")
-    print(last_output[-8000:])
+    print(last_output[-3500:])
     return 0
 
 
