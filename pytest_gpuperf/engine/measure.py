@@ -238,26 +238,11 @@ def measure_pair(
             setup()
         launch_head((0, *args))
         backend.synchronize()
-        pairing = sampler.pairing
-        assert pairing is not None
-        found = pairing.estimate()
-        return PairedComparison(
-            head=replace(head_m, resources=head.resources),
-            base=replace(base_m, resources=base.resources),
-            ratio=found.ratio,
-            ratio_ci=found.ratio_interval(settings.confidence),
-            pairs=found.pairs,
-            confidence=settings.confidence,
-            stopped_by=head_m.stopped_by,
+        return _paired_comparison(
+            sampler,
+            replace(head_m, resources=head.resources),
+            replace(base_m, resources=base.resources),
             loads=loads,
-            pair_loads=tuple(pairing.loads_of_pairs),
-            log_ratio=found.estimate,
-            log_ratio_se=found.se,
-            df=found.df,
-            within_se=found.within_se,
-            drift=stats.per_side_drift(found.between_sd),
-            drift_basis=found.basis,
-            median_ratio=float(np.median(pairing.ratios)),
             buffer_sets=sets,
             buffer_sets_note=sets_note,
         )
@@ -452,31 +437,54 @@ def measure_callable_pair(
             setup()
         head()
         backend.synchronize()
-        pairing = session.pairing
-        assert pairing is not None
-        found = pairing.estimate()
-        return PairedComparison(
-            head=head_m,
-            base=base_m,
-            ratio=found.ratio,
-            ratio_ci=found.ratio_interval(settings.confidence),
-            pairs=found.pairs,
-            confidence=settings.confidence,
-            stopped_by=head_m.stopped_by,
+        return _paired_comparison(
+            session,
+            head_m,
+            base_m,
             loads=1,
-            pair_loads=tuple(pairing.loads_of_pairs),
-            log_ratio=found.estimate,
-            log_ratio_se=found.se,
-            df=found.df,
-            within_se=found.within_se,
-            drift=stats.per_side_drift(found.between_sd),
-            drift_basis=found.basis,
-            median_ratio=float(np.median(pairing.ratios)),
             buffer_sets=1,
             buffer_sets_note="a callable's buffers are its own: one set",
         )
     finally:
         session.close()
+
+
+def _paired_comparison(
+    sampler: Sampler,
+    head_m: Measurement,
+    base_m: Measurement,
+    *,
+    loads: int,
+    buffer_sets: int,
+    buffer_sets_note: str,
+) -> PairedComparison:
+    """The comparison a finished paired run gives: the pairing's estimate of the ratio, its
+    interval and drift, beside the two sides' measurements (one place for the kernels' pair
+    and the callables' pair)."""
+    pairing = sampler.pairing
+    assert pairing is not None
+    found = pairing.estimate()
+    confidence = sampler.settings.confidence
+    return PairedComparison(
+        head=head_m,
+        base=base_m,
+        ratio=found.ratio,
+        ratio_ci=found.ratio_interval(confidence),
+        pairs=found.pairs,
+        confidence=confidence,
+        stopped_by=head_m.stopped_by,
+        loads=loads,
+        pair_loads=tuple(pairing.loads_of_pairs),
+        log_ratio=found.estimate,
+        log_ratio_se=found.se,
+        df=found.df,
+        within_se=found.within_se,
+        drift=stats.per_side_drift(found.between_sd),
+        drift_basis=found.basis,
+        median_ratio=float(np.median(pairing.ratios)),
+        buffer_sets=buffer_sets,
+        buffer_sets_note=buffer_sets_note,
+    )
 
 
 def _called(fn: Callable[[], Any]) -> Callable[[tuple], None]:
