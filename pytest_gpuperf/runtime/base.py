@@ -424,38 +424,6 @@ class Backend(abc.ABC):
         return kernel.resources
 
     # -- launch bookkeeping shared by the backends ----------------------------------------
-    def _check_launch(
-        self,
-        kernel: Kernel,
-        grid: int | Sequence[int],
-        block: int | Sequence[int],
-        args: Sequence[Any],
-        shared_bytes: int = 0,
-        stream: Any = None,
-    ) -> LaunchCall:
-        """Everything refused before a launch reaches the driver: a kernel or buffer of
-        another backend, arguments that do not fit the signature, a block larger than the
-        kernel allows."""
-        self._check_open()
-        if kernel.backend is not self:
-            raise LaunchError(f"kernel {kernel.name!r} was loaded by another backend")
-        values = check_arguments(kernel.name, kernel.params, args)
-        for position, value in enumerate(args):
-            if isinstance(value, DeviceBuffer) and value.backend is not self:
-                raise ArgumentError(
-                    f"argument {position} of kernel {kernel.name!r} is a buffer of another "
-                    "backend; allocate it on this device"
-                )
-        grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
-        call = LaunchCall(kernel, args, values, grid3, block3, int(shared_bytes), stream)
-        limit = kernel.resources.max_threads_per_block
-        if limit and call.threads > limit:
-            raise LaunchError(
-                f"kernel {kernel.name!r}: a block of {call.threads} threads exceeds the {limit} "
-                f"this kernel allows ({kernel.resources.summary()}); use smaller blocks"
-            )
-        return call
-
     def _note_launch_shape(self, kernel: Kernel, threads: int, shared_bytes: int) -> None:
         """Work out the occupancy of a launch shape when the kernel first launches with it,
         so reports show the occupancy of the blocks that actually ran."""
@@ -481,12 +449,32 @@ class Backend(abc.ABC):
         shared_bytes: int = 0,
         stream: Any = None,
     ) -> None:
-        """Launch asynchronously; arguments are checked against the signature first."""
-        self._launch(self._check_launch(kernel, grid, block, args, shared_bytes, stream))
+        """Launch asynchronously. Refused here, before the launch reaches the driver: a
+        kernel or buffer of another backend, arguments that do not fit the signature, a block
+        larger than the kernel allows."""
+        self._check_open()
+        if kernel.backend is not self:
+            raise LaunchError(f"kernel {kernel.name!r} was loaded by another backend")
+        values = check_arguments(kernel.name, kernel.params, args)
+        for position, value in enumerate(args):
+            if isinstance(value, DeviceBuffer) and value.backend is not self:
+                raise ArgumentError(
+                    f"argument {position} of kernel {kernel.name!r} is a buffer of another "
+                    "backend; allocate it on this device"
+                )
+        grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
+        call = LaunchCall(kernel, args, values, grid3, block3, int(shared_bytes), stream)
+        limit = kernel.resources.max_threads_per_block
+        if limit and call.threads > limit:
+            raise LaunchError(
+                f"kernel {kernel.name!r}: a block of {call.threads} threads exceeds the {limit} "
+                f"this kernel allows ({kernel.resources.summary()}); use smaller blocks"
+            )
+        self._launch(call)
 
     @abc.abstractmethod
     def _launch(self, call: LaunchCall) -> None:
-        """Submit a launch that `_check_launch` accepted (the backend's one launch verb)."""
+        """Submit a launch that `launch` accepted (the backend's one launch verb)."""
 
     @abc.abstractmethod
     def create_event(self) -> Any: ...
