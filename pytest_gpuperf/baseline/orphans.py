@@ -15,11 +15,14 @@ orphans made the `--gpuperf-prune` the same output recommends delete their entri
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from pytest_gpuperf.baseline import BaselineStore, Key
+
+K = TypeVar("K", bound=tuple)
 
 
 @dataclass(frozen=True)
@@ -45,16 +48,59 @@ def find_orphans(
     `collected` holds every test id collected (deselected ones too); `produced` maps the tests
     that measured something to the (name, cache) pairs they measured; `whole`: the run
     collected its files whole (no node ids, -k, -m, shard...: `narrowed_by`)."""
+    rows = orphaned_entries(
+        store.load,
+        device_keys,
+        lambda _device_key, key: (key[1], key[2]),
+        "measurement",
+        collected=collected,
+        produced=produced,
+        whole=whole,
+    )
+    return [Orphan(*row) for row in rows]
+
+
+class _Loaded(Protocol[K]):
+    """What a store's load gives: the file's path and its entries by key."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def entries(self) -> Mapping[K, object]: ...
+
+
+def orphaned_entries(
+    load: Callable[[str], _Loaded[K]],
+    owners: Iterable[str],
+    made: Callable[[str, K], tuple[str, str]],
+    other: str,
+    *,
+    collected: set[str],
+    produced: Mapping[str, set[tuple[str, str]]],
+    whole: bool,
+) -> list[tuple[str, Path, K, str]]:
+    """(owner, file, key, why) for each orphaned entry of the files of `owners` (device keys,
+    or the static gate's archs): the one walk both kinds of baseline share. A key starts with
+    its test id; `made(owner, key)` is what `produced` lists for that entry, `other` the word
+    for an entry whose test produced other things."""
     files = {test_id.split("::", 1)[0] for test_id in collected}
     found = []
-    for device_key in sorted(set(device_keys)):
-        loaded = store.load(device_key)
+    for owner in sorted(set(owners)):
+        loaded = load(owner)
         for key in sorted(loaded.entries):
-            test_id, name, cache = key
-            why = why_orphaned(test_id, (name, cache), files, collected, produced, whole=whole)
+            why = why_orphaned(key[0], made(owner, key), files, collected, produced, whole=whole)
             if why:
-                found.append(Orphan(device_key, loaded.path, key, named_reason(why, "measurement")))
+                found.append((owner, loaded.path, key, named_reason(why, other)))
     return found
+
+
+def keys_by_owner(owned: Iterable[tuple[str, K]]) -> dict[str, list[K]]:
+    """The keys to remove, grouped by the file (its owner) they are removed from."""
+    grouped: dict[str, list[K]] = {}
+    for owner, key in owned:
+        grouped.setdefault(owner, []).append(key)
+    return grouped
 
 
 def why_orphaned(
@@ -79,11 +125,8 @@ def why_orphaned(
 def prune(store: BaselineStore, orphans: Iterable[Orphan]) -> dict[Path, int]:
     """Remove the orphans from their files (one locked merge per file); entries removed per
     file."""
-    by_device: dict[str, list[Key]] = {}
-    for orphan in orphans:
-        by_device.setdefault(orphan.device_key, []).append(orphan.key)
     removed = {}
-    for device_key, keys in by_device.items():
+    for device_key, keys in keys_by_owner((o.device_key, o.key) for o in orphans).items():
         path = store.update(device_key, [], remove=keys)
         removed[path] = len(keys)
     return removed

@@ -268,11 +268,16 @@ def _entry_v2(table: dict[str, Any], index: int) -> BaselineEntry:
     )
 
 
-def _sub_tables(check: Checker, key: str) -> list[dict[str, Any]]:
+def _sub_checkers(check: Checker, index: int, key: str) -> list[Checker]:
+    """A checker per [[entry.<key>]] table of entry `index`, labelled with its number and
+    locating its keys in the file (board_spread and replaced are read the same way)."""
     raw = check.optional(key, list, [])
     if not all(isinstance(item, dict) for item in raw):
         raise check.invalid(key, f"must be an array of tables ([[entry.{key}]])")
-    return raw
+    return [
+        Checker(table, f"{check.label} {key} #{number + 1}", _table_locator(index, key, number))
+        for number, table in enumerate(raw)
+    ]
 
 
 def _table_locator(
@@ -288,12 +293,7 @@ def _board_spreads(
     """[[entry.board_spread]]: every save of the code per board (older saves that slid out of
     the history included); each must count at least the kept saves of its board."""
     spreads = []
-    for number, table in enumerate(_sub_tables(check, "board_spread")):
-        item = Checker(
-            table,
-            f"{check.label} board_spread #{number + 1}",
-            _table_locator(index, "board_spread", number),
-        )
+    for item in _sub_checkers(check, index, "board_spread"):
         item.reject_unknown({"board", "saves", "mean_log", "squares"})
         board = item.optional("board", str, "")
         count = item.required("saves", int)
@@ -316,12 +316,7 @@ def _board_spreads(
 def _replaced(check: Checker, index: int, cache: str) -> tuple[Replaced, ...]:
     """[[entry.replaced]]: the baselines this entry replaced, oldest first."""
     trail = []
-    for number, table in enumerate(_sub_tables(check, "replaced")):
-        item = Checker(
-            table,
-            f"{check.label} replaced #{number + 1}",
-            _table_locator(index, "replaced", number),
-        )
+    for item in _sub_checkers(check, index, "replaced"):
         item.reject_unknown({"efficiency", "run_spread", "saves", "commit", "when", "board"})
         limit = MAX_EFFICIENCY[cache]
         saves = item.required("saves", int)

@@ -117,15 +117,6 @@ def parse_device_key(raw: Any, where: str) -> str:
     return key
 
 
-def parse_gpu_index(raw: Any, where: str) -> int:
-    index = _count(raw, 0, MAX_GPU_INDEX)
-    if index is None:
-        raise ConfigError(
-            f"{where}: expected a device index from 0 to {MAX_GPU_INDEX} (0, 1, ...), got {raw!r}"
-        )
-    return index
-
-
 def _count(raw: Any, low: int, high: int) -> int | None:
     """A whole number written in decimal digits inside [low, high], else None. The digits
     are counted before they are converted: Python refuses to convert more than 4,300 (a
@@ -137,8 +128,31 @@ def _count(raw: Any, low: int, high: int) -> int | None:
     return value if low <= value <= high else None
 
 
-def parse_gpu_margin(raw: Any, where: str) -> float:
-    return in_range(raw, where, "the degraded-GPU margin (e.g. 0.03 for 3%)", ranges.GPU_MARGIN)
+def count_parser(low: int, high: int, expected: str) -> Callable[[Any, str], int]:
+    """The parser of a whole number in [low, high] (_count); its error says `expected`."""
+
+    def parse(raw: Any, where: str) -> int:
+        count = _count(raw, low, high)
+        if count is None:
+            raise ConfigError(f"{where}: expected {expected}, got {raw!r}")
+        return count
+
+    return parse
+
+
+def ranged_parser(what: str, allowed: Range) -> Callable[[Any, str], float]:
+    """The parser of a number inside `allowed` (in_range), `what` naming it in the error."""
+
+    def parse(raw: Any, where: str) -> float:
+        return in_range(raw, where, what, allowed)
+
+    return parse
+
+
+parse_gpu_index = count_parser(
+    0, MAX_GPU_INDEX, f"a device index from 0 to {MAX_GPU_INDEX} (0, 1, ...)"
+)
+parse_gpu_margin = ranged_parser("the degraded-GPU margin (e.g. 0.03 for 3%)", ranges.GPU_MARGIN)
 
 
 def parse_sim_gpus(raw: Any, where: str) -> tuple[float, ...]:
@@ -192,11 +206,7 @@ def parse_shard(raw: Any, where: str) -> tuple[int, int]:
     return index, count
 
 
-def parse_history(raw: Any, where: str) -> int:
-    count = _count(raw, 1, 100)
-    if count is None:
-        raise ConfigError(f"{where}: expected a number of saves from 1 to 100, got {raw!r}")
-    return count
+parse_history = count_parser(1, 100, "a number of saves from 1 to 100")
 
 
 def in_range(raw: Any, where: str, what: str, allowed: Range) -> float:
@@ -226,45 +236,22 @@ def parse_number(raw: Any, where: str, what: str) -> float:
     return value
 
 
-def parse_tolerance(raw: Any, where: str) -> float:
-    return in_range(
-        raw, where, "the tolerance (e.g. 0.01 for 1%; 0 for the noise alone)", ranges.TOLERANCE
-    )
-
-
-def parse_threshold(raw: Any, where: str) -> float:
-    return in_range(
-        raw, where, "the compare threshold (e.g. 0.005 for 0.5%)", ranges.COMPARE_THRESHOLD
-    )
-
-
-def parse_loads(raw: Any, where: str) -> int:
-    count = _count(raw, 1, 64)
-    if count is None:
-        raise ConfigError(f"{where}: expected a number of module loads from 1 to 64, got {raw!r}")
-    return count
-
-
-def parse_buffer_sets(raw: Any, where: str) -> int:
-    count = _count(raw, 1, 64)
-    if count is None:
-        raise ConfigError(
-            f"{where}: expected a number of buffer sets from 1 to 64 (1: the test's own "
-            f"buffers only), got {raw!r}"
-        )
-    return count
-
-
-def parse_code_spread(raw: Any, where: str) -> float:
-    return in_range(
-        raw, where, "the code-object spread (e.g. 0.015 for +-1.5%)", ranges.CODE_SPREAD
-    )
-
-
-def parse_suite_alarm(raw: Any, where: str) -> float:
-    return in_range(
-        raw, where, "the run's false-alarm budget (e.g. 0.01 for 1% of runs)", ranges.SUITE_ALARM
-    )
+parse_tolerance = ranged_parser(
+    "the tolerance (e.g. 0.01 for 1%; 0 for the noise alone)", ranges.TOLERANCE
+)
+parse_threshold = ranged_parser(
+    "the compare threshold (e.g. 0.005 for 0.5%)", ranges.COMPARE_THRESHOLD
+)
+parse_loads = count_parser(1, 64, "a number of module loads from 1 to 64")
+parse_buffer_sets = count_parser(
+    1, 64, "a number of buffer sets from 1 to 64 (1: the test's own buffers only)"
+)
+parse_code_spread = ranged_parser(
+    "the code-object spread (e.g. 0.015 for +-1.5%)", ranges.CODE_SPREAD
+)
+parse_suite_alarm = ranged_parser(
+    "the run's false-alarm budget (e.g. 0.01 for 1% of runs)", ranges.SUITE_ALARM
+)
 
 
 def seconds_parser(what: str) -> Callable[[Any, str], float]:
@@ -274,8 +261,7 @@ def seconds_parser(what: str) -> Callable[[Any, str], float]:
     return parse
 
 
-def parse_budget(raw: Any, where: str) -> float:
-    return _seconds(raw, where, "the budget")
+parse_budget = seconds_parser("the budget")
 
 
 def _seconds(raw: Any, where: str, what: str) -> float:

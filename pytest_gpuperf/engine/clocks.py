@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -109,15 +110,23 @@ def _optional(call: Any, *args: Any) -> Any:
 # -- NVML ------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=1)
-def _nvml() -> Any:
-    """pynvml, initialised once per process (nvmlInit costs tens of ms); None if unusable."""
-    try:
-        pynvml = importlib.import_module("pynvml")
-        pynvml.nvmlInit()
-    except Exception:
-        return None
-    return pynvml
+def _initialised_once(module: str, init: str) -> Callable[[], Any]:
+    """The reader of `module` (pynvml, amdsmi) with its `init` called once per process
+    (nvmlInit costs tens of ms): the module, or None if it is missing or will not start."""
+
+    @functools.lru_cache(maxsize=1)
+    def initialised() -> Any:
+        try:
+            loaded = importlib.import_module(module)
+            getattr(loaded, init)()
+        except Exception:
+            return None
+        return loaded
+
+    return initialised
+
+
+_nvml = _initialised_once("pynvml", "nvmlInit")
 
 
 def _nvml_handle(pynvml: Any, pci_bus_id: str | None, index: int) -> Any:
@@ -166,14 +175,7 @@ def _read_nvml(pci_bus_id: str | None, index: int) -> ClockReport | None:
 # -- amdsmi ----------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=1)
-def _amdsmi() -> Any:
-    try:
-        amdsmi = importlib.import_module("amdsmi")
-        amdsmi.amdsmi_init()
-    except Exception:
-        return None
-    return amdsmi
+_amdsmi = _initialised_once("amdsmi", "amdsmi_init")
 
 
 def _amdsmi_handle(amdsmi: Any, pci_bus_id: str | None, index: int) -> Any:

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from pytest_gpuperf.engine import stats
+from pytest_gpuperf.engine.callable_loads import called, per_load, setup_of, setups_of
 from pytest_gpuperf.engine.pairing import Pairing
 from pytest_gpuperf.engine.policy import (
     DEFAULT_PAIR_LOADS,
@@ -238,26 +239,11 @@ def measure_pair(
             setup()
         launch_head((0, *args))
         backend.synchronize()
-        pairing = sampler.pairing
-        assert pairing is not None
-        found = pairing.estimate()
-        return PairedComparison(
-            head=replace(head_m, resources=head.resources),
-            base=replace(base_m, resources=base.resources),
-            ratio=found.ratio,
-            ratio_ci=found.ratio_interval(settings.confidence),
-            pairs=found.pairs,
-            confidence=settings.confidence,
-            stopped_by=head_m.stopped_by,
+        return _paired_comparison(
+            sampler,
+            replace(head_m, resources=head.resources),
+            replace(base_m, resources=base.resources),
             loads=loads,
-            pair_loads=tuple(pairing.loads_of_pairs),
-            log_ratio=found.estimate,
-            log_ratio_se=found.se,
-            df=found.df,
-            within_se=found.within_se,
-            drift=stats.per_side_drift(found.between_sd),
-            drift_basis=found.basis,
-            median_ratio=float(np.median(pairing.ratios)),
             buffer_sets=sets,
             buffer_sets_note=sets_note,
         )
@@ -441,8 +427,8 @@ def measure_callable_pair(
             f"and {len(bases)}"
         )
     loads = len(heads)
-    head_setups = _per_load(setup, loads)
-    base_setups = _per_load(base_setup, loads)
+    head_setups = per_load(setup, loads)
+    base_setups = per_load(base_setup, loads)
     label = name or str(getattr(heads[0], "__name__", "callable"))
     if settings.cache == "rotate":
         raise ConfigError(
@@ -454,11 +440,11 @@ def measure_callable_pair(
         works = [
             Timed(
                 label,
-                _called(fns),
+                called(fns),
                 placements,
                 bytes_moved,
-                setup=_setup_of(setups),
-                setups=_setups_of(setups),
+                setup=setup_of(setups),
+                setups=setups_of(setups),
             )
             for fns, setups in ((heads, head_setups), (bases, base_setups))
         ]
@@ -480,26 +466,11 @@ def measure_callable_pair(
             head_setups[0]()
         heads[0]()
         backend.synchronize()
-        pairing = session.pairing
-        assert pairing is not None
-        found = pairing.estimate()
-        return PairedComparison(
-            head=head_m,
-            base=base_m,
-            ratio=found.ratio,
-            ratio_ci=found.ratio_interval(settings.confidence),
-            pairs=found.pairs,
-            confidence=settings.confidence,
-            stopped_by=head_m.stopped_by,
+        return _paired_comparison(
+            session,
+            head_m,
+            base_m,
             loads=loads,
-            pair_loads=tuple(pairing.loads_of_pairs),
-            log_ratio=found.estimate,
-            log_ratio_se=found.se,
-            df=found.df,
-            within_se=found.within_se,
-            drift=stats.per_side_drift(found.between_sd),
-            drift_basis=found.basis,
-            median_ratio=float(np.median(pairing.ratios)),
             buffer_sets=loads,
             buffer_sets_note=(
                 "a callable's buffers are its own: one set"
@@ -511,48 +482,42 @@ def measure_callable_pair(
         session.close()
 
 
-def _per_load(
-    setup: Callable[[], None] | Sequence[Callable[[], None] | None] | None, loads: int
-) -> list[Callable[[], None] | None]:
-    """One setup (or None) per load: a sequence as given, a single one for every load."""
-    if setup is None or callable(setup):
-        return [setup] * loads
-    given = list(setup)
-    if len(given) != loads:
-        raise ConfigError(f"a callable pair needs one setup per load, got {len(given)}")
-    return given
-
-
-def _setup_of(setups: Sequence[Callable[[], None] | None]) -> Callable[[], None] | None:
-    """The Timed setup of load 0 (the engine's first, untimed call), or a no-op that marks
-    the work as having setups where only other loads have one."""
-    if all(s is None for s in setups):
-        return None
-    first = setups[0]
-    return first if first is not None else _nothing
-
-
-def _setups_of(
-    setups: Sequence[Callable[[], None] | None],
-) -> list[Callable[[], None]] | None:
-    """Per-placement setups for Timed (None: one setup, or none, for every load)."""
-    if all(s is None for s in setups) or len(setups) == 1:
-        return None
-    return [s if s is not None else _nothing for s in setups]
-
-
-def _nothing() -> None:
-    return None
-
-
-def _called(fns: Sequence[Callable[[], Any]]) -> Callable[[tuple], None]:
-    """A Timed launch that calls the callable of its load (placement (load,)): the arguments
-    are the callable's own."""
-
-    def launch(args: tuple) -> None:
-        fns[args[0]]()
-
-    return launch
+def _paired_comparison(
+    sampler: Sampler,
+    head_m: Measurement,
+    base_m: Measurement,
+    *,
+    loads: int,
+    buffer_sets: int,
+    buffer_sets_note: str,
+) -> PairedComparison:
+    """The comparison a finished paired run gives: the pairing's estimate of the ratio, its
+    interval and drift, beside the two sides' measurements (one place for the kernels' pair
+    and the callables' pair)."""
+    pairing = sampler.pairing
+    assert pairing is not None
+    found = pairing.estimate()
+    confidence = sampler.settings.confidence
+    return PairedComparison(
+        head=head_m,
+        base=base_m,
+        ratio=found.ratio,
+        ratio_ci=found.ratio_interval(confidence),
+        pairs=found.pairs,
+        confidence=confidence,
+        stopped_by=head_m.stopped_by,
+        loads=loads,
+        pair_loads=tuple(pairing.loads_of_pairs),
+        log_ratio=found.estimate,
+        log_ratio_se=found.se,
+        df=found.df,
+        within_se=found.within_se,
+        drift=stats.per_side_drift(found.between_sd),
+        drift_basis=found.basis,
+        median_ratio=float(np.median(pairing.ratios)),
+        buffer_sets=buffer_sets,
+        buffer_sets_note=buffer_sets_note,
+    )
 
 
 def _distinct_buffers(args: Sequence[Any]) -> list[DeviceBuffer]:

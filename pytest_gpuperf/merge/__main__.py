@@ -22,18 +22,14 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from pytest_gpuperf.config.command import CommandParser
+from pytest_gpuperf.config.command import CommandParser, run_command
 from pytest_gpuperf.errors import (
-    BaselineError,
     ConfigError,
     GpuPerfError,
-    stop_on_sigterm,
-    stop_words,
 )
 
 PROG = "python -m pytest_gpuperf.merge"
@@ -74,42 +70,31 @@ def _parser() -> CommandParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from pytest_gpuperf.report.visible import visible
-
     parser = _parser()
     options = parser.parse_args(argv)
     # SIGTERM (a cancelled CI job) stops as Ctrl-C does: a file being written is left whole
     # or absent, with no temporary beside it (baseline/file_write.py cleans up on the way out)
-    restore = stop_on_sigterm()
-    try:
-        if options.baselines is not None:
-            if options.reports or options.json or options.markdown or options.junit:
-                parser.error("--baselines merges baselines only: give the reports in another call")
-            if options.out is None:
-                parser.error("--baselines needs --out DIR (the baseline directory to merge into)")
-            return _merge_baselines(options.baselines, _out_dir(options.out, options.baselines))
-        if options.out is not None:
-            parser.error("--out goes with --baselines; the reports go to --json/--markdown/--junit")
-        if not options.reports:
-            parser.error("give every shard's JSON report (or --baselines SHARD_DIR... --out DIR)")
-        problem = _unwritable(options, os.environ)
-        if problem:
-            raise ConfigError(problem)
-        command = " ".join([PROG, *map(shlex.quote, argv if argv is not None else sys.argv[1:])])
-        return _merge_reports(options, command)
-    except (ConfigError, BaselineError) as problem:
-        print(f"{PROG}: error: {visible(problem)}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        stop = stop_words()
-        print(
-            f"{PROG}: interrupted ({stop}); every file is whole or as it was before",
-            file=sys.stderr,
-        )
-        return 128 + (signal.SIGTERM if stop == "SIGTERM" else signal.SIGINT)
-    finally:
-        if restore is not None:
-            restore()
+    return run_command(PROG, lambda: _run(parser, options, argv))
+
+
+def _run(
+    parser: argparse.ArgumentParser, options: argparse.Namespace, argv: Sequence[str] | None
+) -> int:
+    if options.baselines is not None:
+        if options.reports or options.json or options.markdown or options.junit:
+            parser.error("--baselines merges baselines only: give the reports in another call")
+        if options.out is None:
+            parser.error("--baselines needs --out DIR (the baseline directory to merge into)")
+        return _merge_baselines(options.baselines, _out_dir(options.out, options.baselines))
+    if options.out is not None:
+        parser.error("--out goes with --baselines; the reports go to --json/--markdown/--junit")
+    if not options.reports:
+        parser.error("give every shard's JSON report (or --baselines SHARD_DIR... --out DIR)")
+    problem = _unwritable(options, os.environ)
+    if problem:
+        raise ConfigError(problem)
+    command = " ".join([PROG, *map(shlex.quote, argv if argv is not None else sys.argv[1:])])
+    return _merge_reports(options, command)
 
 
 def _unwritable(options: argparse.Namespace, env: Mapping[str, str]) -> str:

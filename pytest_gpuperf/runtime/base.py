@@ -26,7 +26,12 @@ from pytest_gpuperf.errors import (
     LaunchError,
 )
 from pytest_gpuperf.runtime.compile import DEFAULT_TIMEOUT_S as DEFAULT_COMPILE_TIMEOUT_S
-from pytest_gpuperf.runtime.compile import CompileRequest, CompileResult
+from pytest_gpuperf.runtime.compile import (
+    CompileRequest,
+    CompileResult,
+    compile_source,
+    source_request,
+)
 from pytest_gpuperf.runtime.device_buffer import DeviceBuffer
 from pytest_gpuperf.runtime.info import DeviceInfo, KernelResources
 from pytest_gpuperf.runtime.signature import KernelParam, check_arguments, parse_signatures
@@ -149,6 +154,7 @@ class Backend(abc.ABC):
     """One device behind one vendor runtime. Subclasses implement the abstract verbs."""
 
     name: str = ""
+    compiler: str = ""  # what compile runs (runtime/compile.py); "" where _build is overridden
     simulated: bool = False
     supports_graphs: bool = False
     # whether record_event_in_graph records an event as a node of a captured graph
@@ -301,7 +307,6 @@ class Backend(abc.ABC):
         return buffer
 
     # -- code -------------------------------------------------------------------------
-    @abc.abstractmethod
     def compile(
         self,
         source: str | Path,
@@ -311,6 +316,26 @@ class Backend(abc.ABC):
         name: str | None = None,
     ) -> Module:
         """Compile a .hip file or a source string for this device and load it."""
+        self._check_open()
+        return self._build(source, tuple(options), defines, name)
+
+    def _build(
+        self,
+        source: str | Path,
+        options: tuple[str, ...],
+        defines: dict[str, str | int] | None,
+        name: str | None,
+    ) -> Module:
+        """A driver backend's build: its `compiler` in a child process (cached on disk,
+        runtime/compile.py), then `_load_compiled` hands the code object to the driver. The
+        same steps for cuda (NVRTC) and hip (hiprtc); a backend with no compiler overrides."""
+        request = source_request(self.compiler, source, name, self.info.arch, options, defines)
+        result = compile_source(request, timeout_s=self.compile_timeout_s)
+        return self._loaded_module(request, result, self._load_compiled(request, result))
+
+    def _load_compiled(self, request: CompileRequest, result: CompileResult) -> Any:
+        """The driver's handle of the code object `result` holds (driver backends override)."""
+        raise GpuPerfError(f"the {self.name} backend has no compiler")
 
     def load_again(self, module: Module) -> Module:
         """Load `module`'s code object once more, as a separate module: the same bytes at
@@ -399,38 +424,6 @@ class Backend(abc.ABC):
         return kernel.resources
 
     # -- launch bookkeeping shared by the backends ----------------------------------------
-    def _check_launch(
-        self,
-        kernel: Kernel,
-        grid: int | Sequence[int],
-        block: int | Sequence[int],
-        args: Sequence[Any],
-        shared_bytes: int = 0,
-        stream: Any = None,
-    ) -> LaunchCall:
-        """Everything refused before a launch reaches the driver: a kernel or buffer of
-        another backend, arguments that do not fit the signature, a block larger than the
-        kernel allows."""
-        self._check_open()
-        if kernel.backend is not self:
-            raise LaunchError(f"kernel {kernel.name!r} was loaded by another backend")
-        values = check_arguments(kernel.name, kernel.params, args)
-        for position, value in enumerate(args):
-            if isinstance(value, DeviceBuffer) and value.backend is not self:
-                raise ArgumentError(
-                    f"argument {position} of kernel {kernel.name!r} is a buffer of another "
-                    "backend; allocate it on this device"
-                )
-        grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
-        call = LaunchCall(kernel, args, values, grid3, block3, int(shared_bytes), stream)
-        limit = kernel.resources.max_threads_per_block
-        if limit and call.threads > limit:
-            raise LaunchError(
-                f"kernel {kernel.name!r}: a block of {call.threads} threads exceeds the {limit} "
-                f"this kernel allows ({kernel.resources.summary()}); use smaller blocks"
-            )
-        return call
-
     def _note_launch_shape(self, kernel: Kernel, threads: int, shared_bytes: int) -> None:
         """Work out the occupancy of a launch shape when the kernel first launches with it,
         so reports show the occupancy of the blocks that actually ran."""
@@ -456,12 +449,32 @@ class Backend(abc.ABC):
         shared_bytes: int = 0,
         stream: Any = None,
     ) -> None:
-        """Launch asynchronously; arguments are checked against the signature first."""
-        self._launch(self._check_launch(kernel, grid, block, args, shared_bytes, stream))
+        """Launch asynchronously. Refused here, before the launch reaches the driver: a
+        kernel or buffer of another backend, arguments that do not fit the signature, a block
+        larger than the kernel allows."""
+        self._check_open()
+        if kernel.backend is not self:
+            raise LaunchError(f"kernel {kernel.name!r} was loaded by another backend")
+        values = check_arguments(kernel.name, kernel.params, args)
+        for position, value in enumerate(args):
+            if isinstance(value, DeviceBuffer) and value.backend is not self:
+                raise ArgumentError(
+                    f"argument {position} of kernel {kernel.name!r} is a buffer of another "
+                    "backend; allocate it on this device"
+                )
+        grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
+        call = LaunchCall(kernel, args, values, grid3, block3, int(shared_bytes), stream)
+        limit = kernel.resources.max_threads_per_block
+        if limit and call.threads > limit:
+            raise LaunchError(
+                f"kernel {kernel.name!r}: a block of {call.threads} threads exceeds the {limit} "
+                f"this kernel allows ({kernel.resources.summary()}); use smaller blocks"
+            )
+        self._launch(call)
 
     @abc.abstractmethod
     def _launch(self, call: LaunchCall) -> None:
-        """Submit a launch that `_check_launch` accepted (the backend's one launch verb)."""
+        """Submit a launch that `launch` accepted (the backend's one launch verb)."""
 
     @abc.abstractmethod
     def create_event(self) -> Any: ...

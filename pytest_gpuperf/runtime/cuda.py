@@ -9,9 +9,8 @@ stay opaque behind the Backend interface.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,7 +33,7 @@ from pytest_gpuperf.runtime.base import (
     LaunchCall,
     Module,
 )
-from pytest_gpuperf.runtime.compile import compile_source, source_request
+from pytest_gpuperf.runtime.compile import CompileRequest, CompileResult
 from pytest_gpuperf.runtime.driver_result import StatusCodes, call_values
 
 # Errors after which the context is unusable: every later call fails the same way.
@@ -163,6 +162,7 @@ class CudaBackend(Backend):
     """One NVIDIA GPU through the CUDA driver API, in its primary context."""
 
     name = "cuda"
+    compiler = "nvrtc"
     supports_graphs = True
     supports_graph_events = True
 
@@ -301,18 +301,8 @@ class CudaBackend(Backend):
             )
 
     # -- code ---------------------------------------------------------------------------
-    def compile(
-        self,
-        source: str | Path,
-        *,
-        options: Sequence[str] = (),
-        defines: dict[str, str | int] | None = None,
-        name: str | None = None,
-    ) -> Module:
-        """Compile with NVRTC in a child process (cached on disk) and load the CUBIN."""
-        self._check_open()
-        request = source_request("nvrtc", source, name, self._info.arch, options, defines)
-        result = compile_source(request, timeout_s=self.compile_timeout_s)
+    def _load_compiled(self, request: CompileRequest, result: CompileResult) -> Any:
+        """Load the CUBIN NVRTC built (compile's last step, Backend._build)."""
         err, handle = self._d.cuModuleLoadData(result.binary)
         if err != self._d.CUresult.CUDA_SUCCESS:
             raise CompileError(
@@ -322,7 +312,7 @@ class CudaBackend(Backend):
                 log=result.log,
                 source_path=request.source_name,
             )
-        return self._loaded_module(request, result, handle)
+        return handle
 
     def _load_binary(self, module: Module) -> Any:
         """cuModuleLoadData of the same CUBIN: the driver gives a separate module."""

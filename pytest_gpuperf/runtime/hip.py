@@ -14,9 +14,8 @@ from __future__ import annotations
 import ctypes
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -41,7 +40,7 @@ from pytest_gpuperf.runtime.base import (
     LaunchCall,
     Module,
 )
-from pytest_gpuperf.runtime.compile import compile_source, source_request
+from pytest_gpuperf.runtime.compile import CompileRequest, CompileResult
 from pytest_gpuperf.runtime.driver_result import StatusCodes, call_values
 from pytest_gpuperf.runtime.hip_compiler import RocmUnavailable, load_hip_python
 from pytest_gpuperf.runtime.signature import pack_arguments
@@ -147,6 +146,7 @@ class HipBackend(Backend):
     """One GPU through the HIP runtime (ROCm, or any library that speaks HIP's C API)."""
 
     name = "hip"
+    compiler = "hiprtc"
     supports_graphs = True
 
     @classmethod
@@ -356,19 +356,9 @@ class HipBackend(Backend):
             )
 
     # -- code ---------------------------------------------------------------------------
-    def compile(
-        self,
-        source: str | Path,
-        *,
-        options: Sequence[str] = (),
-        defines: dict[str, str | int] | None = None,
-        name: str | None = None,
-    ) -> Module:
-        """Compile with hiprtc in a child process (cached on disk) and load the code object."""
+    def _load_compiled(self, request: CompileRequest, result: CompileResult) -> Any:
+        """Load the code object hiprtc built (compile's last step, Backend._build)."""
         hip = self._hip
-        self._check_open()
-        request = source_request("hiprtc", source, name, self._info.arch, options, defines)
-        result = compile_source(request, timeout_s=self.compile_timeout_s)
         err, handle = hip.hipModuleLoadData(result.binary)
         if err != hip.hipError_t.hipSuccess:
             raise CompileError(
@@ -378,7 +368,7 @@ class HipBackend(Backend):
                 log=result.log,
                 source_path=request.source_name,
             )
-        return self._loaded_module(request, result, handle)
+        return handle
 
     def _load_binary(self, module: Module) -> Any:
         """hipModuleLoadData of the same code object: the runtime gives a separate module."""

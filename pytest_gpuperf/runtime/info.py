@@ -7,6 +7,7 @@ name these types without importing the runtime: loading the plugin stays cheap.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -95,3 +96,24 @@ class ClockReport:
     throttled: bool = False
     throttle_reasons: tuple[str, ...] = ()
     source: str = ""  # "nvml", "amdsmi", "sim", "" when nothing could be read
+
+
+class _Informed(Protocol):
+    @property
+    def info(self) -> DeviceInfo: ...
+
+
+class ReadsBackend:
+    """What a holder of an opened backend (the API's Device, the session's OpenDevice) reads
+    through it: the device's facts and whether it is the simulated device. (The backend is
+    typed by what is read here: this module does not import base.py.)"""
+
+    backend: _Informed
+
+    @property
+    def info(self) -> DeviceInfo:
+        return self.backend.info
+
+    @property
+    def simulated(self) -> bool:
+        return self.backend.info.simulated

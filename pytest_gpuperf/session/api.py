@@ -36,12 +36,14 @@ from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.runtime import open_backend
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel
 from pytest_gpuperf.runtime.devices import DeviceSpec, match_device
-from pytest_gpuperf.runtime.info import DeviceInfo
+from pytest_gpuperf.runtime.info import ReadsBackend
 from pytest_gpuperf.session.buffers import poisoned_buffer, shape_dims
 
 
-class Device:
+class Device(ReadsBackend):
     """One device, the datasheet spec efficiencies are computed against, and its buffers."""
+
+    backend: Backend
 
     def __init__(self, backend: Backend, spec: DeviceSpec, warning: str = "") -> None:
         self.backend = backend
@@ -49,14 +51,6 @@ class Device:
         self.warning = warning  # set when the spec was derived rather than known
         self._owned: list[DeviceBuffer] = []
         self._modules: dict[tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]], Any] = {}
-
-    @property
-    def info(self) -> DeviceInfo:
-        return self.backend.info
-
-    @property
-    def simulated(self) -> bool:
-        return self.backend.info.simulated
 
     def kernel(
         self,

@@ -14,7 +14,7 @@ from pytest_gpuperf.config.settings import Settings, gpu_index_for
 from pytest_gpuperf.errors import Attempt, DeviceUnavailable, GpuPerfError
 from pytest_gpuperf.runtime import backend_class, open_backend
 from pytest_gpuperf.runtime.devices import DeviceMatch, match_device
-from pytest_gpuperf.runtime.info import DeviceInfo
+from pytest_gpuperf.runtime.info import ReadsBackend
 from pytest_gpuperf.session.gpu_lock import GpuLock
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ TRIED_FIRST = "tried before"  # a -v line: the backends passed over to reach a r
 
 
 @dataclass(frozen=True)
-class OpenDevice:
+class OpenDevice(ReadsBackend):
     """The session's device: the backend, the spec it is measured against, its GPU lock,
     and the backends that were passed over to reach it (a fallback to "sim" says why)."""
 
@@ -34,14 +34,6 @@ class OpenDevice:
     match: DeviceMatch
     lock: GpuLock
     passed_over: tuple[Attempt, ...] = ()
-
-    @property
-    def info(self) -> DeviceInfo:
-        return self.backend.info
-
-    @property
-    def simulated(self) -> bool:
-        return self.backend.info.simulated
 
     def describe(self, *, verbose: bool = False) -> list[str]:
         """Header lines: the device, and loudly, whether it is simulated and why (each

@@ -393,24 +393,22 @@ class SimBackend(Backend):
         self._host_s += nbytes / HOST_LINK_BPS
 
     # -- code -------------------------------------------------------------------------------
-    def compile(
+    def _build(
         self,
         source: str | Path,
-        *,
-        options: Sequence[str] = (),
-        defines: dict[str, str | int] | None = None,
-        name: str | None = None,
+        options: tuple[str, ...],
+        defines: dict[str, str | int] | None,
+        name: str | None,
     ) -> Module:
         """Check the source's structure and read its kernels; no compiler runs.
 
         `options` and `defines` are not applied (there is no preprocessor) but are part of
         the code object, as they are part of a real binary.
         """
-        self._check_open()
         text = read_source(source, name)
         signatures = check_source(text.text, text.name, text.directory)
         found = directives(text.text, text.name)
-        binary = code_object(text, found, tuple(options), defines)
+        binary = code_object(text, found, options, defines)
         return Module(
             backend=self,
             handle=(text.path, found, self._new_load()),

@@ -20,7 +20,7 @@ from pytest_gpuperf.errors import KernelNotFound
 from pytest_gpuperf.gate.static.asm import kernel_asm
 from pytest_gpuperf.gate.static.build import StaticBuild
 from pytest_gpuperf.gate.static.errors import StaticFactsError
-from pytest_gpuperf.runtime.amd_codeobject import read_code_object, target_arch
+from pytest_gpuperf.runtime.amd_codeobject import AmdKernelMetadata, read_code_object, target_arch
 from pytest_gpuperf.runtime.fingerprint import kernel_fingerprint
 from pytest_gpuperf.runtime.occupancy import DEFAULT_BLOCK_THREADS, cu_limits, occupancy
 
@@ -141,37 +141,24 @@ def kernel_facts(
     `dynamic_lds_bytes` of dynamic shared memory (`KernelNotFound` lists the kernels
     there are). The block is capped at the kernel's maximum workgroup size, as the
     runtime would refuse a larger one."""
-    code_object = read_code_object(build.code_object, build.arch)
-    metadata = code_object.kernels.get(kernel)
-    if metadata is None:
-        raise KernelNotFound(kernel, sorted(code_object.kernels), build.source_name)
+    metadata = _kernel_metadata(build.code_object, kernel, build.arch, build.source_name)
     text = kernel_asm(build.asm, kernel)
-    block = min(block_threads, metadata.max_flat_workgroup_size)
     vgpr_spills = metadata.vgpr_spill_count
     if not metadata.spill_counts_known:
         vgpr_spills = text.vgpr_spill_stores
-    fingerprint = kernel_fingerprint(build.code_object, kernel)
-    facts = StaticFacts(
-        kernel=kernel,
+    return _metadata_facts(
+        build.code_object,
+        kernel,
+        metadata,
         arch=build.arch,
         compiler=build.compiler,
         hip_runtime=build.hip_runtime,
-        block_threads=block,
+        block_threads=block_threads,
         dynamic_lds_bytes=dynamic_lds_bytes,
-        vgprs=metadata.vgpr_count,
         arch_vgprs=text.info.get("NumVgprs", metadata.vgpr_count - metadata.agpr_count),
-        agprs=metadata.agpr_count,
-        sgprs=metadata.sgpr_count,
-        static_lds_bytes=metadata.lds_bytes,
-        scratch_bytes=metadata.scratch_bytes,
         vgpr_spills=vgpr_spills,
-        sgpr_spills=metadata.sgpr_spill_count,
-        max_block_threads=metadata.max_flat_workgroup_size,
-        fingerprint=fingerprint.digest,
-        fingerprint_scope=fingerprint.scope,
         calls=text.called_functions,
     )
-    return with_occupancy(facts)
 
 
 def loaded_kernel_facts(
@@ -190,29 +177,70 @@ def loaded_kernel_facts(
     AGPRs, spills come from the metadata alone and calls are unknown (left empty).
     `compiler` names the toolchain ("hiprtc 6.2.41133"): facts compare like with like, and
     a comparison with a clang build says the toolchain changed."""
+    metadata = _kernel_metadata(binary, kernel, arch, "the loaded code object")
+    return _metadata_facts(
+        binary,
+        kernel,
+        metadata,
+        arch=target_arch(arch),
+        compiler=compiler,
+        hip_runtime=hip_runtime,
+        block_threads=block_threads,
+        dynamic_lds_bytes=dynamic_lds_bytes,
+        arch_vgprs=metadata.vgpr_count - metadata.agpr_count,
+        vgpr_spills=metadata.vgpr_spill_count,
+        calls=(),
+    )
+
+
+def _kernel_metadata(binary: bytes, kernel: str, arch: str, where: str) -> AmdKernelMetadata:
+    """`kernel`'s entry in the code object's metadata; `KernelNotFound` lists those `where`
+    (a source's build, the loaded code object) has."""
     code_object = read_code_object(binary, arch)
     metadata = code_object.kernels.get(kernel)
     if metadata is None:
-        raise KernelNotFound(kernel, sorted(code_object.kernels), "the loaded code object")
+        raise KernelNotFound(kernel, sorted(code_object.kernels), where)
+    return metadata
+
+
+def _metadata_facts(
+    binary: bytes,
+    kernel: str,
+    metadata: AmdKernelMetadata,
+    *,
+    arch: str,
+    compiler: str,
+    hip_runtime: str,
+    block_threads: int,
+    dynamic_lds_bytes: int,
+    arch_vgprs: int,
+    vgpr_spills: int,
+    calls: tuple[str, ...],
+) -> StaticFacts:
+    """The facts both kinds of build give the same way: the metadata's counts, the block
+    capped at the kernel's maximum workgroup size, the code's fingerprint, the occupancy.
+    What only the assembly knows (the arch-VGPR share, spills the metadata lacks, calls) is
+    given by the caller."""
     fingerprint = kernel_fingerprint(binary, kernel)
     facts = StaticFacts(
         kernel=kernel,
-        arch=target_arch(arch),
+        arch=arch,
         compiler=compiler,
         hip_runtime=hip_runtime,
         block_threads=min(block_threads, metadata.max_flat_workgroup_size),
         dynamic_lds_bytes=dynamic_lds_bytes,
         vgprs=metadata.vgpr_count,
-        arch_vgprs=metadata.vgpr_count - metadata.agpr_count,
+        arch_vgprs=arch_vgprs,
         agprs=metadata.agpr_count,
         sgprs=metadata.sgpr_count,
         static_lds_bytes=metadata.lds_bytes,
         scratch_bytes=metadata.scratch_bytes,
-        vgpr_spills=metadata.vgpr_spill_count,
+        vgpr_spills=vgpr_spills,
         sgpr_spills=metadata.sgpr_spill_count,
         max_block_threads=metadata.max_flat_workgroup_size,
         fingerprint=fingerprint.digest,
         fingerprint_scope=fingerprint.scope,
+        calls=calls,
     )
     return with_occupancy(facts)
 

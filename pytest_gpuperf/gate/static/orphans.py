@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_gpuperf.baseline.orphans import named_reason, why_orphaned
+from pytest_gpuperf.baseline.orphans import keys_by_owner, orphaned_entries
 from pytest_gpuperf.gate.static.store import StaticStore
 
 
@@ -31,23 +31,21 @@ def find_static_orphans(
 ) -> list[StaticOrphan]:
     """The same rule as `find_orphans`, for baselines/static/<arch>.toml: `produced` maps the
     tests the static gate checked to the (arch, entry name) pairs it checked."""
-    files = {test_id.split("::", 1)[0] for test_id in collected}
-    found = []
-    for arch in sorted(set(archs)):
-        loaded = store.load(arch)
-        for key in sorted(loaded.entries):
-            why = why_orphaned(key[0], (arch, key[1]), files, collected, produced, whole=whole)
-            if why:
-                found.append(StaticOrphan(arch, loaded.path, key, named_reason(why, "kernel")))
-    return found
+    rows = orphaned_entries(
+        store.load,
+        archs,
+        lambda arch, key: (arch, key[1]),
+        "kernel",
+        collected=collected,
+        produced=produced,
+        whole=whole,
+    )
+    return [StaticOrphan(*row) for row in rows]
 
 
 def prune_static(store: StaticStore, orphans: Iterable[StaticOrphan]) -> dict[Path, int]:
     """Remove static orphans from their files (one locked merge per file)."""
-    by_arch: dict[str, list[tuple[str, str]]] = {}
-    for orphan in orphans:
-        by_arch.setdefault(orphan.arch, []).append(orphan.key)
     removed = {}
-    for arch, keys in by_arch.items():
+    for arch, keys in keys_by_owner((o.arch, o.key) for o in orphans).items():
         removed[store.save(arch, [], remove=keys)] = len(keys)
     return removed
