@@ -70,7 +70,7 @@ def find_base(bench: Any, label: str) -> BaseCallable:
     body = bench._body
     if body is None:
         return BaseCallable(why=NO_BASE_CALLABLE, detail="the test function is not known")
-    session = bench._session
+    session = bench.bench_session
     return load_base(
         body,
         session.base_tree(),
@@ -85,7 +85,7 @@ def find_base(bench: Any, label: str) -> BaseCallable:
 def _base_kernel_of(bench: Any) -> Callable[[Any], Any]:
     """What a base body's gpu_bench.kernel gives: the base build of a changed kernel file,
     head's kernel for a file that is the same at REF."""
-    session = bench._session
+    session = bench.bench_session
 
     def base_kernel(head: Any) -> Any:
         path = head.module.origin_path or head.module.source_path
@@ -163,7 +163,7 @@ def pair(
         bench.backend,
         captures.heads,
         captures.bases,
-        policy=bench._session.pair_policy,
+        policy=bench.bench_session.pair_policy,
         settings=settings,
         confidence=confidence,
         seed=seed,
@@ -199,7 +199,7 @@ def measure(
     base that made them), alone otherwise (`ab`: the result of an A/B not timed, or None).
     Returns (head's measurement, the A/B result, the pair or None)."""
     if captures is not None and captures.heads and found is not None:
-        first = interval_confidence(bench._session.suite.ab_round_rate)
+        first = interval_confidence(bench.bench_session.suite.ab_round_rate)
         paired = pair(bench, captures, settings, first, len(bench._taken), common)
         return paired.head, callable_ab(paired, found), paired
     measurement = measure_callable(

@@ -4,12 +4,10 @@ A test compiles a kernel, puts its inputs on the device, and calls the bench wit
 configuration and the bytes the kernel must move. Under --gpuperf the call measures (one GPU
 lock held, see gpu_lock.py) and returns the time, its interval, GB/s and efficiency; without
 it the kernel is launched once, so the test's own output checks still run as a correctness
-smoke test. The verdict comes later, after the test body has passed (plugin/verdict.py), so a kernel
-with wrong outputs never passes on time alone. The result type lives in bench_result.py and
-the checks of what a test declares (bytes moved, kernel file) in declared.py, a callable's
-base (its test's Python at the base revision) in callable_base.py. No pytest import here.
-A kernel's A/B (and its confirmation) lives in kernel_pairs.py, a callable's in
-callable_pairs.py.
+smoke test. The verdict comes later, after the test body passed (plugin/verdict.py), so a
+kernel with wrong outputs never passes on time alone. Beside it: the result (bench_result.py),
+what a test declares (declared.py), a kernel's A/B (kernel_pairs.py), a callable's base and
+A/B (callable_base.py, callable_pairs.py). No pytest import here.
 """
 
 from __future__ import annotations
@@ -126,6 +124,11 @@ class GpuBench:
     def taken(self) -> tuple[Taken, ...]:
         """The measurements for the gate, with their floors and A/B results."""
         return tuple(self._taken)
+
+    @property
+    def bench_session(self) -> BenchSession:
+        """The process's session (for kernel_pairs.py and callable_pairs.py)."""
+        return self._session
 
     # -- code and data -------------------------------------------------------------------
     def kernel(

@@ -66,7 +66,7 @@ def measure_kernel_ab(
             base_fingerprint=base_print,
         )
         return measurement, ab, None
-    first = interval_confidence(bench._session.suite.ab_round_rate)
+    first = interval_confidence(bench.bench_session.suite.ab_round_rate)
     paired = pair(bench, kernel, base, settings, first, len(bench._taken), common)
     return paired.head, AbResult(paired=paired), paired
 
@@ -96,12 +96,12 @@ def again(
         "args": tuple(fresh.get(id(a), a) if isinstance(a, DeviceBuffer) else a for a in args),
     }
     try:
-        kernel = bench._session.reload(recipe.kernel)
+        kernel = bench.bench_session.reload(recipe.kernel)
         if not recheck.paired:
             measurement = measure_kernel(bench.backend, kernel, settings=settings, **common)
             return replace(taken, measurement=measurement, ab=None), ""
         assert recipe.base is not None
-        base = bench._session.reload(recipe.base)
+        base = bench.bench_session.reload(recipe.base)
         seed = 1_000_003 + recheck.position  # another slot order than the first round's
         paired = pair(bench, kernel, base, settings, recheck.confidence, seed, common)
         return replace(taken, measurement=paired.head, ab=AbResult(paired=paired)), ""
@@ -127,7 +127,7 @@ def pair(
         bench.backend,
         head,
         base,
-        policy=bench._session.pair_policy,
+        policy=bench.bench_session.pair_policy,
         settings=settings,
         confidence=confidence,
         seed=seed,
