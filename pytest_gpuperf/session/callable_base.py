@@ -341,16 +341,11 @@ def capture_head(
     not, in one line. A callable's A/B pairs several such captures a side, so that where
     each capture's buffers landed is measured as drift rather than read as a code change."""
     capture = CapturingBench(bench, label, lambda kernel: kernel)
-    try:
-        arguments = _arguments(body.function, body.arguments(), bench, capture)
-        body.function(**arguments)
-    except _Captured as captured:
-        return captured.fn, captured.setup
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as failure:  # the user's code run again: any error is a reason
-        return f"head's test body run again: {_one_line(failure)}"
-    return f"head's test body run again does not measure {label!r} with gpu_bench.run"
+
+    def run() -> None:
+        body.function(**_arguments(body.function, body.arguments(), bench, capture))
+
+    return _capture_again(run, label, "head's")
 
 
 def recapture_base(
@@ -371,9 +366,8 @@ def recapture_base(
     if name not in modules:
         return "the base test module is not loaded"
     capture = CapturingBench(bench, label, base_kernel)
-    saved = {n: sys.modules.get(n) for n in modules}
-    sys.modules.update(modules)
-    try:
+
+    def run() -> None:
         owner: Any = modules[name]
         *outer, last = function.__qualname__.split(".")
         for part in outer:
@@ -382,19 +376,33 @@ def recapture_base(
             owner = owner()
         base_function = getattr(owner, last)
         base_function(**_arguments(base_function, body.arguments(), bench, capture))
-    except _Captured as captured:
-        return captured.fn, captured.setup
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as failure:  # the user's code run again: any error is a reason
-        return f"base's test body run again: {_one_line(failure)}"
+
+    saved = {n: sys.modules.get(n) for n in modules}
+    sys.modules.update(modules)
+    try:
+        return _capture_again(run, label, "base's")
     finally:
         for n, module in saved.items():
             if module is None:
                 sys.modules.pop(n, None)
             else:
                 sys.modules[n] = module
-    return f"base's test body run again does not measure {label!r} with gpu_bench.run"
+
+
+def _capture_again(
+    run: Callable[[], None], label: str, whose: str
+) -> tuple[Callable[[], Any], Callable[[], Any] | None] | str:
+    """A test body run again with a capturing gpu_bench: (the callable it handed to
+    `gpu_bench.run` as `label`, its setup), or why not, in one line."""
+    try:
+        run()
+    except _Captured as captured:
+        return captured.fn, captured.setup
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as failure:  # the user's code run again: any error is a reason
+        return f"{whose} test body run again: {_one_line(failure)}"
+    return f"{whose} test body run again does not measure {label!r} with gpu_bench.run"
 
 
 class _base_modules:
