@@ -7,10 +7,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_gpuperf.baseline.ref import BaselineRef
 from pytest_gpuperf.engine.results import Measurement
 
 MI300X = {"device_key": "mi300x", "device_name": "AMD Instinct MI300X", "peak_bps": 5.3e12}
 H100 = {"device_key": "h100-sxm", "device_name": "NVIDIA H100 SXM 80GB", "peak_bps": 3.352e12}
+
+# A stored baseline at 90% of the simulated MI300X's peak, as a check carries it: what the
+# merge's recheck decides a forged or edited check against.
+SIM_REFERENCE = BaselineRef(
+    efficiency=0.90,
+    efficiency_ci=(0.89, 0.91),
+    run_spread=0.02,
+    bandwidth_bps=4.7e12,
+    time_s=1e-4,
+    cache="cold",
+    source="measured",
+    provenance="",
+    path="baselines/mi300x-sim.toml",
+)
 
 
 def measurement(

@@ -287,19 +287,8 @@ def test_a_status_that_its_numbers_contradict_is_decided_again(tmp_path, capsys)
 
 
 def test_a_regression_edited_to_within_noise_is_decided_again(tmp_path):
-    from pytest_gpuperf.baseline.ref import BaselineRef
+    from tests.records import SIM_REFERENCE as reference
 
-    reference = BaselineRef(
-        efficiency=0.90,
-        efficiency_ci=(0.89, 0.91),
-        run_spread=0.02,
-        bandwidth_bps=4.7e12,
-        time_s=1e-4,
-        cache="cold",
-        source="measured",
-        provenance="",
-        path="baselines/mi300x-sim.toml",
-    )
     row = _row("b")  # 75%: 17% under 90%, beyond a 5% allowance
     check = BaselineCheck(outcome="within-noise", baseline=reference, delta=-0.01, allowance=0.05)
     forged = _shard(2, tests=("b",), rows=[row])

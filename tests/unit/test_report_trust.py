@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from bench.publish_page import make_history
-from pytest_gpuperf.baseline.ref import BaselineRef
 from pytest_gpuperf.engine.plain import to_plain
 from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.record.checks import BaselineCheck
 from pytest_gpuperf.record.verdict import Acceptance, Row
+from tests.records import SIM_REFERENCE as REFERENCE
 
 REPO = Path(__file__).resolve().parents[2]
 ESC = "\x1b]0;owned\x07\x1b[2J"
@@ -113,18 +113,6 @@ def test_markdown_to_dash_is_standard_output_not_a_file(runs, tmp_path, capsys, 
 
 
 # -- merge -----------------------------------------------------------------------------------
-
-REFERENCE = BaselineRef(
-    efficiency=0.90,
-    efficiency_ci=(0.89, 0.91),
-    run_spread=0.02,
-    bandwidth_bps=4.7e12,
-    time_s=1e-4,
-    cache="cold",
-    source="measured",
-    provenance="",
-    path="baselines/mi300x-sim.toml",
-)
 
 
 def _merged(tmp_path: Path, row: Row):
