@@ -49,11 +49,9 @@ def _imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
 _IMPORT_FUNCTIONS = ("import_module", "__import__")
 
 
-def _dynamic_imports(node: ast.AST) -> Iterator[tuple[str, int]]:
-    """(name, level) of every `importlib.import_module("...")`, `import_module("...")` or
-    `__import__("...")` under `node` whose module name is a literal string; a relative name
-    ("..session.catalog", resolved against the calling module's package) has its dots as the
-    level."""
+def _import_calls(node: ast.AST) -> Iterator[str | None]:
+    """For every `importlib.import_module(...)`, `import_module(...)` or `__import__(...)`
+    under `node`: the module name when it is a literal string, else None."""
     for child in ast.walk(node):
         if not isinstance(child, ast.Call) or not child.args:
             continue
@@ -61,10 +59,18 @@ def _dynamic_imports(node: ast.AST) -> Iterator[tuple[str, int]]:
         called = function.attr if isinstance(function, ast.Attribute) else None
         if isinstance(function, ast.Name):
             called = function.id
-        first = child.args[0]
-        literal = isinstance(first, ast.Constant) and isinstance(first.value, str)
-        if called in _IMPORT_FUNCTIONS and literal:
-            name = str(first.value)  # type: ignore[attr-defined]
+        if called in _IMPORT_FUNCTIONS:
+            first = child.args[0]
+            literal = isinstance(first, ast.Constant) and isinstance(first.value, str)
+            yield str(first.value) if literal else None  # type: ignore[attr-defined]
+
+
+def _dynamic_imports(node: ast.AST) -> Iterator[tuple[str, int]]:
+    """(name, level) of every import call under `node` whose module name is a literal string;
+    a relative name ("..session.catalog", resolved against the calling module's package) has
+    its dots as the level."""
+    for name in _import_calls(node):
+        if name is not None:
             yield name.lstrip("."), len(name) - len(name.lstrip("."))
 
 
@@ -83,18 +89,7 @@ def _named_modules(node: ast.AST, modules: dict[str, Path]) -> Iterator[str]:
 def _imports_by_computed_name(node: ast.AST) -> bool:
     """Whether `node` calls `import_module` or `__import__` with a name that is not a literal:
     the modules it may load are then the ones its string constants name."""
-    for child in ast.walk(node):
-        if not isinstance(child, ast.Call) or not child.args:
-            continue
-        function = child.func
-        called = function.attr if isinstance(function, ast.Attribute) else None
-        if isinstance(function, ast.Name):
-            called = function.id
-        first = child.args[0]
-        literal = isinstance(first, ast.Constant) and isinstance(first.value, str)
-        if called in _IMPORT_FUNCTIONS and not literal:
-            return True
-    return False
+    return any(name is None for name in _import_calls(node))
 
 
 def _owning_module(name: str, modules: dict[str, Path]) -> str | None:
