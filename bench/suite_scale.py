@@ -1,0 +1,162 @@
+"""What a suite of short perf tests costs, serial and under pytest-xdist, first run and warm.
+
+A throwaway user project of K tests (default 48), each measuring one cold scale kernel
+`y = a * x` over N floats (default 20M: 160 MB moved, about 40 us on an H200), is run as
+separate pytest processes:
+
+  first     an empty kernel cache (a fresh CI runner): GPUPERF_CACHE_DIR points at a new folder
+  warm      the same cache again, RUNS times serially and RUNS times under each `-n W`
+
+Each row: wall time of the process, pytest's session time, the GPU lock held (summed over the
+devices; what measuring cost), the most any one device held it, and the GPUs the results name
+(each measurement's `gpu.uuid`). Two GPUs must make `-n 2` no slower than serial.
+
+Usage (on the GPU machine, from the repository root):
+  PYTHONPATH=. python3 bench/suite_scale.py --out $OUT/suite
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import REPO_ROOT, text_table, write_json
+
+SESSION_LINE = re.compile(r" in ([0-9.]+)s(?: \([0-9:]+\))? =*\s*$", re.MULTILINE)
+KERNEL = """\
+#include "gpuperf.h"
+
+GPUPERF_KERNEL void scale(const float* x, float* y, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+}
+"""
+CONFTEST = """\
+from pytest_gpuperf import simulate
+
+
+@simulate.model("scale.hip", "scale")
+def scale(args, launch):
+    x, y, a, n = args
+    y[:n] = a * x[:n]
+"""
+TEST = """\
+import os
+
+import numpy as np
+import pytest
+
+N = int(os.environ["SUITE_FLOATS"])
+
+
+@pytest.mark.parametrize("index", range(int(os.environ["SUITE_TESTS"])))
+def test_scale(gpu_bench, index):
+    kernel = gpu_bench.kernel("scale.hip", "scale")
+    dx, dy = gpu_bench.empty(N), gpu_bench.empty(N)
+    gpu_bench(
+        kernel, grid=(N + 255) // 256, block=256, args=(dx, dy, 2.0, N),
+        bytes=8 * N, cache="cold",
+    )
+"""
+
+
+def make_project(root: Path) -> None:
+    (root / "scale.hip").write_text(KERNEL)
+    (root / "conftest.py").write_text(CONFTEST)
+    (root / "test_suite.py").write_text(TEST)
+
+
+def run_suite(
+    project: Path, label: str, extra: Sequence[str], env: Mapping[str, str]
+) -> dict[str, Any]:
+    """One pytest process over the project: wall, session, GPU-lock account, GPUs named."""
+    report = project / f"report-{label}.json"
+    command = [sys.executable, "-m", "pytest", "--gpuperf", "-p", "no:cacheprovider", "-q"]
+    command += [f"--gpuperf-json={report}", *extra]
+    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    environment = {**os.environ, **env, "PYTHONPATH": path}
+    environment.pop("PYTHONDONTWRITEBYTECODE", None)
+    started = time.monotonic()
+    done = subprocess.run(
+        command, cwd=project, capture_output=True, text=True, env=environment, timeout=300
+    )
+    row: dict[str, Any] = {"run": label, "exit": done.returncode}
+    row["wall_s"] = time.monotonic() - started
+    found = SESSION_LINE.findall(done.stdout)
+    row["session_s"] = float(found[-1]) if found else None
+    if not report.exists():
+        row["error"] = (done.stdout + done.stderr)[-2000:]
+        return row
+    document = json.loads(report.read_text())
+    devices = document.get("devices", ())
+    row["lock_held_s"] = sum(d.get("lock_held_s") or 0.0 for d in devices)
+    row["lock_max_device_s"] = max((d.get("lock_held_s") or 0.0 for d in devices), default=0.0)
+    results = document.get("results", ())
+    row["results"] = len(results)
+    named = [((r.get("measurement") or {}).get("gpu") or {}).get("uuid") for r in results]
+    row["unnamed"] = sum(1 for uuid in named if not uuid)
+    row["gpus"] = sorted({uuid for uuid in named if uuid})
+    row["board"] = [d.get("name") for d in devices]
+    row["summary"] = document.get("summary")
+    if row["session_s"] is None:
+        row["session_s"] = round((document.get("timing") or {}).get("wall_s") or 0.0, 2)
+    return row
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tests", type=int, default=48)
+    parser.add_argument("--floats", type=int, default=20 << 20)
+    parser.add_argument("--runs", type=int, default=2, help="warm runs of each kind")
+    parser.add_argument("--workers", default="2", help="comma-separated -n values")
+    parser.add_argument("--backend", default="hip,cuda,sim")
+    parser.add_argument("--out", default=os.environ.get("OUT") or "suite-scale")
+    options = parser.parse_args(argv)
+    env = {"SUITE_TESTS": str(options.tests), "SUITE_FLOATS": str(options.floats)}
+    backend = [f"--gpuperf-backend={options.backend}"]
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        project = Path(scratch) / "project"
+        project.mkdir()
+        make_project(project)
+        env["GPUPERF_CACHE_DIR"] = str(Path(scratch) / "kernel-cache")
+        rows.append(run_suite(project, "first", backend, env))
+        kinds = [("serial", [])] + [(f"n{w}", ["-n", w]) for w in options.workers.split(",")]
+        for index in range(options.runs):
+            for name, extra in kinds:
+                rows.append(run_suite(project, f"{name}-{index + 1}", backend + extra, env))
+    headers = ["run", "exit", "wall s", "session s", "lock s", "max/GPU s", "results", "GPUs"]
+    table = [
+        [
+            r["run"], r["exit"], f"{r['wall_s']:.2f}", r.get("session_s"),
+            f"{r.get('lock_held_s', 0):.2f}", f"{r.get('lock_max_device_s', 0):.2f}",
+            f"{r.get('results', 0)} ({r.get('unnamed', '?')} unnamed)",
+            " ".join(uuid[:12] for uuid in r.get("gpus", ())),
+        ]
+        for r in rows
+    ]  # fmt: skip
+    print(text_table(headers, table))
+    for name, _ in kinds:
+        walls = [r["wall_s"] for r in rows if r["run"].startswith(f"{name}-")]
+        print(f"{name}: median wall {statistics.median(walls):.2f} s over {len(walls)} runs")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['run']}: {r['error']}")
+    Path(options.out).mkdir(parents=True, exist_ok=True)
+    write_json(str(Path(options.out) / "suite_scale.json"), {"date": time.ctime(), "rows": rows})
+    return 0 if all(r["exit"] == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
