@@ -18,6 +18,7 @@ Usage (on the GPU machine, from the repository root):
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import re
@@ -77,13 +78,22 @@ def make_project(root: Path) -> None:
     (root / "test_suite.py").write_text(TEST)
 
 
+def _plugin_flag() -> list[str]:
+    """`-p pytest_gpuperf.plugin` when the package runs from the tree (no entry point loads it)."""
+    try:
+        importlib.metadata.distribution("pytest-gpuperf")
+    except importlib.metadata.PackageNotFoundError:
+        return ["-p", "pytest_gpuperf.plugin"]
+    return []
+
+
 def run_suite(
     project: Path, label: str, extra: Sequence[str], env: Mapping[str, str]
 ) -> dict[str, Any]:
     """One pytest process over the project: wall, session, GPU-lock account, GPUs named."""
     report = project / f"report-{label}.json"
     command = [sys.executable, "-m", "pytest", "--gpuperf", "-p", "no:cacheprovider", "-q"]
-    command += [f"--gpuperf-json={report}", *extra]
+    command += [f"--gpuperf-json={report}", *extra, *_plugin_flag()]
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
     environment = {**os.environ, **env, "PYTHONPATH": path}
     environment.pop("PYTHONDONTWRITEBYTECODE", None)
