@@ -118,26 +118,12 @@ def _entry_table(entry: BaselineEntry) -> dict[str, Any]:
     table: dict[str, Any] = {"id": entry.test_id, "name": entry.name, "cache": entry.cache}
     if entry.kernel:
         table["kernel"] = entry.kernel
-    table.update(
-        source=entry.source,
-        efficiency=entry.efficiency,
-        efficiency_ci=list(entry.efficiency_ci),
-        run_spread=entry.run_spread,
-        spread_basis=entry.spread_basis,
-        bandwidth_bps=entry.bandwidth_bps,
-        time_s=entry.time_s,
-        bytes_moved=entry.bytes_moved,
-    )
-    if entry.prior_spread:
-        table["prior_spread"] = entry.prior_spread
-    if entry.grid:
-        table["grid"] = list(entry.grid)
-    if entry.block:
-        table["block"] = list(entry.block)
-    if entry.reported_in:
-        table["reported_in"] = entry.reported_in
-    if entry.note:
-        table["note"] = entry.note
+    for name in _ENTRY_ALWAYS:
+        table[name] = _toml_value(getattr(entry, name))
+    for name in _ENTRY_OPTIONAL:
+        value = getattr(entry, name)
+        if value:  # TOML has no null; defaults are left out
+            table[name] = _toml_value(value)
     if entry.saves:
         table["save"] = [_save_table(save) for save in entry.saves]
     boards = entry.boards
@@ -154,6 +140,26 @@ def _entry_table(entry: BaselineEntry) -> dict[str, Any]:
     if entry.replaced:
         table["replaced"] = [_replaced_table(r) for r in entry.replaced]
     return table
+
+
+# The BaselineEntry fields an entry table holds under their own names, in the file's order:
+# always, then only where they are not their default.
+_ENTRY_ALWAYS = (
+    "source",
+    "efficiency",
+    "efficiency_ci",
+    "run_spread",
+    "spread_basis",
+    "bandwidth_bps",
+    "time_s",
+    "bytes_moved",
+)
+_ENTRY_OPTIONAL = ("prior_spread", "grid", "block", "reported_in", "note")
+
+
+def _toml_value(value: Any) -> Any:
+    """A field's value as TOML writes it: a tuple (an interval, a grid) as an array."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _replaced_table(replaced: Replaced) -> dict[str, Any]:

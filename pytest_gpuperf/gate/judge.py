@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypedDict
 
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
 from pytest_gpuperf.baseline.model import utc_now
@@ -297,16 +298,27 @@ def _rebaser(
     return rebase
 
 
+class _Asked(TypedDict):
+    """What every comparison check records of the run's --gpuperf-compare: the ref, the
+    commit it resolved to and the user's threshold."""
+
+    ref: str
+    ref_commit: str
+    threshold: float
+
+
 def _comparison(ab: AbResult | None, context: JudgeContext) -> ComparisonCheck | None:
     if context.compare_ref is None or ab is None:
         return None
-    ref, commit = context.compare_ref, context.compare_commit
+    asked = _Asked(
+        ref=context.compare_ref,
+        ref_commit=context.compare_commit,
+        threshold=context.compare_threshold,
+    )
     if ab.paired is not None:
         check = check_comparison(
             ab.paired,
-            ref=ref,
-            ref_commit=commit,
-            threshold=context.compare_threshold,
+            **asked,
             strict=context.strict,
             forced=context.compare_forced,
             code_spread=context.compare_code_spread,
@@ -321,27 +333,13 @@ def _comparison(ab: AbResult | None, context: JudgeContext) -> ComparisonCheck |
         )
     if ab.modelled_by:
         return modelled(
-            ref=ref,
-            ref_commit=commit,
+            **asked,
             head_fingerprint=ab.head_fingerprint,
             base_fingerprint=ab.base_fingerprint,
             efficiency=ab.modelled_efficiency,
             basis=ab.modelled_by,
-            threshold=context.compare_threshold,
             strict=context.strict,
         )
     if ab.unchanged_fingerprint:
-        return unchanged(
-            ref=ref,
-            ref_commit=commit,
-            fingerprint=ab.unchanged_fingerprint,
-            threshold=context.compare_threshold,
-        )
-    return no_base(
-        ref=ref,
-        ref_commit=commit,
-        why=ab.no_base_why,
-        detail=ab.detail,
-        threshold=context.compare_threshold,
-        strict=context.strict,
-    )
+        return unchanged(**asked, fingerprint=ab.unchanged_fingerprint)
+    return no_base(**asked, why=ab.no_base_why, detail=ab.detail, strict=context.strict)

@@ -44,21 +44,25 @@ def devices(rows: Sequence[Row], meta: ReportMeta | None) -> list[dict[str, Any]
         # `name` is the device table's (what every line shows); the runtime calls the device
         # `runtime_name` ("NVIDIA H100 80GB HBM3" for the table's "NVIDIA H100 SXM 80GB")
         if info is not None and info.backend == m.backend:
-            record.update(
-                runtime_name=info.name,
-                arch=info.arch,
-                compute_units=info.compute_units,
-                l2_bytes=info.l2_bytes,
-                memory_bytes=info.memory_bytes,
-                runtime_version=info.runtime_version,
-                driver_version=info.driver_version,
-                pci_bus_id=info.pci_bus_id,
-            )
+            record["runtime_name"] = info.name
+            record.update((field, getattr(info, field)) for field in _RUNTIME_FIELDS)
         if m.gpu is not None:
             record.update(index=m.gpu.index, pci_bus_id=m.gpu.pci_bus_id, uuid=m.gpu.uuid)
             record.update(_gpu_facts(meta, m.backend, m.gpu.index, m.gpu.pci_bus_id))
         found[key] = record
     return list(found.values())
+
+
+# The DeviceInfo fields a device record carries under their own names (docs/json-schema.md).
+_RUNTIME_FIELDS = (
+    "arch",
+    "compute_units",
+    "l2_bytes",
+    "memory_bytes",
+    "runtime_version",
+    "driver_version",
+    "pci_bus_id",
+)
 
 
 def _gpu_key(index: int, pci_bus_id: str | None) -> tuple[Any, ...]:

@@ -221,6 +221,37 @@ def test_saved_file_is_human_diffable(tmp_path):
     assert (tmp_path / "mi300x.toml").read_text() == text
 
 
+def _entry_keys(text: str) -> list[str]:
+    """The keys of the file's first [[entry]] table, in the order written."""
+    table = text[text.index("\n[[entry]]") :].split("\n[[entry.save]]")[0]
+    return [line.split(" = ")[0] for line in table.splitlines() if " = " in line]
+
+
+def test_an_entry_table_holds_its_fields_in_order_and_leaves_defaults_out(tmp_path):
+    store = BaselineStore(tmp_path)
+    store.save("mi300x", [make_entry(kernel="", grid=None, block=None, prior_spread=0.0)])
+    text = (tmp_path / "mi300x.toml").read_text()
+    assert _entry_keys(text) == [
+        "id",
+        "name",
+        "cache",
+        "source",
+        "efficiency",
+        "efficiency_ci",
+        "run_spread",
+        "spread_basis",
+        "bandwidth_bps",
+        "time_s",
+        "bytes_moved",
+    ]
+    reported = make_entry(source="reported", reported_in="the blog: 71.85%", note="rocprof")
+    store.save("mi300x", [replace(reported, saves=())])
+    text = (tmp_path / "mi300x.toml").read_text()
+    optional = ["prior_spread", "grid", "block", "reported_in", "note"]
+    assert _entry_keys(text)[-len(optional) - 1 :] == ["bytes_moved", *optional]
+    assert "grid = [131072, 1, 1]" in text and 'reported_in = "the blog: 71.85%"' in text
+
+
 def test_entries_are_keyed_by_cache_mode_too(tmp_path):
     """A hot save must not replace the cold entry of the same measurement."""
     store = BaselineStore(tmp_path)

@@ -36,6 +36,7 @@ from pytest_gpuperf.gate.stored import check_baseline
 from pytest_gpuperf.record.checks import (
     AB_IMPROVED,
     AB_INCONCLUSIVE,
+    AB_MODELLED,
     AB_NO_BASE,
     AB_PASS,
     AB_REGRESSED,
@@ -604,6 +605,36 @@ def test_judge_compares_under_compare_and_shows_the_stored_baseline(tmp_path):
         ctx,
     )
     assert missing.verdict.comparison.state == AB_NO_BASE
+
+
+@pytest.mark.parametrize(
+    ("ab", "state", "strict"),
+    [
+        (AbResult(paired=paired(1.0, 0.001)), AB_PASS, True),
+        (AbResult(modelled_by="model", modelled_efficiency=0.8), AB_MODELLED, True),
+        (AbResult(unchanged_fingerprint="f00d"), AB_UNCHANGED, False),
+        (AbResult(no_base_why=NO_BASE_REF, detail="no such ref"), AB_NO_BASE, True),
+    ],
+)
+def test_every_kind_of_comparison_records_the_ref_commit_and_threshold_asked_for(
+    tmp_path, ab, state, strict
+):
+    ctx = JudgeContext(
+        tolerance=0.01,
+        strict=True,
+        compare_ref="main",
+        compare_commit="c0ffee",
+        compare_threshold=0.04,
+    )
+    (judged,) = judge("t::x", [Taken(measurement(0.8), ab=ab)], BaselineStore(tmp_path), ctx)
+    check = judged.verdict.comparison
+    assert check.state == state
+    assert (check.ref, check.ref_commit, check.user_threshold or check.threshold) == (
+        "main",
+        "c0ffee",
+        0.04,
+    )
+    assert check.strict is strict  # an identical build has nothing strict could fail
 
 
 # -- the gate decides once ------------------------------------------------------------------
