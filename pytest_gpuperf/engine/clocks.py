@@ -126,6 +126,21 @@ def _initialised_once(module: str, init: str) -> Callable[[], Any]:
     return initialised
 
 
+def _device_handle(
+    library: Callable[[], Any],
+    find: Callable[[Any, str | None, int], Any],
+    pci_bus_id: str | None,
+    index: int,
+) -> tuple[Any, Any] | None:
+    """The started vendor library (`_nvml`, `_amdsmi`) and the device's handle in it, found
+    by `find`; None when the library is missing or does not find the device."""
+    module = library()
+    if module is None:
+        return None
+    handle = _optional(find, module, pci_bus_id, index)
+    return None if handle is None else (module, handle)
+
+
 _nvml = _initialised_once("pynvml", "nvmlInit")
 
 
@@ -143,12 +158,10 @@ def _nvml_handle(pynvml: Any, pci_bus_id: str | None, index: int) -> Any:
 
 
 def _read_nvml(pci_bus_id: str | None, index: int) -> ClockReport | None:
-    pynvml = _nvml()
-    if pynvml is None:
+    opened = _device_handle(_nvml, _nvml_handle, pci_bus_id, index)
+    if opened is None:
         return None
-    handle = _optional(_nvml_handle, pynvml, pci_bus_id, index)
-    if handle is None:
-        return None
+    pynvml, handle = opened
     sm_mhz = _optional(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM)
     sm_max_mhz = _optional(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM)
     memory_mhz = _optional(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_MEM)
@@ -198,12 +211,10 @@ def _amd_clock(amdsmi: Any, handle: Any, kind: str) -> tuple[float | None, float
 
 
 def _read_amdsmi(pci_bus_id: str | None, index: int) -> ClockReport | None:
-    amdsmi = _amdsmi()
-    if amdsmi is None:
+    opened = _device_handle(_amdsmi, _amdsmi_handle, pci_bus_id, index)
+    if opened is None:
         return None
-    handle = _optional(_amdsmi_handle, amdsmi, pci_bus_id, index)
-    if handle is None:
-        return None
+    amdsmi, handle = opened
     gfx_mhz, gfx_max_mhz = _amd_clock(amdsmi, handle, "GFX")
     memory_mhz, _ = _amd_clock(amdsmi, handle, "MEM")
     temperature_type = amdsmi.AmdSmiTemperatureType

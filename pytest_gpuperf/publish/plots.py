@@ -75,22 +75,14 @@ _MARKERS = {
     "fail": '<path id="{sid}-fail" d="M-3.5 -3.5L3.5 3.5M-3.5 3.5L3.5 -3.5" stroke-width="2"/>',
     "accepted": '<path id="{sid}-accepted" d="M0 -4.2L4.2 0L0 4.2L-4.2 0Z"/>',
 }
-# Time-axis tick steps to choose from, and how a tick is labelled at that step
-_TIME_STEPS = (
-    (timedelta(minutes=10), "%H:%M"),
-    (timedelta(minutes=30), "%H:%M"),
-    (timedelta(hours=1), "%H:%M"),
-    (timedelta(hours=3), "%m-%d %H:%M"),
-    (timedelta(hours=6), "%m-%d %H:%M"),
-    (timedelta(hours=12), "%m-%d %H:%M"),
-    (timedelta(days=1), "%m-%d"),
-    (timedelta(days=2), "%m-%d"),
-    (timedelta(days=7), "%m-%d"),
-    (timedelta(days=14), "%m-%d"),
-    (timedelta(days=30), "%Y-%m-%d"),
-    (timedelta(days=91), "%Y-%m-%d"),
-    (timedelta(days=365), "%Y-%m-%d"),
+# Time-axis tick steps to choose from, shortest first, by how a tick at that step is labelled
+_TICK_LABELS = (
+    ("%H:%M", [timedelta(minutes=m) for m in (10, 30, 60)]),
+    ("%m-%d %H:%M", [timedelta(hours=h) for h in (3, 6, 12)]),
+    ("%m-%d", [timedelta(days=d) for d in (1, 2, 7, 14)]),
+    ("%Y-%m-%d", [timedelta(days=d) for d in (30, 91, 365)]),
 )
+_TIME_STEPS = tuple((step, label) for label, steps in _TICK_LABELS for step in steps)
 
 
 def _x_limits(xs: Sequence[datetime]) -> tuple[datetime, datetime] | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
 from pytest_gpuperf.baseline.ref import TrailPoint
@@ -31,7 +32,14 @@ REGRESSED_STATE, DRIFT_STATE, ACCEPTED_STATE = "regressed", "drift", "accepted"
 NO_BASELINE_STATE, OK_STATE = "no baseline", "ok"
 STATES = (REGRESSED_STATE, DRIFT_STATE, ACCEPTED_STATE, NO_BASELINE_STATE, OK_STATE)
 
-Key = tuple[str, str, str, str]  # device key (with -sim), test id, measurement name, cache
+
+class Key(NamedTuple):
+    """What the page keys a series by: one measurement of one test on one device."""
+
+    device_key: str  # the baseline file's device key, with -sim for the simulated device
+    test_id: str
+    name: str  # the measurement's
+    cache: str
 
 
 @dataclass(frozen=True)
@@ -55,7 +63,10 @@ class Run:
 class Series:
     """One measurement's history and what the gate makes of it."""
 
-    key: Key
+    device_key: str  # as in Key
+    test_id: str
+    name: str  # the measurement's
+    cache: str
     device_name: str
     simulated: bool
     points: tuple[Point, ...]  # oldest first
@@ -70,20 +81,8 @@ class Series:
     state: str = OK_STATE
 
     @property
-    def device_key(self) -> str:
-        return self.key[0]
-
-    @property
-    def test_id(self) -> str:
-        return self.key[1]
-
-    @property
-    def name(self) -> str:
-        return self.key[2]
-
-    @property
-    def cache(self) -> str:
-        return self.key[3]
+    def key(self) -> Key:
+        return Key(self.device_key, self.test_id, self.name, self.cache)
 
     @property
     def test_file(self) -> str:
@@ -132,8 +131,8 @@ def gather(
         run = _run(index, report)
         run_list.append(run)
         for row in report.rows:
-            key = (device_key_of(row), row.test_id, row.measurement.name, row.measurement.cache)
-            measured_devices.add(key[0])
+            key = Key(device_key_of(row), row.test_id, row.measurement.name, row.measurement.cache)
+            measured_devices.add(key.device_key)
             point = run_point(
                 row, when=run.created or run.commit_time, commit=run.commit, run=run.index
             )
@@ -151,13 +150,12 @@ def gather(
                 f"(baselines/<device>.toml)"
             )
         for entry in loaded.entries.values():
-            test_id, name, cache = entry.key
-            entries[(path.stem, test_id, name, cache)] = (store, entry)
+            entries[Key(path.stem, *entry.key)] = (store, entry)
     series = []
     for key in sorted(run_points.keys() | entries.keys()):
         found = entries.get(key)
         points = list(run_points.get(key, ()))
-        name, simulated = seen.get(key, ("", key[0].endswith("-sim")))
+        name, simulated = seen.get(key, ("", key.device_key.endswith("-sim")))
         if found is not None:
             store, entry = found
             points += [
@@ -180,7 +178,7 @@ def _series(
     tolerance: float,
 ) -> Series:
     latest_run = next((p for p in reversed(points) if p.kind == "run"), None)
-    series = Series(key, device_name, simulated, tuple(points))
+    series = Series(*key, device_name, simulated, tuple(points))
     if found is None:
         return _with_state(series, latest_run)
     store, entry = found
@@ -191,11 +189,11 @@ def _series(
     # or another, whose spread between boards the band adds); without runs, on the board of
     # the latest save
     board = latest_run.board if latest_run is not None else None
-    ref = store.lookup(key[0], *entry.key, board=board)
+    ref = store.lookup(key.device_key, *entry.key, board=board)
     assert ref is not None  # the entry was just read from this store
     level = entry_level(ref, false_alarm_rate=rate, tolerance=tolerance)
     series = Series(
-        key,
+        *key,
         device_name,
         simulated,
         tuple(points),

@@ -451,12 +451,17 @@ class HipBackend(Backend):
             raise call.refused("LDS", _name(err))
         self._note_launch_shape(call.kernel, call.threads, call.shared_bytes)
 
+    def _create_kept(self, create: Callable[[], tuple], what: str, kept: list[Any]) -> Any:
+        """A new event or stream from `create` (the HIP call named `what`), added to `kept`
+        so that close() destroys it."""
+        self._check_open()
+        handle = self._ok(create(), what)
+        kept.append(handle)
+        return handle
+
     def create_event(self) -> Any:
         hip = self._hip
-        self._check_open()
-        event = self._ok(hip.hipEventCreate(), "hipEventCreate")
-        self._events.append(event)
-        return event
+        return self._create_kept(hip.hipEventCreate, "hipEventCreate", self._events)
 
     def record_event(self, event: Any, stream: Any = None) -> None:
         hip = self._hip
@@ -490,10 +495,7 @@ class HipBackend(Backend):
 
     def create_stream(self) -> Any:
         hip = self._hip
-        self._check_open()
-        stream = self._ok(hip.hipStreamCreate(), "hipStreamCreate")
-        self._streams.append(stream)
-        return stream
+        return self._create_kept(hip.hipStreamCreate, "hipStreamCreate", self._streams)
 
     # -- graphs -------------------------------------------------------------------------
     def capture_graph(self, fn: Callable[[Any], None], stream: Any = None) -> Any:

@@ -79,9 +79,18 @@ class KernelResources:
         if self.scratch_bytes:
             parts.append(f"{self.scratch_bytes} B scratch")
         if self.occupancy is not None:
-            limiter = f" ({self.occupancy_limiter})" if self.occupancy_limiter else ""
-            parts.append(f"occupancy {self.occupancy:.0%}{limiter}")
+            parts.append(occupancy_words(self.occupancy, self.occupancy_limiter))
         return ", ".join(parts)
+
+
+def occupancy_words(
+    occupancy: float, limiter: str | None, *, block_threads: int | None = None
+) -> str:
+    """One kernel's occupancy as the resource lines of reports and explain show it, in one
+    place: "occupancy 62% at 256 threads (registers)" (the block size where a line has it)."""
+    at = f" at {block_threads} threads" if block_threads is not None else ""
+    limited = f" ({limiter})" if limiter else ""
+    return f"occupancy {occupancy:.0%}{at}{limited}"
 
 
 @dataclass(frozen=True)

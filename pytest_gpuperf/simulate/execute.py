@@ -224,6 +224,10 @@ class Executor:
         get_views: Callable[[], list[Any]],
     ) -> None:
         identity, run = compute
+
+        def compute_now() -> None:  # the launch's compute, its failures in one clear line
+            self._call_compute(kernel, model, run, get_views())
+
         inputs: dict[int, None] = {}
         outputs: dict[int, None] = {}
         scalars = []
@@ -246,11 +250,12 @@ class Executor:
             reads_outputs = True
         previous = self._memo.get(out)
         versions = tuple(self.allocations[ptr].version for ptr in out)
+
         held = not reads_outputs and previous is not None and previous.output_versions == versions
         same = held and previous is not None and self._writes_the_same(out, previous.key, key)
         if held and previous is not None and (previous.key == key or same):
             if marker not in self._idempotent:
-                self._apply_again(kernel, model, run, get_views(), marker, out)
+                self._apply_again(compute_now, marker, out)
             if self._idempotent.get(marker) and previous.key != key:
                 self._memo[out] = _Memo(key, versions)
             return  # the outputs hold what this launch computes
@@ -262,7 +267,7 @@ class Executor:
         for ptr in out:
             self.writing(ptr)
         try:
-            self._call_compute(kernel, model, run, get_views())
+            compute_now()
         finally:
             for ptr in out:
                 self.written(ptr)
@@ -285,20 +290,14 @@ class Executor:
         return None
 
     def _apply_again(
-        self,
-        kernel: Kernel,
-        model: kernel_models.KernelModel | None,
-        run: Callable[[list[Any]], None],
-        views: list[Any],
-        marker: tuple[Any, ...],
-        out: tuple[int, ...],
+        self, compute_now: Callable[[], None], marker: tuple[Any, ...], out: tuple[int, ...]
     ) -> None:
         """The first repeat of a memoised launch is computed once more, as a GPU runs every
         launch: an in-place update (`y += x`, an accumulation) changes its outputs again and
         is computed at every launch from then on (the memo kept the first result and passed
         a test that fails on a GPU); a launch that gives the same outputs stays memoised."""
         before = [self.allocations[ptr].memory.copy() for ptr in out]
-        self._call_compute(kernel, model, run, views)
+        compute_now()
         self.computed += 1
         same = all(
             np.array_equal(self.allocations[ptr].memory, old)

@@ -15,6 +15,7 @@ from pytest_gpuperf.explain.code.memory_ops import count_amd, count_sass, sass_f
 from pytest_gpuperf.explain.code.nvidia_occupancy import max_threads_per_block, nvidia_occupancy
 from pytest_gpuperf.explain.code.ptxas import parse_ptxas_log
 from pytest_gpuperf.gate.static.asm import kernel_asm
+from pytest_gpuperf.runtime.info import KernelResources, occupancy_words
 
 DATA = Path(__file__).parent / "data"
 
@@ -176,3 +177,16 @@ def test_facts_travel_as_plain_data_and_back():
     assert facts_line(facts) == (
         "24 registers, occupancy 100% at 256 threads (warps); global loads 3 b32, stores 1 b32"
     )
+
+
+def test_explain_and_the_resource_summary_word_occupancy_alike():
+    """One wording (runtime/info.py occupancy_words): the block size only where the line
+    gives it, the limiter only where one is known."""
+    assert occupancy_words(0.625, "registers", block_threads=256) == (
+        "occupancy 62% at 256 threads (registers)"
+    )
+    assert occupancy_words(1.0, None) == "occupancy 100%"
+    unlimited = _facts(occupancy=0.5, occupancy_limiter="")
+    assert "occupancy 50% at 256 threads;" in facts_line(unlimited)
+    resources = KernelResources(registers=40, occupancy=0.5, occupancy_limiter="vgprs")
+    assert resources.summary() == "40 regs, 0 B shared, occupancy 50% (vgprs)"

@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from html import unescape
 from pathlib import Path
 
@@ -131,3 +132,32 @@ def test_a_replaced_level_of_one_save_says_one_save(history):
     series = gather([baseline], [read_report(reports[0])]).series[0]
     one = replace(series, trail=(TrailPoint(0.8, 0.01, 1, "c" * 40, "2026-01-01T00:00:00Z"),))
     assert "(±1.00%, 1 save), commit cccccccccccc" in _caption(one)
+
+
+@pytest.mark.parametrize(
+    ("span", "labels"),
+    [
+        (timedelta(hours=2), ["10:30", "11:00", "11:30", "12:00"]),  # 30-minute steps
+        # 12-hour steps
+        (timedelta(days=2), ["03-01 12:00", "03-02 00:00", "03-02 12:00", "03-03 00:00"]),
+        (timedelta(days=10), ["03-03", "03-05", "03-07", "03-09", "03-11"]),  # 2-day steps
+        # 91-day steps
+        (
+            timedelta(days=400),
+            ["2024-04-01", "2024-07-01", "2024-09-30", "2024-12-30", "2025-03-31"],
+        ),
+    ],
+)
+def test_time_ticks_step_by_the_span_and_are_labelled_for_their_step(span, labels):
+    """At most about six round ticks: the shortest step that gives them, labelled by the time
+    of day (hourly and shorter), day and time (up to 12 hours) or the date."""
+    from pytest_gpuperf.publish.plots import _Frame, _x_axis
+
+    start = datetime(2024, 3, 1, 10, 20)
+    ticks = [
+        unescape(found)
+        for found in re.findall(
+            r'class="xtick"[^>]*>([^<]*)<', "".join(_x_axis(_Frame(start, start + span, 0.0, 1.0)))
+        )
+    ]
+    assert ticks == labels

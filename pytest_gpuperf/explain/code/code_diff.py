@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pytest_gpuperf.explain.code.code_facts import CodeFacts
 from pytest_gpuperf.explain.code.memory_ops import Widths, total
+from pytest_gpuperf.runtime.info import occupancy_words
 
 SAME_CODE = "no change in the code (byte-identical machine code)"
 SAME_FACTS = (
@@ -84,8 +85,11 @@ def facts_line(facts: CodeFacts) -> str:
     if facts.shared_bytes:
         parts.append(f"{facts.shared_bytes} static shared bytes")
     if facts.occupancy is not None:
-        limited = f" ({facts.occupancy_limiter})" if facts.occupancy_limiter else ""
-        parts.append(f"occupancy {facts.occupancy:.0%} at {facts.block_threads} threads{limited}")
+        parts.append(
+            occupancy_words(
+                facts.occupancy, facts.occupancy_limiter, block_threads=facts.block_threads
+            )
+        )
     text = ", ".join(parts) or "resources unknown"
     if facts.global_loads is not None and facts.global_stores is not None:
         text += f"; global loads {_widths_text(facts.global_loads)}, stores " + _widths_text(
