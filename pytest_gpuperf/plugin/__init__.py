@@ -103,12 +103,10 @@ def pytest_configure(config: pytest.Config) -> None:
     _quiet_pytest_benchmark(config, built)
     state = PluginState(built, Path(config.rootpath), options.xdist_worker_number())
     state.notify = terminal_notifier(config)
-    probe = getattr(config, "workerinput", {}).get("gpuperf_probe")
-    if probe is not None:  # the controller's degraded-GPU probe (pytest_configure_node)
-        from pytest_gpuperf.engine.plain import from_plain
-        from pytest_gpuperf.session.gpu_probe import ProbeReport
-
-        state.probe = from_plain(ProbeReport, probe)
+    probe_file = getattr(config, "workerinput", {}).get("gpuperf_probe_file")
+    if probe_file is not None:  # the controller's degraded-GPU probe (pytest_configure_node)
+        path, controller_pid = probe_file
+        state.probe_file = (Path(path), controller_pid if os.getppid() == controller_pid else None)
     config.stash[STATE] = state
     config.pluginmanager.register(state, "gpuperf-state")
     _ignored_profile_plan(config)
@@ -208,6 +206,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is not None:
         if (opened := state.opened_session) is not None:
             opened.close()
+        if state.probe_handoff is not None:
+            state.probe_handoff.close()
         config.pluginmanager.unregister(state)
     status = config.stash.get(EXIT_NOW, None)
     if status is not None:

@@ -144,28 +144,41 @@ def _share_sim_seed(config: pytest.Config, state: PluginState) -> None:
 
 
 def _probe_gpus(config: pytest.Config, state: PluginState) -> None:
-    """The degraded-GPU probe, once per run in the pytest-xdist controller before any worker
-    starts (this hook runs before xdist's, which starts them): every worker then gets its
-    findings (pytest_configure_node), so a refused GPU gets no worker and results are marked."""
+    """The degraded-GPU probe, once per run in the pytest-xdist controller, started here (this
+    hook runs before xdist's, which starts the workers) and run while the workers start
+    (session/probe_handoff.py): each worker reads the findings before it opens its GPU, so a
+    refused GPU gets no worker and results are marked; _joined_probe waits for them before
+    any test is handed out."""
     workers = config.getoption("numprocesses", None)
     if not isinstance(workers, int) or workers < 2:
         return
     from pytest_gpuperf.session.device import probe_for_workers
+    from pytest_gpuperf.session.probe_handoff import ProbeInBackground
 
+    settings, notify = state.settings, state.notify
+    state.probe_handoff = ProbeInBackground(
+        lambda: probe_for_workers(settings, workers, notify=notify)
+    )
+
+
+def _joined_probe(state: PluginState) -> None:
+    """The controller's probe findings, once it has ended; a failed probe stops the run
+    before any test, one line naming why."""
+    handoff = state.probe_handoff
+    if handoff is None:
+        return
     try:
-        state.probe = probe_for_workers(state.settings, workers, notify=state.notify)
+        state.probe = handoff.result()
     except GpuPerfError as problem:
         raise pytest.UsageError(f"pytest-gpuperf: degraded-GPU probe: {problem}") from None
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist: hand the controller's probe findings to each worker."""
-    state = state_of(node.config)
-    if state.probe is not None:
-        from pytest_gpuperf.engine.plain import to_plain
-
-        node.workerinput["gpuperf_probe"] = to_plain(state.probe)
+    """pytest-xdist: tell each worker where the controller's probe findings will be."""
+    handoff = state_of(node.config).probe_handoff
+    if handoff is not None:
+        node.workerinput["gpuperf_probe_file"] = [str(handoff.path), os.getpid()]
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
@@ -263,6 +276,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     config = session.config
     state = state_of(config)
     settings = state.settings
+    _joined_probe(state)
     if is_xdist_worker(config) or config.option.collectonly or not settings.require:
         return
     if settings.static:  # gpuperf-static: --gpuperf-require asks for the clang there

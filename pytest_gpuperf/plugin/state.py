@@ -64,6 +64,9 @@ class PluginState:
     # learns it from the workers' reports.
     suite_checks: int = 0
     probe: Any = None  # gpu_probe.ProbeReport: the controller's, handed to every worker
+    # the controller's probe_handoff.ProbeInBackground; a worker's (findings file, controller pid)
+    probe_handoff: Any = None
+    probe_file: tuple[Path, int | None] | None = None
     # --gpuperf-shard: this runner's part (shard.ShardPlan, made at collection; an xdist
     # controller gets its workers' as plain data), and how pytest ended its tests
     shard: Any = None
@@ -89,6 +92,7 @@ class PluginState:
                 rootdir=self.rootdir,
                 worker=self.worker,
                 probe=self.probe,
+                probe_file=self.probe_file,
                 notify=self.notify,
             )
             self._session.suite_checks = max(self.suite_checks, 1)

@@ -62,6 +62,7 @@ class BenchSession:
         worker: int | None = None,
         opener: Callable[..., Backend] | None = None,
         probe: ProbeReport | None = None,
+        probe_file: tuple[Path, int | None] | None = None,
         notify: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
@@ -70,6 +71,7 @@ class BenchSession:
         self.worker = worker
         self._opener = opener
         self.probe = probe  # the degraded-GPU probe's findings (pytest-xdist's controller ran it)
+        self._probe_file = probe_file  # where a worker finds them (session/probe_handoff.py)
         self._device: OpenDevice | None = None
         self._failure: GpuPerfError | None = None
         self._modules: dict[ModuleKey, Module] = {}
@@ -123,8 +125,20 @@ class BenchSession:
             raise self._failure
         from pytest_gpuperf.session.device import open_device
 
-        refused = self.probe.refused if self.probe is not None else ()
+        if self.settings.measure:
+            # The statistics load SciPy on first use; here, not inside the first measurement,
+            # which holds the GPU lock (on the H100 its import took 1.7 s of lock time), and
+            # before a worker waits for the probe, which runs meanwhile.
+            from pytest_gpuperf.engine.stats import load_scipy
+
+            load_scipy()
         try:
+            if self._probe_file is not None:  # the controller probes while this worker starts
+                from pytest_gpuperf.session.probe_handoff import wait_for_probe
+
+                self.probe = wait_for_probe(*self._probe_file)
+                self._probe_file = None
+            refused = self.probe.refused if self.probe is not None else ()
             if self._opener is None:
                 self._device = open_device(
                     self.settings, worker=self.worker, refused=refused, notify=self.notify
@@ -143,12 +157,6 @@ class BenchSession:
         backend = self._device.backend
         backend.kernel_timeout_s = self.settings.watchdog_s
         backend.compile_timeout_s = self.settings.compile_timeout_s
-        if self.settings.measure:
-            # The statistics load SciPy on first use; here, not inside the first measurement,
-            # which holds the GPU lock (on the H100 its import took 1.7 s of lock time).
-            from pytest_gpuperf.engine.stats import load_scipy
-
-            load_scipy()
         return self._device
 
     @property
