@@ -52,6 +52,68 @@ def scale(args, launch):
     x, y, a, n = args
     y[:n] = a * x[:n]
 """
+TIMELINE = """
+
+import os
+import time
+
+_FIRST = []
+
+
+def _mark(what):
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "controller")
+    with open(os.environ["SUITE_TIMELINE"], "a") as out:
+        out.write(f"{time.time():.3f} {worker} {what}\\n")
+
+
+def pytest_configure(config):
+    _mark("configured")
+
+
+def pytest_collection_finish(session):
+    _mark("collected")
+
+
+def pytest_runtest_setup(item):
+    if not _FIRST:
+        _FIRST.append(item)
+        _mark("first test")
+
+
+def pytest_sessionfinish(session):
+    _mark("finished")
+"""
+TIMELINE = """
+
+import os
+import time
+
+_FIRST = []
+
+
+def _mark(what):
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "controller")
+    with open(os.environ["SUITE_TIMELINE"], "a") as out:
+        out.write(f"{time.time():.3f} {worker} {what}\\n")
+
+
+def pytest_configure(config):
+    _mark("configured")
+
+
+def pytest_collection_finish(session):
+    _mark("collected")
+
+
+def pytest_runtest_setup(item):
+    if not _FIRST:
+        _FIRST.append(item)
+        _mark("first test")
+
+
+def pytest_sessionfinish(session):
+    _mark("finished")
+"""
 TEST = """\
 import os
 
@@ -72,9 +134,9 @@ def test_scale(gpu_bench, index):
 """
 
 
-def make_project(root: Path) -> None:
+def make_project(root: Path, timeline: bool) -> None:
     (root / "scale.hip").write_text(KERNEL)
-    (root / "conftest.py").write_text(CONFTEST)
+    (root / "conftest.py").write_text(CONFTEST + (TIMELINE if timeline else ""))
     (root / "test_suite.py").write_text(TEST)
 
 
@@ -92,17 +154,21 @@ def run_suite(
 ) -> dict[str, Any]:
     """One pytest process over the project: wall, session, GPU-lock account, GPUs named."""
     report = project / f"report-{label}.json"
+    timeline = project / f"timeline-{label}.txt"
+    env = {**env, "SUITE_TIMELINE": str(timeline)}
     command = [sys.executable, "-m", "pytest", "--gpuperf", "-p", "no:cacheprovider", "-q"]
     command += [f"--gpuperf-json={report}", *extra, *_plugin_flag()]
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
     environment = {**os.environ, **env, "PYTHONPATH": path}
     environment.pop("PYTHONDONTWRITEBYTECODE", None)
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     done = subprocess.run(
         command, cwd=project, capture_output=True, text=True, env=environment, timeout=300
     )
     row: dict[str, Any] = {"run": label, "exit": done.returncode}
     row["wall_s"] = time.monotonic() - started
+    if timeline.exists():
+        row["timeline"] = _timeline(timeline.read_text(), started_at)
     found = SESSION_LINE.findall(done.stdout)
     row["session_s"] = float(found[-1]) if found else None
     if not report.exists():
@@ -124,6 +190,12 @@ def run_suite(
     return row
 
 
+def _timeline(text: str, started_at: float) -> list[str]:
+    """The conftest's marks as seconds since the process was started, in order."""
+    marks = sorted(line.split(" ", 1) for line in text.splitlines() if line)
+    return [f"+{float(at) - started_at:.2f} s {what}" for at, what in marks]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tests", type=int, default=48)
@@ -131,6 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=2, help="warm runs of each kind")
     parser.add_argument("--workers", default="2", help="comma-separated -n values")
     parser.add_argument("--backend", default="hip,cuda,sim")
+    parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="print when each process configured, collected, ran its first test and finished",
+    )
     parser.add_argument("--out", default=os.environ.get("OUT") or "suite-scale")
     options = parser.parse_args(argv)
     env = {"SUITE_TESTS": str(options.tests), "SUITE_FLOATS": str(options.floats)}
@@ -139,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         project = Path(scratch) / "project"
         project.mkdir()
-        make_project(project)
+        make_project(project, options.timeline)
         env["GPUPERF_CACHE_DIR"] = str(Path(scratch) / "kernel-cache")
         rows.append(run_suite(project, "first", backend, env))
         kinds = [("serial", [])] + [(f"n{w}", ["-n", w]) for w in options.workers.split(",")]
@@ -160,6 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, _ in kinds:
         walls = [r["wall_s"] for r in rows if r["run"].startswith(f"{name}-")]
         print(f"{name}: median wall {statistics.median(walls):.2f} s over {len(walls)} runs")
+    for r in rows:
+        if "timeline" in r:
+            print(f"{r['run']}: " + "; ".join(r["timeline"]))
     for r in rows:
         if "error" in r:
             print(f"{r['run']}: {r['error']}")
