@@ -185,6 +185,8 @@ def run_suite(
     row["gpus"] = sorted({uuid for uuid in named if uuid})
     row["board"] = [d.get("name") for d in devices]
     row["summary"] = document.get("summary")
+    probe = document.get("probe") or {}
+    row["probe_s"] = [round(gpu["probe_s"], 2) for gpu in probe.get("gpus", ())]
     if row["session_s"] is None:
         row["session_s"] = round((document.get("timing") or {}).get("wall_s") or 0.0, 2)
     return row
@@ -239,7 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name}: median wall {statistics.median(walls):.2f} s over {len(walls)} runs")
     for r in rows:
         if "timeline" in r:
-            print(f"{r['run']}: " + "; ".join(r["timeline"]))
+            probed = f" (probe {r['probe_s']} s)" if r.get("probe_s") else ""
+            print(f"{r['run']}{probed}: " + "; ".join(r["timeline"]))
     for r in rows:
         if "error" in r:
             print(f"{r['run']}: {r['error']}")
