@@ -184,3 +184,15 @@ def test_render_and_parse_are_inverse():
     entries = [entry("a"), entry("b", vgprs=72, calls=("__ocml_rsqrt_f32",))]
     parsed = parse(render("gfx942", entries), "gfx942")
     assert list(parsed.values()) == entries
+
+
+def test_an_invalid_new_entry_is_refused_before_writing(tmp_path):
+    """A new entry the file's own reader would refuse is never written: the save parses
+    what it rendered first (the check the timing store's save makes too)."""
+    store = StaticStore(tmp_path)
+    path = store.save("gfx942", [entry()])
+    before = path.read_bytes()
+    bad = dataclasses.replace(entry("t.py::test_b"), origin="guessed")
+    with pytest.raises(BaselineError, match=r"not saved: a new entry is invalid: .*origin"):
+        store.save("gfx942", [bad])
+    assert path.read_bytes() == before
