@@ -196,3 +196,20 @@ def test_an_invalid_new_entry_is_refused_before_writing(tmp_path):
     with pytest.raises(BaselineError, match=r"not saved: a new entry is invalid: .*origin"):
         store.save("gfx942", [bad])
     assert path.read_bytes() == before
+
+
+def test_static_orphans_follow_the_timing_stores_rule(tmp_path):
+    """The rule of baseline/orphans.py over the static file: a test not collected (in a run
+    that collected its file whole) or one that checked other kernels leaves orphans."""
+    from pytest_gpuperf.baseline.orphans import RunTests
+    from pytest_gpuperf.gate.static.orphans import find_static_orphans
+
+    store = StaticStore(tmp_path)
+    store.save("gfx942", [entry("t.py::gone"), entry("t.py::kept"), entry("t.py::renamed")])
+    produced = {"t.py::kept": {("gfx942", "vector_add")}, "t.py::renamed": {("gfx942", "new")}}
+    run = RunTests({"t.py::kept", "t.py::renamed"}, produced)
+    found = {(o.key[0], o.why) for o in find_static_orphans(store, ["gfx942"], run)}
+    assert found == {("t.py::gone", "test"), ("t.py::renamed", "kernel")}
+    narrowed = dataclasses.replace(run, whole=False)
+    found = {(o.key[0], o.why) for o in find_static_orphans(store, ["gfx942"], narrowed)}
+    assert found == {("t.py::renamed", "kernel")}
