@@ -13,8 +13,7 @@ The library front door, loaded on first use so that the pytest plugin stays chea
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_gpuperf.errors import (
     CompileError,
@@ -24,6 +23,7 @@ from pytest_gpuperf.errors import (
     LaunchError,
 )
 from pytest_gpuperf.runtime import register_backend as _register_backend
+from pytest_gpuperf.runtime.lazy import lazy_getattr as _lazy_getattr
 
 __version__ = "0.2.0"
 
@@ -33,15 +33,15 @@ __version__ = "0.2.0"
 _register_backend("sim", "pytest_gpuperf.simulate.device", "SimBackend")
 
 _LAZY = {
-    "open_device": "pytest_gpuperf.session.api",
-    "Device": "pytest_gpuperf.session.api",
-    "Measurement": "pytest_gpuperf.engine.results",
-    "PairedComparison": "pytest_gpuperf.engine.results",
-    "MeasureSettings": "pytest_gpuperf.engine.measure",
-    "measure_kernel": "pytest_gpuperf.engine.measure",
-    "measure_callable": "pytest_gpuperf.engine.measure",
-    "measure_pair": "pytest_gpuperf.engine.measure",
-    "DeviceSpec": "pytest_gpuperf.runtime.devices",
+    "open_device": "session.api",
+    "Device": "session.api",
+    "Measurement": "engine.results",
+    "PairedComparison": "engine.results",
+    "MeasureSettings": "engine.measure",
+    "measure_kernel": "engine.measure",
+    "measure_callable": "engine.measure",
+    "measure_pair": "engine.measure",
+    "DeviceSpec": "runtime.devices",
 }
 
 if TYPE_CHECKING:
@@ -56,11 +56,7 @@ if TYPE_CHECKING:
     from pytest_gpuperf.session.api import Device, open_device
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pytest_gpuperf' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = _lazy_getattr(__name__, _LAZY)
 
 
 __all__ = [

@@ -26,6 +26,18 @@ K = TypeVar("K", bound=tuple)
 
 
 @dataclass(frozen=True)
+class RunTests:
+    """What a run says about the stored entries of its tests: every test id it collected
+    (deselected ones too); what each test that measured produced, by test id (the
+    (name, cache) or (arch, entry name) pairs its entries are keyed by); `whole`: the run
+    collected its files whole (no node ids, -k, -m, shard...: `narrowed_by`)."""
+
+    collected: set[str]
+    produced: Mapping[str, set[tuple[str, str]]]
+    whole: bool = True
+
+
+@dataclass(frozen=True)
 class Orphan:
     """An entry of `device_key`'s file that no test of this run produced."""
 
@@ -35,27 +47,11 @@ class Orphan:
     why: str  # "test" (not collected) | "measurement" (the test measured other things)
 
 
-def find_orphans(
-    store: BaselineStore,
-    device_keys: Iterable[str],
-    *,
-    collected: set[str],
-    produced: Mapping[str, set[tuple[str, str]]],
-    whole: bool = True,
-) -> list[Orphan]:
-    """The orphans among the entries of `device_keys`' files.
-
-    `collected` holds every test id collected (deselected ones too); `produced` maps the tests
-    that measured something to the (name, cache) pairs they measured; `whole`: the run
-    collected its files whole (no node ids, -k, -m, shard...: `narrowed_by`)."""
+def find_orphans(store: BaselineStore, device_keys: Iterable[str], run: RunTests) -> list[Orphan]:
+    """The orphans among the entries of `device_keys`' files (`run.produced` holds the
+    (name, cache) pairs each test measured)."""
     rows = orphaned_entries(
-        store.load,
-        device_keys,
-        lambda _device_key, key: (key[1], key[2]),
-        "measurement",
-        collected=collected,
-        produced=produced,
-        whole=whole,
+        store.load, device_keys, lambda _device_key, key: (key[1], key[2]), "measurement", run
     )
     return [Orphan(*row) for row in rows]
 
@@ -75,21 +71,20 @@ def orphaned_entries(
     owners: Iterable[str],
     made: Callable[[str, K], tuple[str, str]],
     other: str,
-    *,
-    collected: set[str],
-    produced: Mapping[str, set[tuple[str, str]]],
-    whole: bool,
+    run: RunTests,
 ) -> list[tuple[str, Path, K, str]]:
     """(owner, file, key, why) for each orphaned entry of the files of `owners` (device keys,
     or the static gate's archs): the one walk both kinds of baseline share. A key starts with
-    its test id; `made(owner, key)` is what `produced` lists for that entry, `other` the word
-    for an entry whose test produced other things."""
-    files = {test_id.split("::", 1)[0] for test_id in collected}
+    its test id; `made(owner, key)` is what `run.produced` lists for that entry, `other` the
+    word for an entry whose test produced other things."""
+    files = {test_id.split("::", 1)[0] for test_id in run.collected}
     found = []
     for owner in sorted(set(owners)):
         loaded = load(owner)
         for key in sorted(loaded.entries):
-            why = why_orphaned(key[0], made(owner, key), files, collected, produced, whole=whole)
+            why = why_orphaned(
+                key[0], made(owner, key), files, run.collected, run.produced, whole=run.whole
+            )
             if why:
                 found.append((owner, loaded.path, key, named_reason(why, other)))
     return found

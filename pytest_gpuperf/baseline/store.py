@@ -224,7 +224,7 @@ class BaselineStore:
         require_tomli_w(path, "baselines")
         self.check_directory()
 
-        def merged_text() -> str:
+        def merged_entries() -> Iterable[BaselineEntry]:
             current = _read(path, device_key) if path.exists() else None
             merged = dict(current.entries) if current else {}
             for key in dropped:
@@ -232,16 +232,17 @@ class BaselineStore:
             for key, entry in new.items():
                 rebuild = (rebase or {}).get(key)
                 merged[key] = rebuild(merged.get(key)) if rebuild is not None else entry
-            text = render(device_key, merged.values())
-            try:
-                parse(text, device_key)
-            except Invalid as problem:
-                raise BaselineError(
-                    str(path), f"not saved: a new entry is invalid: {problem.message}"
-                ) from None
-            return text
+            return merged.values()
 
-        write_locked(path, merged_text, what="baselines", lock_timeout_s=self.lock_timeout_s)
+        write_merged(
+            path,
+            device_key,
+            merged_entries,
+            render,
+            parse,
+            what="baselines",
+            lock_timeout_s=self.lock_timeout_s,
+        )
         self._cache.forget(path)
         return path
 
@@ -327,6 +328,36 @@ def _holds(path: Path, text: str | None) -> bool:
         return path.read_bytes() == text.encode("utf-8")
     except OSError:
         return False
+
+
+def write_merged(
+    path: Path,
+    owner: str,
+    merged_entries: Callable[[], Iterable[T]],
+    render: Callable[[str, Iterable[T]], str],
+    parse: Callable[[str, str], object],
+    *,
+    what: str,
+    lock_timeout_s: float,
+    invalid: tuple[type[Exception], ...] = (Invalid,),
+) -> None:
+    """`write_locked` of the file of `owner` (a device key, an arch) holding the entries
+    `merged_entries()` gives (it re-reads the file inside the lock): rendered, then parsed
+    back before anything is written, so a new entry that the file's own reader would refuse
+    (`invalid`) is a BaselineError and the file is left as it was. The one save of both
+    stores (baselines, static facts)."""
+
+    def merged_text() -> str:
+        text = render(owner, merged_entries())
+        try:
+            parse(text, owner)
+        except invalid as problem:
+            raise BaselineError(
+                str(path), f"not saved: a new entry is invalid: {problem}"
+            ) from None
+        return text
+
+    write_locked(path, merged_text, what=what, lock_timeout_s=lock_timeout_s)
 
 
 def write_locked(

@@ -25,13 +25,9 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_gpuperf.record.checks import (
-    AB_INCONCLUSIVE,
     AB_NO_BASE,
-    AB_REGRESSED,
-    NO_BASE_REF,
     NO_BASELINE,
     OTHER_DEVICE,
-    REGRESSED,
     BaselineCheck,
     ComparisonCheck,
     FloorCheck,
@@ -82,7 +78,7 @@ def decide(
         status = UNJUDGED
     elif beyond_peak is not None:
         status = FAIL
-    elif _fails(baseline, floor, comparison, saving=save is not None):
+    elif _fails(draft, saving=save is not None):
         causes = draft.causes
         excused = bool(causes) and all(cause in ACCEPTABLE_CHECKS for cause in causes)
         status = ACCEPTED if acceptance is not None and excused else FAIL
@@ -111,31 +107,16 @@ def _not_gated(draft: Verdict, *, unjudged: bool) -> bool:
     )
 
 
-def _fails(
-    baseline: BaselineCheck,
-    floor: FloorCheck | None,
-    comparison: ComparisonCheck | None,
-    *,
-    saving: bool,
-) -> bool:
-    if floor is not None and floor.status == FAIL:
-        return True
-    if baseline.gating and not saving:
-        if baseline.outcome == REGRESSED:
-            return True
-        if baseline.strict and baseline.outcome in (NO_BASELINE, OTHER_DEVICE):
-            return True
-        if baseline.strict and baseline.drift is not None:
-            return True
-    if comparison is not None:
-        if comparison.state == AB_REGRESSED:
-            return True
-        if comparison.strict and (
-            comparison.state == AB_INCONCLUSIVE
-            or (comparison.state == AB_NO_BASE and comparison.no_base_why == NO_BASE_REF)
-        ):
-            return True
-    return False
+# The causes a save excuses: it re-records the baseline these checks compared against.
+_SAVE_EXCUSES = ("regression", "strict-baseline", "drift")
+
+
+def _fails(draft: Verdict, *, saving: bool) -> bool:
+    """Whether a check fails the measurement: one of `Verdict.causes` (the one list of what
+    fails) other than those the branches of `decide` judge on their own (beyond-peak before,
+    strict-modelled after) and, while saving, those of the baseline being re-recorded."""
+    judged_apart = {"beyond-peak", "strict-modelled", *(_SAVE_EXCUSES if saving else ())}
+    return any(cause not in judged_apart for cause in draft.causes)
 
 
 def with_explanation(verdict: Verdict, explain: dict[str, Any]) -> Verdict:

@@ -234,7 +234,7 @@ def _orphans(state: PluginState) -> None:
     rows = state.all_rows
     if not (state.settings.measure and rows):
         return
-    from pytest_gpuperf.baseline.orphans import find_orphans, prune
+    from pytest_gpuperf.baseline.orphans import RunTests, find_orphans, prune
     from pytest_gpuperf.gate.judge import baseline_keys
     from pytest_gpuperf.session.bench_session import relative
 
@@ -247,9 +247,7 @@ def _orphans(state: PluginState) -> None:
     keys = {baseline_keys(row.measurement)[0] for row in rows}
     whole = not state.narrowed
     try:
-        orphans = find_orphans(
-            store, keys, collected=state.collected, produced=produced, whole=whole
-        )
+        orphans = find_orphans(store, keys, RunTests(state.collected, produced, whole=whole))
     except GpuPerfError as problem:
         state.problems.append(f"orphaned baselines not checked: {problem}")
         return

@@ -270,6 +270,7 @@ class StaticPlugin:
         run produced, as plugin/finish.py does for the measured baselines."""
         if not (self.settings.static and self.results):
             return
+        from pytest_gpuperf.baseline.orphans import RunTests
         from pytest_gpuperf.gate.static.orphans import find_static_orphans, prune_static
 
         produced: dict[str, set[tuple[str, str]]] = {}
@@ -277,13 +278,8 @@ class StaticPlugin:
             produced.setdefault(test_id, set()).update((c.arch, c.name) for c in result.checks)
         store = self.static.store
         try:
-            orphans = find_static_orphans(
-                store,
-                self.settings.static_archs,
-                collected=self.state.collected,
-                produced=produced,
-                whole=not self.state.narrowed,
-            )
+            run = RunTests(self.state.collected, produced, whole=not self.state.narrowed)
+            orphans = find_static_orphans(store, self.settings.static_archs, run)
             if orphans and self.settings.prune:
                 for path, count in prune_static(store, orphans).items():
                     self.orphan_lines.append(

@@ -32,6 +32,17 @@ AB_PASS, AB_REGRESSED, AB_IMPROVED, AB_INCONCLUSIVE, AB_NO_BASE, AB_UNCHANGED = 
 # Different code objects that a device computing its times from a model (the simulated one)
 # times from the same model: it cannot see the change. Never fails, never reads as a pass.
 AB_MODELLED = "modelled"
+# Every outcome and every state, for a reader that checks a stored one is known.
+BASELINE_OUTCOMES = (NO_BASELINE, OTHER_DEVICE, WITHIN_NOISE, REGRESSED, IMPROVED)
+AB_STATES = (
+    AB_PASS,
+    AB_REGRESSED,
+    AB_IMPROVED,
+    AB_INCONCLUSIVE,
+    AB_NO_BASE,
+    AB_UNCHANGED,
+    AB_MODELLED,
+)
 # The statistic of a timed pair (ComparisonCheck.statistic).
 STATISTIC_TRIMMED_MEAN = "10%-trimmed mean of log ratios, nested over module loads"
 # Why an A/B comparison has no base (ComparisonCheck.no_base_why).

@@ -22,34 +22,10 @@ from typing import Any
 
 from pytest_gpuperf.engine.results import CACHE_MODES
 from pytest_gpuperf.errors import ConfigError
-from pytest_gpuperf.record.checks import (
-    AB_IMPROVED,
-    AB_INCONCLUSIVE,
-    AB_MODELLED,
-    AB_NO_BASE,
-    AB_PASS,
-    AB_REGRESSED,
-    AB_UNCHANGED,
-    IMPROVED,
-    NO_BASELINE,
-    OTHER_DEVICE,
-    REGRESSED,
-    WITHIN_NOISE,
-)
-from pytest_gpuperf.record.verdict import ACCEPTED, FAIL, MARGINAL, MODELLED, PASS, UNJUDGED
+from pytest_gpuperf.record.checks import AB_STATES, BASELINE_OUTCOMES
+from pytest_gpuperf.record.verdict import FAIL, MARGINAL, PASS, STATUSES
 
-STATUSES = (PASS, FAIL, MARGINAL, UNJUDGED, MODELLED, ACCEPTED)
 FLOOR_STATUSES = (PASS, FAIL, MARGINAL)
-BASELINE_OUTCOMES = (NO_BASELINE, OTHER_DEVICE, WITHIN_NOISE, REGRESSED, IMPROVED)
-AB_STATES = (
-    AB_PASS,
-    AB_REGRESSED,
-    AB_IMPROVED,
-    AB_INCONCLUSIVE,
-    AB_NO_BASE,
-    AB_UNCHANGED,
-    AB_MODELLED,
-)
 
 
 class FieldChecks:

@@ -36,6 +36,8 @@ PASS, FAIL, MARGINAL, UNJUDGED = "pass", "fail", "marginal", "unjudged"
 # ACCEPTED: a confirmed regression that --gpuperf-accept or a Gpuperf-Accept commit trailer
 # names: the test passes, and every report lists it with its reason.
 MODELLED, ACCEPTED = "modelled", "accepted"
+# Every status, for a reader that checks a stored one is known.
+STATUSES = (PASS, FAIL, MARGINAL, UNJUDGED, MODELLED, ACCEPTED)
 # The checks an accepted slowdown may excuse: a regression, never a floor or a strict rule.
 ACCEPTABLE_CHECKS = ("regression", "ab")
 

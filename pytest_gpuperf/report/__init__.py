@@ -19,8 +19,9 @@ import the renderers, and through them the baseline store and its file lock.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pytest_gpuperf.runtime.lazy import lazy_getattr
 
 _HOMES = {
     "benchmark_stats": "benchmark_json",
@@ -66,11 +67,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+__getattr__ = lazy_getattr(__name__, _HOMES)
 
 
 __all__ = [

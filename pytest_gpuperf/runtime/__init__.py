@@ -13,10 +13,11 @@ layer above it.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_gpuperf.errors import Attempt, DeviceUnavailable
 from pytest_gpuperf.runtime.info import DeviceInfo, KernelResources
+from pytest_gpuperf.runtime.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel, Module
@@ -30,7 +31,8 @@ BACKENDS = {
 # name -> the Backend subclass in that module: its device_count() is part of the interface.
 BACKEND_CLASSES = {"hip": "HipBackend", "cuda": "CudaBackend"}
 AUTO_ORDER = ("hip", "cuda")
-_LAZY = {"Backend", "DeviceBuffer", "Kernel", "Module"}
+# the interface types, loaded on first use (they import NumPy)
+_LAZY = {name: "base" for name in ("Backend", "DeviceBuffer", "Kernel", "Module")}
 
 
 def register_backend(name: str, module: str, class_name: str) -> None:
@@ -64,12 +66,7 @@ def backend_class(name: str) -> type[Backend]:
     return cls
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from pytest_gpuperf.runtime import base
-
-        return getattr(base, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = [

@@ -17,9 +17,10 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pytest_gpuperf.errors import CompileError
 
@@ -48,6 +49,33 @@ class CompilerFailed(Exception):
     def __init__(self, message: str, log: str = "") -> None:
         super().__init__(message)
         self.log = log
+
+
+def program_output(
+    program: Any,
+    size_of: Callable[[Any], tuple[Any, int]],
+    read: Callable[[Any, bytearray], tuple[Any]],
+    success: Any,
+) -> tuple[Any, bytes]:
+    """What NVRTC and hiprtc hand out in two calls, its size and then a buffer of that size
+    to fill (the code, the log): the last call's status, and the bytes, empty when a call
+    failed or there were none."""
+    status, size = size_of(program)
+    buffer = bytearray(size)
+    if status == success and size:
+        (status,) = read(program, buffer)
+    return status, bytes(buffer) if status == success else b""
+
+
+def program_log(
+    program: Any,
+    size_of: Callable[[Any], tuple[Any, int]],
+    read: Callable[[Any, bytearray], tuple[Any]],
+    success: Any,
+) -> str:
+    """The compiler's log of `program` as text ("" when there is none or it cannot be read)."""
+    _, raw = program_output(program, size_of, read, success)
+    return raw.rstrip(b"\0").decode(errors="replace")
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_gpuperf.errors import CompileError
-from pytest_gpuperf.runtime.compile import CompileRequest, CompilerFailed
+from pytest_gpuperf.runtime.compile import (
+    CompileRequest,
+    CompilerFailed,
+    program_log,
+    program_output,
+)
 
 HIP_RUNTIME_SHIM = (
     "hip/hip_runtime.h",
@@ -89,28 +94,16 @@ def compile(request: CompileRequest) -> tuple[bytes, str]:
     try:
         options = nvrtc_options(request.options, request.arch)
         (err,) = nvrtc.nvrtcCompileProgram(program, len(options), [o.encode() for o in options])
-        log = _program_log(nvrtc, program)
+        log = program_log(program, nvrtc.nvrtcGetProgramLogSize, nvrtc.nvrtcGetProgramLog, ok)
         if err != ok:
             raise CompilerFailed(
                 f"NVRTC could not compile {request.source_name} for {request.arch} "
                 f"({err.name}; options: {' '.join(options)})",
                 log,
             )
-        err, size = nvrtc.nvrtcGetCUBINSize(program)
-        cubin = b" " * size
-        if err == ok:
-            (err,) = nvrtc.nvrtcGetCUBIN(program, cubin)
-        if err != ok or not size:
+        err, cubin = program_output(program, nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN, ok)
+        if not cubin:
             raise CompilerFailed(f"NVRTC produced no CUBIN for {request.arch} ({err.name})", log)
         return cubin, log
     finally:
         nvrtc.nvrtcDestroyProgram(program)
-
-
-def _program_log(nvrtc, program) -> str:
-    err, size = nvrtc.nvrtcGetProgramLogSize(program)
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS or size <= 1:
-        return ""
-    buffer = b" " * size
-    nvrtc.nvrtcGetProgramLog(program, buffer)
-    return buffer.rstrip(b"\0").decode(errors="replace")

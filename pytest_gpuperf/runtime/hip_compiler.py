@@ -22,7 +22,12 @@ from pathlib import Path
 from types import ModuleType
 
 from pytest_gpuperf.errors import CompileError, GpuPerfError
-from pytest_gpuperf.runtime.compile import CompileRequest, CompilerFailed
+from pytest_gpuperf.runtime.compile import (
+    CompileRequest,
+    CompilerFailed,
+    program_log,
+    program_output,
+)
 
 HIP_LIBRARY = "libamdhip64.so"
 HIPRTC_LIBRARY = "libhiprtc.so"
@@ -172,32 +177,25 @@ def compile(request: CompileRequest) -> tuple[bytes, str]:
         (status,) = hiprtc.hiprtcCompileProgram(
             program, len(options), [option.encode() for option in options]
         )
-        log = clean_log(_program_log(hiprtc, program), request)
+        log = program_log(
+            program, hiprtc.hiprtcGetProgramLogSize, hiprtc.hiprtcGetProgramLog, success
+        )
+        log = clean_log(log, request)
         if status != success:
             raise CompilerFailed(
                 f"hiprtc could not compile {request.source_name} for {request.arch} "
                 f"({status.name})",
                 log,
             )
-        status, size = hiprtc.hiprtcGetCodeSize(program)
-        code = bytearray(size)
-        if status == success and size:
-            (status,) = hiprtc.hiprtcGetCode(program, code)
-        if status != success or not size:
+        status, code = program_output(
+            program, hiprtc.hiprtcGetCodeSize, hiprtc.hiprtcGetCode, success
+        )
+        if not code:
             raise CompilerFailed(f"hiprtc produced no code object ({status.name})", log)
-        return bytes(code), log
+        return code, log
     finally:
         # hiprtcDestroyProgram takes a hiprtcProgram*, hence the reference
         hiprtc.hiprtcDestroyProgram(program.createRef())
-
-
-def _program_log(hiprtc: ModuleType, program: object) -> str:
-    status, size = hiprtc.hiprtcGetProgramLogSize(program)
-    if status != hiprtc.hiprtcResult.HIPRTC_SUCCESS or size <= 1:
-        return ""
-    buffer = bytearray(size)
-    hiprtc.hiprtcGetProgramLog(program, buffer)
-    return buffer.rstrip(b"\0").decode(errors="replace")
 
 
 # hiprtc (through comgr) compiles copies in a temporary folder: input/CompileSource is the

@@ -8,9 +8,12 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 HEAVY = {"scipy", "numpy", "cuda", "hip", "matplotlib", "filelock", "tomli_w", "msgpack"}
 
@@ -61,11 +64,23 @@ def test_every_lazy_name_resolves():
     """The lazy packages keep a name -> module table beside their type-checking imports: a
     name listed in __all__ must load from it."""
     import pytest_gpuperf
-    from pytest_gpuperf import report
+    from pytest_gpuperf import report, runtime
 
-    for package in (pytest_gpuperf, report):
+    for package in (pytest_gpuperf, report, runtime):
         for name in package.__all__:
             assert getattr(package, name) is not None, f"{package.__name__}.{name}"
+
+
+def test_a_name_no_lazy_package_has_is_an_attribute_error_naming_it():
+    """One __getattr__ (runtime/lazy.py) serves the three lazy packages: a name none of them
+    lists is the AttributeError Python gives for any module, naming the package."""
+    import pytest_gpuperf
+    from pytest_gpuperf import report, runtime
+
+    for package in (pytest_gpuperf, report, runtime):
+        wanted = f"module {package.__name__!r} has no attribute 'measure_everything'"
+        with pytest.raises(AttributeError, match=re.escape(wanted)):
+            package.measure_everything  # noqa: B018
 
 
 def test_no_submodule_shadows_a_lazy_name():

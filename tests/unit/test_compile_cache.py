@@ -188,3 +188,26 @@ def test_local_headers_are_read_recursively_and_shipped_ones_skipped(tmp_path):
     headers = local_headers(source, tmp_path, {"gpuperf.h"})
     assert headers == (("a.h", '#include "b.h"\n#define A 1\n'), ("b.h", "#define B 2\n"))
     assert local_headers(source, None) == ()
+
+
+def test_program_output_reads_what_the_compiler_hands_out_in_two_calls():
+    """NVRTC's and hiprtc's code and log come through one reader: the size, then a buffer
+    to fill; nothing when either call fails or there is nothing (a status, not a crash)."""
+    from pytest_gpuperf.runtime.compile import program_log, program_output
+
+    def size_of(status):
+        return lambda program: (status, len(program))
+
+    def read(status):
+        def fill(program, buffer):
+            buffer[:] = program
+            return (status,)
+
+        return fill
+
+    assert program_output(b"ELF\0", size_of("ok"), read("ok"), "ok") == ("ok", b"ELF\0")
+    assert program_output(b"ELF", size_of("bad"), read("ok"), "ok") == ("bad", b"")
+    assert program_output(b"ELF", size_of("ok"), read("bad"), "ok") == ("bad", b"")
+    assert program_output(b"", size_of("ok"), read("ok"), "ok") == ("ok", b"")
+    assert program_log(b"warning: x\n\0", size_of("ok"), read("ok"), "ok") == "warning: x\n"
+    assert program_log(b"\0", size_of("ok"), read("ok"), "ok") == ""

@@ -563,6 +563,31 @@ def test_saving_does_not_fail_on_the_baseline_it_re_records():
     assert decide(baseline=stored, floor=check_floor(m, 0.7), save=action).status == FAIL
 
 
+def test_a_save_excuses_only_the_checks_of_the_baseline_it_re_records():
+    """Saving re-records the stored baseline: its regression and a strict missing baseline
+    pass; an A/B regression and a strict undecided A/B still fail (they are not the save's)."""
+    m = measurement(0.5)
+    action, _ = plan_save(m, None, context())
+    strict_missing = check_baseline(m, None, tolerance=0.01, strict=True)
+    assert decide(baseline=strict_missing, save=action).status == PASS
+    assert decide(baseline=strict_missing).failed_checks == ("strict-baseline",)
+    slower = check_comparison(
+        paired(1.05, 0.001), ref="main", ref_commit="c", threshold=0.005, code_spread=0.0
+    )
+    undecided = check_comparison(
+        paired(1.005, 0.003),
+        ref="main",
+        ref_commit="c",
+        threshold=0.005,
+        strict=True,
+        code_spread=0,
+    )
+    base = check_baseline(m, None, tolerance=0.01, gating=False)
+    for comparison, cause in ((slower, "ab"), (undecided, "strict-ab")):
+        verdict = decide(baseline=base, comparison=comparison, save=action)
+        assert verdict.status == FAIL and verdict.failed_checks == (cause,)
+
+
 def test_an_unjudged_verdict_neither_passes_nor_fails():
     verdict = decide(baseline=check_baseline(measurement(0.8), None, tolerance=0.01), unjudged=True)
     assert verdict.status == UNJUDGED and verdict.failed_checks == ()

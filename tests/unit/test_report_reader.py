@@ -337,3 +337,17 @@ def test_bisect_reads_its_probes_report_through_the_reader(
     line = str(failed.value)
     assert line.startswith("the probe of bbbbbbbbbbbb wrote a report bisect cannot read: ")
     assert words in line and "\n" not in line, line
+
+
+def test_the_reader_knows_every_ab_state_the_gate_writes():
+    """The states the field checks accept stand beside the words they list
+    (record/checks.py): a state added there and not to AB_STATES would make every report
+    that holds it unreadable."""
+    from pytest_gpuperf.record import checks
+
+    states = {
+        value
+        for name, value in vars(checks).items()
+        if name.startswith("AB_") and isinstance(value, str)
+    }
+    assert set(checks.AB_STATES) == states

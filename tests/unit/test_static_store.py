@@ -184,3 +184,32 @@ def test_render_and_parse_are_inverse():
     entries = [entry("a"), entry("b", vgprs=72, calls=("__ocml_rsqrt_f32",))]
     parsed = parse(render("gfx942", entries), "gfx942")
     assert list(parsed.values()) == entries
+
+
+def test_an_invalid_new_entry_is_refused_before_writing(tmp_path):
+    """A new entry the file's own reader would refuse is never written: the save parses
+    what it rendered first (the check the timing store's save makes too)."""
+    store = StaticStore(tmp_path)
+    path = store.save("gfx942", [entry()])
+    before = path.read_bytes()
+    bad = dataclasses.replace(entry("t.py::test_b"), origin="guessed")
+    with pytest.raises(BaselineError, match=r"not saved: a new entry is invalid: .*origin"):
+        store.save("gfx942", [bad])
+    assert path.read_bytes() == before
+
+
+def test_static_orphans_follow_the_timing_stores_rule(tmp_path):
+    """The rule of baseline/orphans.py over the static file: a test not collected (in a run
+    that collected its file whole) or one that checked other kernels leaves orphans."""
+    from pytest_gpuperf.baseline.orphans import RunTests
+    from pytest_gpuperf.gate.static.orphans import find_static_orphans
+
+    store = StaticStore(tmp_path)
+    store.save("gfx942", [entry("t.py::gone"), entry("t.py::kept"), entry("t.py::renamed")])
+    produced = {"t.py::kept": {("gfx942", "vector_add")}, "t.py::renamed": {("gfx942", "new")}}
+    run = RunTests({"t.py::kept", "t.py::renamed"}, produced)
+    found = {(o.key[0], o.why) for o in find_static_orphans(store, ["gfx942"], run)}
+    assert found == {("t.py::gone", "test"), ("t.py::renamed", "kernel")}
+    narrowed = dataclasses.replace(run, whole=False)
+    found = {(o.key[0], o.why) for o in find_static_orphans(store, ["gfx942"], narrowed)}
+    assert found == {("t.py::renamed", "kernel")}

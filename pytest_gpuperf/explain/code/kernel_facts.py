@@ -14,6 +14,7 @@ process.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_gpuperf.errors import GpuPerfError
@@ -80,11 +81,11 @@ def _facts(
             f"kernel {kernel.name!r} was not compiled from a file through gpu_bench.kernel"
         )
     driver = None if info.simulated or kernel.resources.registers is None else kernel.resources
-    defines = dict(module.defines)
+    request = _FactsRequest(
+        kernel, module.source_path, arch, dict(module.defines), block_threads, dynamic, driver
+    )
     if arch.startswith("sm_"):
-        facts = _nvidia(
-            kernel, module.source_path, arch, defines, block_threads, dynamic, timeout_s, driver
-        )
+        facts = _nvidia(request, timeout_s)
         if driver is not None and kernel_fingerprint(module.binary, kernel.name).digest != (
             facts.fingerprint
         ):
@@ -94,7 +95,7 @@ def _facts(
                 "spills and memory instructions are the -v build's",
             )
     elif arch.startswith("gfx"):
-        facts = _amd(kernel, module.source_path, arch, defines, block_threads, dynamic, driver)
+        facts = _amd(request)
     else:
         raise FactsUnavailable(f"no compiler this plugin drives builds for {arch}")
     if info.simulated:
@@ -121,40 +122,41 @@ def nvrtc_build(
     return result.binary, result.log, result.compiler_version
 
 
-def _nvidia(
-    kernel: Kernel,
-    source: Path,
-    arch: str,
-    defines: dict[str, str],
-    block_threads: int | None,
-    dynamic: int,
-    timeout_s: float,
-    driver: KernelResources | None = None,
-) -> CodeFacts:
-    cubin, log, version = nvrtc_build(kernel, source, arch, defines, timeout_s)
+@dataclass(frozen=True)
+class _FactsRequest:
+    """What a compiler is asked to build and report on for one kernel: the source and
+    defines its module was compiled from, for `arch`; the launch's block and dynamic shared
+    bytes; what the driver said of the loaded code (None on the simulated device)."""
+
+    kernel: Kernel
+    source: Path
+    arch: str
+    defines: dict[str, str]
+    block_threads: int | None
+    dynamic_shared_bytes: int
+    driver: KernelResources | None
+
+
+def _nvidia(request: _FactsRequest, timeout_s: float) -> CodeFacts:
+    kernel, arch = request.kernel, request.arch
+    cubin, log, version = nvrtc_build(kernel, request.source, arch, request.defines, timeout_s)
     backend = kernel.module.backend.name
     return nvidia_facts(
         cubin, log, kernel.name, arch, toolchain=version,
-        block_threads=block_threads, dynamic_shared_bytes=dynamic, driver=driver,
-        driver_source=DRIVER_HIP if backend == "hip" else DRIVER_CUDA,
+        block_threads=request.block_threads, dynamic_shared_bytes=request.dynamic_shared_bytes,
+        driver=request.driver, driver_source=DRIVER_HIP if backend == "hip" else DRIVER_CUDA,
     )  # fmt: skip
 
 
-def _amd(
-    kernel: Kernel,
-    source: Path,
-    arch: str,
-    defines: dict[str, str],
-    block_threads: int | None,
-    dynamic: int,
-    driver: KernelResources | None,
-) -> CodeFacts:
+def _amd(request: _FactsRequest) -> CodeFacts:
     from pytest_gpuperf.errors import CompileError
     from pytest_gpuperf.gate.static.build import compile_static
     from pytest_gpuperf.gate.static.errors import ClangNotFound
 
+    kernel, source, arch = request.kernel, request.source, request.arch
+    options = kernel.module.options
     try:
-        build = compile_static(source, arch, defines=defines, options=kernel.module.options)
+        build = compile_static(source, arch, defines=request.defines, options=options)
     except CompileError as failure:
         raise FactsUnavailable(
             f"clang could not build {source.name} for {arch}: {first_line(failure)}"
@@ -164,8 +166,8 @@ def _amd(
     except GpuPerfError as missing:  # no clang-19, an arch it does not know
         raise FactsUnavailable(first_line(missing)) from None
     return amd_facts(
-        build, kernel.name, block_threads=block_threads, dynamic_shared_bytes=dynamic,
-        driver=driver,
+        build, kernel.name, block_threads=request.block_threads,
+        dynamic_shared_bytes=request.dynamic_shared_bytes, driver=request.driver,
     )  # fmt: skip
 
 

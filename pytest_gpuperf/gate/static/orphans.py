@@ -3,11 +3,11 @@ found and pruned by the rule baselines use (baseline/orphans.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_gpuperf.baseline.orphans import keys_by_owner, orphaned_entries
+from pytest_gpuperf.baseline.orphans import RunTests, keys_by_owner, orphaned_entries
 from pytest_gpuperf.gate.static.store import StaticStore
 
 
@@ -22,24 +22,11 @@ class StaticOrphan:
 
 
 def find_static_orphans(
-    store: StaticStore,
-    archs: Iterable[str],
-    *,
-    collected: set[str],
-    produced: Mapping[str, set[tuple[str, str]]],
-    whole: bool = True,
+    store: StaticStore, archs: Iterable[str], run: RunTests
 ) -> list[StaticOrphan]:
-    """The same rule as `find_orphans`, for baselines/static/<arch>.toml: `produced` maps the
-    tests the static gate checked to the (arch, entry name) pairs it checked."""
-    rows = orphaned_entries(
-        store.load,
-        archs,
-        lambda arch, key: (arch, key[1]),
-        "kernel",
-        collected=collected,
-        produced=produced,
-        whole=whole,
-    )
+    """The same rule as `find_orphans`, for baselines/static/<arch>.toml: `run.produced` maps
+    the tests the static gate checked to the (arch, entry name) pairs it checked."""
+    rows = orphaned_entries(store.load, archs, lambda arch, key: (arch, key[1]), "kernel", run)
     return [StaticOrphan(*row) for row in rows]
 
 

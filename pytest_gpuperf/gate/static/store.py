@@ -31,7 +31,7 @@ from pytest_gpuperf.baseline.store import (
     _refuse_link,
     read_checked,
     require_tomli_w,
-    write_locked,
+    write_merged,
 )
 from pytest_gpuperf.baseline.toml_check import (
     Checker,
@@ -124,21 +124,23 @@ class StaticStore:
         for folder in (path.parent.parent, path.parent):
             _refuse_link(folder)
 
-        def merged_text() -> str:
+        def merged_entries() -> Iterable[StaticEntry]:
             merged = dict(_read(path, arch).entries) if path.exists() else {}
             for key in dropped:
                 merged.pop(key, None)
             merged.update(new)
-            text = render(arch, merged.values())
-            try:
-                parse(text, arch)
-            except (Invalid, StaticFactsError) as problem:
-                raise BaselineError(
-                    str(path), f"not saved: a new entry is invalid: {problem}"
-                ) from None
-            return text
+            return merged.values()
 
-        write_locked(path, merged_text, what="static facts", lock_timeout_s=self.lock_timeout_s)
+        write_merged(
+            path,
+            arch,
+            merged_entries,
+            render,
+            parse,
+            what="static facts",
+            lock_timeout_s=self.lock_timeout_s,
+            invalid=(Invalid, StaticFactsError),
+        )
         self._cache.forget(path)
         return path
 
