@@ -22,10 +22,9 @@ from pytest_gpuperf.errors import (
     GpuPerfError,
     LaunchError,
 )
+from pytest_gpuperf.record.meta import VERSION as __version__
 from pytest_gpuperf.runtime import register_backend as _register_backend
 from pytest_gpuperf.runtime.lazy import lazy_getattr as _lazy_getattr
-
-__version__ = "0.2.0"
 
 # The backends that live above the runtimes are registered here, at the package's root (the
 # one module that stands over every layer), so the runtime never names a layer above it: the

@@ -80,7 +80,7 @@ def plan_save(
         return SaveAction(saved=False, why_not="beyond-peak", **where), None
     if floor is not None and floor.status == FAIL:
         return SaveAction(saved=False, why_not="floor", **where), None
-    from pytest_gpuperf import __version__
+    from pytest_gpuperf.record.meta import VERSION as __version__
 
     low, high = measurement.efficiency_ci
     record = SaveRecord(

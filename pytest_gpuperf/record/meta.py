@@ -10,8 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_gpuperf import __version__
 from pytest_gpuperf.runtime.info import DeviceInfo
+
+# The plugin's version: here, beside the field that records it, so that the layers that write
+# it (this one, the gate's saves) read it without importing the package's root, which stands
+# above every layer; the root re-exports it as `pytest_gpuperf.__version__`, and
+# pyproject.toml reads it from this line ([tool.hatch.version]).
+VERSION = "0.2.0"
 
 
 @dataclass(frozen=True)
@@ -29,7 +34,7 @@ class ReportMeta:
     dirty: bool = False
     created: str = ""  # ISO 8601 UTC; the time of rendering when empty
     command: str = ""  # the command line, so a reader can rerun it
-    plugin_version: str = __version__
+    plugin_version: str = VERSION
     compare_ref: str = ""
     compare_commit: str = ""
     # The datasheet peak of each device key (a test may measure against its own peak_gbps).

@@ -35,12 +35,14 @@ from pytest_gpuperf.record.checks import NO_BASE_CALLABLE
 from pytest_gpuperf.session.callable_base import (
     BaseCallable,
     NoBaseKernel,
+    TestBody,
     capture_head,
     launch_change,
     launched_names,
     load_base,
     recapture_base,
 )
+from pytest_gpuperf.session.gpu_lock import GpuLock
 
 # Captures a side (loads of the pair). The nested statistic needs >= 3 loads to measure
 # drift (engine/stats.py's MIN_LOADS_TO_ESTIMATE); with k loads its interval takes k - 1
@@ -48,6 +50,16 @@ from pytest_gpuperf.session.callable_base import (
 # (t(5) = 2.57) keeps t within 9% of a kernel pair's while each capture is a body run and
 # its own buffers: 5 more body runs a side than one capture, no more samples.
 CALLABLE_CAPTURES = 6
+
+
+@dataclass(frozen=True)
+class PairInputs:
+    """What a callable's A/B reads of its test beside gpu_bench's public face, handed over
+    by `GpuBench.pair_inputs` (never read from its private fields)."""
+
+    body: TestBody | None  # the test function and its fixture values: base's runs it at REF
+    kernel_files: tuple[Path, ...]  # the work tree's kernel files it loaded, in first use
+    lock: GpuLock  # the lock of the GPU it measures on, held for every launch there
 
 
 @dataclass(frozen=True)
@@ -67,16 +79,16 @@ class Captures:
 def find_base(bench: Any, label: str) -> BaseCallable:
     """The base revision's version of `bench`'s test's callable `label`, its body run at REF
     with a capturing gpu_bench on modules loaded afresh (callable_base.py's load_base)."""
-    body = bench._body
-    if body is None:
+    inputs: PairInputs = bench.pair_inputs
+    if inputs.body is None:
         return BaseCallable(why=NO_BASE_CALLABLE, detail="the test function is not known")
     session = bench.bench_session
     return load_base(
-        body,
+        inputs.body,
         session.base_tree(),
         label,
         bench,
-        bench._kernel_files,
+        inputs.kernel_files,
         _base_kernel_of(bench),
         force=session.settings.compare_force,
     )
@@ -120,17 +132,18 @@ def capture(
     bases = [(first.fn, first.setup)]
     heads = [head] if head is not None else []
     short = ""
-    while len(bases) < count and bench._body is not None:
-        again = recapture_base(first, bench._body, label, bench, _base_kernel_of(bench))
+    body = bench.pair_inputs.body
+    while len(bases) < count and body is not None:
+        again = recapture_base(first, body, label, bench, _base_kernel_of(bench))
         if isinstance(again, str):
             short = again
             break
         bases.append(again)
     while len(heads) < len(bases):
-        if bench._body is None:
+        if body is None:
             short = "head's test function is not known"
             break
-        made = capture_head(bench._body, label, bench)
+        made = capture_head(body, label, bench)
         if isinstance(made, str):
             short = made
             break
@@ -167,7 +180,7 @@ def pair(
         settings=settings,
         confidence=confidence,
         seed=seed,
-        device=bench._spec,
+        device=bench.device,
         setup=list(captures.head_setups),
         base_setup=list(captures.base_setups),
         head_fingerprint=captures.base.head_fingerprint,
@@ -200,10 +213,10 @@ def measure(
     Returns (head's measurement, the A/B result, the pair or None)."""
     if captures is not None and captures.heads and found is not None:
         first = interval_confidence(bench.bench_session.suite.ab_round_rate)
-        paired = pair(bench, captures, settings, first, len(bench._taken), common)
+        paired = pair(bench, captures, settings, first, len(bench.taken), common)
         return paired.head, callable_ab(paired, found), paired
     measurement = measure_callable(
-        bench.backend, fn, device=bench._spec, settings=settings, **common
+        bench.backend, fn, device=bench.device, settings=settings, **common
     )
     return measurement, ab, None
 
@@ -220,7 +233,7 @@ def again(
             bench, recipe.label, recipe.base_fn, head, taken, recheck, settings, recipe.common
         )
     measurement = measure_callable(
-        bench.backend, recipe.fn, device=bench._spec, settings=settings, **recipe.common
+        bench.backend, recipe.fn, device=bench.device, settings=settings, **recipe.common
     )
     return replace(taken, measurement=measurement, ab=None), ""
 
@@ -232,7 +245,7 @@ def launches(bench: Any, recipes: Sequence[Any], name: str) -> str:
         base = recipe.base_fn
         if recipe.label != name or recipe.fn is None or base is None or base.fn is None:
             continue
-        with bench._device.lock.held(f"{bench.test.test_id} [{name}] (launches)"):
+        with bench.pair_inputs.lock.held(f"{bench.test.test_id} [{name}] (launches)"):
             head_names = launched_names(bench.backend, recipe.fn, recipe.common.get("setup"))
             base_names = launched_names(bench.backend, base.fn, base.setup)
         return launch_change(head_names, base_names)
@@ -266,6 +279,7 @@ def confirm_pair(
 __all__ = [
     "CALLABLE_CAPTURES",
     "Captures",
+    "PairInputs",
     "again",
     "callable_ab",
     "capture",

@@ -130,6 +130,11 @@ class GpuBench:
         """The process's session (for kernel_pairs.py and callable_pairs.py)."""
         return self._session
 
+    @property
+    def pair_inputs(self) -> callable_pairs.PairInputs:
+        """The test's body, kernel files and GPU lock, for callable_pairs.py."""
+        return callable_pairs.PairInputs(self._body, tuple(self._kernel_files), self._device.lock)
+
     # -- code and data -------------------------------------------------------------------
     def kernel(
         self,
@@ -307,7 +312,7 @@ class GpuBench:
             def go(k: Kernel) -> None:
                 self.backend.launch(k, grid, block, call_args, shared_bytes=shared_bytes)
 
-            sides = (kernel, self._base_of(kernel)[0])
+            sides = (kernel, self.base_of(kernel)[0])
             self._profile(label, mode, sides, go, (bytes_moved, call_args, writes), setup)
             return self._unmeasured(label, kernel, bytes_moved, mode, PROFILED_NOTE)
         if not self.measuring:
@@ -327,7 +332,7 @@ class GpuBench:
             "setup": setup,
         }
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
-            base, why, detail = self._base_of(kernel)
+            base, why, detail = self.base_of(kernel)
             settings = self._measure_settings(mode, label, bytes_moved, floor_rule[0])
             measurement, ab, paired = kernel_pairs.measure_kernel_ab(
                 self, kernel, (base, why, detail), settings, common
@@ -469,21 +474,14 @@ class GpuBench:
                 measurement,
                 *floor_rule,
                 ab=ab,
-                cache_bytes=self._cache_bytes,
+                cache_bytes=max(int(self._spec.cache_bytes), int(self.info.l2_bytes)),
                 device_peak_bps=self._device.match.spec.peak_bps,
             )
         )
         self._recipes.append(recipe)
 
-    @property
-    def _cache_bytes(self) -> int:
-        return max(int(self._spec.cache_bytes), int(self.info.l2_bytes))
-
-    @property
-    def _forced(self) -> bool:
-        return self._session.settings.compare_force
-
-    def _base_of(self, kernel: Kernel) -> tuple[Kernel | None, str, str]:
+    def base_of(self, kernel: Kernel) -> tuple[Kernel | None, str, str]:
+        """(`kernel`'s base build, why none, detail): (None, "", "") without a compare."""
         if not self._session.settings.compare_ref:
             return None, "", ""
         return self._session.base_kernel(kernel)

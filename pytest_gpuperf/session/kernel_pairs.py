@@ -43,8 +43,8 @@ def measure_kernel_ab(
 ) -> tuple[Measurement, AbResult | None, PairedComparison | None]:
     """Measure `kernel`, as an A/B pair with its base build where one is to be timed:
     (head's measurement, the A/B result or None without compare, the pair or None).
-    `found` is (base build, why none, detail) as bench._base_of gives it."""
-    backend, forced = bench.backend, bench._forced
+    `found` is (base build, why none, detail) as bench.base_of gives it."""
+    backend, forced = bench.backend, bench.bench_session.settings.compare_force
     base, why, detail = found
     if base is None:
         measurement = measure_kernel(backend, kernel, settings=settings, **common)
@@ -67,7 +67,7 @@ def measure_kernel_ab(
         )
         return measurement, ab, None
     first = interval_confidence(bench.bench_session.suite.ab_round_rate)
-    paired = pair(bench, kernel, base, settings, first, len(bench._taken), common)
+    paired = pair(bench, kernel, base, settings, first, len(bench.taken), common)
     return paired.head, AbResult(paired=paired), paired
 
 

@@ -127,9 +127,11 @@ def test_every_output_block_in_the_docs_is_a_checked_sample():
         text = path.read_text()
         samples = {m.start("body") for m in MARKER.finditer(text)}
         # A GPU run's output cannot be re-run here: its marker names the committed
-        # measurement it came from, which must exist.
+        # measurement it came from, which must exist (in the repository: an sdist ships no
+        # docs/measurements).
         for recorded in RECORDED.finditer(text):
-            assert (ROOT / recorded["source"]).is_file(), recorded["source"]
+            if (ROOT / "docs" / "measurements").is_dir():
+                assert (ROOT / recorded["source"]).is_file(), recorded["source"]
             samples.add(recorded.start("body"))
         for block in re.finditer(r"^```(\w*)\n(.*?)^```$", text, re.M | re.S):
             if block.start(2) in samples or block.group(1):

@@ -314,6 +314,18 @@ def test_imports_point_down_the_layers():
     assert not found, "imports of a layer above:\n" + "\n".join(found)
 
 
+def test_no_layer_imports_the_package_root():
+    """The root (`pytest_gpuperf/__init__.py`, the library's front door) stands above every
+    layer and imports some of them: a layer that reads a name from it (`__version__`, now
+    record/meta.py's VERSION, which the root re-exports) points up past every layer."""
+    package_dir = Path(pytest_gpuperf.__file__).parent
+    graph = every_import(package_dir)
+    found = [
+        m for m, targets in sorted(graph.items()) if layer_of(m) and "pytest_gpuperf" in targets
+    ]
+    assert not found, f"modules that import the package's root: {found}"
+
+
 def test_the_two_families_of_explain_never_import_each_other():
     """explain/code/ (what the compiler made of head and base) and explain/counters/ (what the
     profiler counted) are two capabilities that share only explain/__init__.py."""

@@ -69,6 +69,8 @@ def test_the_table_finds_a_missing_row():
 
 
 def test_kept_measurements_are_small_and_cited():
+    if not (DOCS / "measurements").is_dir():
+        pytest.skip("docs/measurements is not here (an sdist ships no bench data)")
     texts = "".join(p.read_text() for p in [REPO / "README.md", *DOCS.glob("*.md")])
     kept = sorted(p for p in (DOCS / "measurements").rglob("*") if p.is_file())
     assert kept
