@@ -158,7 +158,8 @@ def run_suite(
     env = {**env, "SUITE_TIMELINE": str(timeline)}
     command = [sys.executable, "-m", "pytest", "--gpuperf", "-p", "no:cacheprovider", "-q"]
     command += [f"--gpuperf-json={report}", *extra, *_plugin_flag()]
-    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    root = str(env.get("SUITE_PLUGIN_ROOT") or REPO_ROOT)
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH", "")]))
     environment = {**os.environ, **env, "PYTHONPATH": path}
     environment.pop("PYTHONDONTWRITEBYTECODE", None)
     started, started_at = time.monotonic(), time.time()
@@ -210,9 +211,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="print when each process configured, collected, ran its first test and finished",
     )
+    parser.add_argument(
+        "--plugin-root",
+        default="",
+        help="the checkout whose pytest_gpuperf runs (default: "
+        "this one); e.g. an older commit unpacked elsewhere, for before/after on one board",
+    )
+    parser.add_argument("--label", default="", help="prefixes every run's name")
     parser.add_argument("--out", default=os.environ.get("OUT") or "suite-scale")
     options = parser.parse_args(argv)
     env = {"SUITE_TESTS": str(options.tests), "SUITE_FLOATS": str(options.floats)}
+    if options.plugin_root:
+        env["SUITE_PLUGIN_ROOT"] = str(Path(options.plugin_root).resolve())
     backend = [f"--gpuperf-backend={options.backend}"]
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -220,11 +230,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         project.mkdir()
         make_project(project, options.timeline)
         env["GPUPERF_CACHE_DIR"] = str(Path(scratch) / "kernel-cache")
-        rows.append(run_suite(project, "first", backend, env))
+        rows.append(run_suite(project, f"{options.label}first", backend, env))
         kinds = [("serial", [])] + [(f"n{w}", ["-n", w]) for w in options.workers.split(",")]
         for index in range(options.runs):
             for name, extra in kinds:
-                rows.append(run_suite(project, f"{name}-{index + 1}", backend + extra, env))
+                label = f"{options.label}{name}-{index + 1}"
+                rows.append(run_suite(project, label, backend + extra, env))
     headers = ["run", "exit", "wall s", "session s", "lock s", "max/GPU s", "results", "GPUs"]
     table = [
         [
@@ -237,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]  # fmt: skip
     print(text_table(headers, table))
     for name, _ in kinds:
-        walls = [r["wall_s"] for r in rows if r["run"].startswith(f"{name}-")]
+        walls = [r["wall_s"] for r in rows if r["run"].startswith(f"{options.label}{name}-")]
         print(f"{name}: median wall {statistics.median(walls):.2f} s over {len(walls)} runs")
     for r in rows:
         if "timeline" in r:
@@ -247,7 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "error" in r:
             print(f"{r['run']}: {r['error']}")
     Path(options.out).mkdir(parents=True, exist_ok=True)
-    write_json(str(Path(options.out) / "suite_scale.json"), {"date": time.ctime(), "rows": rows})
+    write_json(
+        str(Path(options.out) / f"suite_scale{options.label.strip('-')}.json"),
+        {"date": time.ctime(), "rows": rows},
+    )
     return 0 if all(r["exit"] == 0 for r in rows) else 1
 
 
