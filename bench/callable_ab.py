@@ -13,7 +13,11 @@ Each test runs at two sizes. Every run is a separate pytest process with
     python3 bench/callable_ab.py --runs 20 [--out DIR]
 
 prints one row per test: how many runs regressed (confirmed), passed, or had another state,
-and the range of the A/B ratio; then the explained failures' lines and the cost of a run.
+and the range of the A/B ratio; then the explained failures' lines and the cost of a run (its
+wall, and the GPU lock a measurement held). The repository also holds `copy30` as a kernel the
+plugin builds (`copies.hip`, the same 3% extra read at head): `--select 'copy30 and not
+kernel'` against `--select kernel_copy30` states what a callable's A/B costs against a
+kernel's of the same length.
 """
 
 from __future__ import annotations
@@ -69,6 +73,36 @@ def test_copy(gpu_bench, which, n):
     assert torch.equal(dst, src)
 """
 
+# The same copy as a kernel the plugin builds (its A/B builds base's from git): what a
+# callable's A/B costs against a kernel's of the same length (--select picks one kind).
+KERNEL_TWIN = """#include "gpuperf.h"
+
+GPUPERF_KERNEL void copy30k(const float* src, float* dst, const float* extra, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float x = src[i];
+{extra}    dst[i] = x;
+}
+"""
+KERNEL_TWIN_EXTRA = """    if (i < n / 1000 * 30) { float e = extra[i]; if (e > 2.0f) x += e; }
+"""
+KERNEL_TWIN_TEST = """
+import numpy as np
+import pytest
+
+SIZES = [16 << 20, 64 << 20]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_kernel_copy30(gpu_bench, n):
+    kernel = gpu_bench.kernel("copies.hip", "copy30k")
+    src = gpu_bench.to_device(np.random.default_rng(0).random(n, dtype=np.float32))
+    extra = gpu_bench.to_device(np.random.default_rng(1).random(n, dtype=np.float32))
+    dst = gpu_bench.empty(n)
+    gpu_bench(kernel, grid=(n + 1023) // 1024, block=1024, args=(src, dst, extra, n),
+              bytes=8 * n, name="copy30k")
+"""
+
 TORCH_TEST = """
 import torch
 
@@ -103,14 +137,17 @@ def make_repository(root: Path) -> None:
     (root / "unrelated.py").write_text("VALUE = 1\n")
     (root / "test_copies.py").write_text(TESTS)
     (root / "test_torch_op.py").write_text(TORCH_TEST)
+    (root / "copies.hip").write_text(KERNEL_TWIN.replace("{extra}", ""))
+    (root / "test_kernel_twin.py").write_text(KERNEL_TWIN_TEST)
     git(root, "add", "-A")
     git(root, "commit", "-qm", "base")
     (root / "mykern.py").write_text(kernels(head=True))
     (root / "unrelated.py").write_text("VALUE = 2  # an unrelated edit\n")
+    (root / "copies.hip").write_text(KERNEL_TWIN.replace("{extra}", KERNEL_TWIN_EXTRA))
     git(root, "commit", "-qam", "copy15 and copy30 read more; an unrelated edit")
 
 
-def run_once(root: Path, report: Path, explain: bool) -> tuple[float, str, dict]:
+def run_once(root: Path, report: Path, explain: bool, select: str = "") -> tuple[float, str, dict]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
     command = [
@@ -120,6 +157,8 @@ def run_once(root: Path, report: Path, explain: bool) -> tuple[float, str, dict]
     ]  # fmt: skip
     if explain:
         command.append("--gpuperf-explain")
+    if select:
+        command += ["-k", select]
     started = time.monotonic()
     proc = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, check=False)
     wall_s = time.monotonic() - started
@@ -134,6 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-explain", action="store_true", help="no --gpuperf-explain on the last run"
     )
+    parser.add_argument(
+        "--select",
+        default="",
+        help="-k expression: e.g. 'copy30 and not kernel' against "
+        "'kernel_copy30', the cost of a callable's A/B against a kernel's of the same length",
+    )
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="callable-ab-"))
     root = work / "project"
@@ -142,10 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     counts: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     ratios: dict[str, list[float]] = collections.defaultdict(list)
-    walls, last_output = [], ""
+    walls, locks, last_output = [], [], ""
     for number in range(args.runs):
         explain = number == args.runs - 1 and not args.no_explain
-        wall_s, output, document = run_once(root, out / f"run-{number:02d}.json", explain)
+        report = out / f"run-{number:02d}.json"
+        wall_s, output, document = run_once(root, report, explain, args.select)
         walls.append(wall_s)
         last_output = output
         if not document:
@@ -164,7 +210,14 @@ def main(argv: list[str] | None = None) -> int:
                 f" drift {comparison.get('drift_basis')} loads {comparison.get('loads')}",
                 flush=True,
             )
-        print(f"run {number}: {document['summary']['line']} ({wall_s:.1f} s)", flush=True)
+        lock_s = (document.get("timing") or {}).get("gpu_lock_held_s") or 0.0
+        measured = len(document["results"])
+        locks.append(lock_s / max(measured, 1))
+        print(
+            f"run {number}: {document['summary']['line']} ({wall_s:.1f} s, GPU lock "
+            f"{lock_s:.2f} s for {measured} measurements)",
+            flush=True,
+        )
     print(f"\n{'test':<28} {'runs':>4} {'regressed':>9} {'pass':>5} {'other':<22} ratio")
     for test in sorted(counts):
         seen = counts[test]
@@ -175,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{other:<22} {spread}"
         )
     print(f"\nwall of a run: {min(walls):.1f}-{max(walls):.1f} s (the last with --gpuperf-explain)")
+    if locks:
+        print(f"GPU lock a measurement: {min(locks):.2f}-{max(locks):.2f} s")
     print("\nthe explained run (--gpuperf-explain), its end:")
     print(last_output[-3500:])
     return 0
