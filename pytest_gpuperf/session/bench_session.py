@@ -144,11 +144,12 @@ class BenchSession:
         backend.kernel_timeout_s = self.settings.watchdog_s
         backend.compile_timeout_s = self.settings.compile_timeout_s
         if self.settings.measure:
-            # The statistics load SciPy on first use; here, not inside the first measurement,
-            # which holds the GPU lock (on the H100 its import took 1.7 s of lock time).
-            from pytest_gpuperf.engine.stats import load_scipy
+            # The statistics load scipy.special on first use; here, not inside the first
+            # measurement, which holds the GPU lock (on the H100 SciPy's import took 1.7 s of
+            # lock time, when the statistics still imported scipy.stats).
+            from pytest_gpuperf.engine.distributions import load_special
 
-            load_scipy()
+            load_special()
         return self._device
 
     @property
