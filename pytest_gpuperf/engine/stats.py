@@ -21,27 +21,26 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from pytest_gpuperf.engine.distributions import binom_cdf, binom_ppf
 from pytest_gpuperf.engine.results import DRIFT_ASSUMED, DRIFT_MEASURED, DRIFT_NONE
 from pytest_gpuperf.engine.student_t import t_interval
 
 
 def _scipy_stats():
-    """scipy.stats, imported on first use: the plugin loads this module in every process that
-    uses gpu_bench, also one that only launches once (no --gpuperf), and SciPy's import cost
-    0.5-2.7 s a process (H100 machine, 2026-11-25)."""
+    """scipy.stats, imported on first use and only by `compare` (Mann-Whitney U and the
+    bootstrap), which no measuring or judging run calls: its import costs a process about
+    0.5 s more than the scipy.special the rest of this module uses (engine/distributions.py),
+    and the plugin loads this module in every process that uses gpu_bench."""
     from scipy import stats
 
     return stats
 
 
-def load_scipy() -> None:
-    """Import SciPy now: a measuring session calls this when it opens the device, so the
-    import is not paid inside the first measurement, which holds the GPU lock."""
-    _scipy_stats()
-
-
 # Iglewicz & Hoaglin's cut-off for the modified z-score: |x - median| / MAD > 3.5.
 OUTLIER_THRESHOLD = 3.5
+# The MAD of normal data over sigma, scipy.special.ndtri(0.75): scipy.stats'
+# median_abs_deviation(scale="normal") divides by this same constant.
+_MAD_OF_SIGMA = 0.6744897501960817
 # sqrt(pi / 2): makes the mean absolute deviation estimate sigma for normal data; used
 # only when more than half the samples are identical and the MAD is zero.
 _MEANAD_TO_SIGMA = 1.2533141373155003
@@ -70,11 +69,11 @@ def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int, float]:
 @functools.lru_cache(maxsize=4096)
 def _ranks(n: int, confidence: float) -> tuple[int, int, float]:
     tail = (1.0 - confidence) / 2.0
-    j = int(_scipy_stats().binom.ppf(tail, n, 0.5))
-    if _scipy_stats().binom.cdf(j, n, 0.5) > tail:
+    j = int(binom_ppf(tail, n, 0.5))
+    if binom_cdf(j, n, 0.5) > tail:
         j -= 1  # ppf gives the first rank whose tail reaches `tail`; we need it not to exceed
     j = max(j, 0)
-    coverage = 1.0 - 2.0 * float(_scipy_stats().binom.cdf(j, n, 0.5))
+    coverage = 1.0 - 2.0 * binom_cdf(j, n, 0.5)
     return j, n - 1 - j, coverage
 
 
@@ -91,8 +90,10 @@ def median_ci(samples: Samples, confidence: float = 0.95) -> tuple[float, float]
 
 
 def mad(samples: Samples) -> float:
-    """Median absolute deviation scaled to estimate sigma for normal data (1.4826 x raw MAD)."""
-    return float(_scipy_stats().median_abs_deviation(_array(samples), scale="normal"))
+    """Median absolute deviation scaled to estimate sigma for normal data (1.4826 x raw MAD);
+    equals scipy.stats.median_abs_deviation(samples, scale="normal"), computed as it does."""
+    values = _array(samples)
+    return float(np.median(np.abs(values - np.median(values)))) / _MAD_OF_SIGMA
 
 
 def relative_spread(samples: Samples) -> float:
@@ -304,16 +305,41 @@ def trimmed_mean(values: Samples, trim: float = TRIM) -> TrimmedMean:
         raise ValueError(f"trim must be in [0, 0.5), not {trim}")
     cut = int(trim * data.size)
     kept = data.size - 2 * cut
-    clipped = _scipy_stats().mstats.winsorize(data, limits=(trim, trim), inclusive=(False, False))
-    winsorised = np.asarray(clipped, dtype=float)
-    spread = float(np.std(winsorised, ddof=1))
+    spread = float(np.std(winsorize(data, trim), ddof=1))
     return TrimmedMean(
-        mean=float(_scipy_stats().trim_mean(data, trim)),
+        mean=trim_mean(data, trim),
         se=spread / ((1.0 - 2.0 * trim) * math.sqrt(data.size)),
         df=float(max(kept - 1, 1)),
         n=int(data.size),
         trim=trim,
     )
+
+
+def trim_mean(values: np.ndarray, trim: float) -> float:
+    """The mean of `values` without the int(trim n) smallest and largest; equals
+    scipy.stats.trim_mean(values, trim), computed as it does (the same partition, so the same
+    order of summation and the same last bit)."""
+    cut = int(trim * values.size)
+    kept = np.partition(values, (cut, values.size - cut - 1))[cut : values.size - cut]
+    return float(np.mean(kept))
+
+
+def winsorize(values: np.ndarray, trim: float) -> np.ndarray:
+    """`values` (in their order) with the round(trim n) smallest set to the next value up and
+    as many largest to the next one down; equals scipy.stats.mstats.winsorize(values,
+    limits=(trim, trim), inclusive=(False, False)) as a plain array.
+
+    Its rounding is numpy's, half to even (0.1 x 25 rounds to 2), as SciPy's is with
+    inclusive=False; trim_mean truncates instead, as SciPy's does. Where the two cut-offs
+    cross (a tiny n), SciPy's upper step copies a value its lower step already raised, so
+    every value becomes the lower one: `high` below is never below `low`."""
+    n = values.size
+    ordered = np.sort(values)
+    low_index = int(np.round(trim * n))
+    high_index = n - int(np.round(n * trim)) - 1
+    low = ordered[low_index]
+    high = ordered[max(high_index, low_index)]
+    return np.clip(values, low, high)
 
 
 # Fewer loads than this per side, and the spread between loads is not estimated: the

@@ -23,6 +23,7 @@ import math
 from collections.abc import Sequence
 
 from pytest_gpuperf.baseline.ref import BaselineRef, TrailPoint
+from pytest_gpuperf.engine.distributions import norm_isf
 from pytest_gpuperf.gate.noise import centre_factor
 from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE, Z_95, between_board_spread
 from pytest_gpuperf.record.checks import Drift
@@ -74,9 +75,7 @@ def detect_drift(
     beyond its allowance is the drift."""
     if not trail or current.efficiency <= 0:
         return None
-    from scipy.stats import norm
-
-    quantile = float(norm.isf(false_alarm_rate / len(trail)))  # finite at any rate
+    quantile = norm_isf(false_alarm_rate / len(trail))  # finite at any rate
     levels = [*trail, current]
     best: tuple[float, int, float] | None = None  # (significance, index, allowance)
     for index, earlier in enumerate(trail):

@@ -40,6 +40,7 @@ import math
 from dataclasses import replace
 
 from pytest_gpuperf.baseline.ref import BaselineRef
+from pytest_gpuperf.engine import distributions
 from pytest_gpuperf.gate.policy import (
     BETWEEN_BOARD_SOURCE,
     BETWEEN_PRIOR_DF,
@@ -57,29 +58,23 @@ from pytest_gpuperf.record.checks import NoiseBand
 PRIOR, HISTORY, POOLED = "prior", "history", "pooled"
 
 
-def _scipy_stats():
-    """scipy.stats, imported on first use (a run that judges nothing never loads it)."""
-    from scipy import stats
-
-    return stats
-
-
 # The quantiles a band needs, each computed once per process: a run judges many entries at
-# the same rate and confidence, and SciPy's distributions cost far more per call than the
-# rest of a band (a Monte Carlo of the gate called them 12,000 times for 2,000 checks).
+# the same rate and confidence (a Monte Carlo of the gate asked for them 12,000 times for
+# 2,000 checks). They come from scipy.special (engine/distributions.py): a run that judges
+# never imports scipy.stats, whose import costs more than the rest of a verdict.
 @functools.lru_cache(maxsize=512)
 def _norm_ppf(p: float) -> float:
-    return float(_scipy_stats().norm.ppf(p))
+    return distributions.norm_ppf(p)
 
 
 @functools.lru_cache(maxsize=512)
 def _norm_isf(p: float) -> float:
-    return float(_scipy_stats().norm.isf(p))
+    return distributions.norm_isf(p)
 
 
 @functools.lru_cache(maxsize=512)
 def _t_isf(p: float, df: float) -> float:
-    return float(_scipy_stats().t.isf(p, df))
+    return distributions.t_isf(p, df)
 
 
 def _z(confidence: float) -> float:
@@ -324,5 +319,5 @@ def _scatters_more(ref: BaselineRef, history_df: int, spread: float, spread_df: 
     ratio = (ref.history_sd * _z(RUN_SPREAD_CONFIDENCE) / spread) ** 2
     if ratio <= 1.0:
         return 0.0
-    p_value = float(_scipy_stats().f.sf(ratio, history_df, spread_df))
+    p_value = distributions.f_sf(ratio, history_df, spread_df)
     return p_value if p_value < POOL_CONFLICT_P else 0.0

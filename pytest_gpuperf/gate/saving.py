@@ -28,6 +28,7 @@ from pytest_gpuperf.baseline.model import (
     utc_now,
     within_spread,
 )
+from pytest_gpuperf.engine.distributions import norm_ppf
 from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.gate.policy import (
     HISTORY_LENGTH,
@@ -260,6 +261,4 @@ def learned_spread(
 
 
 def _z(confidence: float) -> float:
-    from scipy.stats import norm
-
-    return float(norm.ppf(0.5 + confidence / 2.0))
+    return norm_ppf(0.5 + confidence / 2.0)

@@ -126,12 +126,13 @@ class BenchSession:
         from pytest_gpuperf.session.device import open_device
 
         if self.settings.measure:
-            # The statistics load SciPy on first use; here, not inside the first measurement,
-            # which holds the GPU lock (on the H100 its import took 1.7 s of lock time), and
-            # before a worker waits for the probe, which runs meanwhile.
-            from pytest_gpuperf.engine.stats import load_scipy
+            # The statistics load scipy.special on first use; here, not inside the first
+            # measurement, which holds the GPU lock (on the H100 SciPy's import took 1.7 s of
+            # lock time, when the statistics still imported scipy.stats), and before a worker
+            # waits for the probe, which runs meanwhile.
+            from pytest_gpuperf.engine.distributions import load_special
 
-            load_scipy()
+            load_special()
         try:
             if self._probe_file is not None:  # the controller probes while this worker starts
                 from pytest_gpuperf.session.probe_handoff import wait_for_probe

@@ -187,13 +187,14 @@ def test_the_tolerance_is_the_least_allowance():
 def test_judging_many_entries_asks_scipy_for_each_quantile_once(monkeypatch):
     """A run judges many entries at one rate and confidence: the band's quantiles come from
     SciPy once, then from memory (the Monte Carlo tests below made 12,000 SciPy calls)."""
+    from pytest_gpuperf.engine import distributions
     from pytest_gpuperf.gate import noise
 
     for cached in (noise._norm_ppf, noise._norm_isf, noise._t_isf):
         cached.cache_clear()
     asked = []
-    real = noise._scipy_stats
-    monkeypatch.setattr(noise, "_scipy_stats", lambda: asked.append(1) or real())
+    real = distributions._special
+    monkeypatch.setattr(distributions, "_special", lambda: asked.append(1) or real())
     ref = baseline(0.80, saves=5, spread_basis="history", history_sd=0.002)
     first = check_baseline(measurement(0.79), ref, tolerance=0.0)
     once = len(asked)
