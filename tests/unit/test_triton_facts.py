@@ -337,6 +337,19 @@ def test_the_target_in_each_shape_triton_kept_it(target, expected):
     assert compiled_facts("k", kernel).occupancy == expected
 
 
+class LazyNamespace:
+    """A module global whose every attribute raises something other than AttributeError (a
+    lazy import proxy, say): not a Triton function, and no reason to fail."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise ImportError(f"{name} would import a package that is not installed")
+
+
+def test_a_global_that_raises_on_every_attribute_is_passed_over():
+    head = module(lazy=LazyNamespace(), copy_kernel=JitFunction("copy_kernel", nvidia(16, 4)))
+    assert sorted(triton_facts([head])) == ["copy_kernel"]
+
+
 def test_an_autotuned_and_an_older_triton_function_are_found():
     head = module(tuned=Autotuner(JitFunction("tuned", Compiled(32, 0, 4096))))
     base = module(tuned=Autotuner(OldJitFunction("tuned", Compiled(32, 0, 8192))))

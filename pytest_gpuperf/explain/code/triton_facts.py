@@ -58,7 +58,7 @@ def _jit_function(value: Any) -> Any | None:
     for _ in range(4):  # autotune(heuristics(jit(f))) at most a few levels deep
         if _compiled_of(value):
             return value
-        value = getattr(value, "fn", None)
+        value = _attribute(value, "fn")
         if value is None:
             return None
     return None
@@ -67,33 +67,41 @@ def _jit_function(value: Any) -> Any | None:
 def _compiled_of(function: Any) -> list[Any]:
     """The compiled kernels in a JIT function's cache, oldest first."""
     found: list[Any] = []
-    caches = getattr(function, "device_caches", None)
+    caches = _attribute(function, "device_caches")
     if isinstance(caches, Mapping):
         for entry in caches.values():
             kernels = entry[0] if isinstance(entry, tuple) and entry else entry
             if isinstance(kernels, Mapping):
                 found += list(kernels.values())
-    cache = getattr(function, "cache", None)
+    cache = _attribute(function, "cache")
     if not found and isinstance(cache, Mapping):
         for per_device in cache.values():
             if isinstance(per_device, Mapping):
-                found += [k for k in per_device.values() if hasattr(k, "metadata")]
-    return [k for k in found if hasattr(k, "metadata") or hasattr(k, "n_regs")]
+                found += [k for k in per_device.values() if _attribute(k, "metadata") is not None]
+    return [k for k in found if any(_attribute(k, a) is not None for a in ("metadata", "n_regs"))]
 
 
 def _int(value: Any) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _field(holder: Any, name: str) -> Any:
-    """`holder.name`, or `holder[name]` for a dict (Triton 2.x kept metadata in one); None
-    where it has neither or reading it fails (a property of a Triton object may raise)."""
+def _attribute(holder: Any, name: str) -> Any:
+    """`holder.name`; None where it has none or reading it fails (a property of a Triton
+    object, or a `__getattr__` of any object in a module's globals, may raise)."""
     try:
-        if isinstance(holder, Mapping):
-            return holder.get(name)
         return getattr(holder, name, None)
     except Exception:  # a foreign object's attribute: unknown, never an error here
         return None
+
+
+def _field(holder: Any, name: str) -> Any:
+    """`holder.name`, or `holder[name]` for a dict (Triton 2.x kept metadata in one)."""
+    if isinstance(holder, Mapping):
+        try:
+            return holder.get(name)
+        except Exception:  # a foreign mapping: unknown, never an error here
+            return None
+    return _attribute(holder, name)
 
 
 def _target(metadata: Any) -> tuple[str, str, int | None]:
@@ -208,7 +216,7 @@ def triton_facts(modules: Iterable[ModuleType]) -> dict[str, TritonKernelFacts]:
             function = _jit_function(value)
             if function is None:
                 continue
-            label = str(getattr(getattr(function, "fn", None), "__name__", "") or name)
+            label = str(_attribute(_attribute(function, "fn"), "__name__") or name)
             facts[label] = compiled_facts(label, _compiled_of(function)[-1])
     return facts
 
