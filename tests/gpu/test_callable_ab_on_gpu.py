@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -139,6 +140,11 @@ def _said(comparison: dict) -> str:
     return f"{comparison.get('state')}{shown} {comparison.get('detail') or ''}".rstrip()
 
 
+def _instructions(widths: str) -> int:
+    """The count in a widths phrase: "2 b128 + 4 b32" -> 6."""
+    return sum(int(count) for count in re.findall(r"(\d+) b\d+", widths))
+
+
 def _pull_request(root: Path, message: str) -> None:
     git(root, "commit", "-qam", message)
 
@@ -193,6 +199,16 @@ def test_a_triton_callable_reading_3_percent_more_regresses_in_the_ab(tmp_path, 
         assert torch_op and torch_op[0]["state"] == "unchanged", states
         # the failure names the Triton kernel's compiled facts, head against base
         assert "triton copy_kernel: registers " in output, output[-4000:]
+        # ... with its occupancy and its global loads and stores by width (from the PTX):
+        # the pull request's extra load adds load instructions to the base's
+        facts = re.search(
+            r"triton copy_kernel: registers \d+ -> \d+, spills \d+ -> \d+, shared memory "
+            r"\d+ -> \d+ bytes, occupancy \d+% -> \d+%[^,]*, loads (.+?) -> (.+?), stores "
+            r"[\w +]+ -> [\w +]+",
+            output,
+        )
+        assert facts, output[-4000:]
+        assert _instructions(facts[2]) > _instructions(facts[1]), facts[0]
         for line in output.splitlines():
             if "A/B regressed" in line or line.startswith(("  pairs:", "  code:", "  explain:")):
                 print(line)

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from pytest_gpuperf.explain.code.code_facts import CodeFacts
-from pytest_gpuperf.explain.code.memory_ops import Widths, total
+from pytest_gpuperf.explain.code.memory_ops import Widths, total, widths_text
 from pytest_gpuperf.runtime.info import occupancy_words
 
 SAME_CODE = "no change in the code (byte-identical machine code)"
@@ -92,11 +92,7 @@ def facts_line(facts: CodeFacts) -> str:
         )
     text = ", ".join(parts) or "resources unknown"
     if facts.global_loads is not None and facts.global_stores is not None:
-        text += f"; global loads {_widths_text(facts.global_loads)}, stores " + _widths_text(
+        text += f"; global loads {widths_text(facts.global_loads)}, stores " + widths_text(
             facts.global_stores
         )
     return text
-
-
-def _widths_text(widths: Widths) -> str:
-    return " + ".join(f"{count} {width}" for width, count in widths) or "none"

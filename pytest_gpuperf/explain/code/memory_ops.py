@@ -1,7 +1,9 @@
 """A kernel's global memory instructions, counted by width in its machine code.
 
 NVIDIA: the SASS that `nvdisasm` prints for a CUBIN (`LDG.E.128` is a 128-bit global load,
-`STG.E.U16` a 16-bit store, `LDGSTS` an asynchronous global-to-shared copy). AMD: the
+`STG.E.U16` a 16-bit store, `LDGSTS` an asynchronous global-to-shared copy), or the PTX a
+compiler handed ptxas (`ld.global.v4.b32` is 128 bits; Triton keeps it beside the CUBIN, so
+its kernels need no nvdisasm). AMD: the
 assembly clang prints for gfx9 (`global_load_dwordx4` is 128 bits; `buffer_` and `flat_`
 forms reach global memory too). The counts are instructions in the code, not executions: a
 loop's body counts once, so the change in a count says the code changed how it moves data,
@@ -17,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 Widths = tuple[tuple[str, int], ...]  # (("b32", 3), ("b128", 1)), narrowest first
@@ -30,6 +32,12 @@ _SASS_STORES = {"STG"}
 _SASS_WIDTHS = {"U8": 8, "S8": 8, "U16": 16, "S16": 16, "64": 64, "128": 128, "256": 256}
 _SASS_LINE = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)", re.M)
 _SASS_SECTION = re.compile(r"^\s*\.section\s+\.text\.([\w.$]+),", re.M)
+
+_PTX_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+# `@%p1 ld.global.v4.b32 { ... }, [ %rd1 + 0 ]`: a predicate, the opcode and its qualifiers
+_PTX_STATEMENT = re.compile(r"^(?:[$\w]+:)?\s*(?:@!?%\w+\s+)?(\w+(?:\.[\w:]+)+)\s*(.*)$")
+_PTX_TYPE = re.compile(r"^(?:b|u|s|f|bf)(\d+)(?:x(\d+))?$")
+_PTX_CP_SIZE = re.compile(r"\]\s*,\s*\[[^\]]*\]\s*,\s*(0x[0-9a-fA-F]+|\d+)")
 
 _AMD_OP = re.compile(r"^(global|buffer|flat)_(load|store)_(\w+)$")
 _AMD_WIDTHS = {
@@ -46,6 +54,11 @@ def as_widths(counter: Counter[int]) -> Widths:
 
 def total(widths: Widths) -> int:
     return sum(count for _, count in widths)
+
+
+def widths_text(widths: Widths) -> str:
+    """'3 b32 + 1 b128' ('none' for no instruction): how explain's lines word a count."""
+    return " + ".join(f"{count} {width}" for width, count in widths) or "none"
 
 
 def sass_function(sass: str, kernel: str) -> str:
@@ -70,6 +83,56 @@ def count_sass(text: str) -> tuple[Widths, Widths]:
         bits = next((_SASS_WIDTHS[m] for m in modifiers if m in _SASS_WIDTHS), 32)
         (loads if name in _SASS_LOADS else stores)[bits] += 1
     return as_widths(loads), as_widths(stores)
+
+
+def count_ptx(text: str) -> tuple[Widths, Widths]:
+    """(global loads, global stores) by width in PTX text: `ld.global` (and `ldu.global`,
+    `ld.volatile.global`, ...) and `st.global`, a vector's width being its length times its
+    element's bits (`ld.global.nc.v4.f32`: b128), a predicated one (`@%p1 st.global.b32`)
+    counting as one, as count_sass counts them. `cp.async` global-to-shared copies count as
+    loads of their copy size (`cp.async.cg.shared.global [..], [..], 16`: b128), as SASS's
+    LDGSTS does; the bulk and tensor-memory-accelerator forms (`cp.async.bulk`), which SASS
+    shows as UTMALDG rather than LDG, and atomics are neither. PTX is what ptxas was given:
+    where ptxas unrolls a loop or merges accesses, the SASS counts differ."""
+    loads: Counter[int] = Counter()
+    stores: Counter[int] = Counter()
+    for match in _ptx_statements(text):
+        opcode, *qualifiers = match[1].split(".")
+        if "global" not in qualifiers:
+            continue
+        if opcode == "cp" and qualifiers[:1] == ["async"] and "bulk" not in qualifiers:
+            size = _PTX_CP_SIZE.search(match[2])
+            shared = [i for i, q in enumerate(qualifiers) if q.startswith("shared")]
+            if size is not None and shared and shared[0] < qualifiers.index("global"):
+                loads[8 * int(size[1], 0)] += 1
+            continue
+        if opcode not in ("ld", "ldu", "st"):
+            continue
+        bits = _ptx_bits(qualifiers)
+        if bits is not None:
+            (stores if opcode == "st" else loads)[bits] += 1
+    return as_widths(loads), as_widths(stores)
+
+
+def _ptx_statements(text: str) -> Iterator[re.Match[str]]:
+    """Each instruction of PTX text, as (opcode with qualifiers, operands): compilers print
+    one a line (several where inline assembly puts them on one, split at `;`); directives
+    (`.loc`, `.reg`), labels and braces are not instructions."""
+    for line in _PTX_COMMENT.sub("", text).splitlines():
+        for piece in line.split(";"):
+            match = _PTX_STATEMENT.match(piece.strip(" \t{}"))
+            if match is not None:
+                yield match
+
+
+def _ptx_bits(qualifiers: list[str]) -> int | None:
+    """The bits one `ld`/`st` moves: `.v4` x `.b32`, `.f16x2` as 32 (None: no type given)."""
+    lanes = next((int(q[1:]) for q in qualifiers if q in ("v2", "v4", "v8")), 1)
+    for qualifier in reversed(qualifiers):
+        typed = _PTX_TYPE.match(qualifier)
+        if typed is not None:
+            return lanes * int(typed[1]) * int(typed[2] or 1)
+    return None
 
 
 def count_amd(instructions: Iterable[str]) -> tuple[Widths, Widths]:

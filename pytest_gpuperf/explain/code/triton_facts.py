@@ -3,13 +3,21 @@
 A `gpu_bench.run(fn)` measurement has no kernel the plugin built, but a Triton kernel it runs
 was compiled by Triton, which keeps the result on the `@triton.jit` function: its per-device
 cache of compiled kernels (`device_caches` in Triton 3.x, `cache` before), each with the
-registers a thread uses (`n_regs`), the registers spilled (`n_spills`) and the shared memory
-it was compiled for (`metadata.shared`, bytes). Head's and base's functions are different
-objects (session/callable_base.py loads base's modules apart), so each side's caches hold
-that side's builds. Found by looking through the repository modules' globals for objects that
-carry such a cache (an autotuner or a heuristics wrapper is followed to the function it wraps
-through `.fn`); nothing imports Triton here. The words:
-`triton copy_kernel: registers 16 -> 18, spills 0 -> 0, shared memory 0 -> 0 bytes`.
+registers a thread uses (`n_regs`), the registers spilled (`n_spills`), its metadata (the
+shared memory it launches with, `shared`, bytes; `num_warps`; the target, `GPUTarget(backend,
+arch, warp_size)` in Triton 3.x) and its code (`asm`: "ptx" and "cubin" for NVIDIA, "amdgcn"
+and "hsaco" for AMD). From these: the occupancy of its block (`num_warps` warps) by CUDA's
+occupancy rules for the arch (nvidia_occupancy.py) or, on AMD, the CDNA model
+(runtime/occupancy.py) from the code object's VGPRs, SGPRs and LDS; and its global loads
+and stores by width, counted in the PTX or the AMD assembly (memory_ops.py). Head's and
+base's functions are different objects (session/callable_base.py loads base's modules apart),
+so each side's caches hold that side's builds. Found by looking through the repository
+modules' globals for objects that carry such a cache (an autotuner or a heuristics wrapper is
+followed to the function it wraps through `.fn`); nothing imports Triton here, and every
+attribute is read duck-typed: one a Triton version lacks is unknown ("?"), never an error.
+The words, one line a kernel:
+`triton copy_kernel: registers 16 -> 18, spills 0 -> 0, shared memory 0 -> 0 bytes,
+occupancy 100% -> 75% (registers), loads 2 b128 -> 3 b128, stores 2 b128 -> 2 b128`.
 """
 
 from __future__ import annotations
@@ -19,15 +27,30 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.explain.code.memory_ops import Widths, count_amd, count_ptx, widths_text
+from pytest_gpuperf.explain.code.nvidia_occupancy import nvidia_occupancy
+from pytest_gpuperf.gate.static.asm import kernel_asm
+from pytest_gpuperf.runtime.amd_codeobject import loaded_kernel
+from pytest_gpuperf.runtime.occupancy import cu_limits, occupancy
+
+CUDA_WARP, AMD_WAVE = 32, 64  # where a Triton version's target does not say its warp size
+
 
 @dataclass(frozen=True)
 class TritonKernelFacts:
-    """What Triton says of one compiled kernel (None: it did not say)."""
+    """What Triton says of one compiled kernel (None: it did not say). `occupancy` is the
+    fraction of the SM's (CU's) warps its blocks can hold, `occupancy_limiter` the resource
+    that bounds it; `loads`/`stores` count global memory instructions in its code by width."""
 
     function: str
     registers: int | None = None
     spills: int | None = None
     shared_bytes: int | None = None
+    occupancy: float | None = None
+    occupancy_limiter: str = ""
+    loads: Widths | None = None
+    stores: Widths | None = None
 
 
 def _jit_function(value: Any) -> Any | None:
@@ -35,7 +58,7 @@ def _jit_function(value: Any) -> Any | None:
     for _ in range(4):  # autotune(heuristics(jit(f))) at most a few levels deep
         if _compiled_of(value):
             return value
-        value = getattr(value, "fn", None)
+        value = _attribute(value, "fn")
         if value is None:
             return None
     return None
@@ -44,22 +67,144 @@ def _jit_function(value: Any) -> Any | None:
 def _compiled_of(function: Any) -> list[Any]:
     """The compiled kernels in a JIT function's cache, oldest first."""
     found: list[Any] = []
-    caches = getattr(function, "device_caches", None)
+    caches = _attribute(function, "device_caches")
     if isinstance(caches, Mapping):
         for entry in caches.values():
             kernels = entry[0] if isinstance(entry, tuple) and entry else entry
             if isinstance(kernels, Mapping):
                 found += list(kernels.values())
-    cache = getattr(function, "cache", None)
+    cache = _attribute(function, "cache")
     if not found and isinstance(cache, Mapping):
         for per_device in cache.values():
             if isinstance(per_device, Mapping):
-                found += [k for k in per_device.values() if hasattr(k, "metadata")]
-    return [k for k in found if hasattr(k, "metadata") or hasattr(k, "n_regs")]
+                found += [k for k in per_device.values() if _attribute(k, "metadata") is not None]
+    return [k for k in found if any(_attribute(k, a) is not None for a in ("metadata", "n_regs"))]
 
 
 def _int(value: Any) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _attribute(holder: Any, name: str) -> Any:
+    """`holder.name`; None where it has none or reading it fails (a property of a Triton
+    object, or a `__getattr__` of any object in a module's globals, may raise)."""
+    try:
+        return getattr(holder, name, None)
+    except Exception:  # a foreign object's attribute: unknown, never an error here
+        return None
+
+
+def _field(holder: Any, name: str) -> Any:
+    """`holder.name`, or `holder[name]` for a dict (Triton 2.x kept metadata in one)."""
+    if isinstance(holder, Mapping):
+        try:
+            return holder.get(name)
+        except Exception:  # a foreign mapping: unknown, never an error here
+            return None
+    return _attribute(holder, name)
+
+
+def _target(metadata: Any) -> tuple[str, str, int | None]:
+    """(backend "cuda" or "hip", arch "sm_90" or "gfx942", warp size) of a compiled kernel:
+    Triton 3.x's `GPUTarget(backend='cuda', arch=90, warp_size=32)`, a (backend, arch,
+    warp size) tuple or dict, or a bare compute capability (90); ("", "", None) if none."""
+    target = _field(metadata, "target")
+    if target is None:
+        target = _field(metadata, "capability")
+    if isinstance(target, list | tuple):
+        backend, arch, warp = (*target, None, None, None)[:3]
+    elif isinstance(target, int | str):
+        backend, arch, warp = "", target, None
+    else:
+        backend, arch = _field(target, "backend"), _field(target, "arch")
+        warp = _field(target, "warp_size")
+    if isinstance(arch, int) or (isinstance(arch, str) and arch.isdigit()):
+        return "cuda", f"sm_{arch}", _int(warp)
+    if isinstance(arch, str) and arch.startswith("gfx"):
+        return "hip", arch.split(":", 1)[0], _int(warp)
+    return str(backend or ""), "", _int(warp)
+
+
+def _text(code: Any) -> str | None:
+    if isinstance(code, bytes):
+        return code.decode("utf-8", "replace")
+    return code if isinstance(code, str) else None
+
+
+def _memory(asm: Any, name: str) -> tuple[Widths | None, Widths | None]:
+    """Global loads and stores of the kernel's PTX, or of its AMD assembly (None: neither)."""
+    ptx = _text(_field(asm, "ptx"))
+    if ptx:
+        return count_ptx(ptx)
+    amdgcn = _text(_field(asm, "amdgcn"))
+    if amdgcn and name:
+        try:
+            return count_amd(kernel_asm(amdgcn, name).instructions())
+        except GpuPerfError:  # KernelNotFound: the assembly names no such kernel
+            return None, None
+    return None, None
+
+
+def _occupancy(
+    compiled: Any, metadata: Any, name: str, registers: int | None, shared: int | None
+) -> tuple[float | None, str]:
+    """(fraction, limiter) for blocks of `num_warps` warps; (None, "") where the arch has
+    no model here or a fact it needs is missing."""
+    backend, arch, warp = _target(metadata)
+    warps = _int(_field(metadata, "num_warps")) or _int(_field(compiled, "num_warps"))
+    if not warps:
+        return None, ""
+    if backend == "cuda" and registers is not None:
+        found = nvidia_occupancy(
+            arch,
+            registers=registers,
+            shared_bytes=shared or 0,
+            block_threads=warps * (warp or CUDA_WARP),
+        )
+        return (found.fraction, found.limiter) if found else (None, "")
+    hsaco = _field(_field(compiled, "asm"), "hsaco")
+    limits = cu_limits(arch) if backend == "hip" and arch else None
+    if limits is None or not isinstance(hsaco, bytes) or not name:
+        return None, ""
+    try:
+        kernel = loaded_kernel(hsaco, name)  # the code object's VGPRs, SGPRs and static LDS
+        if kernel is None:
+            return None, ""
+        # Triton passes `shared` as the launch's dynamic LDS; its kernels reach it through an
+        # extern array, so the static LDS is 0 or the same memory, never more of it
+        amd = occupancy(
+            limits,
+            block_threads=warps * (warp or kernel.wavefront_size or AMD_WAVE),
+            vgprs=kernel.vgpr_count,
+            sgprs=kernel.sgpr_count,
+            lds_bytes=max(kernel.lds_bytes, shared or 0),
+        )
+    except GpuPerfError:  # a code object this reader does not know: occupancy unknown
+        return None, ""
+    return amd.fraction, amd.limiter
+
+
+def compiled_facts(label: str, compiled: Any) -> TritonKernelFacts:
+    """The facts of one compiled kernel (`label`: the JIT function's name)."""
+    metadata = _field(compiled, "metadata")
+    shared = _int(_field(metadata, "shared"))
+    if shared is None:
+        shared = _int(_field(compiled, "shared"))  # Triton 2.x kept it on the kernel too
+    registers = _int(_field(compiled, "n_regs"))
+    name = _field(metadata, "name") or _field(compiled, "name")
+    name = name if isinstance(name, str) else ""
+    fraction, limiter = _occupancy(compiled, metadata, name, registers, shared)
+    loads, stores = _memory(_field(compiled, "asm"), name)
+    return TritonKernelFacts(
+        function=label,
+        registers=registers,
+        spills=_int(_field(compiled, "n_spills")),
+        shared_bytes=shared,
+        occupancy=fraction,
+        occupancy_limiter=limiter,
+        loads=loads,
+        stores=stores,
+    )
 
 
 def triton_facts(modules: Iterable[ModuleType]) -> dict[str, TritonKernelFacts]:
@@ -71,18 +216,8 @@ def triton_facts(modules: Iterable[ModuleType]) -> dict[str, TritonKernelFacts]:
             function = _jit_function(value)
             if function is None:
                 continue
-            latest = _compiled_of(function)[-1]
-            metadata = getattr(latest, "metadata", None)
-            shared = getattr(metadata, "shared", None)
-            if shared is None and isinstance(metadata, Mapping):
-                shared = metadata.get("shared")
-            label = str(getattr(getattr(function, "fn", None), "__name__", "") or name)
-            facts[label] = TritonKernelFacts(
-                function=label,
-                registers=_int(getattr(latest, "n_regs", None)),
-                spills=_int(getattr(latest, "n_spills", None)),
-                shared_bytes=_int(shared),
-            )
+            label = str(_attribute(_attribute(function, "fn"), "__name__") or name)
+            facts[label] = compiled_facts(label, _compiled_of(function)[-1])
     return facts
 
 
@@ -99,19 +234,35 @@ def triton_changes(
             )
             continue
         parts = [
-            f"{what} {_shown(getattr(theirs, field))} -> {_shown(getattr(ours, field))}"
-            for what, field in (
-                ("registers", "registers"),
-                ("spills", "spills"),
-                ("shared memory", "shared_bytes"),
-            )
+            f"registers {_shown(theirs.registers)} -> {_shown(ours.registers)}",
+            f"spills {_shown(theirs.spills)} -> {_shown(ours.spills)}",
+            f"shared memory {_shown(theirs.shared_bytes)} -> {_shown(ours.shared_bytes)} bytes",
+            _occupancy_change(theirs, ours),
+            f"loads {_widths(theirs.loads)} -> {_widths(ours.loads)}",
+            f"stores {_widths(theirs.stores)} -> {_widths(ours.stores)}",
         ]
-        lines.append(f"triton {name}: {', '.join(parts)} bytes")
+        lines.append(f"triton {name}: {', '.join(parts)}")
     return lines
+
+
+def _occupancy_change(base: TritonKernelFacts, head: TritonKernelFacts) -> str:
+    """'occupancy 100% -> 75% (registers)': the limiter is head's, said where the two differ."""
+    old, new = base.occupancy, head.occupancy
+    text = f"occupancy {_percent(old)} -> {_percent(new)}"
+    moved = old is not None and new is not None and round(old, 4) != round(new, 4)
+    return text + (f" ({head.occupancy_limiter})" if moved and head.occupancy_limiter else "")
+
+
+def _percent(value: float | None) -> str:
+    return "?" if value is None else f"{value:.0%}"
+
+
+def _widths(value: Widths | None) -> str:
+    return "?" if value is None else widths_text(value)
 
 
 def _shown(value: int | None) -> str:
     return "?" if value is None else str(value)
 
 
-__all__ = ["TritonKernelFacts", "triton_changes", "triton_facts"]
+__all__ = ["TritonKernelFacts", "compiled_facts", "triton_changes", "triton_facts"]
