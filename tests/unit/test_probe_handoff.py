@@ -80,5 +80,5 @@ def test_a_worker_whose_controller_is_gone_stops_waiting(tmp_path):
 def test_damaged_findings_are_one_line_naming_the_file(tmp_path):
     findings = tmp_path / "probe.json"
     findings.write_text('{"report": null, "error": NaN}')
-    with pytest.raises(GpuPerfError, match="probe.json"):
+    with pytest.raises(GpuPerfError, match=r"probe\.json"):
         wait_for_probe(findings, None)
