@@ -393,8 +393,9 @@ class GpuBench:
         )
         ab = ab_without_timing(self.backend, found) if found is not None else None
         captures = None
-        if found is not None and ab is None:  # several a side, outside the lock (their bodies)
-            captures = callable_pairs.capture(self, label, found, (fn, setup))
+        if found is not None and ab is None:  # several a side, outside the lock (their bodies,
+            captures = callable_pairs.capture(self, label, found, (fn, setup))  # first calls)
+            callable_pairs.warm(self, captures)
         common: dict[str, Any] = {"bytes_moved": bytes_moved, "name": label, "setup": setup}
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
             settings = self._measure_settings(mode, label, bytes_moved, floor_rule[0])
@@ -437,9 +438,11 @@ class GpuBench:
         )
         settings = replace(settings, confidence=recheck.confidence)
         try:
+            # a callable pair's new captures, made and first called outside the lock
+            fresh = callable_pairs.captures_again(self, recipe, recheck) if recipe.fn else None
             with self._device.lock.held(f"{self.test.test_id} [{recipe.label}] (confirming)"):
                 if recipe.fn is not None:
-                    return callable_pairs.again(self, recipe, taken, recheck, settings)
+                    return callable_pairs.again(self, recipe, taken, recheck, settings, fresh)
                 assert recipe.kernel is not None
                 return kernel_pairs.again(self, recipe, taken, recheck, settings)
         except GpuPerfError as failure:
