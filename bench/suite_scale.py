@@ -33,56 +33,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO_ROOT, text_table, write_json
+from main_job import USER_CONFTEST as CONFTEST
+from main_job import USER_KERNEL as KERNEL
 
 SESSION_LINE = re.compile(r" in ([0-9.]+)s(?: \([0-9:]+\))? =*\s*$", re.MULTILINE)
-KERNEL = """\
-#include "gpuperf.h"
-
-GPUPERF_KERNEL void scale(const float* x, float* y, float a, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i];
-}
-"""
-CONFTEST = """\
-from pytest_gpuperf import simulate
-
-
-@simulate.model("scale.hip", "scale")
-def scale(args, launch):
-    x, y, a, n = args
-    y[:n] = a * x[:n]
-"""
-TIMELINE = """
-
-import os
-import time
-
-_FIRST = []
-
-
-def _mark(what):
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "controller")
-    with open(os.environ["SUITE_TIMELINE"], "a") as out:
-        out.write(f"{time.time():.3f} {worker} {what}\\n")
-
-
-def pytest_configure(config):
-    _mark("configured")
-
-
-def pytest_collection_finish(session):
-    _mark("collected")
-
-
-def pytest_runtest_setup(item):
-    if not _FIRST:
-        _FIRST.append(item)
-        _mark("first test")
-
-
-def pytest_sessionfinish(session):
-    _mark("finished")
-"""
 TIMELINE = """
 
 import os

@@ -9,6 +9,7 @@ GPUPERF_REQUIRE_TOOLCHAINS names "gpu" (tests/toolchains.py).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import pytest
@@ -17,6 +18,17 @@ from pytest_gpuperf.errors import DeviceUnavailable
 from pytest_gpuperf.runtime import open_backend
 from pytest_gpuperf.runtime.base import Backend
 from tests.toolchains import GPU, skip_or_fail
+
+
+def needs_cuda_torch_triton() -> None:
+    """Skip unless torch and triton import and torch sees a CUDA GPU (the callable tests)."""
+    for name in ("torch", "triton"):
+        if importlib.util.find_spec(name) is None:
+            pytest.skip(f"needs {name} (pip install {name})")
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU through torch (torch.cuda.is_available() is False)")
 
 
 def open_backend_or_skip(name: str, device_index: int = 0) -> Backend:

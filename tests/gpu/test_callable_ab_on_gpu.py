@@ -15,7 +15,6 @@ branch. Needs CUDA, torch and triton; skips without them. Run on the GPU machine
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -26,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.git_repo import commit_all, git
+from tests.gpu.conftest import needs_cuda_torch_triton
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD_TIMEOUT_S = 1800
@@ -87,16 +87,6 @@ def test_torch_add(gpu_bench):
 """
 
 
-def _needs_cuda_torch_triton() -> None:
-    for name in ("torch", "triton"):
-        if importlib.util.find_spec(name) is None:
-            pytest.skip(f"needs {name} (pip install {name})")
-    import torch
-
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU through torch (torch.cuda.is_available() is False)")
-
-
 def _write_kernel(root: Path, *, extra: bool = False, unrelated: str = "") -> None:
     text = MYKERN.format(extra_load=EXTRA_LOAD if extra else "", unrelated=unrelated)
     (root / "mykern.py").write_text(text)
@@ -151,7 +141,7 @@ def _pull_request(root: Path, message: str) -> None:
 
 @pytest.mark.gpu
 def test_a_triton_callable_reading_3_percent_more_regresses_in_the_ab(tmp_path, capsys):
-    _needs_cuda_torch_triton()
+    needs_cuda_torch_triton()
     root = _project(tmp_path / "project")
     with capsys.disabled():
         # 1. a pull request that changes nothing the tests import: the same code, not timed

@@ -27,6 +27,7 @@ from pytest_gpuperf.explain.code.memory_ops import (
     sass_function,
 )
 from pytest_gpuperf.explain.code.triton_facts import compiled_facts, triton_facts
+from tests.gpu.conftest import needs_cuda_torch_triton
 
 KERNELS = """\
 import triton
@@ -58,21 +59,11 @@ def scale_kernel(src, dst, n, BLOCK: tl.constexpr):
 """
 
 
-def _needs_cuda_torch_triton() -> None:
-    for name in ("torch", "triton"):
-        if importlib.util.find_spec(name) is None:
-            pytest.skip(f"needs {name} (pip install {name})")
-    import torch
-
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU through torch (torch.cuda.is_available() is False)")
-
-
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
     """The module of KERNELS after one launch of each kernel (so Triton compiled and loaded
     them: `n_regs` is set at the first launch)."""
-    _needs_cuda_torch_triton()
+    needs_cuda_torch_triton()
     import torch
 
     folder = tmp_path_factory.mktemp("tritonkernels")
