@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -84,13 +85,16 @@ def test_constant_input(gpu_bench):
 HEADS = {"read15": 15, "read30": 30, "comment": 0}  # per mille of the read bytes, in head
 
 
-def make_project(root: Path) -> None:
+def make_project(root: Path, at_base: Callable[[], None] = lambda: None) -> None:
+    """The base committed, `at_base()` run on it (--stored: the saves), then the head written
+    into the work tree."""
     root.mkdir(parents=True, exist_ok=True)
     for variant in HEADS:
         source = KERNEL.format(permille=0, comment="base")
         (root / f"{variant}.hip").write_text(source)
     (root / "test_gather.py").write_text(TEST)
     commit_all(root, "base")
+    at_base()
     for variant, permille in HEADS.items():  # the pull request, in the work tree
         comment = "head: reads more" if permille else "head: only this comment changed"
         (root / f"{variant}.hip").write_text(KERNEL.format(permille=permille, comment=comment))
@@ -102,25 +106,39 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--budget", default="0.5")
     parser.add_argument("-k", default="", help="pytest's -k: which of the project's tests")
+    parser.add_argument(
+        "--stored",
+        action="store_true",
+        help="no --gpuperf-compare: three saves of the base "
+        "first, then head judged against them (the failure explained against the saved commit)",
+    )
     options = parser.parse_args()
     options.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="explain-demo-") as folder:
         root = Path(folder) / "project"
-        make_project(root)
         env = dict(
             os.environ,
             PYTHONPATH=os.pathsep.join(
                 filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH")))
             ),
         )
+        pytest = [sys.executable, "-m", "pytest", "-p", "pytest_gpuperf.plugin", "-p",
+                  "no:cacheprovider", "--gpuperf", f"--gpuperf-backend={options.backend}",
+                  f"--gpuperf-budget={options.budget}",
+                  *(["-k", options.k] if options.k else [])]  # fmt: skip
+
+        def saves() -> None:
+            for _ in range(3):
+                subprocess.run([*pytest, "--gpuperf-save", "-q"], cwd=root, env=env,
+                               capture_output=True, timeout=300, check=False)  # fmt: skip
+
+        make_project(root, saves if options.stored else lambda: None)
+        against = [] if options.stored else ["--gpuperf-compare=HEAD"]
         began = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "pytest_gpuperf.plugin", "-p",
-             "no:cacheprovider", "--gpuperf", f"--gpuperf-backend={options.backend}",
-             "--gpuperf-compare=HEAD", "--gpuperf-explain", f"--gpuperf-budget={options.budget}",
+            [*pytest, *against, "--gpuperf-explain",
              f"--gpuperf-json={options.out / 'report.json'}",
-             f"--gpuperf-markdown={options.out / 'summary.md'}", "-v",
-             *(["-k", options.k] if options.k else [])],
+             f"--gpuperf-markdown={options.out / 'summary.md'}", "-v"],
             cwd=root, env=env, capture_output=True, text=True, timeout=560, check=False,
         )  # fmt: skip
         wall_s = time.monotonic() - began

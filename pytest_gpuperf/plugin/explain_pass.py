@@ -63,9 +63,10 @@ def explain_test(item: pytest.Item, judgement: Judgement) -> dict[int, dict[str,
         return {}
     if device.simulated and not asked:
         return {}  # the simulated device has no counters: nothing to say unless asked
+    against = "" if settings.compare_ref else saved_commit(verdicts, Path(item.config.rootpath))
     request = ProfileRequest(
         nodeid=item.nodeid,
-        pytest_args=tuple(_child_args(item.config, device.info.index)),
+        pytest_args=tuple(_child_args(item.config, device.info.index, against)),
         cwd=Path(item.config.rootpath),
         backend=profiler_backend(device.info),
         hot=all(m.cache == "hot" for m, _ in verdicts),
@@ -78,10 +79,43 @@ def explain_test(item: pytest.Item, judgement: Judgement) -> dict[int, dict[str,
     if profiled.lasting:
         item.config.stash[LASTING] = profiled
     l2_bytes = int(device.info.l2_bytes)
-    return {
+    explained = {
         position: explanation(profiled, position, check_bytes=True, l2_bytes=l2_bytes)
         for position in range(len(verdicts))
     }
+    if against:
+        for explain in explained.values():
+            traffic = explain["traffic"]
+            if traffic.get("base") is not None:
+                traffic["against"] = f"the stored baseline's commit {against[:12]}"
+                traffic["lines"] = [
+                    f"base: the kernel built at the stored baseline's commit {against[:12]}",
+                    *traffic["lines"],
+                ]
+    return explained
+
+
+def saved_commit(verdicts: Any, rootdir: Path) -> str:
+    """The commit of the latest save of the first baseline a measurement of the test failed
+    against (a stored regression), when git can resolve it here: the explain pass's child
+    then builds the kernel at that commit too and profiles it beside head's, so the failure
+    names head-vs-base bytes as an A/B's does. "" when none failed so, or the commit is not in
+    this clone (a shallow CI checkout): head's counters alone, as before."""
+    from pytest_gpuperf.errors import GpuPerfError
+    from pytest_gpuperf.record.verdict import FAIL
+    from pytest_gpuperf.session.base_tree import resolve_ref
+
+    for _, verdict in verdicts:
+        ref = verdict.baseline.baseline
+        if verdict.status != FAIL or "regression" not in verdict.failed_checks or ref is None:
+            continue
+        if not ref.commit:
+            continue
+        try:
+            return resolve_ref(ref.commit, rootdir)[1]
+        except GpuPerfError:
+            return ""
+    return ""
 
 
 def profiler_backend(info: Any) -> str:
@@ -90,14 +124,15 @@ def profiler_backend(info: Any) -> str:
     return str(info.backend)
 
 
-def _child_args(config: pytest.Config, gpu_index: int) -> list[str]:
-    """The re-run's pytest options: the same kernels on the same GPU, nothing written."""
+def _child_args(config: pytest.Config, gpu_index: int, against: str = "") -> list[str]:
+    """The re-run's pytest options: the same kernels on the same GPU, nothing written; the
+    base built at the run's --gpuperf-compare REF, or at `against` (saved_commit)."""
     settings = state_of(config).settings
     args = ["-q", "-p", "no:cacheprovider", *_plugins(config.invocation_params.args)]
     args += ["--gpuperf", *settings.command_options()]
     args += [f"--gpuperf-gpu={gpu_index}", "--gpuperf-gpu-margin=0"]
-    if settings.compare_ref:
-        args.append(f"--gpuperf-compare={settings.compare_ref}")
+    if settings.compare_ref or against:
+        args.append(f"--gpuperf-compare={settings.compare_ref or against}")
     if settings.head_ref:
         args.append(f"--gpuperf-head={settings.head_ref}")
     for override in _CHILD_INI:
@@ -146,4 +181,4 @@ def bytes_warnings(item: pytest.Item, explained: dict[int, dict[str, Any]]) -> l
     return lines
 
 
-__all__ = ["EXPLAINED", "bytes_warnings", "explain_test", "judgement_strict"]
+__all__ = ["EXPLAINED", "bytes_warnings", "explain_test", "judgement_strict", "saved_commit"]
