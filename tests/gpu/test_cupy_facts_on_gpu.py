@@ -2,9 +2,10 @@
 CuPy's memo of compiled modules is where cupy_facts looks for it (so a launched RawKernel is
 read), the driver's attributes come back through CuPy's properties (registers > 0, the
 local memory of a local array, the largest block `__launch_bounds__` allows), and a kernel
-never launched is neither read nor compiled by the reading.
+never launched is neither read nor compiled by the reading. And, with CuPy but no device,
+that CuPy's own memoize keeps its memo where cupy_facts finds it.
 
-Needs CuPy and a CUDA GPU; skips without them. Run on the GPU machine:
+Needs CuPy and a CUDA GPU; skips without them (the memoize check needs CuPy alone). Run on the GPU machine:
 `PYTHONPATH=. python3 -m pytest -s tests/gpu/test_cupy_facts_on_gpu.py`.
 """
 
@@ -16,7 +17,12 @@ import sys
 
 import pytest
 
-from pytest_gpuperf.explain.code.cupy_facts import compiled_sources, cupy_changes, cupy_facts
+from pytest_gpuperf.explain.code.cupy_facts import (
+    _memos,
+    compiled_sources,
+    cupy_changes,
+    cupy_facts,
+)
 
 KERNELS = r'''
 import cupy
@@ -114,3 +120,16 @@ def test_a_kernel_never_launched_is_not_read_nor_compiled(launched):
     assert all(source[0] != never.code for source in sources)
     assert "never_kernel" not in cupy_facts([launched])
     assert all(source[0] != never.code for source in compiled_sources() or ())
+
+
+def test_the_memo_is_found_in_cupys_own_memoize():
+    """Without a device: CuPy's Cython memoize (the decorator of _get_raw_module) keeps its
+    memo where cupy_facts looks, within the closure the garbage collector shows."""
+    if importlib.util.find_spec("cupy") is None:
+        pytest.skip("needs cupy (pip install cupy-cuda12x)")
+    from cupy import _util
+
+    memoized = _util.memoize(False)(lambda *args: "a Module")
+    args = ("code", None, (), "nvrtc", False, False, False, None, None)
+    memoized(*args)
+    assert _memos(memoized) == [{(-1, args): "a Module"}]
