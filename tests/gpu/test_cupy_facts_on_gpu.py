@@ -5,7 +5,8 @@ local memory of a local array, the largest block `__launch_bounds__` allows), an
 never launched is neither read nor compiled by the reading. And, with CuPy but no device,
 that CuPy's own memoize keeps its memo where cupy_facts finds it.
 
-Needs CuPy and a CUDA GPU; skips without them (the memoize check needs CuPy alone). Run on the GPU machine:
+Needs CuPy and a CUDA GPU; skips without them (the memoize check needs CuPy alone). Run on
+the GPU machine:
 `PYTHONPATH=. python3 -m pytest -s tests/gpu/test_cupy_facts_on_gpu.py`.
 """
 
