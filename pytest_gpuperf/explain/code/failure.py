@@ -26,6 +26,7 @@ from pytest_gpuperf.errors import GpuPerfError, KernelNotFound
 from pytest_gpuperf.explain import needs_explaining
 from pytest_gpuperf.explain.code.code_diff import SAME_CODE, code_changes
 from pytest_gpuperf.explain.code.code_facts import CodeFacts
+from pytest_gpuperf.explain.code.cupy_facts import cupy_changes, cupy_facts
 from pytest_gpuperf.explain.code.kernel_facts import FactsUnavailable, facts_of, first_line
 from pytest_gpuperf.explain.code.triton_facts import triton_changes, triton_facts
 from pytest_gpuperf.gate.decide import with_explanation
@@ -173,17 +174,20 @@ def _explained(
 
 
 def _callable_explanation(bench: GpuBench, name: str, changed: Sequence[str]) -> dict[str, Any]:
-    """A callable's `code`: the files that changed, the Triton kernels each side compiled
-    (explain/code/triton_facts.py) and the kernels one call launches, head against base."""
+    """A callable's `code`: the files that changed, the Triton and CuPy kernels each side
+    compiled (explain/code/triton_facts.py, cupy_facts.py) and the kernels one call
+    launches, head against base."""
     try:
         launches = bench.callable_launches(name)
     except Exception as failure:  # the user's callables: an explanation never fails a test
         launches = f"launches not counted: {type(failure).__name__}: {failure}"
     base = bench.callable_base_of(name)
-    triton = []
+    compiled: list[str] = []
     if base is not None:
-        triton = triton_changes(triton_facts(base.head_modules), triton_facts(base.base_modules))
-    changes = [*([launches] if launches else []), *triton]
+        head, old = base.head_modules, base.base_modules
+        compiled = triton_changes(triton_facts(head), triton_facts(old))
+        compiled += cupy_changes(cupy_facts(head), cupy_facts(old))
+    changes = [*([launches] if launches else []), *compiled]
     words = f"a callable: its Python changed at the base ({', '.join(changed)})"
     return _unavailable("", words, changes=changes)
 
