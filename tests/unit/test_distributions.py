@@ -78,12 +78,14 @@ def binomial_cases(largest: int = MOST_SAMPLES) -> list[tuple[int, float]]:
     return [(int(n), p) for n in sizes for p in [*ps, float(rng.random())]]
 
 
-def test_binomial_cdf_is_scipy_stats_binom_within_1e_12():
-    """Within 1e-12 relative for as many samples as a measurement takes, wherever the cdf is
+def test_binomial_cdf_is_scipy_stats_binom_within_1e_11():
+    """Within 1e-11 relative for as many samples as a measurement takes, wherever the cdf is
     at least 1e-30 (the median's interval asks for tails of 0.05% and more). Both are
     Boost's incomplete beta, computed at different internal precision, and they drift apart
     where its arguments make it ill-conditioned: deeper in a tail and at larger n (2e-12 at
-    1e-155, 1e-11 near underflow, 1.4e-12 at 1e-12 for n near two million)."""
+    1e-155, 1e-11 near underflow, 1.4e-12 at 1e-12 for n near two million). SciPy 1.17 agrees
+    within 1e-12 here; 1.15.0, the oldest pyproject.toml allows, within 3.7e-12 (at
+    k = 8431, n = 90564, p = 0.1: 1.6e-12)."""
     rng = np.random.default_rng(RNG_SEED)
     for n, p in [*binomial_cases(), *binomial_cases(2_000_000)[-200:]]:
         ks = {-5, -1, 0, 1, n // 2, n - 1, n, n + 1, n + 10, *rng.integers(0, n + 1, 10).tolist()}
@@ -92,7 +94,7 @@ def test_binomial_cdf_is_scipy_stats_binom_within_1e_12():
             if p in (0.0, 1.0) or k < 0 or k >= n:
                 assert found == expected, (k, n, p)  # the ends of the support, exactly
             elif expected >= 1e-30 and n <= MOST_SAMPLES:
-                assert math.isclose(found, expected, rel_tol=1e-12, abs_tol=0.0), (k, n, p)
+                assert math.isclose(found, expected, rel_tol=1e-11, abs_tol=0.0), (k, n, p)
             elif expected >= 1e-300:
                 assert math.isclose(found, expected, rel_tol=1e-10), (k, n, p)
             else:
