@@ -325,18 +325,19 @@ def trim_mean(values: np.ndarray, trim: float) -> float:
 
 
 def winsorize(values: np.ndarray, trim: float) -> np.ndarray:
-    """`values` (in their order) with the round(trim n) smallest set to the next value up and
-    as many largest to the next one down; equals scipy.stats.mstats.winsorize(values,
-    limits=(trim, trim), inclusive=(False, False)) as a plain array.
-
-    Its rounding is numpy's, half to even (0.1 x 25 rounds to 2), as SciPy's is with
-    inclusive=False; trim_mean truncates instead, as SciPy's does. Where the two cut-offs
-    cross (a tiny n), SciPy's upper step copies a value its lower step already raised, so
-    every value becomes the lower one: `high` below is never below `low`."""
+    """`values` (in their order) with the int(trim n) smallest set to the next value up and
+    as many largest to the next one down: as many as trim_mean leaves out, as Tukey and
+    McLaughlin's standard error asks (Wilcox, "Introduction to Robust Estimation and
+    Hypothesis Testing", ch. 3). Equals scipy.stats.mstats.winsorize(values, limits=(trim,
+    trim), inclusive=(True, True)) as a plain array. (Until 2026-11-28 it rounded trim n, as
+    inclusive=(False, False) does: where trim n ends in .5 or more, say 66 pairs at 10%, one
+    more value a side was clipped than trimmed, and the error came out too small.) Where the
+    two cut-offs cross (a tiny n), SciPy's upper step copies a value its lower step already
+    raised, so every value becomes the lower one: `high` below is never below `low`."""
     n = values.size
     ordered = np.sort(values)
-    low_index = int(np.round(trim * n))
-    high_index = n - int(np.round(n * trim)) - 1
+    low_index = int(trim * n)
+    high_index = n - int(trim * n) - 1
     low = ordered[low_index]
     high = ordered[max(high_index, low_index)]
     return np.clip(values, low, high)
