@@ -53,8 +53,11 @@ class ProbeInBackground:
             self._error = f"{type(unexpected).__name__}: {unexpected}"
         outcome = {"report": to_plain(self._report), "error": self._error}
         partial = self.path.with_suffix(".partial")
-        partial.write_text(json.dumps(outcome))
-        os.replace(partial, self.path)  # a worker sees the whole file or none
+        try:
+            partial.write_text(json.dumps(outcome))
+            os.replace(partial, self.path)  # a worker sees the whole file or none
+        except OSError:  # the run ended first (close removed the folder): nobody waits
+            pass
 
     def result(self) -> ProbeReport | None:
         """The findings, once the probe has ended; GpuPerfError if it failed."""
@@ -64,8 +67,9 @@ class ProbeInBackground:
         return self._report
 
     def close(self) -> None:
-        """Remove the folder (after the probe ended: the thread writes into it)."""
-        self._thread.join()
+        """Remove the folder, without waiting for a probe still running: a run stopped before
+        its tests (a collection error, Ctrl-C) must not wait out a probe that may itself wait
+        for another run's GPU lock; that probe's late write finds no folder and is dropped."""
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
+import time
 
 import pytest
 
@@ -82,3 +83,23 @@ def test_damaged_findings_are_one_line_naming_the_file(tmp_path):
     findings.write_text('{"report": null, "error": NaN}')
     with pytest.raises(GpuPerfError, match=r"probe\.json"):
         wait_for_probe(findings, None)
+
+
+def test_a_run_that_ends_before_its_probe_does_not_wait_for_it_and_leaves_no_folder():
+    """A collection error or Ctrl-C ends the run while the probe may still wait for another
+    run's GPU lock: closing neither waits for it nor leaves the private folder behind, and the
+    probe's late write is dropped without an error."""
+    release = threading.Event()
+
+    def probe():
+        release.wait(5)
+        return _report()
+
+    handoff = ProbeInBackground(probe)
+    started = time.monotonic()
+    handoff.close()  # the probe is still waiting: close does not wait for it
+    assert time.monotonic() - started < 2.0
+    assert not handoff.folder.exists()
+    release.set()
+    handoff._thread.join(5)  # its write found no folder: dropped, nothing raised
+    assert not handoff._thread.is_alive() and not handoff.folder.exists()
