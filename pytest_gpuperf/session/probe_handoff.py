@@ -14,6 +14,7 @@ that failed stops the run there, as it did before.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -23,6 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pytest_gpuperf.baseline.file_write import write_whole
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.session.gpu_probe import ProbeReport
 
@@ -52,12 +54,10 @@ class ProbeInBackground:
         except Exception as unexpected:  # a worker must not wait forever
             self._error = f"{type(unexpected).__name__}: {unexpected}"
         outcome = {"report": to_plain(self._report), "error": self._error}
-        partial = self.path.with_suffix(".partial")
-        try:
-            partial.write_text(json.dumps(outcome))
-            os.replace(partial, self.path)  # a worker sees the whole file or none
-        except OSError:  # the run ended first (close removed the folder): nobody waits
-            pass
+        # whole or not at all, for the workers; an OSError: the run ended first (close
+        # removed the folder) and nobody waits
+        with contextlib.suppress(OSError):
+            write_whole(self.path, json.dumps(outcome))
 
     def result(self) -> ProbeReport | None:
         """The findings, once the probe has ended; GpuPerfError if it failed."""
