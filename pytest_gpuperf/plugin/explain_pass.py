@@ -79,20 +79,12 @@ def explain_test(item: pytest.Item, judgement: Judgement) -> dict[int, dict[str,
     if profiled.lasting:
         item.config.stash[LASTING] = profiled
     l2_bytes = int(device.info.l2_bytes)
-    explained = {
-        position: explanation(profiled, position, check_bytes=True, l2_bytes=l2_bytes)
+    return {
+        position: explanation(
+            profiled, position, check_bytes=True, l2_bytes=l2_bytes, stored_commit=against
+        )
         for position in range(len(verdicts))
     }
-    if against:
-        for explain in explained.values():
-            traffic = explain["traffic"]
-            if traffic.get("base") is not None:
-                traffic["against"] = f"the stored baseline's commit {against[:12]}"
-                traffic["lines"] = [
-                    f"base: the kernel built at the stored baseline's commit {against[:12]}",
-                    *traffic["lines"],
-                ]
-    return explained
 
 
 def saved_commit(verdicts: Any, rootdir: Path) -> str:
@@ -101,7 +93,6 @@ def saved_commit(verdicts: Any, rootdir: Path) -> str:
     then builds the kernel at that commit too and profiles it beside head's, so the failure
     names head-vs-base bytes as an A/B's does. "" when none failed so, or the commit is not in
     this clone (a shallow CI checkout): head's counters alone, as before."""
-    from pytest_gpuperf.errors import GpuPerfError
     from pytest_gpuperf.record.verdict import FAIL
     from pytest_gpuperf.session.base_tree import resolve_ref
 

@@ -1,15 +1,20 @@
 """A stored-baseline failure is explained against the code the baseline measured: the
 explain pass's child builds the kernel at the commit of the baseline's latest save
-(plugin/explain_pass.py's saved_commit), when this clone can resolve it."""
+(plugin/explain_pass.py's saved_commit), when this clone can resolve it, and the lines say
+which base they compare with (explain/counters/measured.py)."""
 
 from __future__ import annotations
 
 import subprocess
 
 from pytest_gpuperf.baseline.ref import BaselineRef
+from pytest_gpuperf.explain.counters.measured import explanation
+from pytest_gpuperf.explain.counters.profile import PlannedLaunch, Profiled
+from pytest_gpuperf.explain.counters.traffic import Traffic
 from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.plugin.explain_pass import saved_commit
 from pytest_gpuperf.record.checks import BaselineCheck
+from pytest_gpuperf.session.profile_child import BASE, HEAD
 from tests import records
 from tests.git_repo import commit_all
 
@@ -54,3 +59,42 @@ def test_nothing_failed_against_a_baseline_no_base(tmp_path):
     saved = _repo(tmp_path)
     assert saved_commit((_judged("within-noise", saved),), tmp_path) == ""
     assert saved_commit((), tmp_path) == ""
+
+
+def _profiled(*, with_base: bool) -> Profiled:
+    planned = [
+        PlannedLaunch(0, "gather4", side, "gather4", "cold", 335_500_000)
+        for side in ((HEAD, BASE) if with_base else (HEAD,))
+    ]
+    read = {HEAD: 276.5e6, BASE: 268.4e6}
+    launches = tuple(
+        (p, Traffic("gather4", dram_read_bytes=read[p.side], dram_write_bytes=61.3e6))
+        for p in planned
+    )
+    return Profiled("ncu", "all", 7.5, launches)
+
+
+def test_the_explanation_says_the_base_is_the_stored_baselines_commit():
+    commit = "ac685a07e6e4" + "0" * 28
+    explained = explanation(
+        _profiled(with_base=True), 0, check_bytes=False, l2_bytes=50 << 20, stored_commit=commit
+    )
+    traffic = explained["traffic"]
+    assert traffic["against"] == "the stored baseline's commit ac685a07e6e4"
+    assert (
+        traffic["lines"][0] == "base: the kernel built at the stored baseline's commit ac685a07e6e4"
+    )
+    assert (
+        traffic["lines"][1].startswith("head moved ")
+        and "read +3.0% (268.4 -> 276.5 MB)" in (traffic["lines"][1])
+    )
+
+
+def test_without_a_base_profiled_no_base_is_claimed():
+    """The child could not build the saved commit's kernel: head's counters alone, and no
+    line naming a base that was not profiled."""
+    explained = explanation(
+        _profiled(with_base=False), 0, check_bytes=False, l2_bytes=50 << 20, stored_commit="ab" * 20
+    )
+    assert "against" not in explained["traffic"]
+    assert not any(line.startswith("base:") for line in explained["traffic"]["lines"])

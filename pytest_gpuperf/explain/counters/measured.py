@@ -23,9 +23,11 @@ _CACHE_WORDS = {
 
 
 def explanation(
-    profiled: Profiled, position: int, *, check_bytes: bool, l2_bytes: int
+    profiled: Profiled, position: int, *, check_bytes: bool, l2_bytes: int, stored_commit: str = ""
 ) -> dict[str, Any]:
-    """The `traffic` and `bytes_check` of measurement `position` of the test."""
+    """The `traffic` and `bytes_check` of measurement `position` of the test. `stored_commit`:
+    the base was built at that commit of a stored baseline's latest save (not at the run's
+    --gpuperf-compare REF), said in `traffic.against` and in a first line."""
     traffic: dict[str, Any] = {
         "profiler": profiled.tool,
         "cache_control": _CACHE_WORDS.get(profiled.cache_control, profiled.cache_control),
@@ -44,6 +46,11 @@ def explanation(
         return {"traffic": traffic, "bytes_check": None}
     traffic["head"], traffic["base"] = head.plain(), None if base is None else base.plain()
     traffic["lines"] = traffic_lines(head, base, l2_bytes=l2_bytes)
+    if stored_commit and base is not None:
+        traffic["against"] = f"the stored baseline's commit {stored_commit[:12]}"
+        traffic["lines"].insert(
+            0, f"base: the kernel built at the stored baseline's commit {stored_commit[:12]}"
+        )
     check = None
     if check_bytes and head.dram_read_bytes is not None and head.dram_write_bytes is not None:
         check = BytesCheck(
