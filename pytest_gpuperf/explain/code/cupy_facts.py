@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from pytest_gpuperf.explain.code.foreign_kernels import attribute, kernel_lines, shown
+
 # `__global__ void name(` in a RawModule's source (after `extern "C"`, the symbol itself)
 _GLOBAL_NAME = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(\w+)\s*\(")
 Source = tuple[Any, Any, Any, Any, Any]  # code, file path, options, backend, cooperative groups
@@ -46,15 +48,6 @@ class CupyKernelFacts:
     local_bytes: int | None = None  # per thread
     shared_bytes: int | None = None  # static, per block
     max_threads_per_block: int | None = None
-
-
-def _attribute(holder: Any, name: str) -> Any:
-    """`holder.name`; None where it has none or reading it fails (a CuPy property raises a
-    CUDA error without a device; any object in a module's globals may raise)."""
-    try:
-        return getattr(holder, name, None)
-    except Exception:  # a foreign object's attribute: unknown, never an error here
-        return None
 
 
 def _count(value: Any) -> int | None:
@@ -80,11 +73,11 @@ def _is_raw_module(value: Any) -> bool:
 def _source(value: Any) -> Source:
     """What CuPy's module memo is keyed by that a RawKernel or RawModule lets Python read."""
     return (
-        _attribute(value, "code"),
-        _attribute(value, "file_path"),
-        _attribute(value, "options"),
-        _attribute(value, "backend"),
-        bool(_attribute(value, "enable_cooperative_groups")),
+        attribute(value, "code"),
+        attribute(value, "file_path"),
+        attribute(value, "options"),
+        attribute(value, "backend"),
+        bool(attribute(value, "enable_cooperative_groups")),
     )
 
 
@@ -94,7 +87,7 @@ def compiled_sources() -> frozenset[Source] | None:
     groups, jitify, name expressions, log stream)): module}. None where it cannot be read."""
     raw = sys.modules.get("cupy._core.raw")
     runtime = sys.modules.get("cupy_backends.cuda.api.runtime")  # cupy.cuda.runtime
-    getter = _attribute(raw, "_get_raw_module")
+    getter = attribute(raw, "_get_raw_module")
     if getter is None or runtime is None:
         return None
     try:
@@ -143,19 +136,19 @@ def kernel_facts(label: str, kernel: Any) -> CupyKernelFacts:
     """The facts of one compiled RawKernel (`label`: its name)."""
     return CupyKernelFacts(
         kernel=label,
-        registers=_count(_attribute(kernel, "num_regs")),
-        local_bytes=_count(_attribute(kernel, "local_size_bytes")),
-        shared_bytes=_count(_attribute(kernel, "shared_size_bytes")),
-        max_threads_per_block=_count(_attribute(kernel, "max_threads_per_block")),
+        registers=_count(attribute(kernel, "num_regs")),
+        local_bytes=_count(attribute(kernel, "local_size_bytes")),
+        shared_bytes=_count(attribute(kernel, "shared_size_bytes")),
+        max_threads_per_block=_count(attribute(kernel, "max_threads_per_block")),
     )
 
 
 def _module_kernels(module: Any) -> Iterable[tuple[str, Any]]:
     """(name, RawKernel) of each kernel of a compiled RawModule: its name expressions, or the
     `__global__` functions of its source; a name the module lacks is left out."""
-    names = _attribute(module, "name_expressions")
+    names = attribute(module, "name_expressions")
     if not isinstance(names, tuple):
-        code = _attribute(module, "code")
+        code = attribute(module, "code")
         names = tuple(dict.fromkeys(_GLOBAL_NAME.findall(code))) if isinstance(code, str) else ()
     for name in names:
         try:
@@ -176,7 +169,7 @@ def cupy_facts(
     for module in modules:
         for value in list(vars(module).values()):
             if _is_raw_kernel(value) and _source(value) in compiled:
-                label = str(_attribute(value, "name") or "?")
+                label = str(attribute(value, "name") or "?")
                 facts[label] = kernel_facts(label, value)
             elif _is_raw_module(value) and _source(value) in compiled:
                 for label, kernel in _module_kernels(value):
@@ -188,28 +181,19 @@ def cupy_changes(
     head: Mapping[str, CupyKernelFacts], base: Mapping[str, CupyKernelFacts]
 ) -> list[str]:
     """One line per CuPy kernel either side compiled: head against base."""
-    lines = []
-    for name in sorted({*head, *base}):
-        ours, theirs = head.get(name), base.get(name)
-        if ours is None or theirs is None:
-            side = "base" if ours is None else "head"
-            lines.append(f"cupy {name}: compiled on the {side} side only")
-            continue
-        rose = (ours.local_bytes or 0) > (theirs.local_bytes or 0)
-        parts = [
-            f"registers {_shown(theirs.registers)} -> {_shown(ours.registers)}",
-            f"local memory {_shown(theirs.local_bytes)} -> {_shown(ours.local_bytes)} bytes"
-            + (" (spills)" if rose else ""),
-            f"shared memory {_shown(theirs.shared_bytes)} -> {_shown(ours.shared_bytes)} bytes",
-            f"max threads per block {_shown(theirs.max_threads_per_block)} -> "
-            f"{_shown(ours.max_threads_per_block)}",
-        ]
-        lines.append(f"cupy {name}: {', '.join(parts)}")
-    return lines
+    return kernel_lines("cupy", head, base, _changes)
 
 
-def _shown(value: int | None) -> str:
-    return "?" if value is None else str(value)
+def _changes(base: CupyKernelFacts, head: CupyKernelFacts) -> list[str]:
+    rose = (head.local_bytes or 0) > (base.local_bytes or 0)
+    return [
+        f"registers {shown(base.registers)} -> {shown(head.registers)}",
+        f"local memory {shown(base.local_bytes)} -> {shown(head.local_bytes)} bytes"
+        + (" (spills)" if rose else ""),
+        f"shared memory {shown(base.shared_bytes)} -> {shown(head.shared_bytes)} bytes",
+        f"max threads per block {shown(base.max_threads_per_block)} -> "
+        f"{shown(head.max_threads_per_block)}",
+    ]
 
 
 __all__ = ["CupyKernelFacts", "compiled_sources", "cupy_changes", "cupy_facts", "kernel_facts"]

@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import Any
 
 from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.explain.code.foreign_kernels import attribute, kernel_lines, shown
 from pytest_gpuperf.explain.code.memory_ops import Widths, count_amd, count_ptx, widths_text
 from pytest_gpuperf.explain.code.nvidia_occupancy import nvidia_occupancy
 from pytest_gpuperf.gate.static.asm import kernel_asm
@@ -58,7 +59,7 @@ def _jit_function(value: Any) -> Any | None:
     for _ in range(4):  # autotune(heuristics(jit(f))) at most a few levels deep
         if _compiled_of(value):
             return value
-        value = _attribute(value, "fn")
+        value = attribute(value, "fn")
         if value is None:
             return None
     return None
@@ -67,31 +68,22 @@ def _jit_function(value: Any) -> Any | None:
 def _compiled_of(function: Any) -> list[Any]:
     """The compiled kernels in a JIT function's cache, oldest first."""
     found: list[Any] = []
-    caches = _attribute(function, "device_caches")
+    caches = attribute(function, "device_caches")
     if isinstance(caches, Mapping):
         for entry in caches.values():
             kernels = entry[0] if isinstance(entry, tuple) and entry else entry
             if isinstance(kernels, Mapping):
                 found += list(kernels.values())
-    cache = _attribute(function, "cache")
+    cache = attribute(function, "cache")
     if not found and isinstance(cache, Mapping):
         for per_device in cache.values():
             if isinstance(per_device, Mapping):
-                found += [k for k in per_device.values() if _attribute(k, "metadata") is not None]
-    return [k for k in found if any(_attribute(k, a) is not None for a in ("metadata", "n_regs"))]
+                found += [k for k in per_device.values() if attribute(k, "metadata") is not None]
+    return [k for k in found if any(attribute(k, a) is not None for a in ("metadata", "n_regs"))]
 
 
 def _int(value: Any) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _attribute(holder: Any, name: str) -> Any:
-    """`holder.name`; None where it has none or reading it fails (a property of a Triton
-    object, or a `__getattr__` of any object in a module's globals, may raise)."""
-    try:
-        return getattr(holder, name, None)
-    except Exception:  # a foreign object's attribute: unknown, never an error here
-        return None
 
 
 def _field(holder: Any, name: str) -> Any:
@@ -101,7 +93,7 @@ def _field(holder: Any, name: str) -> Any:
             return holder.get(name)
         except Exception:  # a foreign mapping: unknown, never an error here
             return None
-    return _attribute(holder, name)
+    return attribute(holder, name)
 
 
 def _target(metadata: Any) -> tuple[str, str, int | None]:
@@ -216,7 +208,7 @@ def triton_facts(modules: Iterable[ModuleType]) -> dict[str, TritonKernelFacts]:
             function = _jit_function(value)
             if function is None:
                 continue
-            label = str(_attribute(_attribute(function, "fn"), "__name__") or name)
+            label = str(attribute(attribute(function, "fn"), "__name__") or name)
             facts[label] = compiled_facts(label, _compiled_of(function)[-1])
     return facts
 
@@ -225,24 +217,18 @@ def triton_changes(
     head: Mapping[str, TritonKernelFacts], base: Mapping[str, TritonKernelFacts]
 ) -> list[str]:
     """One line per Triton kernel either side compiled: head against base."""
-    lines = []
-    for name in sorted({*head, *base}):
-        ours, theirs = head.get(name), base.get(name)
-        if ours is None or theirs is None:
-            lines.append(
-                f"triton {name}: compiled on the {'base' if ours is None else 'head'} side only"
-            )
-            continue
-        parts = [
-            f"registers {_shown(theirs.registers)} -> {_shown(ours.registers)}",
-            f"spills {_shown(theirs.spills)} -> {_shown(ours.spills)}",
-            f"shared memory {_shown(theirs.shared_bytes)} -> {_shown(ours.shared_bytes)} bytes",
-            _occupancy_change(theirs, ours),
-            f"loads {_widths(theirs.loads)} -> {_widths(ours.loads)}",
-            f"stores {_widths(theirs.stores)} -> {_widths(ours.stores)}",
-        ]
-        lines.append(f"triton {name}: {', '.join(parts)}")
-    return lines
+    return kernel_lines("triton", head, base, _changes)
+
+
+def _changes(base: TritonKernelFacts, head: TritonKernelFacts) -> list[str]:
+    return [
+        f"registers {shown(base.registers)} -> {shown(head.registers)}",
+        f"spills {shown(base.spills)} -> {shown(head.spills)}",
+        f"shared memory {shown(base.shared_bytes)} -> {shown(head.shared_bytes)} bytes",
+        _occupancy_change(base, head),
+        f"loads {_widths(base.loads)} -> {_widths(head.loads)}",
+        f"stores {_widths(base.stores)} -> {_widths(head.stores)}",
+    ]
 
 
 def _occupancy_change(base: TritonKernelFacts, head: TritonKernelFacts) -> str:
@@ -259,10 +245,6 @@ def _percent(value: float | None) -> str:
 
 def _widths(value: Widths | None) -> str:
     return "?" if value is None else widths_text(value)
-
-
-def _shown(value: int | None) -> str:
-    return "?" if value is None else str(value)
 
 
 __all__ = ["TritonKernelFacts", "compiled_facts", "triton_changes", "triton_facts"]
