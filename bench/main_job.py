@@ -105,13 +105,15 @@ def run_job(
     job: Sequence[str] = MAIN_JOB,
     cwd: Path = REPO_ROOT,
     env: Mapping[str, str] | None = None,
+    root: Path = REPO_ROOT,
 ) -> dict[str, Any]:
-    """One main-job process: its wall and session time, GPU-lock account and measurements."""
+    """One main-job process: its wall and session time, GPU-lock account and measurements
+    (`root`: the checkout whose pytest_gpuperf it runs, first on PYTHONPATH)."""
     prefix = ["-m", "cProfile", "-o", str(profile)] if profile else []
     command = [
         sys.executable, *prefix, "-m", "pytest", *job, f"--gpuperf-json={report}", *extra,
     ]  # fmt: skip
-    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH", "")]))
     environment = {**os.environ, **(env or {}), "PYTHONPATH": path}
     environment.pop("PYTHONDONTWRITEBYTECODE", None)
     started = time.monotonic()

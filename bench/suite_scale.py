@@ -21,9 +21,7 @@ import argparse
 import importlib.metadata
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO_ROOT, text_table, write_json
 from main_job import USER_CONFTEST as CONFTEST
 from main_job import USER_KERNEL as KERNEL
+from main_job import run_job
 
-SESSION_LINE = re.compile(r" in ([0-9.]+)s(?: \([0-9:]+\))? =*\s*$", re.MULTILINE)
 TIMELINE = """
 
 import os
@@ -104,30 +102,28 @@ def _plugin_flag() -> list[str]:
 
 
 def run_suite(
-    project: Path, label: str, extra: Sequence[str], env: Mapping[str, str]
+    project: Path, label: str, extra: Sequence[str], env: Mapping[str, str], root: Path
 ) -> dict[str, Any]:
-    """One pytest process over the project: wall, session, GPU-lock account, GPUs named."""
+    """One pytest process over the project (main_job.run_job runs it): wall, session,
+    GPU-lock account per device, the GPUs the results name, the probe and the timeline."""
     report = project / f"report-{label}.json"
     timeline = project / f"timeline-{label}.txt"
-    env = {**env, "SUITE_TIMELINE": str(timeline)}
-    command = [sys.executable, "-m", "pytest", "--gpuperf", "-p", "no:cacheprovider", "-q"]
-    command += [f"--gpuperf-json={report}", *extra, *_plugin_flag()]
-    root = str(env.get("SUITE_PLUGIN_ROOT") or REPO_ROOT)
-    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH", "")]))
-    environment = {**os.environ, **env, "PYTHONPATH": path}
-    environment.pop("PYTHONDONTWRITEBYTECODE", None)
-    started, started_at = time.monotonic(), time.time()
-    done = subprocess.run(
-        command, cwd=project, capture_output=True, text=True, env=environment, timeout=300
+    started_at = time.time()
+    run = run_job(
+        report,
+        extra=[*extra, *_plugin_flag()],
+        timeout_s=300,
+        job=("--gpuperf", "-p", "no:cacheprovider", "-q"),
+        cwd=project,
+        env={**env, "SUITE_TIMELINE": str(timeline)},
+        root=root,
     )
-    row: dict[str, Any] = {"run": label, "exit": done.returncode}
-    row["wall_s"] = time.monotonic() - started
+    row: dict[str, Any] = {"run": label, "exit": run["exit"], "wall_s": run["wall_s"]}
     if timeline.exists():
         row["timeline"] = _timeline(timeline.read_text(), started_at)
-    found = SESSION_LINE.findall(done.stdout)
-    row["session_s"] = float(found[-1]) if found else None
-    if not report.exists():
-        row["error"] = (done.stdout + done.stderr)[-2000:]
+    row["session_s"] = run["session_s"] or round(run.get("report_wall_s") or 0.0, 2)
+    if "error" in run:
+        row["error"] = run["error"]
         return row
     document = json.loads(report.read_text())
     devices = document.get("devices", ())
@@ -142,8 +138,6 @@ def run_suite(
     row["summary"] = document.get("summary")
     probe = document.get("probe") or {}
     row["probe_s"] = [round(gpu["probe_s"], 2) for gpu in probe.get("gpus", ())]
-    if row["session_s"] is None:
-        row["session_s"] = round((document.get("timing") or {}).get("wall_s") or 0.0, 2)
     return row
 
 
@@ -175,8 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default=os.environ.get("OUT") or "suite-scale")
     options = parser.parse_args(argv)
     env = {"SUITE_TESTS": str(options.tests), "SUITE_FLOATS": str(options.floats)}
-    if options.plugin_root:
-        env["SUITE_PLUGIN_ROOT"] = str(Path(options.plugin_root).resolve())
+    root = Path(options.plugin_root).resolve() if options.plugin_root else REPO_ROOT
     backend = [f"--gpuperf-backend={options.backend}"]
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -184,12 +177,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         project.mkdir()
         make_project(project, options.timeline)
         env["GPUPERF_CACHE_DIR"] = str(Path(scratch) / "kernel-cache")
-        rows.append(run_suite(project, f"{options.label}first", backend, env))
+        rows.append(run_suite(project, f"{options.label}first", backend, env, root))
         kinds = [("serial", [])] + [(f"n{w}", ["-n", w]) for w in options.workers.split(",")]
         for index in range(options.runs):
             for name, extra in kinds:
                 label = f"{options.label}{name}-{index + 1}"
-                rows.append(run_suite(project, label, backend + extra, env))
+                rows.append(run_suite(project, label, backend + extra, env, root))
     headers = ["run", "exit", "wall s", "session s", "lock s", "max/GPU s", "results", "GPUs"]
     table = [
         [
