@@ -9,8 +9,12 @@ GPUPERF_REQUIRE_TOOLCHAINS names "gpu" (tests/toolchains.py).
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -18,6 +22,17 @@ from pytest_gpuperf.errors import DeviceUnavailable
 from pytest_gpuperf.runtime import open_backend
 from pytest_gpuperf.runtime.base import Backend
 from tests.toolchains import GPU, skip_or_fail
+
+
+def module_from_source(folder: Path, name: str, source: str) -> ModuleType:
+    """`source` written to `folder`/`name`.py and imported: Triton and CuPy kernels in a module
+    of its own file, as a user's are (Triton reads a kernel's source from its file)."""
+    (folder / f"{name}.py").write_text(source)
+    sys.path.insert(0, str(folder))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(folder))
 
 
 def needs_cuda_torch_triton() -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
 
 import pytest
 
@@ -24,6 +23,7 @@ from pytest_gpuperf.explain.code.cupy_facts import (
     cupy_changes,
     cupy_facts,
 )
+from tests.gpu.conftest import module_from_source
 
 KERNELS = r'''
 import cupy
@@ -78,13 +78,9 @@ def launched(tmp_path_factory):
     needs_cuda_cupy()
     import cupy
 
-    folder = tmp_path_factory.mktemp("cupykernels")
-    (folder / "gpuperf_cupy_kernels.py").write_text(KERNELS)
-    sys.path.insert(0, str(folder))
-    try:
-        kernels = importlib.import_module("gpuperf_cupy_kernels")
-    finally:
-        sys.path.remove(str(folder))
+    kernels = module_from_source(
+        tmp_path_factory.mktemp("cupykernels"), "gpuperf_cupy_kernels", KERNELS
+    )
     n = 1 << 16
     src, dst = cupy.random.rand(n, dtype=cupy.float32), cupy.empty(n, dtype=cupy.float32)
     kernels.scale_kernel((n // 256,), (256,), (src, dst, cupy.int32(n)))

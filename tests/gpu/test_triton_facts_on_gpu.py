@@ -12,8 +12,6 @@ Triton's wheel ships). Run on the GPU machine:
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,7 +25,7 @@ from pytest_gpuperf.explain.code.memory_ops import (
     sass_function,
 )
 from pytest_gpuperf.explain.code.triton_facts import compiled_facts, triton_facts
-from tests.gpu.conftest import needs_cuda_torch_triton
+from tests.gpu.conftest import module_from_source, needs_cuda_torch_triton
 
 KERNELS = """\
 import triton
@@ -66,13 +64,9 @@ def launched(tmp_path_factory):
     needs_cuda_torch_triton()
     import torch
 
-    folder = tmp_path_factory.mktemp("tritonkernels")
-    (folder / "gpuperf_triton_kernels.py").write_text(KERNELS)
-    sys.path.insert(0, str(folder))
-    try:
-        kernels = importlib.import_module("gpuperf_triton_kernels")
-    finally:
-        sys.path.remove(str(folder))
+    kernels = module_from_source(
+        tmp_path_factory.mktemp("tritonkernels"), "gpuperf_triton_kernels", KERNELS
+    )
     n = 1 << 20
     src, dst = torch.rand(n, device="cuda"), torch.empty(n, device="cuda")
     grid = (n // 1024,)
