@@ -47,8 +47,23 @@ def {name}(src, dst, extra):
     n = src.numel()
     {name}_kernel[(triton.cdiv(n, 1024),)](src, dst, extra, n, EXTRA_PERCENT={percent}, BLOCK=1024)
 """
+# `--kernel add`: c = a + b, whose reads are 2/3 of its traffic (a copy's are 1/2): the extra
+# read is 1.5% / 3% of its reads at 30 / 60 per mille of n
+ADD_KERNEL = """
+@triton.jit
+def {name}_kernel(a, b, dst, extra, n, EXTRA_PERCENT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(a + offs, mask=mask) + tl.load(b + offs, mask=mask)
+{extra}    tl.store(dst + offs, x, mask=mask)
+
+
+def {name}(a, b, dst, extra):
+    n = a.numel()
+    {name}_kernel[(triton.cdiv(n, 1024),)](a, b, dst, extra, n, EXTRA_PERCENT={percent}, BLOCK=1024)
+"""
 # values in [0, 1) are never above 2: the sum never changes x, the compiler cannot know it
-EXTRA = """    e = tl.load(extra + offs, mask=offs < n * EXTRA_PERCENT // 1000, other=0.0)
+EXTRA = """    e = tl.load(extra + offs, mask=offs < n // 1000 * EXTRA_PERCENT, other=0.0)
     x = x + tl.where(e > 2.0, e, 0.0)
 """
 
@@ -72,6 +87,32 @@ def test_copy(gpu_bench, which, n):
     torch.cuda.synchronize()
     assert torch.equal(dst, src)
 """
+
+ADD_TESTS = """
+import pytest
+import torch
+
+import mykern
+
+SIZES = [16 << 20, 64 << 20]  # floats: ~45 us and ~170 us an add on an H200
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("which", ["add15", "add30", "same"])
+def test_add(gpu_bench, which, n):
+    a, b = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
+    dst = torch.empty_like(a)
+    extra = torch.rand(n, device="cuda")
+    launch = getattr(mykern, which)
+    gpu_bench.run(lambda: launch(a, b, dst, extra), bytes=12 * n, name=which)
+    torch.cuda.synchronize()
+    assert torch.equal(dst, a + b)
+"""
+# per kernel kind: the template, the tests, and each launcher's extra reads in per mille of n
+KINDS = {
+    "copy": (KERNEL, TESTS, (("copy15", 15), ("copy30", 30), ("same", 0))),
+    "add": (ADD_KERNEL, ADD_TESTS, (("add15", 30), ("add30", 60), ("same", 0))),
+}
 
 # The same copy as a kernel the plugin builds (its A/B builds base's from git): what a
 # callable's A/B costs against a kernel's of the same length (--select picks one kind).
@@ -115,12 +156,13 @@ def test_torch_add(gpu_bench):
 """
 
 
-def kernels(head: bool) -> str:
-    """mykern.py at base (every kernel a plain copy) or at head (the pull request)."""
+def kernels(head: bool, kind: str = "copy") -> str:
+    """mykern.py at base (no kernel reads extra) or at head (the pull request)."""
+    template, _, launchers = KINDS[kind]
     parts = ["import triton\nimport triton.language as tl\n"]
-    for name, percent in (("copy15", 15), ("copy30", 30), ("same", 0)):
+    for name, percent in launchers:
         extra = EXTRA if head and percent else ""
-        parts.append(KERNEL.format(name=name, extra=extra, percent=percent))
+        parts.append(template.format(name=name, extra=extra, percent=percent))
     return "".join(parts)
 
 
@@ -128,32 +170,41 @@ def git(root: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
 
 
-def make_repository(root: Path) -> None:
+def make_repository(root: Path, kind: str = "copy", stored: str = "") -> None:
+    """The user's repository: base committed, then the pull request. `stored`: a -k
+    expression whose tests are saved three times at base first (the baselines in the work
+    tree, recording base's commit), for a stored failure at head."""
     root.mkdir(parents=True)
     git(root, "init", "-q")
     git(root, "config", "user.email", "bench@example.com")
     git(root, "config", "user.name", "bench")
-    (root / "mykern.py").write_text(kernels(head=False))
+    (root / "mykern.py").write_text(kernels(head=False, kind=kind))
     (root / "unrelated.py").write_text("VALUE = 1\n")
-    (root / "test_copies.py").write_text(TESTS)
+    (root / "test_copies.py").write_text(KINDS[kind][1])
     (root / "test_torch_op.py").write_text(TORCH_TEST)
     (root / "copies.hip").write_text(KERNEL_TWIN.replace("{extra}", ""))
     (root / "test_kernel_twin.py").write_text(KERNEL_TWIN_TEST)
     git(root, "add", "-A")
     git(root, "commit", "-qm", "base")
-    (root / "mykern.py").write_text(kernels(head=True))
+    for _ in range(3 if stored else 0):
+        _, output, _ = run_once(root, root / "save.json", False, stored, ("--gpuperf-save",))
+        print(output.strip().splitlines()[-1], flush=True)
+    (root / "mykern.py").write_text(kernels(head=True, kind=kind))
     (root / "unrelated.py").write_text("VALUE = 2  # an unrelated edit\n")
     (root / "copies.hip").write_text(KERNEL_TWIN.replace("{extra}", KERNEL_TWIN_EXTRA))
     git(root, "commit", "-qam", "copy15 and copy30 read more; an unrelated edit")
 
 
-def run_once(root: Path, report: Path, explain: bool, select: str = "") -> tuple[float, str, dict]:
+def run_once(
+    root: Path, report: Path, explain: bool, select: str = "", options: tuple[str, ...] = ()
+) -> tuple[float, str, dict]:
+    """One pytest process, as CI runs a pull request (`options`: instead of the compare)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
     command = [
         sys.executable, "-m", "pytest", "-p", "pytest_gpuperf.plugin", "-p", "no:cacheprovider",
-        "-q", "--gpuperf", "--gpuperf-backend=cuda", "--gpuperf-compare=HEAD~1",
-        f"--gpuperf-json={report}",
+        "-q", "--gpuperf", "--gpuperf-backend=cuda", f"--gpuperf-json={report}",
+        *(options or ("--gpuperf-compare=HEAD~1",)),
     ]  # fmt: skip
     if explain:
         command.append("--gpuperf-explain")
@@ -179,28 +230,41 @@ def main(argv: list[str] | None = None) -> int:
         help="-k expression: e.g. 'copy30 and not kernel' against "
         "'kernel_copy30', the cost of a callable's A/B against a kernel's of the same length",
     )
+    parser.add_argument(
+        "--kernel", choices=sorted(KINDS), default="copy",
+        help="the Triton kernels: a copy, or c = a + b (reads 2/3 of its traffic)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--stored", default="",
+        help="-k expression: save these tests 3 times at base; then every run is a plain "
+        "--gpuperf (no compare), judged by the stored baselines (and explained against the "
+        "saved commit on the last run)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="callable-ab-"))
     root = work / "project"
-    make_repository(root)
+    make_repository(root, args.kernel, args.stored)
+    options = ("-k", args.stored) if args.stored else ()
     out = args.out or work
     out.mkdir(parents=True, exist_ok=True)
     counts: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     ratios: dict[str, list[float]] = collections.defaultdict(list)
-    walls, locks, last_output = [], [], ""
+    walls, locks, last_output, last_document = [], [], "", {}
     for number in range(args.runs):
         explain = number == args.runs - 1 and not args.no_explain
         report = out / f"run-{number:02d}.json"
-        wall_s, output, document = run_once(root, report, explain, args.select)
+        wall_s, output, document = run_once(root, report, explain, args.select, options)
         walls.append(wall_s)
-        last_output = output
+        last_output, last_document = output, document
         if not document:
             print(f"run {number}: no report\n{output[-3000:]}", flush=True)
             continue
         for row in document["results"]:
-            comparison = row["verdict"].get("comparison") or {}
+            verdict = row["verdict"]
+            comparison = verdict.get("comparison") or {}
             test = row["test_id"].split("::")[-1]
-            counts[test][comparison.get("state", "none")] += 1
+            stored = (verdict.get("baseline") or {}).get("outcome")
+            counts[test][comparison.get("state") or f"stored {stored}"] += 1
             if isinstance(comparison.get("ratio"), float):
                 ratios[test].append(comparison["ratio"])
             confirmation = comparison.get("confirmation") or {}
@@ -230,8 +294,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nwall of a run: {min(walls):.1f}-{max(walls):.1f} s (the last with --gpuperf-explain)")
     if locks:
         print(f"GPU lock a measurement: {min(locks):.2f}-{max(locks):.2f} s")
-    print("\nthe explained run (--gpuperf-explain), its end:")
-    print(last_output[-3500:])
+    print("\nthe explained run (--gpuperf-explain): each failure's explain and code lines")
+    for row in last_document.get("results", []):
+        explain = row["verdict"].get("explain") or {}
+        lines = [*((explain.get("traffic") or {}).get("lines") or [])]
+        lines += (explain.get("code") or {}).get("lines") or []
+        if lines:
+            print(f"  {row['test_id'].split('::')[-1]}:")
+            print("\n".join(f"    {line}" for line in lines))
+    print("\nits output, the end:")
+    print(last_output[-2000:])
     return 0
 
 

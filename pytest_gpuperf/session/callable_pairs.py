@@ -43,6 +43,7 @@ from pytest_gpuperf.session.callable_base import (
     recapture_base,
 )
 from pytest_gpuperf.session.gpu_lock import GpuLock
+from pytest_gpuperf.session.profile_child import BASE, HEAD
 
 # Captures a side (loads of the pair). The nested statistic needs >= 3 loads to measure
 # drift (engine/stats.py's MIN_LOADS_TO_ESTIMATE); with k loads its interval takes k - 1
@@ -92,6 +93,21 @@ def find_base(bench: Any, label: str) -> BaseCallable:
         _base_kernel_of(bench),
         force=session.settings.compare_force,
     )
+
+
+def profiled_sides(
+    bench: Any, label: str, head: tuple[Callable[[], Any], Callable[[], Any] | None]
+) -> list[tuple[str, Callable[[], Any], Callable[[], Any] | None]]:
+    """The (side, callable, setup) an explain pass's child profiles: head's, and base's (its
+    test's Python at the run's --gpuperf-compare REF, for a stored failure the baseline's
+    saved commit, found as the A/B finds it) unless there is no compare, the code is the same
+    or REF has none."""
+    sides = [(HEAD, *head)]
+    if bench.bench_session.settings.compare_ref:
+        found = find_base(bench, label)
+        if found.fn is not None and not found.same_code:
+            sides.append((BASE, found.fn, found.setup))
+    return sides
 
 
 def _base_kernel_of(bench: Any) -> Callable[[Any], Any]:

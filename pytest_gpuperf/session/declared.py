@@ -68,6 +68,12 @@ def _byte_count(item: Any, label: str, where: str) -> int:
     )
 
 
+def check_setup(setup: Any, label: str) -> None:
+    """A `setup=` is something to call before each launch (refused before anything runs)."""
+    if setup is not None and not callable(setup):
+        raise ConfigError(f"{label}: setup= must be a callable (it runs before each launch)")
+
+
 def resolve_kernel_path(path: str | Path, *, test_dir: Path | None, rootdir: Path) -> Path:
     """The .hip file a test names: next to the test file, under the rootdir, or shipped with
     the plugin (where a leading 'kernels/' is optional)."""

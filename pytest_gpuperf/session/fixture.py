@@ -30,7 +30,7 @@ from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
 from pytest_gpuperf.gate.static.run import expect_isa_spec  # gpuperf-static
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel
 from pytest_gpuperf.runtime.devices import DeviceSpec
-from pytest_gpuperf.session import callable_pairs, kernel_pairs
+from pytest_gpuperf.session import callable_pairs, kernel_pairs, profile_child
 from pytest_gpuperf.session.bench_result import BenchResult
 from pytest_gpuperf.session.bench_session import BenchSession
 from pytest_gpuperf.session.buffers import (
@@ -40,10 +40,10 @@ from pytest_gpuperf.session.buffers import (
     unwritten_elements,
 )
 from pytest_gpuperf.session.callable_base import BaseCallable, TestBody, ab_without_timing
-from pytest_gpuperf.session.declared import declared_bytes, resolve_kernel_path
+from pytest_gpuperf.session.declared import check_setup, declared_bytes, resolve_kernel_path
 from pytest_gpuperf.session.device import OpenDevice
 from pytest_gpuperf.session.kernel_pairs import Recipe
-from pytest_gpuperf.session.profile_child import PROFILED_NOTE, child_plan, profile_sides
+from pytest_gpuperf.session.profile_child import PROFILED_NOTE, child_plan
 from pytest_gpuperf.session.stop_targets import measure_plan  # sequential rule
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
@@ -306,14 +306,16 @@ class GpuBench:
         mode = self._cache(cache, label)
         floor_rule = self._floor(floor, label, mode)
         call_args = tuple(args)
-        _check_setup(setup, label)
+        check_setup(setup, label)
         if child_plan() is not None:  # an explain pass's child: one profiled launch a side
 
             def go(k: Kernel) -> None:
                 self.backend.launch(k, grid, block, call_args, shared_bytes=shared_bytes)
 
             sides = (kernel, self.base_of(kernel)[0])
-            self._profile(label, mode, sides, go, (bytes_moved, call_args, writes), setup)
+            declared = (bytes_moved, call_args, writes)
+            profile = profile_child.profile_sides
+            self._profile(label, mode, profile, sides, go, declared=declared, setup=setup)
             return self._unmeasured(label, kernel, bytes_moved, mode, PROFILED_NOTE)
         if not self.measuring:
             if setup is not None:
@@ -378,9 +380,11 @@ class GpuBench:
         bytes_moved = declared_bytes(label, bytes, reads, writes)
         mode = self._cache(cache, label)
         floor_rule = self._floor(floor, label, mode)
-        _check_setup(setup, label)
-        if child_plan() is not None:  # an explain pass's child: what fn launches, profiled
-            self._profile(label, mode, None, fn, (bytes_moved, (), ()), setup)
+        check_setup(setup, label)
+        if child_plan() is not None:  # an explain pass's child: what fn (and base's) launches
+            sides = callable_pairs.profiled_sides(self, label, (fn, setup))
+            profile = profile_child.profile_callables
+            self._profile(label, mode, profile, sides, declared_bytes=bytes_moved)
             return self._record(BenchResult(label, label, bytes_moved, mode, note=PROFILED_NOTE))
         if not self.measuring:
             if setup is not None:
@@ -561,15 +565,15 @@ class GpuBench:
         )
 
     def _profile(
-        self, label: str, mode: str, sides: Any, launch: Any, declared: Any, setup: Any
+        self, label: str, mode: str, profile: Callable[..., None], *args: Any, **kw: Any
     ) -> None:
-        """In an explain pass's child: launch once a side under the profiler (explain/)."""
+        """An explain pass's child: `profile(backend, plan, entry, ...)`, each side once."""
         plan = child_plan()
         assert plan is not None
         entry = {"position": self._profiled, "name": label, "cache": mode}
         self._profiled += 1
         with self._device.lock.held(f"{self.test.test_id} [{label}] (profiled)"):
-            profile_sides(self.backend, plan, entry, sides, launch, declared=declared, setup=setup)
+            profile(self.backend, plan, entry, *args, **kw)
 
     def _unmeasured(
         self, label: str, kernel: Kernel, bytes_moved: int, mode: str, note: str
@@ -590,11 +594,6 @@ class GpuBench:
                 f"({len(m.samples_s)} samples, {m.wall_s:.2f} s)"
             )
         return result
-
-
-def _check_setup(setup: Any, label: str) -> None:
-    if setup is not None and not callable(setup):
-        raise ConfigError(f"{label}: setup= must be a callable (it runs before each launch)")
 
 
 __all__ = ["BenchResult", "GpuBench"]

@@ -1,9 +1,10 @@
 """The explain pass's child, the fixture's side: in a pytest process started under the
 vendor's profiler with `PLAN_ENV` set, each gpu_bench call launches head once and base once
-inside the profiler's range, with the test's own inputs and cache mode, and appends what it
-launched to the plan file; the parent (explain/counters/profile.py) pairs the plan with the
-profiler's report. Here, below the session layer, because the fixture calls it. Which process
-is that child (not any that inherits the variable): session/profile_plan.py.
+inside the profiler's range (a callable's base: its test's Python at the base revision), with
+the test's own inputs and cache mode, and appends what it launched to the plan file; the
+parent (explain/counters/profile.py) pairs the plan with the profiler's report. Here, below
+the session layer, because the fixture calls it. Which process is that child (not any that
+inherits the variable): session/profile_plan.py.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ HEAD, BASE = "head", "base"
 PROFILED_NOTE = "not measured: head and base launched once each under the profiler (explain pass)"
 _POISON = 0xFFFFFFFF
 CALLABLE = ""  # the kernel name of a planned gpu_bench.run: whatever the callable launches
+# After each side of a gpu_bench.run, a one-thread kernel of the plugin's in a profiler range of
+# its own: the plugin cannot see what a callable launches, so the parent ends a side's
+# launches at the marker (explain/counters/profile.py). Planned as side MARKER_SIDE.
+MARKER = "gpuperf_side_marker"
+MARKER_SIDE = "marker"
+_MARKER_SOURCE = '#include "gpuperf.h"\nGPUPERF_KERNEL void gpuperf_side_marker(int unused) {}\n'
 _UNIFORM_SAMPLE_BYTES = 1 << 30  # buffers past this are not read back to look for one value
 
 
@@ -78,34 +85,60 @@ def profile_sides(
     backend: Backend,
     plan: Path,
     entry: Mapping[str, Any],
-    kernels: tuple[Kernel, Kernel | None] | None,
+    kernels: tuple[Kernel, Kernel | None],
     launch: Callable[..., Any],
     *,
     declared: tuple[int, Sequence[Any], Any],
     setup: Callable[[], Any] | None = None,
 ) -> None:
-    """One gpu_bench call in the child: head, then base (None: no base), each launched once
-    in the profiler's range by `launch(kernel)`; `kernels` None: a gpu_bench.run, whose
-    callable `launch()` is profiled once. `declared`: the bytes the call declares, its
-    arguments and its `writes=` (outputs, not looked at for uniform data)."""
+    """One gpu_bench.measure call in the child: head, then base (None: no base), each
+    launched once in the profiler's range by `launch(kernel)`. `declared`: the bytes the call
+    declares, its arguments and its `writes=` (outputs, not looked at for uniform data)."""
+    known = _planned(entry, declared)
+    for side, kernel in zip((HEAD, BASE), kernels, strict=True):
+        if kernel is not None:
+            sided = {**known, "side": side, "kernel": kernel.name}
+            profile_launch(backend, plan, sided, partial(launch, kernel), setup=setup)
+
+
+def profile_callables(
+    backend: Backend,
+    plan: Path,
+    entry: Mapping[str, Any],
+    sides: Sequence[tuple[str, Callable[[], Any], Callable[[], Any] | None]],
+    *,
+    declared_bytes: int,
+) -> None:
+    """One gpu_bench.run in the child: each side's (side, callable, setup), head's then
+    base's when the run compares, profiled once in its own range, each followed by the
+    marker kernel in a range of its own. Every callable is called once first, outside the
+    profiler: a Triton kernel compiles and autotunes on its first call, and the launches its
+    autotuner times are not the work."""
+    known = _planned(entry, (declared_bytes, (), ()))
+    marker = backend.compile(_MARKER_SOURCE, name=f"{MARKER}.hip").kernel(MARKER)
+    for side, fn, setup in sides:
+        if setup is not None:
+            setup()
+        fn()
+        backend.synchronize()
+        profile_launch(backend, plan, {**known, "side": side, "kernel": CALLABLE}, fn, setup=setup)
+        ends = {**known, "side": MARKER_SIDE, "kernel": MARKER}
+        profile_launch(backend, plan, ends, partial(backend.launch, marker, 1, 1, (0,)))
+
+
+def _planned(entry: Mapping[str, Any], declared: tuple[int, Sequence[Any], Any]) -> dict[str, Any]:
+    """`entry` with what the check of its declared bytes needs: the bytes, and which of its
+    arguments hold uniform data (its `writes=`, outputs, not looked at)."""
     bytes_moved, args, writes = declared
     outputs = writes if isinstance(writes, list | tuple) else (writes,)
     uniform = uniform_args(args, skip=outputs)
-    known = {
+    return {
         **entry,
         "declared_bytes": bytes_moved,
         "uniform_args": list(uniform),
         # a uniform input excuses a shortfall only up to its own size (4 bytes: 4 bytes)
         "uniform_arg_bytes": [int(args[i].nbytes) for i in uniform],
     }
-    if kernels is None:
-        sided = {**known, "side": HEAD, "kernel": CALLABLE}
-        profile_launch(backend, plan, sided, launch, setup=setup)
-        return
-    for side, kernel in zip((HEAD, BASE), kernels, strict=True):
-        if kernel is not None:
-            sided = {**known, "side": side, "kernel": kernel.name}
-            profile_launch(backend, plan, sided, partial(launch, kernel), setup=setup)
 
 
 __all__ = [
@@ -113,9 +146,12 @@ __all__ = [
     "CALLABLE",
     "HEAD",
     "KEY_ENV",
+    "MARKER",
+    "MARKER_SIDE",
     "PLAN_ENV",
     "PROFILED_NOTE",
     "child_plan",
+    "profile_callables",
     "profile_launch",
     "profile_sides",
     "uniform_args",

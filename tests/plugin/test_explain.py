@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.plugin import explain_pass
+from tests.plugin.conftest import N
+from tests.plugin.test_callable_ab import callable_repo, set_launches
 
 FAKE_NCU = Path(__file__).resolve().parents[1] / "fake_ncu.py"
 ONE_TEST = """
@@ -223,3 +225,51 @@ def test_zz_nothing_was_written_yet():
     result.assert_outcomes(passed=2)
     assert gp.report()["results"][0]["verdict"]["explain"]["traffic"]["head"] is not None
     assert (gp.path / "junit.xml").exists() and (gp.path / "summary.md").exists()
+
+
+# -- a callable's base, profiled beside head's ------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_callables_ab_failure_names_head_against_base_bytes(
+    gp, fake_ncu, monkeypatch, tmp_path_factory
+):
+    """The child profiles head's callable and base's (the test's Python at REF, loaded as the
+    A/B loads it), each side's launches ended by the plugin's marker kernel, so a callable's
+    failure names head-vs-base DRAM bytes as a kernel's does."""
+    monkeypatch.setenv("FAKE_NCU_MODE", "ok")
+    monkeypatch.setenv("FAKE_NCU_READ_SCALE", "1.03")  # SIMULATED: head reads 3% more
+    callable_repo(gp, monkeypatch, tmp_path_factory)
+    set_launches(gp, 2)
+    result = gp.run(
+        "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-explain", "--gpuperf-json=report.json"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*explain: head moved +1.5% DRAM bytes: read +3.0% (*"])
+    traffic = gp.report()["results"][0]["verdict"]["explain"]["traffic"]
+    assert traffic["head"]["dram_read_bytes"] == pytest.approx(3 * 4 * N / 2 * 1.03)
+    assert traffic["base"]["dram_read_bytes"] == pytest.approx(3 * 4 * N / 2)
+
+
+@pytest.mark.slow
+def test_a_callables_stored_failure_is_profiled_against_the_saved_commit(
+    gp, fake_ncu, monkeypatch, tmp_path_factory
+):
+    """No compare: the stored baseline's failure has the callable loaded at the commit of
+    its save profiled beside head's."""
+    monkeypatch.setenv("FAKE_NCU_MODE", "ok")
+    monkeypatch.setenv("FAKE_NCU_READ_SCALE", "1.03")
+    callable_repo(gp, monkeypatch, tmp_path_factory)
+    gp.run("--gpuperf-save").assert_outcomes(passed=1)
+    saved = (gp.path / "baselines" / "mi300x-sim.toml").read_text()
+    commit = next(line for line in saved.splitlines() if line.startswith("commit = "))
+    set_launches(gp, 2)
+    result = gp.run("--gpuperf", "--gpuperf-explain", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    traffic = gp.report()["results"][0]["verdict"]["explain"]["traffic"]
+    short = commit.split('"')[1][:12]
+    assert (
+        traffic["lines"][0] == f"base: the callable loaded at the stored baseline's commit {short}"
+    )
+    assert "read +3.0%" in traffic["lines"][1]
+    assert traffic["base"] is not None

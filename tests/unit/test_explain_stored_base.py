@@ -14,7 +14,7 @@ from pytest_gpuperf.explain.counters.traffic import Traffic
 from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.plugin.explain_pass import saved_commit
 from pytest_gpuperf.record.checks import BaselineCheck
-from pytest_gpuperf.session.profile_child import BASE, HEAD
+from pytest_gpuperf.session.profile_child import BASE, CALLABLE, HEAD
 from tests import records
 from tests.git_repo import commit_all
 
@@ -88,6 +88,24 @@ def test_the_explanation_says_the_base_is_the_stored_baselines_commit():
         traffic["lines"][1].startswith("head moved ")
         and "read +3.0% (268.4 -> 276.5 MB)" in (traffic["lines"][1])
     )
+
+
+def test_a_callables_base_is_the_callable_loaded_at_the_saved_commit():
+    """A stored failure of a gpu_bench.run: the child profiled base's callable (its test's
+    Python at the saved commit) beside head's, each side the launches up to its marker."""
+    launches = tuple(
+        (PlannedLaunch(0, "op", side, CALLABLE, "cold", 335_500_000),
+         Traffic("copy_kernel", dram_read_bytes=read, dram_write_bytes=61.3e6))
+        for side, read in ((HEAD, 276.5e6), (BASE, 268.4e6))
+    )  # fmt: skip
+    commit = "ac685a07e6e4" + "0" * 28
+    explained = explanation(
+        Profiled("ncu", "all", 7.5, launches), 0, check_bytes=False, l2_bytes=50 << 20,
+        stored_commit=commit,
+    )  # fmt: skip
+    lines = explained["traffic"]["lines"]
+    assert lines[0] == "base: the callable loaded at the stored baseline's commit ac685a07e6e4"
+    assert "read +3.0% (268.4 -> 276.5 MB)" in lines[1]
 
 
 def test_without_a_base_profiled_no_base_is_claimed():

@@ -10,6 +10,7 @@ import pytest
 from pytest_gpuperf.explain.counters.bytes_check import BytesCheck
 from pytest_gpuperf.explain.counters.profile import PlannedLaunch, _aligned
 from pytest_gpuperf.explain.counters.traffic import Traffic, traffic_lines
+from pytest_gpuperf.session.profile_child import CALLABLE, MARKER, MARKER_SIDE
 
 H100_L2 = 52_428_800
 BASE = Traffic("gather4", 268_435_456, 59_100_000, 505_700_000, 16, 0.90, 18_874_368, 0.0)
@@ -131,6 +132,32 @@ def test_one_callable_takes_the_launches_left_over_summed():
     assert found[0].kernel == "copy"
     assert (found[1].kernel, found[1].dram_read_bytes) == ("dot + dot_finish", 102)
     assert found[1].registers_per_thread == 32
+
+
+def test_each_side_of_a_callable_ends_at_the_childs_marker():
+    """A callable under --gpuperf-compare: head's launches, the marker, base's, the marker
+    (session/profile_child.py); each side is the launches up to its marker, summed, and a
+    side that launched nothing is empty, not its neighbour's."""
+    plan = [
+        PlannedLaunch(0, "op", "head", CALLABLE, "cold", 100),
+        PlannedLaunch(0, "op", MARKER_SIDE, MARKER, "cold", 100),
+        PlannedLaunch(0, "op", "base", CALLABLE, "cold", 100),
+        PlannedLaunch(0, "op", MARKER_SIDE, MARKER, "cold", 100),
+        PlannedLaunch(1, "k", "head", "copy", "cold", 100),
+        PlannedLaunch(2, "none", "head", CALLABLE, "cold", 100),
+        PlannedLaunch(2, "none", MARKER_SIDE, MARKER, "cold", 100),
+    ]
+    every = [Traffic("add", 10, 5), Traffic("add", 10, 5), Traffic(MARKER, 0, 0),
+             Traffic("add", 10, 5), Traffic(MARKER, 0, 0), Traffic("copy", 7, 7),
+             Traffic(MARKER, 0, 0)]  # fmt: skip
+    found = _aligned(every, plan)
+    assert found is not None
+    assert [(t.kernel, t.dram_read_bytes) for t in found] == [
+        ("add + add", 20), (MARKER, 0), ("add", 10), (MARKER, 0), ("copy", 7),
+        ("(nothing launched)", None), (MARKER, 0),
+    ]  # fmt: skip
+    # a marker missing from the profile: which launch is whose side cannot be told
+    assert _aligned([t for t in every if t.kernel != MARKER][:3] + every[4:], plan) is None
 
 
 @pytest.mark.parametrize(

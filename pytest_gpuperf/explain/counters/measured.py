@@ -14,7 +14,7 @@ from typing import Any
 from pytest_gpuperf.explain.counters.bytes_check import BytesCheck
 from pytest_gpuperf.explain.counters.profile import Profiled
 from pytest_gpuperf.explain.counters.traffic import traffic_lines
-from pytest_gpuperf.session.profile_child import BASE, HEAD
+from pytest_gpuperf.session.profile_child import BASE, CALLABLE, HEAD
 
 _CACHE_WORDS = {
     "all": "caches flushed before each profiled launch (ncu --cache-control all)",
@@ -48,8 +48,9 @@ def explanation(
     traffic["lines"] = traffic_lines(head, base, l2_bytes=l2_bytes)
     if stored_commit and base is not None:
         traffic["against"] = f"the stored baseline's commit {stored_commit[:12]}"
+        made = "callable loaded" if planned.kernel == CALLABLE else "kernel built"
         traffic["lines"].insert(
-            0, f"base: the kernel built at the stored baseline's commit {stored_commit[:12]}"
+            0, f"base: the {made} at the stored baseline's commit {stored_commit[:12]}"
         )
     check = None
     if check_bytes and head.dram_read_bytes is not None and head.dram_write_bytes is not None:

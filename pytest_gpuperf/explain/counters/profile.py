@@ -27,7 +27,7 @@ from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.explain.counters import ncu, rocprof
 from pytest_gpuperf.explain.counters.traffic import Traffic
 from pytest_gpuperf.record.json_text import loads_line
-from pytest_gpuperf.session.profile_child import BASE, CALLABLE, HEAD
+from pytest_gpuperf.session.profile_child import BASE, CALLABLE, HEAD, MARKER, MARKER_SIDE
 from pytest_gpuperf.session.profile_plan import PLAN_ENV, make_plan
 
 # Variables of the parent that must not reach the child: an xdist worker's identity would make
@@ -216,34 +216,51 @@ def run_profile(request: ProfileRequest) -> Profiled:
                 f"not explained: the profile holds {len(every)} launch(es) ({names}) where "
                 f"the test made {len(planned)}"
             )
+        launches = zip(planned, counted, strict=True)
         return Profiled(
             tool,
             cache_control,
             time.monotonic() - began,
-            launches=tuple(zip(planned, counted, strict=True)),
+            launches=tuple((p, t) for p, t in launches if p.side != MARKER_SIDE),
             output_tail=tail,
         )
 
 
 def _aligned(every: list[Traffic], planned: list[PlannedLaunch]) -> list[Traffic] | None:
     """One Traffic per planned launch (None: the profile does not fit the plan). A kernel
-    launch is one profiled launch; a gpu_bench.run (a callable) is whatever it launched: the
-    launches left over, summed, when the test made one such call (with more, which launch
-    belongs to which call cannot be told)."""
-    callables = [i for i, p in enumerate(planned) if p.kernel == CALLABLE]
-    extra = len(every) - len(planned)
-    if len(callables) > 1 or extra < (-1 if callables else 0) or (extra and not callables):
+    launch is one profiled launch. A gpu_bench.run (a callable) is whatever it launched,
+    summed: the launches up to the marker kernel the child launched after it (session/
+    profile_child.py; rocprofv3's dispatches, picked by name, give it one launch). A callable
+    planned without a marker takes the launches left over, when it is the only such call."""
+    unmarked = [
+        i for i, p in enumerate(planned) if p.kernel == CALLABLE and not _marked(planned, i)
+    ]
+    if len(unmarked) > 1:
         return None
-    found, rows = [], iter(every)
-    for entry in planned:
-        if entry.kernel == CALLABLE:
-            found.append(summed([next(rows) for _ in range(extra + 1)]))
+    found: list[Traffic] = []
+    at = 0
+    for index, entry in enumerate(planned):
+        if entry.kernel != CALLABLE:
+            if at >= len(every) or not _same_kernel(every[at].kernel, entry.kernel):
+                return None
+            found.append(every[at])
+            at += 1
             continue
-        traffic = next(rows)
-        if not _same_kernel(traffic.kernel, entry.kernel):
+        if _marked(planned, index):
+            ends = (j for j in range(at, len(every)) if _same_kernel(every[j].kernel, MARKER))
+            end = next(ends, None)
+        else:  # the planned launches after it are kernels, one profiled launch each
+            end = len(every) - (len(planned) - index - 1)
+        if end is None or end < at:
             return None
-        found.append(traffic)
-    return found
+        found.append(summed(every[at:end]))
+        at = end
+    return found if at == len(every) else None
+
+
+def _marked(planned: list[PlannedLaunch], index: int) -> bool:
+    """Whether the child launched its marker kernel right after planned launch `index`."""
+    return index + 1 < len(planned) and planned[index + 1].side == MARKER_SIDE
 
 
 def summed(launches: list[Traffic]) -> Traffic:
