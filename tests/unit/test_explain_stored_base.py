@@ -116,3 +116,21 @@ def test_without_a_base_profiled_no_base_is_claimed():
     )
     assert "against" not in explained["traffic"]
     assert not any(line.startswith("base:") for line in explained["traffic"]["lines"])
+
+
+def test_a_callable_launching_a_kernel_more_often_says_so_first():
+    """What a callable launched is known from the profile alone (a Triton or torch launch
+    bypasses the plugin): head's launches against base's lead the explanation."""
+    sides = ((HEAD, "add_kernel + add_kernel", 2 * 134.2e6), (BASE, "add_kernel", 134.2e6))
+    launches = tuple(
+        (PlannedLaunch(0, "op", side, CALLABLE, "cold", 201_300_000),
+         Traffic(kernel, dram_read_bytes=read, dram_write_bytes=67.1e6))
+        for side, kernel, read in sides
+    )  # fmt: skip
+    profiled = Profiled("ncu", "all", 7.5, launches)
+    lines = explanation(profiled, 0, check_bytes=False, l2_bytes=50 << 20)["traffic"]["lines"]
+    assert lines[0] == "launches per call: add_kernel 1 -> 2"
+    assert lines[1].startswith("head moved +")
+    same = tuple((p, Traffic("add_kernel", 134.2e6, 67.1e6)) for p, _ in launches)
+    lines = explanation(Profiled("ncu", "all", 7.5, same), 0, check_bytes=False, l2_bytes=0)
+    assert not any("launches per call" in line for line in lines["traffic"]["lines"])

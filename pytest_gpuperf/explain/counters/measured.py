@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_gpuperf.explain.counters.bytes_check import BytesCheck
-from pytest_gpuperf.explain.counters.profile import Profiled
-from pytest_gpuperf.explain.counters.traffic import traffic_lines
+from pytest_gpuperf.explain.counters.profile import LAUNCH_JOINER, NOTHING_LAUNCHED, Profiled
+from pytest_gpuperf.explain.counters.traffic import Traffic, traffic_lines
+from pytest_gpuperf.session.callable_base import launch_change
 from pytest_gpuperf.session.profile_child import BASE, CALLABLE, HEAD
 
 _CACHE_WORDS = {
@@ -46,6 +47,12 @@ def explanation(
         return {"traffic": traffic, "bytes_check": None}
     traffic["head"], traffic["base"] = head.plain(), None if base is None else base.plain()
     traffic["lines"] = traffic_lines(head, base, l2_bytes=l2_bytes)
+    if planned.kernel == CALLABLE and base is not None:
+        # which kernels a callable launched is known to the profiler alone (a Triton or torch
+        # launch bypasses the plugin): one launched twice as often is the likely cause
+        change = launch_change(_launched(head), _launched(base))
+        if change.startswith("launches per call"):
+            traffic["lines"].insert(0, change)
     if stored_commit and base is not None:
         traffic["against"] = f"the stored baseline's commit {stored_commit[:12]}"
         made = "callable loaded" if planned.kernel == CALLABLE else "kernel built"
@@ -64,6 +71,11 @@ def explanation(
             uniform_arg_bytes=planned.uniform_arg_bytes,
         ).plain()
     return {"traffic": traffic, "bytes_check": check}
+
+
+def _launched(traffic: Traffic) -> list[str]:
+    """The kernels a callable's profiled side launched, in order (summed's name parts)."""
+    return [] if traffic.kernel == NOTHING_LAUNCHED else traffic.kernel.split(LAUNCH_JOINER)
 
 
 __all__ = ["explanation"]

@@ -46,6 +46,9 @@ OUTPUT_TAIL_BYTES = 64 * 1024
 # The profiler's report of one test's launches is a few kilobytes a launch; past this it is
 # not read at all (one line says so).
 REPORT_MAX_BYTES = 64 * 1024 * 1024
+# What a callable launched, as one Traffic's kernel name: the launches' names joined
+LAUNCH_JOINER = " + "
+NOTHING_LAUNCHED = "(nothing launched)"
 
 
 # -- the parent: running the child ----------------------------------------------------
@@ -273,7 +276,7 @@ def summed(launches: list[Traffic]) -> Traffic:
 
     registers = [t.registers_per_thread for t in launches if t.registers_per_thread is not None]
     return Traffic(
-        kernel=" + ".join(t.kernel for t in launches) or "(nothing launched)",
+        kernel=LAUNCH_JOINER.join(t.kernel for t in launches) or NOTHING_LAUNCHED,
         dram_read_bytes=total("dram_read_bytes"),
         dram_write_bytes=total("dram_write_bytes"),
         l2_bytes=total("l2_bytes"),
@@ -385,6 +388,8 @@ __all__ = [
     "BASE",
     "CALLABLE",
     "HEAD",
+    "LAUNCH_JOINER",
+    "NOTHING_LAUNCHED",
     "PLAN_ENV",
     "PlannedLaunch",
     "ProfileRequest",
