@@ -57,3 +57,67 @@ def test_a_regression_names_its_extra_dram_reads(cuda_backend, tmp_path, capsys)
     print(f"\nconstant input: {constant['line']}")
     with capsys.disabled():
         print("\n" + "\n".join(line for line in output.splitlines() if "explain:" in line))
+
+
+TORCH_OP = """\
+import torch
+
+LAUNCHES = 1
+
+
+def add(a, b, c):
+    for _ in range(LAUNCHES):
+        torch.add(a, b, out=c)
+"""
+
+TORCH_TEST = """\
+import torch
+
+import myop
+
+
+def test_op(gpu_bench):
+    n = 32 << 20
+    a, b = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
+    c = torch.empty_like(a)
+    gpu_bench.run(lambda: myop.add(a, b, c), bytes=12 * n, name="op")
+"""
+
+
+@pytest.mark.gpu
+def test_a_callables_failure_names_its_launches_and_bytes_against_base(tmp_path, capsys):
+    """A torch callable whose head launches its kernel twice: the A/B fails, and the
+    explain pass (ncu) profiles base's callable beside head's: the kernel launched twice as
+    often leads, then twice base's DRAM read bytes."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or find_ncu() is None:
+        pytest.skip("needs torch with CUDA and Nsight Compute's ncu")
+    from tests.git_repo import commit_all
+
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "myop.py").write_text(TORCH_OP)
+    (root / "test_op.py").write_text(TORCH_TEST)
+    commit_all(root, "base")
+    (root / "myop.py").write_text(TORCH_OP.replace("LAUNCHES = 1", "LAUNCHES = 2"))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    )
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "pytest_gpuperf.plugin", "-p",
+         "no:cacheprovider", "--gpuperf", "--gpuperf-backend=cuda", "--gpuperf-compare=HEAD",
+         f"--gpuperf-json={report}", "-q"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    verdict = json.loads(report.read_text())["results"][0]["verdict"]
+    assert verdict["status"] == "fail" and verdict["comparison"]["state"] == "regressed", output
+    traffic = verdict["explain"]["traffic"]
+    assert traffic["lines"][0].startswith("launches per call: "), traffic
+    assert traffic["lines"][0].endswith(" 1 -> 2"), traffic
+    read = traffic["head"]["dram_read_bytes"] / traffic["base"]["dram_read_bytes"]
+    assert abs(read - 2.0) < 0.01, traffic
+    assert traffic["head"]["shared_bytes_per_block"] is not None, traffic
+    with capsys.disabled():
+        print("\n" + "\n".join(line for line in output.splitlines() if "explain:" in line))

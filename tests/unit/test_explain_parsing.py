@@ -32,6 +32,7 @@ def test_the_recorded_ncu_csv_reads_as_the_copy_launch_it_profiled():
     assert traffic.instructions == 4_194_304
     assert traffic.local_bytes == 0
     assert traffic.time_s == pytest.approx(28.128e-6)  # "ns" in ncu 2025.3, not "nsecond"
+    assert traffic.shared_bytes_per_block == 0  # static + dynamic, "byte/block"
 
 
 def test_lines_before_the_header_and_between_rows_are_skipped():

@@ -5,6 +5,8 @@ with the launches a test planned. The byte counts are those the H100 measured on
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pytest_gpuperf.explain.counters.bytes_check import BytesCheck
@@ -54,6 +56,16 @@ def test_with_the_same_bytes_the_counter_that_moved_most_leads():
     )
     assert lines[1].startswith("head moved the same DRAM bytes")
     assert "achieved occupancy 90% -> 89%" in lines
+
+
+def test_a_change_of_shared_memory_is_named_and_leads_with_the_same_bytes():
+    """A kernel the plugin did not build (a torch extension's) has no code facts: the launch
+    tells its shared memory per block, head against base."""
+    base = Traffic("reduce", 268_435_456, 4096, shared_bytes_per_block=4096)
+    head = replace(base, shared_bytes_per_block=16_384)
+    lines = traffic_lines(head, base)
+    assert lines[0] == "shared memory per block 4,096 -> 16,384 bytes with the same DRAM bytes"
+    assert not any("shared" in line for line in traffic_lines(base, base))
 
 
 def test_counters_that_did_not_move_say_so():

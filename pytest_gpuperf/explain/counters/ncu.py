@@ -29,6 +29,10 @@ INSTRUCTIONS = "smsp__inst_executed.sum"
 LOCAL_LOAD = "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum"
 LOCAL_STORE = "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum"
 DURATION = "gpu__time_duration.sum"
+# shared memory a block was given: what a kernel the plugin did not build (a torch extension's,
+# CuPy's) declares, told by the launch itself
+SHARED_STATIC = "launch__shared_mem_per_block_static"
+SHARED_DYNAMIC = "launch__shared_mem_per_block_dynamic"
 METRICS = (
     DRAM_READ,
     DRAM_WRITE,
@@ -39,11 +43,14 @@ METRICS = (
     LOCAL_LOAD,
     LOCAL_STORE,
     DURATION,
+    SHARED_STATIC,
+    SHARED_DYNAMIC,
 )
 # Base units as --print-units base writes them, to the unit the Traffic fields hold.
 # Nsight Compute 2025.3 writes "ns" for gpu__time_duration and "%" for percentages.
 _SCALE = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "s": 1.0}
-_SCALE.update({"%": 0.01, "byte": 1.0, "register/thread": 1.0, "inst": 1.0, "": 1.0})
+_SCALE.update({"%": 0.01, "byte": 1.0, "byte/block": 1.0, "register/thread": 1.0})
+_SCALE.update({"inst": 1.0, "": 1.0})
 
 
 class ProfileCsvError(GpuPerfError):
@@ -137,6 +144,7 @@ def traffic_of(launch: dict[str, float | str | None]) -> Traffic:
 
     registers = get(REGISTERS)
     local = [get(LOCAL_LOAD), get(LOCAL_STORE)]
+    shared = [get(SHARED_STATIC), get(SHARED_DYNAMIC)]
     return Traffic(
         kernel=str(launch.get("Kernel Name", "")),
         dram_read_bytes=get(DRAM_READ),
@@ -147,6 +155,7 @@ def traffic_of(launch: dict[str, float | str | None]) -> Traffic:
         instructions=get(INSTRUCTIONS),
         local_bytes=None if None in local else sum(v for v in local if v is not None),
         time_s=get(DURATION),
+        shared_bytes_per_block=None if None in shared else round(sum(v or 0.0 for v in shared)),
     )
 
 

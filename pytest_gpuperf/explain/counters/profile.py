@@ -268,19 +268,22 @@ def _marked(planned: list[PlannedLaunch], index: int) -> bool:
 
 def summed(launches: list[Traffic]) -> Traffic:
     """Several launches as one piece of work (what a callable launched): bytes, instructions
-    and time add up; registers are the most any launch used; occupancy is not a sum."""
+    and time add up; registers and shared memory are the most any launch used; occupancy is
+    not a sum."""
 
     def total(name: str) -> float | None:
         values = [getattr(t, name) for t in launches]
         return None if not values or None in values else float(sum(values))
 
     registers = [t.registers_per_thread for t in launches if t.registers_per_thread is not None]
+    shared = [t.shared_bytes_per_block for t in launches if t.shared_bytes_per_block is not None]
     return Traffic(
         kernel=LAUNCH_JOINER.join(t.kernel for t in launches) or NOTHING_LAUNCHED,
         dram_read_bytes=total("dram_read_bytes"),
         dram_write_bytes=total("dram_write_bytes"),
         l2_bytes=total("l2_bytes"),
         registers_per_thread=max(registers) if registers else None,
+        shared_bytes_per_block=max(shared) if shared else None,
         instructions=total("instructions"),
         local_bytes=total("local_bytes"),
         time_s=total("time_s"),

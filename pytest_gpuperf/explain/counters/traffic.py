@@ -44,6 +44,7 @@ class Traffic:
     scalar_registers: int | None = None  # SGPRs (AMD)
     scratch_per_thread_bytes: int | None = None  # scratch a work-item was given (AMD)
     time_s: float | None = None  # under the profiler's clock and cache control: not the gate's
+    shared_bytes_per_block: int | None = None  # static + dynamic shared memory (NVIDIA)
 
     @property
     def dram_bytes(self) -> float | None:
@@ -105,6 +106,10 @@ def traffic_lines(head: Traffic, base: Traffic | None, *, l2_bytes: int = 0) -> 
     h_reg, b_reg = head.registers_per_thread, base.registers_per_thread
     if h_reg is not None and b_reg is not None and h_reg != b_reg:
         others.append((abs(_change(h_reg, b_reg)) / REGISTER_STEP, f"registers {b_reg} -> {h_reg}"))
+    h_shared, b_shared = head.shared_bytes_per_block, base.shared_bytes_per_block
+    if h_shared is not None and b_shared is not None and h_shared != b_shared:
+        score = abs(_change(h_shared, b_shared)) / REGISTER_STEP
+        others.append((score, f"shared memory per block {b_shared:,} -> {h_shared:,} bytes"))
     h_occ, b_occ = head.achieved_occupancy, base.achieved_occupancy
     if h_occ is not None and b_occ is not None and abs(h_occ - b_occ) >= OCCUPANCY_NOISE:
         score = abs(h_occ - b_occ) / OCCUPANCY_NOISE
