@@ -58,10 +58,12 @@ def profile_launch(
     launch: Callable[[], None],
     *,
     setup: Callable[[], Any] | None = None,
+    opening: Callable[[], Any] | None = None,
 ) -> None:
     """Launch once inside the profiler's range and append `entry` to the plan. cache="hot"
     launches once before, outside the range, so the profiled launch finds its data cached;
-    cold and rotate launches are made cold by the profiler (ncu's --cache-control all)."""
+    cold and rotate launches are made cold by the profiler (ncu's --cache-control all).
+    `opening` is launched right before the range opens, after everything else."""
     if entry.get("cache") == "hot":
         if setup is not None:
             setup()
@@ -69,6 +71,8 @@ def profile_launch(
         backend.synchronize()
     if setup is not None:
         setup()
+    if opening is not None:
+        opening()
     backend.synchronize()
     backend.profile_start()
     try:
@@ -113,17 +117,23 @@ def profile_callables(
     base's when the run compares, profiled once in its own range, each followed by the
     marker kernel in a range of its own. Every callable is called once first, outside the
     profiler: a Triton kernel compiles and autotunes on its first call, and the launches its
-    autotuner times are not the work."""
+    autotuner times are not the work. The marker is launched right before each side's range
+    too, outside it: rocprofv3, which has no ranges, counts every dispatch, and a side is then
+    the dispatches between two markers."""
     known = _planned(entry, (declared_bytes, (), ()))
     marker = backend.compile(_MARKER_SOURCE, name=f"{MARKER}.hip").kernel(MARKER)
+    mark = partial(backend.launch, marker, 1, 1, (0,))
     for side, fn, setup in sides:
         if setup is not None:
             setup()
         fn()
         backend.synchronize()
-        profile_launch(backend, plan, {**known, "side": side, "kernel": CALLABLE}, fn, setup=setup)
-        ends = {**known, "side": MARKER_SIDE, "kernel": MARKER}
-        profile_launch(backend, plan, ends, partial(backend.launch, marker, 1, 1, (0,)))
+        sided = {**known, "side": side, "kernel": CALLABLE}
+        profile_launch(backend, plan, sided, fn, setup=setup, opening=mark)
+        # launched once, whatever the test's cache mode (a hot launch's warm-up would be a
+        # second marker, and rocprofv3's side would end at it)
+        closing = {**known, "side": MARKER_SIDE, "kernel": MARKER, "cache": "cold"}
+        profile_launch(backend, plan, closing, mark)
 
 
 def _planned(entry: Mapping[str, Any], declared: tuple[int, Sequence[Any], Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from pytest_gpuperf.explain.counters.bytes_check import BytesCheck
-from pytest_gpuperf.explain.counters.profile import PlannedLaunch, _aligned
+from pytest_gpuperf.explain.counters.profile import PlannedLaunch, _aligned, _by_name
 from pytest_gpuperf.explain.counters.traffic import Traffic, traffic_lines
 from pytest_gpuperf.session.profile_child import CALLABLE, MARKER, MARKER_SIDE
 
@@ -170,6 +170,27 @@ def test_each_side_of_a_callable_ends_at_the_childs_marker():
     ]  # fmt: skip
     # a marker missing from the profile: which launch is whose side cannot be told
     assert _aligned([t for t in every if t.kernel != MARKER][:3] + every[4:], plan) is None
+
+
+def test_rocprofv3s_every_dispatch_gives_each_side_the_launches_between_its_markers():
+    """rocprofv3 counts the warm-up call and everything else too: a side is what ran
+    between the marker launched before its range and the one after."""
+    plan = [
+        PlannedLaunch(0, "op", "head", CALLABLE, "cold", 100),
+        PlannedLaunch(0, "op", MARKER_SIDE, MARKER, "cold", 100),
+        PlannedLaunch(0, "op", "base", CALLABLE, "cold", 100),
+        PlannedLaunch(0, "op", MARKER_SIDE, MARKER, "cold", 100),
+    ]
+    names = ["compile_probe", "add", "add", MARKER, "add", "add", MARKER,  # head: warm, side
+             "add", MARKER, "add", MARKER]  # fmt: skip
+    every = [Traffic(name, float(i), 1.0) for i, name in enumerate(names)]
+    picked = _by_name(every, plan)
+    assert [t.dram_read_bytes for t in picked] == [4.0, 5.0, 6.0, 9.0, 10.0]
+    found = _aligned(picked, plan)
+    assert found is not None
+    assert [(t.kernel, t.dram_read_bytes) for t in found] == [
+        ("add + add", 9.0), (MARKER, 6.0), ("add", 9.0), (MARKER, 10.0)
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -233,8 +233,8 @@ def _aligned(every: list[Traffic], planned: list[PlannedLaunch]) -> list[Traffic
     """One Traffic per planned launch (None: the profile does not fit the plan). A kernel
     launch is one profiled launch. A gpu_bench.run (a callable) is whatever it launched,
     summed: the launches up to the marker kernel the child launched after it (session/
-    profile_child.py; rocprofv3's dispatches, picked by name, give it one launch). A callable
-    planned without a marker takes the launches left over, when it is the only such call."""
+    profile_child.py). A callable planned without a marker takes the launches left over, when
+    it is the only such call."""
     unmarked = [
         i for i, p in enumerate(planned) if p.kernel == CALLABLE and not _marked(planned, i)
     ]
@@ -297,10 +297,18 @@ def _same_kernel(reported: str, launched: str) -> bool:
 
 def _by_name(every: list[Traffic], planned: list[PlannedLaunch]) -> list[Traffic]:
     """rocprofv3 counts every dispatch (it has no range here): the planned launches are the
-    last dispatches of their kernels' names, in plan order."""
+    last dispatches of their kernels' names, in plan order, and a callable's are the
+    dispatches between the marker the child launched before its range and the one after."""
     found: list[Traffic] = []
     remaining = list(every)
-    for entry in reversed(planned):
+    for index in reversed(range(len(planned))):
+        entry = planned[index]
+        if entry.kernel == CALLABLE and _marked(planned, index):
+            while remaining and not _same_kernel(remaining[-1].kernel, MARKER):
+                found.append(remaining.pop())
+            if remaining:
+                remaining.pop()  # the marker that opened the side
+            continue
         while remaining and not _same_kernel(remaining[-1].kernel, entry.kernel):
             remaining.pop()
         if remaining:
