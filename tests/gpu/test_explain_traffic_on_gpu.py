@@ -23,25 +23,32 @@ from pytest_gpuperf.explain.counters.ncu import find_ncu
 REPO = Path(__file__).resolve().parents[2]
 
 
+def compare_with_head(root: Path, *options: str) -> tuple[str, dict]:
+    """The user's `pytest --gpuperf --gpuperf-compare=HEAD` in `root` on the GPU, as CI runs a
+    pull request: its output and its JSON report."""
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    )
+    report = root.parent / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "pytest_gpuperf.plugin", "-p",
+         "no:cacheprovider", "--gpuperf", "--gpuperf-backend=cuda", "--gpuperf-compare=HEAD",
+         f"--gpuperf-json={report}", "-q", *options],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    return done.stdout + done.stderr, json.loads(report.read_text())
+
+
 @pytest.mark.gpu
 def test_a_regression_names_its_extra_dram_reads(cuda_backend, tmp_path, capsys):
     if find_ncu() is None:
         pytest.skip("Nsight Compute's ncu is not installed")
     root = tmp_path / "project"
     make_project(root)
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    output, document = compare_with_head(
+        root, "--gpuperf-check-bytes", "--gpuperf-budget=0.5", "-k", "read30 or constant"
     )
-    report = tmp_path / "report.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "pytest_gpuperf.plugin", "-p",
-         "no:cacheprovider", "--gpuperf", "--gpuperf-backend=cuda", "--gpuperf-compare=HEAD",
-         "--gpuperf-check-bytes", "--gpuperf-budget=0.5", f"--gpuperf-json={report}",
-         "-k", "read30 or constant", "-q"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    output = done.stdout + done.stderr
-    results = {r["test_id"].split("::")[-1]: r for r in json.loads(report.read_text())["results"]}
+    results = {r["test_id"].split("::")[-1]: r for r in document["results"]}
     read30 = results["test_gather[read30]"]
     assert read30["verdict"]["status"] == "fail", output[-4000:]
     traffic = read30["verdict"]["explain"]["traffic"]
@@ -100,18 +107,8 @@ def test_a_callables_failure_names_its_launches_and_bytes_against_base(tmp_path,
     (root / "test_op.py").write_text(TORCH_TEST)
     commit_all(root, "base")
     (root / "myop.py").write_text(TORCH_OP.replace("LAUNCHES = 1", "LAUNCHES = 2"))
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
-    )
-    report = tmp_path / "report.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "pytest_gpuperf.plugin", "-p",
-         "no:cacheprovider", "--gpuperf", "--gpuperf-backend=cuda", "--gpuperf-compare=HEAD",
-         f"--gpuperf-json={report}", "-q"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    output = done.stdout + done.stderr
-    verdict = json.loads(report.read_text())["results"][0]["verdict"]
+    output, document = compare_with_head(root)
+    verdict = document["results"][0]["verdict"]
     assert verdict["status"] == "fail" and verdict["comparison"]["state"] == "regressed", output
     traffic = verdict["explain"]["traffic"]
     assert traffic["lines"][0].startswith("launches per call: "), traffic
