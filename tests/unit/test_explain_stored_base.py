@@ -134,3 +134,20 @@ def test_a_callable_launching_a_kernel_more_often_says_so_first():
     same = tuple((p, Traffic("add_kernel", 134.2e6, 67.1e6)) for p, _ in launches)
     lines = explanation(Profiled("ncu", "all", 7.5, same), 0, check_bytes=False, l2_bytes=0)
     assert not any("launches per call" in line for line in lines["traffic"]["lines"])
+
+
+def test_a_demangled_kernel_name_loses_its_return_type_and_parameters():
+    torch_add = (
+        "void at::vectorized_elementwise_kernel<4, at::CUDAFunctor_add<float>, "
+        "std::array<char *, 3>>(int, T2, T3)"
+    )
+    sides = ((HEAD, f"{torch_add} + {torch_add}"), (BASE, torch_add))
+    launches = tuple(
+        (PlannedLaunch(0, "op", side, CALLABLE, "cold", 1), Traffic(kernel, 1e6, 1e6))
+        for side, kernel in sides
+    )
+    lines = explanation(Profiled("ncu", "all", 1.0, launches), 0, check_bytes=False, l2_bytes=0)
+    assert lines["traffic"]["lines"][0] == (
+        "launches per call: at::vectorized_elementwise_kernel<4, at::CUDAFunctor_add<float>, "
+        "std::array<char *, 3>> 1 -> 2"
+    )

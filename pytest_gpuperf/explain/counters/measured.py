@@ -74,8 +74,24 @@ def explanation(
 
 
 def _launched(traffic: Traffic) -> list[str]:
-    """The kernels a callable's profiled side launched, in order (summed's name parts)."""
-    return [] if traffic.kernel == NOTHING_LAUNCHED else traffic.kernel.split(LAUNCH_JOINER)
+    """The kernels a callable's profiled side launched, in order (summed's name parts), each
+    without the return type and parameter list ncu's demangled names carry ("void
+    at::vectorized_elementwise_kernel<4, ...>(int, T2, T3)"): the template arguments say
+    which kernel it is, the rest only lengthens the line."""
+    if traffic.kernel == NOTHING_LAUNCHED:
+        return []
+    return [_short(name) for name in traffic.kernel.split(LAUNCH_JOINER)]
+
+
+def _short(name: str) -> str:
+    name = name.removeprefix("void ")
+    if name.endswith(")") and "(" in name:
+        depth = 0
+        for position in range(len(name) - 1, -1, -1):  # the parameter list's own "("
+            depth += {")": 1, "(": -1}.get(name[position], 0)
+            if depth == 0:
+                return name[:position] or name
+    return name
 
 
 __all__ = ["explanation"]
