@@ -67,3 +67,24 @@ def test_each_side_is_warmed_then_profiled_between_two_markers(backend, tmp_path
         ("head", ""), (MARKER_SIDE, MARKER), ("base", ""), (MARKER_SIDE, MARKER)
     ]  # fmt: skip
     assert {p["declared_bytes"] for p in planned} == {128}
+
+
+def test_a_base_that_raises_is_left_out_and_head_is_profiled(backend, tmp_path):
+    kernel = backend.compile(VADD, name="vadd.hip").kernel("vadd")
+    buffer = backend.alloc(64)
+
+    def head() -> None:
+        backend.launch(kernel, 1, 1, (buffer, 1))
+
+    def base() -> None:
+        raise RuntimeError("a module that REF's Triton cannot compile")
+
+    plan = tmp_path / "plan.jsonl"
+    plan.write_text("")
+    entry = {"position": 0, "name": "op", "cache": "cold"}
+    sides = [("head", head, None), ("base", base, None)]
+    profile_callables(backend, plan, entry, sides, declared_bytes=128)
+    planned = [json.loads(line) for line in plan.read_text().splitlines()]
+    assert [p["side"] for p in planned] == ["head", MARKER_SIDE]
+    with pytest.raises(RuntimeError):  # head's own failure is the test's
+        profile_callables(backend, plan, entry, [("head", base, None)], declared_bytes=128)
