@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel
 from pytest_gpuperf.session.profile_plan import KEY_ENV, PLAN_ENV, child_plan
 
@@ -120,9 +121,15 @@ def profile_callables(
     autotuner times are not the work. The marker is launched right before each side's range
     too, outside it: rocprofv3, which has no ranges, counts every dispatch, and a side is then
     the dispatches between two markers. A base whose first call raises is left out: a base
-    that cannot run at REF must not cost head its counters."""
+    that cannot run at REF must not cost head its counters. Where no marker can be built
+    (no kernel compiler), head's side is profiled alone, as before there were markers."""
     known = _planned(entry, (declared_bytes, (), ()))
-    marker = backend.compile(_MARKER_SOURCE, name=f"{MARKER}.hip").kernel(MARKER)
+    try:
+        marker = backend.compile(_MARKER_SOURCE, name=f"{MARKER}.hip").kernel(MARKER)
+    except GpuPerfError:  # no kernel compiler here (a torch-only install): head's side alone,
+        side, fn, setup = sides[0]  # its launches those the profile has left over
+        profile_launch(backend, plan, {**known, "side": side, "kernel": CALLABLE}, fn, setup=setup)
+        return
     mark = partial(backend.launch, marker, 1, 1, (0,))
     for side, fn, setup in sides:
         try:

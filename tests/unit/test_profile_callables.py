@@ -7,9 +7,11 @@ of its own, so ncu (ranges) and rocprofv3 (every dispatch) both find a side's la
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 
+from pytest_gpuperf.errors import CompileError
 from pytest_gpuperf.runtime import open_backend
 from pytest_gpuperf.session.profile_child import MARKER, MARKER_SIDE, profile_callables
 
@@ -88,3 +90,24 @@ def test_a_base_that_raises_is_left_out_and_head_is_profiled(backend, tmp_path):
     assert [p["side"] for p in planned] == ["head", MARKER_SIDE]
     with pytest.raises(RuntimeError):  # head's own failure is the test's
         profile_callables(backend, plan, entry, [("head", base, None)], declared_bytes=128)
+
+
+def test_without_a_compiler_for_the_marker_head_alone_is_profiled(backend, tmp_path):
+    """A torch-only install may have no kernel compiler: the marker cannot be built, so
+    head's side is profiled alone and unmarked (the parent gives it the launches left over)
+    and base's is not, since the two could not be told apart."""
+    kernel = backend.compile(VADD, name="vadd.hip").kernel("vadd")
+    buffer = backend.alloc(64)
+
+    def no_compiler(*args, **options):
+        raise CompileError("NVRTC was not found")
+
+    backend.compile = no_compiler
+    plan = tmp_path / "plan.jsonl"
+    plan.write_text("")
+    entry = {"position": 0, "name": "op", "cache": "cold"}
+    launch = partial(backend.launch, kernel, 1, 1, (buffer, 1))
+    sides = [("head", launch, None), ("base", launch, None)]
+    profile_callables(backend, plan, entry, sides, declared_bytes=128)
+    planned = [json.loads(line) for line in plan.read_text().splitlines()]
+    assert [(p["side"], p["kernel"]) for p in planned] == [("head", "")]
