@@ -126,11 +126,9 @@ def profile_callables(
     known = _planned(entry, (declared_bytes, (), ()))
     try:
         marker = backend.compile(_MARKER_SOURCE, name=f"{MARKER}.hip").kernel(MARKER)
-    except GpuPerfError:  # no kernel compiler here (a torch-only install): head's side alone,
-        side, fn, setup = sides[0]  # its launches those the profile has left over
-        profile_launch(backend, plan, {**known, "side": side, "kernel": CALLABLE}, fn, setup=setup)
-        return
-    mark = partial(backend.launch, marker, 1, 1, (0,))
+        mark: Callable[[], None] | None = partial(backend.launch, marker, 1, 1, (0,))
+    except GpuPerfError:  # no kernel compiler here (a torch-only install)
+        mark = None
     for side, fn, setup in sides:
         try:
             if setup is not None:
@@ -142,6 +140,9 @@ def profile_callables(
                 raise  # the test's own callable: the run fails as the test would
             continue  # base's, loaded at REF, fails there: head's counters stand alone
         sided = {**known, "side": side, "kernel": CALLABLE}
+        if mark is None:  # unmarked: the parent gives it the launches left over, so one side
+            profile_launch(backend, plan, sided, fn, setup=setup)
+            return
         profile_launch(backend, plan, sided, fn, setup=setup, opening=mark)
         # launched once, whatever the test's cache mode (a hot launch's warm-up would be a
         # second marker, and rocprofv3's side would end at it)
