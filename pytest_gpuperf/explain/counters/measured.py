@@ -13,7 +13,12 @@ from typing import Any
 
 from pytest_gpuperf.explain.counters.bytes_check import BytesCheck
 from pytest_gpuperf.explain.counters.profile import LAUNCH_JOINER, NOTHING_LAUNCHED, Profiled
-from pytest_gpuperf.explain.counters.traffic import Traffic, traffic_lines
+from pytest_gpuperf.explain.counters.traffic import (
+    CALLABLE_L2_STEADY,
+    STEADY,
+    Traffic,
+    traffic_lines,
+)
 from pytest_gpuperf.session.callable_base import launch_change
 from pytest_gpuperf.session.profile_child import BASE, CALLABLE, HEAD
 
@@ -46,7 +51,8 @@ def explanation(
             traffic["lines"] = [traffic["problem"]]
         return {"traffic": traffic, "bytes_check": None}
     traffic["head"], traffic["base"] = head.plain(), None if base is None else base.plain()
-    traffic["lines"] = traffic_lines(head, base, l2_bytes=l2_bytes)
+    steady = CALLABLE_L2_STEADY if planned.kernel == CALLABLE else STEADY
+    traffic["lines"] = traffic_lines(head, base, l2_bytes=l2_bytes, l2_steady=steady)
     if planned.kernel == CALLABLE and base is not None:
         # which kernels a callable launched is known to the profiler alone (a Triton or torch
         # launch bypasses the plugin): one launched twice as often is the likely cause
