@@ -19,6 +19,8 @@ import pytest
 
 from bench.explain_demo import make_project
 from pytest_gpuperf.explain.counters.ncu import find_ncu
+from tests.git_repo import commit_all
+from tests.gpu.conftest import needs_cuda_torch_triton
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,10 +98,9 @@ def test_a_callables_failure_names_its_launches_and_bytes_against_base(tmp_path,
     """A torch callable whose head launches its kernel twice: the A/B fails, and the
     explain pass (ncu) profiles base's callable beside head's: the kernel launched twice as
     often leads, then twice base's DRAM read bytes."""
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available() or find_ncu() is None:
-        pytest.skip("needs torch with CUDA and Nsight Compute's ncu")
-    from tests.git_repo import commit_all
+    needs_cuda_torch_triton()  # torch with a CUDA GPU (its Linux wheels bring triton)
+    if find_ncu() is None:
+        pytest.skip("Nsight Compute's ncu is not installed")
 
     root = tmp_path / "project"
     root.mkdir()
