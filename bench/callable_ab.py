@@ -18,6 +18,18 @@ wall, and the GPU lock a measurement held). The repository also holds `copy30` a
 plugin builds (`copies.hip`, the same 3% extra read at head): `--select 'copy30 and not
 kernel'` against `--select kernel_copy30` states what a callable's A/B costs against a
 kernel's of the same length.
+
+`--kernel add` makes them `c = a + b` kernels instead (`add15`, `add30`: 1.5% and 3% more of
+their reads, which are 2/3 of an add's traffic). `--stored EXPR` saves the tests EXPR selects
+three times at base first; every run is then a plain `--gpuperf` judged by those stored
+baselines, and the explained run profiles the callable loaded at the saved commit:
+
+    python3 bench/callable_ab.py --kernel add --runs 7 --no-explain \
+        --select "not kernel and not torch"
+    python3 bench/callable_ab.py --kernel add --stored add30 --runs 1 --select add30
+
+A confirmed failure on a GPU with ncu is explained even without `--gpuperf-explain` (about
+8.5 s a failing test), which is most of a run's wall when the heads regress.
 """
 
 from __future__ import annotations
@@ -291,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{test:<28} {sum(seen.values()):>4} {seen['regressed']:>9} {seen['pass']:>5} "
             f"{other:<22} {spread}"
         )
-    print(f"\nwall of a run: {min(walls):.1f}-{max(walls):.1f} s (the last with --gpuperf-explain)")
+    explained = "" if args.no_explain else " (the last with --gpuperf-explain)"
+    print(f"\nwall of a run: {min(walls):.1f}-{max(walls):.1f} s{explained}")
     if locks:
         print(f"GPU lock a measurement: {min(locks):.2f}-{max(locks):.2f} s")
     print("\nthe explained run (--gpuperf-explain): each failure's explain and code lines")
