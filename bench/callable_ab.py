@@ -24,7 +24,7 @@ their reads, which are 2/3 of an add's traffic). `--stored EXPR` saves the tests
 three times at base first; every run is then a plain `--gpuperf` judged by those stored
 baselines, and the explained run profiles the callable loaded at the saved commit:
 
-    python3 bench/callable_ab.py --kernel add --runs 7 --no-explain \
+    python3 bench/callable_ab.py --kernel add --runs 7 --no-explain \\
         --select "not kernel and not torch"
     python3 bench/callable_ab.py --kernel add --stored add30 --runs 1 --select add30
 
