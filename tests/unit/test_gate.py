@@ -103,6 +103,14 @@ def paired(ratio: float, half_width: float, base_time_s: float = 100e-6) -> Pair
     )
 
 
+def strict_undecided_ab():
+    """An A/B whose interval (1.002 to 1.008) straddles the 0.5% threshold, asked strict."""
+    return check_comparison(
+        paired(1.005, 0.003), ref="main", ref_commit="c", threshold=0.005, strict=True,
+        code_spread=0.0,
+    )  # fmt: skip
+
+
 # -- floor ------------------------------------------------------------------------------------
 
 
@@ -474,14 +482,7 @@ def test_ab_states_that_pass_and_strict():
         ).status
         == PASS
     )
-    undecided = check_comparison(
-        paired(1.005, 0.003),
-        ref="main",
-        ref_commit="c",
-        threshold=0.005,
-        strict=True,
-        code_spread=0.0,
-    )
+    undecided = strict_undecided_ab()
     assert undecided.state == AB_INCONCLUSIVE
     base = check_baseline(measurement(0.8), None, tolerance=0.01, gating=False)
     assert decide(baseline=base, comparison=undecided).failed_checks == ("strict-ab",)
@@ -575,14 +576,7 @@ def test_a_save_excuses_only_the_checks_of_the_baseline_it_re_records():
     slower = check_comparison(
         paired(1.05, 0.001), ref="main", ref_commit="c", threshold=0.005, code_spread=0.0
     )
-    undecided = check_comparison(
-        paired(1.005, 0.003),
-        ref="main",
-        ref_commit="c",
-        threshold=0.005,
-        strict=True,
-        code_spread=0,
-    )
+    undecided = strict_undecided_ab()
     base = check_baseline(m, None, tolerance=0.01, gating=False)
     for comparison, cause in ((slower, "ab"), (undecided, "strict-ab")):
         verdict = decide(baseline=base, comparison=comparison, save=action)
