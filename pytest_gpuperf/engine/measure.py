@@ -49,6 +49,7 @@ from pytest_gpuperf.engine.policy import (
     WARMUP_BATCH_SAMPLES,
     MeasureSettings,
     launches_per_pair,
+    placement_sets_for,
     queue_method_for,
     rotation_copies_for,
     scratch_bytes_for,
@@ -105,6 +106,7 @@ def measure_kernel(
     launch, args, buffers, label = _kernel_launch(backend, kernel, grid, block, args, shared_bytes)
     label = name or label
     _check_rotate(settings, buffers, label)
+    settings = _spread(settings, backend, buffers, setup)
     sampler = Sampler(backend, device, settings, label)
     try:
         copies = _copies_needed(settings, buffers, bytes_moved, sampler, label)
@@ -349,6 +351,24 @@ def _kernel_fields(
         "rotation_copies": copies if settings.cache == "rotate" else 0,
         "fingerprint": backend.kernel_fingerprint(kernel),
     }
+
+
+def _spread(
+    settings: MeasureSettings,
+    backend: Backend,
+    buffers: list[DeviceBuffer],
+    setup: Callable[[], None] | None,
+) -> MeasureSettings:
+    """`settings` with the placements a spread cold measurement takes (policy.PLACEMENT_SETS,
+    as many as the memory allows) as its reallocation_rounds. A setup resets the caller's
+    own buffers, so a kernel with one keeps them; an explicit reallocation_rounds stands."""
+    if not (settings.spread_placements and settings.cache == "cold" and buffers):
+        return settings
+    if setup is not None or settings.reallocation_rounds != 1:
+        return settings
+    buffer_bytes = sum(b.nbytes for b in {id(b): b for b in buffers}.values())
+    sets = placement_sets_for(buffer_bytes, backend.info.memory_bytes)
+    return replace(settings, reallocation_rounds=sets)
 
 
 def _check_rotate(settings: MeasureSettings, buffers: list[DeviceBuffer], label: str) -> None:

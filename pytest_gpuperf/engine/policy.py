@@ -59,6 +59,19 @@ REAL_TIME_FLOOR_S = 30.0
 # tolerance without it. Measured: docs/benchmarks.md#minimum-sampling-time
 STORED_MIN_SAMPLING_S = 0.3
 MIN_SAMPLING_BELOW_S = 100e-6
+# ... and takes at least this many samples, as does a judged one before its horizon stops it
+# (within the budget): a stall of the host can eat the 0.3 s and leave a few samples, and the
+# priors were measured with about a thousand. Measured: docs/benchmarks.md#minimum-samples
+STORED_MIN_SAMPLES = 256
+# A cold kernel on a GPU spreads its samples over this many placements of its buffers (the
+# caller's and fresh copies, successive samples taking successive placements) when its
+# settings ask for it (spread_placements; the plugin does for every cold kernel): at 8 us
+# where the buffers landed is most of the level a process keeps. Fewer placements where the
+# copies would need more than PLACEMENT_MEMORY_BYTES or PLACEMENT_MEMORY_FRACTION of the
+# device's memory. Measured: docs/benchmarks.md#buffer-placements
+PLACEMENT_SETS = 8
+PLACEMENT_MEMORY_BYTES = 2 << 30
+PLACEMENT_MEMORY_FRACTION = 1 / 16
 # The most samples a measurement keeps while its minimum sampling time runs (max_samples,
 # 2000 by default, would stop a 7.6 us cold kernel after about 0.1 s).
 MIN_SAMPLING_MAX_SAMPLES = 50_000
@@ -98,6 +111,10 @@ class MeasureSettings:
       share the process). 0: precision stops as soon as it is reached.
     stop: the decision the measurement serves (engine/sequential.py): sampling stops once
       it is decided, or at the target's horizon; None: the rules above alone.
+    spread_placements: in cold mode, a kernel without a per-launch setup and with
+      reallocation_rounds 1 spreads its samples over placement_sets_for(...) placements of
+      its buffers, as many as the memory allows up to PLACEMENT_SETS: a stored baseline
+      judges one process's placement against others'. Callables and pairs ignore it.
     """
 
     cache: str = "cold"
@@ -112,6 +129,7 @@ class MeasureSettings:
     graphs: bool = True
     min_sampling_s: float = 0.0
     stop: StopTarget | None = None
+    spread_placements: bool = False
     progress: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -142,6 +160,16 @@ def stored_min_sampling_s(backend: str, cache: str, budget_s: float) -> float:
     if backend == "sim" or cache == "hot":
         return 0.0
     return min(STORED_MIN_SAMPLING_S, budget_s)
+
+
+def placement_sets_for(buffer_bytes: int, memory_bytes: int) -> int:
+    """How many placements of `buffer_bytes` of buffers a spread measurement takes: up to
+    PLACEMENT_SETS, as many as PLACEMENT_MEMORY_BYTES and PLACEMENT_MEMORY_FRACTION of the
+    device's memory hold besides the caller's own."""
+    if buffer_bytes <= 0:
+        return 1
+    room = min(PLACEMENT_MEMORY_BYTES, PLACEMENT_MEMORY_FRACTION * max(memory_bytes, 0))
+    return max(1, min(PLACEMENT_SETS, 1 + int(room // buffer_bytes)))
 
 
 def scratch_bytes_for(cache_bytes: int) -> int:

@@ -27,6 +27,7 @@ from pytest_gpuperf.engine.policy import (
     MIN_WARMUP_S,
     NO_WORK_MARGIN_S,
     PROGRESS_EVERY_S,
+    STORED_MIN_SAMPLES,
     WARMUP_BATCH_SAMPLES,
     WARMUP_TOLERANCE,
     MeasureSettings,
@@ -514,11 +515,14 @@ class Sampler:
 
     def _sampling_short(self, work: Timed, sampling_s: float) -> bool:
         """Whether a short cold or rotate kernel is still within its minimum sampling time
-        (MeasureSettings.min_sampling_s): neither precision nor max_samples stop it yet."""
+        (MeasureSettings.min_sampling_s) or below policy.STORED_MIN_SAMPLES samples: neither
+        precision nor max_samples stop it yet (the budget does)."""
         if not (self._minimum_applies() and work.samples_s):
             return False
         per_launch_s = float(np.median(work.samples_s)) / max(work.launches, 1)
-        return per_launch_s < MIN_SAMPLING_BELOW_S and sampling_s < self.settings.min_sampling_s
+        short = sampling_s < self.settings.min_sampling_s
+        few = len(work.samples_s) < STORED_MIN_SAMPLES
+        return per_launch_s < MIN_SAMPLING_BELOW_S and (short or few)
 
     def _minimum_applies(self) -> bool:
         """A minimum sampling time is set and this measurement may keep it: cold or rotate,

@@ -119,6 +119,8 @@ class StopTarget:
     wander_s: how far (a standard deviation, seconds per launch) a process's level after
       WANDER_REFERENCE_S of sampling may still lie from its level at the horizon, beyond
       what its samples show (measured between processes; 0: none assumed).
+    horizon_samples: the horizon stops the measurement only once it holds this many samples
+      (a host stall can eat the horizon's time; the budget still stops it); 0: any.
     """
 
     kind: str = PRECISION
@@ -127,6 +129,7 @@ class StopTarget:
     horizon_s: float = 0.0
     max_samples: int = 0
     wander_s: float = 0.0
+    horizon_samples: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -137,6 +140,8 @@ class StopTarget:
             raise ValueError(f"a stop target's horizon is >= 0 s, not {self.horizon_s!r}")
         if not (math.isfinite(self.wander_s) and self.wander_s >= 0):
             raise ValueError(f"a stop target's wander is >= 0 s, not {self.wander_s!r}")
+        if self.horizon_samples < 0:
+            raise ValueError(f"a stop target's horizon_samples is >= 0, not {self.horizon_samples}")
         if self.max_samples < 0:
             raise ValueError(f"a stop target's max_samples is >= 0, not {self.max_samples!r}")
         if self.kind == PRECISION and self.edges:
@@ -151,6 +156,7 @@ class StopTarget:
             "alpha": self.alpha,
             "horizon_s": self.horizon_s,
             "wander_s": self.wander_s,
+            "horizon_samples": self.horizon_samples,
         }
 
     def wander_rel(self, sampling_s: float, level_s: float) -> float:
@@ -281,7 +287,8 @@ def stop_reason(
         wander = target.wander_rel(sampling_s, float(np.median(samples_s)))
         if decided(look(samples_s, target.alpha, wander), target):
             return DECIDED
-    if target.horizon_s > 0 and sampling_s >= target.horizon_s:
+    at_horizon = target.horizon_s > 0 and sampling_s >= target.horizon_s
+    if at_horizon and len(samples_s) >= target.horizon_samples:
         return HORIZON
     if len(samples_s) >= (target.max_samples or max_samples):
         return "max_samples"

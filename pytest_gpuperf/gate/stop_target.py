@@ -75,11 +75,13 @@ def stop_target_for(
     floor: float | None = None,
     simulated_board_spread: float = 0.0,
     wander_s: float = 0.0,
+    horizon_samples: int = 0,
 ) -> StopTarget:
     """The target of a measurement judged against `ref` (None: no stored baseline gates it)
     and `floor` (None: none): STORED with the baseline's edges (and the floor's) at the
     gate's `false_alarm_rate`, up to `horizon_s` and `max_samples`, allowing for a process's
-    level to wander by `wander_s` (policy.process_wander_s) before the horizon; FLOOR with
+    level to wander by `wander_s` (policy.process_wander_s) before the horizon, which stops
+    it only with `horizon_samples` samples or more; FLOOR with
     the floor's edge alone, up to the budget; else PRECISION (the precision rule alone)."""
     edges: tuple[Edge, ...] = ()
     if ref is not None:
@@ -102,6 +104,7 @@ def stop_target_for(
             horizon_s=horizon_s,
             max_samples=max_samples,
             wander_s=wander_s,
+            horizon_samples=horizon_samples,
         )
     if floors:
         return StopTarget(FLOOR, floors, alpha=FLOOR_ALPHA)

@@ -561,6 +561,7 @@ class GpuBench:
             budget_s=budget_s,
             min_sampling_s=plan.min_sampling_s,
             stop=plan.stop,
+            spread_placements=plan.spread_placements,
             progress=progress,
         )
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_gpuperf.engine.policy import stored_min_sampling_s
+from pytest_gpuperf.engine.policy import STORED_MIN_SAMPLES, stored_min_sampling_s
 from pytest_gpuperf.engine.sequential import STORED_MAX_SAMPLES, StopTarget, stored_horizon_s
 from pytest_gpuperf.gate.judge import SIMULATED_SUFFIX
 from pytest_gpuperf.gate.policy import process_wander_s
@@ -31,10 +31,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class MeasurePlan:
     """The sampling knobs of one measurement: its stop target (None: the minimum sampling
-    time's rule, as a save measures) and its minimum sampling time."""
+    time's rule, as a save measures), its minimum sampling time, and whether a cold kernel
+    spreads its samples over several placements of its buffers (on a GPU, saved and judged
+    alike: where the buffers landed is a level the process would otherwise keep)."""
 
     stop: StopTarget | None
     min_sampling_s: float
+    spread_placements: bool = False
 
 
 def measure_plan(
@@ -52,8 +55,9 @@ def measure_plan(
     budget_s = test.budget_s
     minimum_s = stored_min_sampling_s(info.backend, cache, budget_s)
     settings = session.settings
+    spread = info.backend != "sim" and cache == "cold"
     if settings.save:
-        return MeasurePlan(None, minimum_s)
+        return MeasurePlan(None, minimum_s, spread)
     if cache == "hot":
         return MeasurePlan(StopTarget(), 0.0)
     ref = None
@@ -75,8 +79,9 @@ def measure_plan(
         floor=floor,
         simulated_board_spread=sim_board_spread,
         wander_s=process_wander_s(info.backend, cache),
+        horizon_samples=STORED_MIN_SAMPLES if info.backend != "sim" else 0,
     )
-    return MeasurePlan(target, 0.0)
+    return MeasurePlan(target, 0.0, spread)
 
 
 def _sim_settings(session: BenchSession) -> object:

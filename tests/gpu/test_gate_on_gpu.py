@@ -109,10 +109,15 @@ def test_a_short_cold_kernel_saves_at_its_minimum_time_and_a_judged_run_stops_wh
     pytester, monkeypatch, cuda_backend
 ):
     """A save of a short cold kernel samples at least 0.3 s on a GPU (its scatter is the band
-    of every later run; a process's level wanders: docs/measurement.md); a judged run of the
+    of every later run; a process's level wanders: docs/measurement.md), over eight
+    placements of its buffers as a judged run does; a judged run of the
     same kernel, far inside its allowance, stops as soon as the sequential rule decides; a
     hot one stops at its precision, as before."""
-    from pytest_gpuperf.engine.policy import STORED_MIN_SAMPLING_S
+    from pytest_gpuperf.engine.policy import (
+        PLACEMENT_SETS,
+        STORED_MIN_SAMPLES,
+        STORED_MIN_SAMPLING_S,
+    )
 
     pytester.makepyfile(test_short=SHORT_TEST)
     paths = [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
@@ -137,11 +142,16 @@ def test_a_short_cold_kernel_saves_at_its_minimum_time_and_a_judged_run_stops_wh
     assert cold["extra"]["min_sampling_s"] == STORED_MIN_SAMPLING_S
     assert cold["extra"]["sampling_s"] >= STORED_MIN_SAMPLING_S
     assert len(cold["samples_s"]) > 500
+    # saved and judged alike over eight placements of its buffers; hot on the caller's own
+    assert cold["extra"]["reallocation_rounds"] == PLACEMENT_SETS
+    assert hot["extra"]["reallocation_rounds"] == 1
     assert "min_sampling_s" not in hot["extra"]
     judged = run("--gpuperf")
     cold, hot = judged["cold"], judged["hot"]
     assert cold["extra"]["stop_target"]["kind"] == "stored"
     assert cold["stopped_by"] == "decided"
+    assert cold["extra"]["reallocation_rounds"] == PLACEMENT_SETS
+    assert cold["extra"]["stop_target"]["horizon_samples"] == STORED_MIN_SAMPLES
     assert cold["extra"]["sampling_s"] < STORED_MIN_SAMPLING_S
     assert "min_sampling_s" not in cold["extra"]
     assert hot["extra"]["stop_target"]["kind"] == "precision"

@@ -11,6 +11,7 @@ A sample that timed the host's launch cost instead of a busy queue would show up
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
@@ -431,6 +432,9 @@ def test_a_short_cold_kernel_samples_its_minimum_time_before_precision_stops_it(
     assert len(held.samples_s) > max(20, 3 * len(quick.samples_s))
     assert held.extra["sampling_s"] >= 0.05 and held.extra["min_sampling_s"] == 0.05
     assert "min_sampling_s" not in quick.extra and quick.extra["sampling_s"] < 0.05
+    # a minimum sampled in less time than it allows still takes its samples
+    floored = _measure(_sim(jitter=0.002), 1 << 16, cache="cold", min_sampling_s=1e-6)[0]
+    assert len(floored.samples_s) >= policy.STORED_MIN_SAMPLES > len(quick.samples_s)
     bounded = _measure(
         _sim(jitter=0.002), 1 << 16, cache="cold", min_sampling_s=0.05, budget_s=0.01
     )[0]
@@ -602,6 +606,65 @@ def test_reallocation_rounds_spread_samples_over_fresh_placements():
     assert len(outputs) == 3 and args[2].ptr in outputs
     assert result.extra["reallocation_rounds"] == 3
     np.testing.assert_array_equal(args[2].download(np.float32), expected)
+
+
+def test_a_spread_cold_measurement_takes_placements_and_ends_on_the_callers_buffers():
+    backend = _sim()
+    kernel, args, expected = _vector_add(backend, 1 << 12)
+    outputs: list[int] = []
+    launch = backend.launch
+
+    def spy(kernel_, grid, block, call_args, **options):
+        if kernel_.name == "vector_add":
+            outputs.append(call_args[2].ptr)
+        launch(kernel_, grid, block, call_args, **options)
+
+    backend.launch = spy  # type: ignore[method-assign]
+    counting = Counting(backend)
+    before = set(counting.live)
+    result = measure_kernel(
+        backend,
+        kernel,
+        grid=16,
+        block=256,
+        args=args,
+        bytes_moved=12 << 12,
+        device=get_device("mi300x"),
+        settings=MeasureSettings(cache="cold", spread_placements=True),
+    )
+    assert result.extra["reallocation_rounds"] == policy.PLACEMENT_SETS
+    assert len(set(outputs)) == policy.PLACEMENT_SETS and outputs[-1] == args[2].ptr
+    np.testing.assert_array_equal(args[2].download(np.float32), expected)
+    measure.release(backend)
+    assert counting.live == before  # every copy freed
+
+
+@pytest.mark.parametrize(
+    ("cache", "setup", "rounds", "expected"),
+    [("hot", None, 1, 1), ("cold", lambda: None, 1, 1), ("cold", None, 3, 3)],
+)
+def test_spreading_leaves_hot_mode_a_setup_and_explicit_rounds_alone(
+    cache: str, setup: Any, rounds: int, expected: int
+):
+    backend = _sim()
+    kernel, args, _ = _vector_add(backend, 1 << 10)
+    settings = MeasureSettings(cache=cache, spread_placements=True, reallocation_rounds=rounds)
+    result = measure_kernel(
+        backend, kernel, grid=4, block=256, args=args, bytes_moved=12 << 10,
+        device=get_device("mi300x"), settings=settings, setup=setup,
+    )  # fmt: skip
+    assert result.extra["reallocation_rounds"] == expected
+
+
+def test_placements_fit_the_memory_they_may_take():
+    gib = 1 << 30
+    assert policy.placement_sets_for(10 << 20, 80 * gib) == policy.PLACEMENT_SETS
+    # 2 GiB of room: four more copies of 512 MiB
+    assert policy.placement_sets_for(512 << 20, 80 * gib) == 5
+    # a 16 GiB device gives a sixteenth: 1 GiB, two more copies of 512 MiB
+    assert policy.placement_sets_for(512 << 20, 16 * gib) == 3
+    assert policy.placement_sets_for(3 * gib, 80 * gib) == 1
+    assert policy.placement_sets_for(0, 80 * gib) == 1
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ the stored gate's verdict really changes, and the rule's edge cases."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -156,6 +157,18 @@ def test_near_an_edge_it_samples_to_the_horizon_and_a_regression_is_never_decide
         seq.stop_reason(close, samples[:2000], precise=True, sampling_s=0.1, max_samples=2000)
         == "max_samples"
     )
+
+
+def test_a_horizon_with_too_few_samples_does_not_stop_a_stalled_measurement():
+    """A host stall that ate the horizon's time leaves a few samples: sampling goes on (the
+    budget still stops it) until horizon_samples."""
+    near = replace(_target(Edge(10.002e-6, slow_early=False)), horizon_samples=256)
+    samples = _samples(10e-6, 4000)
+    few = dict(precise=True, sampling_s=0.3, max_samples=50_000)
+    assert seq.stop_reason(near, samples[:100], **few) == ""
+    assert seq.stop_reason(near, samples[:256], **few) == seq.HORIZON
+    with pytest.raises(ValueError, match="horizon_samples"):
+        replace(near, horizon_samples=-1)
 
 
 def test_the_decision_is_monotone_in_the_distance_to_the_edge():

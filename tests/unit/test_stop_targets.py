@@ -12,7 +12,7 @@ import pytest
 
 from pytest_gpuperf.config.settings import TestSettings
 from pytest_gpuperf.engine import sequential as seq
-from pytest_gpuperf.engine.policy import STORED_MIN_SAMPLING_S
+from pytest_gpuperf.engine.policy import STORED_MIN_SAMPLES, STORED_MIN_SAMPLING_S
 from pytest_gpuperf.gate.policy import PROCESS_WANDER_S
 from pytest_gpuperf.gate.suite import SuiteBudget
 from pytest_gpuperf.runtime.devices import KNOWN_DEVICES
@@ -92,10 +92,11 @@ def test_a_stored_baseline_gives_the_stored_target():
     assert got.stop.horizon_s == STORED_MIN_SAMPLING_S
     assert got.stop.alpha == pytest.approx(0.01 / 4)  # the run's level for one measurement
     assert got.stop.wander_s == PROCESS_WANDER_S["cuda"]["cold"]
+    assert got.stop.horizon_samples == STORED_MIN_SAMPLES
     assert owner.store.asked == [("h100-sxm", "t.py::test_k", "k", "cold", "GPU-1")]
     simulated = plan(session(REF), backend="sim")
     assert simulated.stop is not None and simulated.stop.horizon_s == seq.SIM_STORED_HORIZON_S
-    assert simulated.stop.wander_s == 0.0
+    assert simulated.stop.wander_s == 0.0 and simulated.stop.horizon_samples == 0
 
 
 def test_nothing_to_judge_hot_mode_and_an_ab_run_stop_at_precision():
@@ -106,3 +107,12 @@ def test_nothing_to_judge_hot_mode_and_an_ab_run_stop_at_precision():
     assert comparing.store.asked == []  # stored baselines are shown, never gated, in A/B
     floored = plan(session(None), floor=0.5).stop
     assert floored is not None and floored.kind == seq.FLOOR
+
+
+def test_cold_kernels_on_a_gpu_spread_their_placements_saved_and_judged():
+    assert plan(session(REF, save=True)).spread_placements
+    assert plan(session(REF)).spread_placements
+    assert plan(session(None)).spread_placements
+    assert not plan(session(REF), cache="hot").spread_placements
+    assert not plan(session(REF, save=True), cache="rotate").spread_placements
+    assert not plan(session(REF), backend="sim").spread_placements
