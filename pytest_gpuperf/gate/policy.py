@@ -24,7 +24,7 @@ Z_95 = 1.959963984540054
 # Measured: docs/benchmarks.md#run-to-run-spread-of-a-first-save
 RUN_SPREAD_MODEL = {
     # backend: {cache: (relative sigma, jitter sigma in s)}
-    "cuda": {"cold": (0.0005, 0.05e-6), "rotate": (0.0005, 0.095e-6), "hot": (0.0008, 0.005e-6)},
+    "cuda": {"cold": (0.0005, 0.035e-6), "rotate": (0.0005, 0.095e-6), "hot": (0.0008, 0.005e-6)},
     "hip": {
         "cold": (0.07 / 1.96, 0.2e-6),
         "rotate": (0.07 / 1.96, 0.2e-6),

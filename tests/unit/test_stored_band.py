@@ -286,7 +286,7 @@ def test_the_pool_leaves_the_entry_out_and_keeps_to_its_cache_mode_and_time_band
 
 
 def test_an_entry_noisier_than_its_pool_keeps_the_backends_prior():
-    pool = Pooled(spread=0.003, df=20, entries=5)
+    pool = Pooled(spread=0.002, df=20, entries=5)  # narrower than the backend's 30 us figure
     quiet = stored_band(entry([0.0, 0.001, -0.001, 0.0005]).to_ref("f", pooled=pool), 0.0)
     assert (quiet.basis, quiet.pool_refused_p) == ("pooled", 0.0)
     loud = stored_band(entry([0.0, 0.02, -0.02, 0.01]).to_ref("f", pooled=pool), 0.0)
@@ -345,7 +345,7 @@ def _files(tmp_path: Path) -> list[tuple[BaselineStore, str]]:
     store = BaselineStore(tmp_path)
     rng = np.random.default_rng(4)
     saved = [
-        entry(list(rng.normal(0.0, 0.004, n)), time_s=t, test_id=f"t.py::test_{i}")
+        entry(list(rng.normal(0.0, 0.002, n)), time_s=t, test_id=f"t.py::test_{i}")
         for i, (n, t) in enumerate(
             [(1, 8e-6), (3, 9e-6), (3, 10e-6), (5, 12e-6), (4, 25e-6), (3, 400e-6)]
         )
