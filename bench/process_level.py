@@ -14,7 +14,14 @@ event) in cells of `--samples` samples:
             (atomicMin / atomicMax of the timer), beside the events' span of the same launch:
             what lies outside the kernel (the launch's front end) against what lies inside;
   engine    the engine's own measurement as a pytest run takes it (stops at +-0.5%), and with
-            a minimum sampling time of `--min-sampling` s (no precision stop).
+            a minimum sampling time of `--min-sampling` s (no precision stop); `--sets K,..`
+            also with the samples spread over K placements of the buffers each.
+  reference `--reference`: one graph whose samples time the kernel beside an empty kernel of
+            its shape and arguments, one of its grid without arguments and one of one block:
+            whether a launch that does no work shares the level (it could be subtracted).
+  placement `--placement K`: graph cells on K buffer sets (copies of the same data, all alive)
+            times two module loads, interleaved: whether the level belongs to where the
+            buffers or the code landed.
 
 The parent splits the variance of log time between processes, between streams within a
 process, and between rounds within a stream, and prints sigma between processes for each way
@@ -22,6 +29,8 @@ of measuring.
 
 Usage (repository root; one GPU device call, CUDA only):
   PYTHONPATH=. python3 bench/process_level.py --processes 16 --out level.json
+  PYTHONPATH=. python3 bench/process_level.py --processes 18 --sets 4,8 --samples 100 \
+      --rounds 1 --streams 0 --out sets.json
   PYTHONPATH=. python3 bench/process_level.py --render level.json
 """
 
@@ -59,6 +68,9 @@ GPUPERF_KERNEL void scale(const float* x, float* y, const float* extra, float a,
 GPUPERF_KERNEL void empty_like(const float* x, float* y, const float* extra, float a, int n,
                                int n_extra) {}
 
+// no arguments at all: the launch's grid alone
+GPUPERF_KERNEL void empty_bare() {}
+
 GPUPERF_KERNEL void scale_timed(const float* x, float* y, float a, int n,
                                 unsigned long long* starts, unsigned long long* ends) {
     unsigned long long start = gp_wall_ns();
@@ -90,6 +102,7 @@ def child(options: argparse.Namespace) -> None:
         kernel = device.kernel(folder / "scale.hip", "scale")
         timed = device.kernel(folder / "scale.hip", "scale_timed")
         empty = device.kernel(folder / "scale.hip", "empty_like")
+        bare = device.kernel(folder / "scale.hip", "empty_bare")
         streams = [None, *(backend.create_stream() for _ in range(options.streams))]
         k = options.samples
         board = device.info.uuid
@@ -147,9 +160,13 @@ def child(options: argparse.Namespace) -> None:
                 row["inside_trimmed_s"] = trimmed_mean(inside).mean
             return row
 
-        graph_stream = backend.create_stream() if options.graph else None
+        graph_stream = (
+            backend.create_stream()
+            if options.graph or options.reference or options.placement
+            else None
+        )
 
-        def graph_cell(label: str, n: int, buffers: tuple) -> dict:
+        def graph_cell(label: str, n: int, buffers: tuple, launched: Any = None) -> dict:
             """The same cold samples captured into one CUDA graph (flush, event, kernel,
             event, k times; the events as graph nodes: Backend.record_event_in_graph) and
             replayed once on a stream of its own."""
@@ -167,8 +184,9 @@ def child(options: argparse.Namespace) -> None:
                     )  # fmt: skip
                     backend.record_event_in_graph(events[2 * s], stream)
                     backend.launch(
-                        kernel, (n + 255) // 256, 256, (x, y, extra, 2.0, n, 0), stream=stream
-                    )
+                        launched or kernel, (n + 255) // 256, 256, (x, y, extra, 2.0, n, 0),
+                        stream=stream,
+                    )  # fmt: skip
                     backend.record_event_in_graph(events[2 * s + 1], stream)
 
             graph = backend.capture_graph(record, graph_stream)
@@ -180,6 +198,73 @@ def child(options: argparse.Namespace) -> None:
             backend.free_graph(graph)
             return {"length": label, "board": board, "median_s": float(np.median(times)),
                     "trimmed_s": trimmed_mean(times).mean, "n": int(times.size)}  # fmt: skip
+
+        def reference_cell(label: str, n: int, buffers: tuple) -> list[dict]:
+            """One graph, every sample four cold launches each between its own flush and
+            events: the kernel, an empty kernel of its shape and arguments, an empty kernel
+            of its grid without arguments, and that of one block: which of them shares the
+            level a process keeps."""
+            x, y, extra = buffers
+            engine = engine_for(backend)
+            scratch = engine.scratch_for(scratch_bytes_for(backend.info.l2_bytes))
+            flush_count = scratch.nbytes // FLUSH_ELEMENT_BYTES
+            grid = (n + 255) // 256
+            launches = {
+                "kernel": (kernel, grid, (x, y, extra, 2.0, n, 0)),
+                "empty-like": (empty, grid, (x, y, extra, 2.0, n, 0)),
+                "empty-bare": (bare, grid, ()),
+                "empty-one-block": (bare, 1, ()),
+            }
+            events = engine.event_pairs(k * len(launches))
+
+            def record(stream: Any) -> None:
+                for s in range(k):
+                    for j, (launched, blocks, args) in enumerate(launches.values()):
+                        backend.launch(
+                            engine.flush, blocks_for(flush_count), INTERNAL_BLOCK,
+                            (scratch, flush_count, engine.sink), stream=stream,
+                        )  # fmt: skip
+                        e = 2 * (s * len(launches) + j)
+                        backend.record_event_in_graph(events[e], stream)
+                        backend.launch(launched, blocks, 256, args, stream=stream)
+                        backend.record_event_in_graph(events[e + 1], stream)
+
+            graph = backend.capture_graph(record, graph_stream)
+            backend.launch_graph(graph, graph_stream)
+            backend.synchronize(graph_stream)
+            times = np.array([
+                [backend.elapsed_s(events[2 * (s * len(launches) + j)],
+                                   events[2 * (s * len(launches) + j) + 1])
+                 for j in range(len(launches))] for s in range(k)
+            ])  # fmt: skip
+            backend.free_graph(graph)
+            rows = []
+            for j, name in enumerate(launches):
+                rows.append({"length": label, "board": board, "launch": name,
+                             "median_s": float(np.median(times[:, j])),
+                             "trimmed_s": trimmed_mean(times[:, j]).mean,
+                             "paired_s": trimmed_mean(times[:, 0] - times[:, j]).mean,
+                             "n": int(k)})  # fmt: skip
+            return rows
+
+        def placement_cells(label: str, n: int, host: Any, buffers: tuple) -> None:
+            """Graph cells of the kernel on `--placement` buffer sets (copies of the same
+            data, all alive at once) times two module loads, interleaved over the rounds:
+            whether the level a process keeps belongs to where its buffers or its code
+            landed."""
+            sets = [buffers] + [
+                (device.to_device(host), device.empty(n),
+                 device.to_device(np.zeros(1, np.float32)))
+                for _ in range(options.placement - 1)
+            ]  # fmt: skip
+            module = next(iter(device._modules.values()))
+            loads = [kernel, backend.load_again(module).kernel("scale")]
+            for round_ in range(options.rounds):
+                for load, launched in enumerate(loads):
+                    for index, chosen in enumerate(sets):
+                        row = graph_cell(label, n, chosen, launched)
+                        emit({"way": "placement", "round": round_, "load": load,
+                              "set": index, **row})  # fmt: skip
 
         for label, n in LENGTHS.items():
             host = np.random.default_rng(0).random(n, dtype=np.float32)
@@ -193,6 +278,9 @@ def child(options: argparse.Namespace) -> None:
                 if options.graph:
                     row = graph_cell(label, n, buffers)
                     emit({"way": "graph", "round": round_, **row})
+                if options.reference:
+                    for row in reference_cell(label, n, buffers):
+                        emit({"way": "graph-ref", "round": round_, **row})
                 if options.empty:
                     row = cell(label, n, buffers, None, in_kernel=False)
                     emit({"way": "plain", "round": round_, **row})
@@ -204,6 +292,8 @@ def child(options: argparse.Namespace) -> None:
                 if options.warm:
                     row = cell(label, n, buffers, None, in_kernel=False, warm=True)
                     emit({"way": "warm-launch", "round": round_, **row})
+            if options.placement:
+                placement_cells(label, n, host, buffers)
             if options.in_kernel:
                 row = cell(label, n, buffers, None, in_kernel=True)
                 emit({"way": "in-kernel", **row})
@@ -216,7 +306,11 @@ def child(options: argparse.Namespace) -> None:
                 ("engine-min", MeasureSettings(
                     cache="cold", budget_s=options.min_sampling, target_rel_ci=1e-6,
                     max_samples=1_000_000)),
-                ("engine-stream", MeasureSettings(cache="cold", budget_s=0.3, graphs=False)),
+                *((f"engine-sets{sets}", MeasureSettings(
+                cache="cold", budget_s=options.min_sampling, target_rel_ci=1e-6,
+                max_samples=1_000_000, reallocation_rounds=sets))
+              for sets in options.sets),
+            ("engine-stream", MeasureSettings(cache="cold", budget_s=0.3, graphs=False)),
                 ("engine-stream-min", MeasureSettings(
                     cache="cold", budget_s=options.min_sampling, target_rel_ci=1e-6,
                     max_samples=1_000_000, graphs=False)),
@@ -254,6 +348,12 @@ def collect(options: argparse.Namespace) -> dict[str, Any]:
             args.append("--empty")
         if options.graph:
             args.append("--graph")
+        if options.reference:
+            args.append("--reference")
+        if options.placement:
+            args.append(f"--placement={options.placement}")
+        if options.sets:
+            args.append(f"--sets={','.join(map(str, options.sets))}")
         got = run_child(args, timeout_s=120)
         if not got:
             errors.append(f"process {index} printed nothing (its error is on stderr)")
@@ -331,6 +431,8 @@ def analyse(document: Mapping[str, Any]) -> list[list[str]]:
             table.append([length, "plain - empty (of plain's time)",
                           f"{statistics.stdev(differences) / scale:.2%}",
                           f"correlation {statistics.correlation(plain, empty):+.2f}"])  # fmt: skip
+        table += _reference_rows(length, mine, processes)
+        table += _placement_rows(length, mine, processes)
         for way, stat in (("graph", "trimmed_s"), ("graph", "median_s"),
                           ("warm-launch", "trimmed_s"), ("warm-launch", "median_s"),
                           ("in-kernel", "trimmed_s"), ("in-kernel", "inside_trimmed_s"),
@@ -339,6 +441,8 @@ def analyse(document: Mapping[str, Any]) -> list[list[str]]:
                           ("engine-min", "median_s"), ("engine-min", "trimmed_s"),
                           ("engine-graph", "median_s"), ("engine-graph-min", "median_s"),
                           ("engine-graph-min", "trimmed_s"),
+                          *((f"engine-sets{k}", stat) for k in (2, 4, 8, 16)
+                            for stat in ("median_s", "trimmed_s")),
                           ("engine-stream", "median_s"), ("engine-stream-min", "median_s"),
                           ("engine-stream-min", "trimmed_s")):  # fmt: skip
             level = per_process(lambda r: True, way, stat)
@@ -353,6 +457,94 @@ def analyse(document: Mapping[str, Any]) -> list[list[str]]:
                 time_us = statistics.median(level) * 1e6
                 table.append([length, label, f"{_sd_log(level):.2%}", f"{time_us:.2f} us; {note}"])
     return table
+
+
+def _reference_rows(length: str, mine: list, processes: list) -> list[list[str]]:
+    """For the graph-ref way: each empty launch's level beside the kernel's, and what the
+    kernel's level scatters by once the empty launch's deviation from its mean over processes
+    is taken off (absolute time: what a process keeps lies outside the blocks)."""
+    import math
+
+    levels: dict[str, list[float]] = {}
+    for p in processes:
+        cells = [r for r in mine if r["process"] == p and r["way"] == "graph-ref"]
+        for name in dict.fromkeys(r["launch"] for r in cells):
+            logs = [math.log(r["trimmed_s"]) for r in cells if r["launch"] == name]
+            levels.setdefault(name, []).append(math.exp(statistics.fmean(logs)))
+    kernel = levels.pop("kernel", [])
+    if len(kernel) < 3:
+        return []
+    scale = statistics.fmean(kernel)
+    rows = [[length, "graph-ref: kernel, trimmed", f"{_sd_log(kernel):.2%}",
+             f"{scale * 1e6:.2f} us, {len(kernel)} processes"]]  # fmt: skip
+    for name, ref in levels.items():
+        if len(ref) != len(kernel):
+            continue
+        rho = statistics.correlation(kernel, ref)
+        adjusted = [k - r for k, r in zip(kernel, ref, strict=True)]
+        slope = statistics.linear_regression(ref, kernel).slope
+        fitted = [k - slope * r for k, r in zip(kernel, ref, strict=True)]
+        rows.append([length, f"graph-ref: kernel - ({name} - its mean)",
+                     f"{statistics.stdev(adjusted) / scale:.2%}",
+                     f"{name} {statistics.fmean(ref) * 1e6:.2f} us, sigma "
+                     f"{_sd_log(ref):.2%}, correlation {rho:+.2f}, slope {slope:.2f} -> "
+                     f"{statistics.stdev(fitted) / scale:.2%}"])  # fmt: skip
+    return rows
+
+
+def _placement_rows(length: str, mine: list, processes: list) -> list[list[str]]:
+    """For the placement way: within a process, the scatter of a buffer set's (and a load's)
+    mean log time beside what the cells' own scatter predicts for it, and the scatter of the
+    processes' means over every set and load."""
+    import math
+
+    cells = [r for r in mine if r["way"] == "placement"]
+    if not cells:
+        return []
+    sets, loads, residual, means = [], [], [], []
+    for p in processes:
+        own = [r for r in cells if r["process"] == p]
+        if not own:
+            continue
+        means.append(statistics.fmean(math.log(r["trimmed_s"]) for r in own))
+        for key, out in (("set", sets), ("load", loads)):
+            groups: dict[int, list[float]] = {}
+            for r in own:
+                groups.setdefault(r[key], []).append(math.log(r["trimmed_s"]))
+            if len(groups) > 1:
+                out.append(statistics.variance([statistics.fmean(v) for v in groups.values()]))
+        pairs: dict[tuple[int, int], list[float]] = {}
+        for r in own:
+            pairs.setdefault((r["set"], r["load"]), []).append(math.log(r["trimmed_s"]))
+        residual += [statistics.variance(v) for v in pairs.values() if len(v) > 1]
+    if len(means) < 3 or not (sets and loads and residual):
+        return []
+    cell = math.sqrt(statistics.fmean(residual))
+    n_sets = len({r["set"] for r in cells})
+    n_loads = len({r["load"] for r in cells})
+    per_set = cell / math.sqrt(len(cells) / len(means) / n_sets)
+    per_load = cell / math.sqrt(len(cells) / len(means) / n_loads)
+    return [
+        [length, "placement: cells of one set and load", f"{cell:.2%}", "within a process"],
+        [
+            length,
+            f"placement: means of {n_sets} buffer sets",
+            f"{math.sqrt(statistics.fmean(sets)):.2%}",
+            f"within a process; the cells alone predict {per_set:.2%}",
+        ],
+        [
+            length,
+            f"placement: means of {n_loads} module loads",
+            f"{math.sqrt(statistics.fmean(loads)):.2%}",
+            f"within a process; the cells alone predict {per_load:.2%}",
+        ],
+        [
+            length,
+            "placement: process means (every set and load)",
+            f"{statistics.stdev(means):.2%}",
+            f"{len(means)} processes",
+        ],
+    ]
 
 
 def render(document: Mapping[str, Any], markdown: bool) -> str:
@@ -394,6 +586,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also cells of an empty kernel of the same launch shape, beside plain ones",
     )
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="also graphs of the kernel beside empty launches in the same process (CUDA)",
+    )
+    parser.add_argument(
+        "--placement", type=int, default=0,
+        help="also graph cells on this many buffer sets times two module loads (CUDA)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sets", type=lambda text: [int(v) for v in text.split(",") if v], default=[],
+        help="also the engine at the minimum sampling time over these many buffer sets "
+        "(reallocation_rounds), e.g. 4,8",
+    )  # fmt: skip
     parser.add_argument("--deadline", type=float, default=240.0, help="seconds")
     parser.add_argument("--out")
     parser.add_argument("--render")

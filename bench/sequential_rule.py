@@ -26,7 +26,7 @@ sampling time each rule used.
 
 Noise models (log time of sample j of process p: level + P_p + W_p(j) + e_pj, quantised):
   gpu  the documented H100 priors (docs/baselines.md, gate/policy.py): between processes
-       sigma(t)^2 = 0.05%^2 + (50 ns / t)^2 at the horizon, split into a process level P and a
+       sigma(t)^2 = 0.05%^2 + (35 ns / t)^2 at the horizon, split into a process level P and a
        wander W (AR(1), correlation time 2 ms, sized so that a 15 ms measurement's level lies
        PROCESS_WANDER_S = 40 ns from its 0.3 s level); per-sample jitter 3.7% x (7.8 us /
        t)^0.62 (3.7% at 7.8 us and 1.6% at 30 us cold, docs/measurement.md); a 32 ns timer

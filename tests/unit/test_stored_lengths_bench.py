@@ -1,8 +1,8 @@
 """bench/stored_lengths.py, bench/stored_noise.py and bench/process_level.py: the analysis that
 turns a run into the tables docs/benchmarks.md quotes, pinned on runs made up here with known
 answers (the allowance by saves, false alarms and catches; the spread between processes taken
-apart; what lies inside and outside a kernel's blocks). The H100 runs the docs quote are raw
-runs, kept out of the repository (docs/benchmarks.md, "Raw runs")."""
+apart; what lies inside and outside a kernel's blocks; what a buffer set keeps). The GPU runs
+the docs quote are raw runs, kept out of the repository (docs/benchmarks.md, "Raw runs")."""
 
 from __future__ import annotations
 
@@ -250,3 +250,64 @@ def test_process_level_renders_the_board_and_the_process_count():
     assert f"board {BOARD[:12]}: 10 processes" in text
     assert "in-kernel: span (globaltimer)" in text and "a child failed: boom" in text
     assert statistics.fmean(r["trimmed_s"] for r in document["rows"] if r["way"] == "plain") > 0
+
+
+def _reference_rows(shared: bool, processes: int = 12, seed: int = 5) -> dict:
+    """graph-ref rows: the kernel's level shifts by 1% of 8 us a process; the empty launch
+    shares the shift in absolute time (`shared`) or shifts on its own."""
+    rng = random.Random(seed)
+    rows = []
+    for process in range(processes):
+        shift_s = rng.gauss(0, 0.08e-6)
+        empty_s = 7e-6 + (shift_s if shared else rng.gauss(0, 0.08e-6))
+        for round_ in range(2):
+            common = {"process": process, "length": "7.6us", "board": BOARD,
+                      "way": "graph-ref", "round": round_}  # fmt: skip
+            noise = rng.gauss(0, 0.002e-6)
+            rows.append({**common, "launch": "kernel", "trimmed_s": 8e-6 + shift_s + noise})
+            rows.append({**common, "launch": "empty-like", "trimmed_s": empty_s + noise})
+    return {"rows": rows}
+
+
+def test_process_level_takes_an_empty_launchs_shift_off_the_kernel_in_a_graph():
+    bench = load_script("process_level")
+    shared = {r[1]: r for r in bench.analyse(_reference_rows(shared=True)) if r[0] == "7.6us"}
+    own = {r[1]: r for r in bench.analyse(_reference_rows(shared=False)) if r[0] == "7.6us"}
+    kernel, adjusted = "graph-ref: kernel, trimmed", "graph-ref: kernel - (empty-like - its mean)"
+    assert _sigma(list(shared.values()), adjusted) < _sigma(list(shared.values()), kernel) / 5
+    assert "correlation +1.00" in shared[adjusted][3]
+    assert _sigma(list(own.values()), adjusted) > _sigma(list(own.values()), kernel)
+    assert kernel in shared and shared[kernel][3].endswith("12 processes")
+
+
+def _placement_rows(set_sigma: float, processes: int = 10, seed: int = 7) -> dict:
+    """placement rows: 4 buffer sets x 2 loads x 2 rounds a process; each set keeps a level
+    of `set_sigma`, loads none, cells scatter by 0.6%."""
+    rng = random.Random(seed)
+    rows = []
+    for process in range(processes):
+        levels = [rng.gauss(0, set_sigma) for _ in range(4)]
+        for round_ in range(2):
+            for load in range(2):
+                for index, level in enumerate(levels):
+                    time_s = 8e-6 * math.exp(level + rng.gauss(0, 0.006))
+                    rows.append({"process": process, "length": "7.6us", "board": BOARD,
+                                 "way": "placement", "round": round_, "load": load,
+                                 "set": index, "trimmed_s": time_s})  # fmt: skip
+    return {"rows": rows}
+
+
+def test_process_level_finds_a_level_that_belongs_to_the_buffer_set():
+    bench = load_script("process_level")
+    table = [r for r in bench.analyse(_placement_rows(0.005)) if r[0] == "7.6us"]
+    cell = _sigma(table, "placement: cells of one set and load")
+    sets = _sigma(table, "placement: means of 4 buffer sets")
+    loads = _sigma(table, "placement: means of 2 module loads")
+    predicted = [float(r[3].rsplit(" ", 1)[1].rstrip("%")) / 100 for r in table
+                 if r[1].startswith("placement: means")]  # fmt: skip
+    assert 0.004 < cell < 0.008
+    assert sets > 1.5 * predicted[0]  # the set's own level shows beyond the cells' scatter
+    assert loads < 1.5 * predicted[1]  # loads keep none
+    quiet = [r for r in bench.analyse(_placement_rows(0.0)) if r[0] == "7.6us"]
+    assert _sigma(quiet, "placement: means of 4 buffer sets") < 1.5 * predicted[0]
+    assert _sigma(table, "placement: process means (every set and load)") > 0
