@@ -110,7 +110,9 @@ def measure_kernel(
     sampler = Sampler(backend, device, settings, label)
     try:
         copies = _copies_needed(settings, buffers, bytes_moved, sampler, label)
-        placements = sampler.placements(args, buffers, copies)
+        placements = sampler.placements(args, buffers, copies, fit=settings.spread_placements)
+        if len(placements) < settings.reallocation_rounds:  # the memory held fewer
+            settings = sampler.settings = replace(settings, reallocation_rounds=len(placements))
         work = Timed(label, launch, placements, bytes_moved, launch_on=launch, setup=setup)
         measurement = sampler.run(
             [work],

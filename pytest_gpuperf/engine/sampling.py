@@ -50,7 +50,7 @@ from pytest_gpuperf.engine.timing import (
     run_batch,
     run_graph_batch,
 )
-from pytest_gpuperf.errors import ConfigError, GpuPerfError, LaunchError
+from pytest_gpuperf.errors import ConfigError, GpuPerfError, LaunchError, OutOfDeviceMemory
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer
 
 # -- the sampler ------------------------------------------------------------------------
@@ -96,21 +96,37 @@ class Sampler:
         return clone
 
     def placements(
-        self, args: tuple, buffers: list[DeviceBuffer], copies: int, rounds: int | None = None
+        self,
+        args: tuple,
+        buffers: list[DeviceBuffer],
+        copies: int,
+        rounds: int | None = None,
+        *,
+        fit: bool = False,
     ) -> list[list[tuple]]:
         """Argument tuples per placement and copy; the caller's own buffers are copy 0 of
         placement 0, every other copy is a fresh allocation initialised from them.
-        `rounds` placements (None: the settings' reallocation_rounds)."""
-        result = []
+        `rounds` placements (None: the settings' reallocation_rounds). `fit`: a placement
+        the device memory cannot hold is left out (its copies freed) instead of failing."""
+        result: list[list[tuple]] = []
         count = self.settings.reallocation_rounds if rounds is None else rounds
         for round_index in range(count):
             sets = []
-            for copy_index in range(copies):
-                if round_index == 0 and copy_index == 0:
-                    sets.append(args)
-                    continue
-                clones = {id(b): self._copy_of(b) for b in buffers}
-                sets.append(tuple(clones.get(id(a), a) if is_buffer(a) else a for a in args))
+            made = len(self.owned)
+            try:
+                for copy_index in range(copies):
+                    if round_index == 0 and copy_index == 0:
+                        sets.append(args)
+                        continue
+                    clones = {id(b): self._copy_of(b) for b in buffers}
+                    sets.append(tuple(clones.get(id(a), a) if is_buffer(a) else a for a in args))
+            except OutOfDeviceMemory:
+                if not (fit and result):
+                    raise
+                for clone in self.owned[made:]:
+                    clone.free()
+                del self.owned[made:]
+                break
             result.append(sets)
         return result
 

@@ -18,7 +18,7 @@ import pytest
 
 from pytest_gpuperf.engine import measure, policy, timing
 from pytest_gpuperf.engine.measure import MeasureSettings, measure_callable, measure_kernel
-from pytest_gpuperf.errors import ConfigError, GpuPerfError, LaunchError
+from pytest_gpuperf.errors import ConfigError, GpuPerfError, LaunchError, OutOfDeviceMemory
 from pytest_gpuperf.runtime import open_backend
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
@@ -637,6 +637,45 @@ def test_a_spread_cold_measurement_takes_placements_and_ends_on_the_callers_buff
     np.testing.assert_array_equal(args[2].download(np.float32), expected)
     measure.release(backend)
     assert counting.live == before  # every copy freed
+
+
+def test_spread_placements_stop_where_the_device_memory_runs_out():
+    """A device that cannot hold all eight placements (other tensors fill it) measures on
+    those it holds; the copies of the placement that failed are freed at once."""
+    backend = _sim()
+    kernel, args, expected = _vector_add(backend, 1 << 12)
+    counting = Counting(backend)
+    before = set(counting.live)
+    alloc = backend.alloc
+    made = [0]
+
+    def short_of_memory(nbytes: int) -> DeviceBuffer:
+        if nbytes == args[0].nbytes:  # room for two more copies of the three buffers
+            made[0] += 1
+            if made[0] > 6:
+                raise OutOfDeviceMemory(f"cannot allocate {nbytes} bytes (test)")
+        return alloc(nbytes)
+
+    backend.alloc = short_of_memory  # type: ignore[method-assign]
+    result = measure_kernel(
+        backend, kernel, grid=16, block=256, args=args, bytes_moved=12 << 12,
+        device=get_device("mi300x"),
+        settings=MeasureSettings(cache="cold", spread_placements=True),
+    )  # fmt: skip
+    assert result.extra["reallocation_rounds"] == 3
+    np.testing.assert_array_equal(args[2].download(np.float32), expected)
+    backend.alloc = alloc  # type: ignore[method-assign]
+    measure.release(backend)
+    assert counting.live == before
+    # without spread_placements a placement asked for must fit
+    backend.alloc = short_of_memory  # type: ignore[method-assign]
+    made[0] = 0
+    with pytest.raises(OutOfDeviceMemory):
+        measure_kernel(
+            backend, kernel, grid=16, block=256, args=args, bytes_moved=12 << 12,
+            device=get_device("mi300x"),
+            settings=MeasureSettings(cache="cold", reallocation_rounds=8),
+        )  # fmt: skip
 
 
 @pytest.mark.parametrize(
