@@ -581,34 +581,10 @@ def test_buffers_are_freed_when_the_launch_fails():
     assert counting.live == before
 
 
-def test_reallocation_rounds_spread_samples_over_fresh_placements():
-    backend = _sim()
-    kernel, args, expected = _vector_add(backend, 1 << 12)
-    outputs: set[int] = set()
-    launch = backend.launch
-
-    def spy(kernel_, grid, block, call_args, **options):
-        if kernel_.name == "vector_add":
-            outputs.add(call_args[2].ptr)
-        launch(kernel_, grid, block, call_args, **options)
-
-    backend.launch = spy  # type: ignore[method-assign]
-    result = measure_kernel(
-        backend,
-        kernel,
-        grid=16,
-        block=256,
-        args=args,
-        bytes_moved=12 << 12,
-        device=get_device("mi300x"),
-        settings=MeasureSettings(cache="hot", reallocation_rounds=3),
-    )
-    assert len(outputs) == 3 and args[2].ptr in outputs
-    assert result.extra["reallocation_rounds"] == 3
-    np.testing.assert_array_equal(args[2].download(np.float32), expected)
-
-
-def test_a_spread_cold_measurement_takes_placements_and_ends_on_the_callers_buffers():
+def _placed_vector_add(settings: MeasureSettings) -> tuple[Any, list[int], tuple, Any]:
+    """A 4K vector add measured with `settings` on a fresh simulated backend: the result, the
+    output buffer of every launch in order, the caller's arguments and the expected output;
+    every buffer the engine allocated is freed again."""
     backend = _sim()
     kernel, args, expected = _vector_add(backend, 1 << 12)
     outputs: list[int] = []
@@ -623,20 +599,30 @@ def test_a_spread_cold_measurement_takes_placements_and_ends_on_the_callers_buff
     counting = Counting(backend)
     before = set(counting.live)
     result = measure_kernel(
-        backend,
-        kernel,
-        grid=16,
-        block=256,
-        args=args,
-        bytes_moved=12 << 12,
-        device=get_device("mi300x"),
-        settings=MeasureSettings(cache="cold", spread_placements=True),
+        backend, kernel, grid=16, block=256, args=args, bytes_moved=12 << 12,
+        device=get_device("mi300x"), settings=settings,
+    )  # fmt: skip
+    measure.release(backend)
+    assert counting.live == before
+    return result, outputs, args, expected
+
+
+def test_reallocation_rounds_spread_samples_over_fresh_placements():
+    result, outputs, args, expected = _placed_vector_add(
+        MeasureSettings(cache="hot", reallocation_rounds=3)
+    )
+    assert len(set(outputs)) == 3 and args[2].ptr in outputs
+    assert result.extra["reallocation_rounds"] == 3
+    np.testing.assert_array_equal(args[2].download(np.float32), expected)
+
+
+def test_a_spread_cold_measurement_takes_placements_and_ends_on_the_callers_buffers():
+    result, outputs, args, expected = _placed_vector_add(
+        MeasureSettings(cache="cold", spread_placements=True)
     )
     assert result.extra["reallocation_rounds"] == policy.PLACEMENT_SETS
     assert len(set(outputs)) == policy.PLACEMENT_SETS and outputs[-1] == args[2].ptr
     np.testing.assert_array_equal(args[2].download(np.float32), expected)
-    measure.release(backend)
-    assert counting.live == before  # every copy freed
 
 
 def test_spread_placements_stop_where_the_device_memory_runs_out():
