@@ -113,8 +113,9 @@ class MeasureSettings:
       it is decided, or at the target's horizon; None: the rules above alone.
     spread_placements: in cold mode, a kernel without a per-launch setup and with
       reallocation_rounds 1 spreads its samples over placement_sets_for(...) placements of
-      its buffers, as many as the memory allows up to PLACEMENT_SETS: a stored baseline
-      judges one process's placement against others'. Callables and pairs ignore it.
+      its buffers, as many as the memory allows up to PLACEMENT_SETS (and as many as it
+      still holds when an allocation fails): a stored baseline judges one process's
+      placement against others'. Callables and pairs ignore it.
     """
 
     cache: str = "cold"
