@@ -368,8 +368,7 @@ def _spread(
         return settings
     if setup is not None or settings.reallocation_rounds != 1:
         return settings
-    buffer_bytes = sum(b.nbytes for b in {id(b): b for b in buffers}.values())
-    sets = placement_sets_for(buffer_bytes, backend.info.memory_bytes)
+    sets = placement_sets_for(sum(b.nbytes for b in buffers), backend.info.memory_bytes)
     return replace(settings, reallocation_rounds=sets)
 
 

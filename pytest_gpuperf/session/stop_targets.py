@@ -79,7 +79,7 @@ def measure_plan(
         floor=floor,
         simulated_board_spread=sim_board_spread,
         wander_s=process_wander_s(info.backend, cache),
-        horizon_samples=STORED_MIN_SAMPLES if info.backend != "sim" else 0,
+        horizon_samples=STORED_MIN_SAMPLES if minimum_s else 0,  # the minimum it replaces
     )
     return MeasurePlan(target, 0.0, spread)
 
