@@ -166,36 +166,42 @@ def child(options: argparse.Namespace) -> None:
             else None
         )
 
-        def graph_cell(label: str, n: int, buffers: tuple, launched: Any = None) -> dict:
-            """The same cold samples captured into one CUDA graph (flush, event, kernel,
-            event, k times; the events as graph nodes: Backend.record_event_in_graph) and
-            replayed once on a stream of its own."""
-            x, y, extra = buffers
+        def graph_times(launches: Sequence[tuple[Any, int, tuple]]) -> Any:
+            """Cold samples captured into one CUDA graph and replayed once on a stream of its
+            own: each sample, for each (kernel, blocks, args), the read-flush, an event, the
+            launch and an event (events as graph nodes: Backend.record_event_in_graph).
+            Times in seconds, one row a sample, one column a launch."""
             engine = engine_for(backend)
             scratch = engine.scratch_for(scratch_bytes_for(backend.info.l2_bytes))
             flush_count = scratch.nbytes // FLUSH_ELEMENT_BYTES
-            events = engine.event_pairs(k)
+            events = engine.event_pairs(k * len(launches))
 
             def record(stream: Any) -> None:
-                for s in range(k):
+                for e in range(0, 2 * k * len(launches), 2):
+                    launched, blocks, args = launches[(e // 2) % len(launches)]
                     backend.launch(
                         engine.flush, blocks_for(flush_count), INTERNAL_BLOCK,
                         (scratch, flush_count, engine.sink), stream=stream,
                     )  # fmt: skip
-                    backend.record_event_in_graph(events[2 * s], stream)
-                    backend.launch(
-                        launched or kernel, (n + 255) // 256, 256, (x, y, extra, 2.0, n, 0),
-                        stream=stream,
-                    )  # fmt: skip
-                    backend.record_event_in_graph(events[2 * s + 1], stream)
+                    backend.record_event_in_graph(events[e], stream)
+                    backend.launch(launched, blocks, 256, args, stream=stream)
+                    backend.record_event_in_graph(events[e + 1], stream)
 
             graph = backend.capture_graph(record, graph_stream)
             backend.launch_graph(graph, graph_stream)
             backend.synchronize(graph_stream)
-            times = np.array(
-                [backend.elapsed_s(events[2 * s], events[2 * s + 1]) for s in range(k)]
-            )
+            times = [
+                backend.elapsed_s(events[e], events[e + 1])
+                for e in range(0, 2 * k * len(launches), 2)
+            ]
             backend.free_graph(graph)
+            return np.array(times).reshape(k, len(launches))
+
+        def graph_cell(label: str, n: int, buffers: tuple, launched: Any = None) -> dict:
+            """The same cold samples as one CUDA graph (graph_times)."""
+            x, y, extra = buffers
+            grid = (n + 255) // 256
+            times = graph_times([(launched or kernel, grid, (x, y, extra, 2.0, n, 0))])[:, 0]
             return {"length": label, "board": board, "median_s": float(np.median(times)),
                     "trimmed_s": trimmed_mean(times).mean, "n": int(times.size)}  # fmt: skip
 
@@ -205,9 +211,6 @@ def child(options: argparse.Namespace) -> None:
             of its grid without arguments, and that of one block: which of them shares the
             level a process keeps."""
             x, y, extra = buffers
-            engine = engine_for(backend)
-            scratch = engine.scratch_for(scratch_bytes_for(backend.info.l2_bytes))
-            flush_count = scratch.nbytes // FLUSH_ELEMENT_BYTES
             grid = (n + 255) // 256
             launches = {
                 "kernel": (kernel, grid, (x, y, extra, 2.0, n, 0)),
@@ -215,37 +218,13 @@ def child(options: argparse.Namespace) -> None:
                 "empty-bare": (bare, grid, ()),
                 "empty-one-block": (bare, 1, ()),
             }
-            events = engine.event_pairs(k * len(launches))
-
-            def record(stream: Any) -> None:
-                for s in range(k):
-                    for j, (launched, blocks, args) in enumerate(launches.values()):
-                        backend.launch(
-                            engine.flush, blocks_for(flush_count), INTERNAL_BLOCK,
-                            (scratch, flush_count, engine.sink), stream=stream,
-                        )  # fmt: skip
-                        e = 2 * (s * len(launches) + j)
-                        backend.record_event_in_graph(events[e], stream)
-                        backend.launch(launched, blocks, 256, args, stream=stream)
-                        backend.record_event_in_graph(events[e + 1], stream)
-
-            graph = backend.capture_graph(record, graph_stream)
-            backend.launch_graph(graph, graph_stream)
-            backend.synchronize(graph_stream)
-            times = np.array([
-                [backend.elapsed_s(events[2 * (s * len(launches) + j)],
-                                   events[2 * (s * len(launches) + j) + 1])
-                 for j in range(len(launches))] for s in range(k)
-            ])  # fmt: skip
-            backend.free_graph(graph)
-            rows = []
-            for j, name in enumerate(launches):
-                rows.append({"length": label, "board": board, "launch": name,
-                             "median_s": float(np.median(times[:, j])),
-                             "trimmed_s": trimmed_mean(times[:, j]).mean,
-                             "paired_s": trimmed_mean(times[:, 0] - times[:, j]).mean,
-                             "n": int(k)})  # fmt: skip
-            return rows
+            times = graph_times(list(launches.values()))
+            return [
+                {"length": label, "board": board, "launch": name,
+                 "median_s": float(np.median(times[:, j])),
+                 "trimmed_s": trimmed_mean(times[:, j]).mean, "n": int(k)}
+                for j, name in enumerate(launches)
+            ]  # fmt: skip
 
         def placement_cells(label: str, n: int, host: Any, buffers: tuple) -> None:
             """Graph cells of the kernel on `--placement` buffer sets (copies of the same
