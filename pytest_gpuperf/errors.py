@@ -106,6 +106,25 @@ class ConfigError(GpuPerfError):
     """A setting, marker or fixture argument is invalid; names it and the valid values."""
 
 
+class NotMeasured(GpuPerfError):
+    """A measurement that could not be taken (its work gave no usable sample): the test is
+    not judged, and the message says what the measurement saw."""
+
+    def __init__(self, label: str, what: str) -> None:
+        self.label = label
+        super().__init__(f"{label}: not measured: {what}")
+
+
+class MeasurementTimeout(NotMeasured):
+    """A measurement (or an A/B round, a confirmation, a save's) reached its hard wall-clock
+    limit before it could be taken: the test is not judged, and the message says what the
+    measurement saw by then (samples kept and dropped, where the time went)."""
+
+    def __init__(self, label: str, limit_s: float, what: str) -> None:
+        self.limit_s = limit_s
+        super().__init__(label, what)
+
+
 class DeviceFault(LaunchError):
     """The device can no longer be used in this process: a sticky fault (an illegal address)
     or a kernel that did not finish within the watchdog's limit. Every later GPU test of the

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pytest_gpuperf.engine.policy import DEFAULT_PAIR_LOADS
+from pytest_gpuperf.engine.policy import DEFAULT_PAIR_LOADS, HARD_LIMIT_MIN_S, HARD_LIMIT_MULTIPLE
 from pytest_gpuperf.gate.policy import (
     DEFAULT_CODE_SPREAD,
     DEFAULT_COMPARE_THRESHOLD,
@@ -288,6 +288,17 @@ OPTIONS: tuple[OptionSpec, ...] = (
         f"seconds of sampling per measurement. Default: {DEFAULT_BUDGET_S}.",
         ini="gpuperf_budget",
         metavar="SECONDS",
+        ini_type="float",
+    ),
+    OptionSpec(
+        "--gpuperf-hard-limit",
+        "gpuperf_hard_limit",
+        "how long one measurement (an A/B round, a confirmation, a save's) may take before it "
+        "ends unjudged with what it saw, as a multiple of the budget (at least "
+        f"{HARD_LIMIT_MIN_S:g} s); --gpuperf-strict fails such a test. Default: "
+        f"{HARD_LIMIT_MULTIPLE:g}.",
+        ini="gpuperf_hard_limit",
+        metavar="MULTIPLE",
         ini_type="float",
     ),
     OptionSpec(

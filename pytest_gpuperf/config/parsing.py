@@ -149,6 +149,9 @@ def ranged_parser(what: str, allowed: Range) -> Callable[[Any, str], float]:
     return parse
 
 
+parse_hard_limit = ranged_parser(
+    "the hard limit (a multiple of the budget, e.g. 10)", ranges.HARD_LIMIT
+)
 parse_gpu_index = count_parser(
     0, MAX_GPU_INDEX, f"a device index from 0 to {MAX_GPU_INDEX} (0, 1, ...)"
 )

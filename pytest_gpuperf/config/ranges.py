@@ -33,6 +33,10 @@ class Range:
         return f"[{self.low:g}, {self.high:g}]"
 
 
+# The hard limit of a measurement, as a multiple of its budget: below 2 the sampling the
+# budget allows (and its warm-up) would not fit; beyond 1000 a hung measurement outlives any
+# CI job that would ever end it.
+HARD_LIMIT = Range(2.0, 1000.0)
 # The smallest drop that fails a stored-baseline test. Above half the speed, a "regression"
 # is no longer a gate but a crash detector.
 TOLERANCE = Range(0.0, 0.5)

@@ -40,6 +40,7 @@ from pytest_gpuperf.config.parsing import (
     parse_floor,
     parse_gpu_index,
     parse_gpu_margin,
+    parse_hard_limit,
     parse_history,
     parse_loads,
     parse_peak_gbps,
@@ -53,7 +54,7 @@ from pytest_gpuperf.config.parsing import (
     parse_tolerance,
     seconds_parser,
 )
-from pytest_gpuperf.engine.policy import DEFAULT_PAIR_LOADS
+from pytest_gpuperf.engine.policy import DEFAULT_PAIR_LOADS, HARD_LIMIT_MULTIPLE
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.accept import INI_SOURCE, OPTION_SOURCE, option_rules
 from pytest_gpuperf.gate.policy import (
@@ -81,6 +82,7 @@ MEASURING_ONLY = (
     "gpuperf_suite_alarm",
     "gpuperf_history",
     "gpuperf_budget",
+    "gpuperf_hard_limit",
     "gpuperf_accept",
     # the static gate acts on these too
     "gpuperf_strict",
@@ -124,6 +126,7 @@ class Settings:
     history_length: int = HISTORY_LENGTH
     prune: bool = False
     budget_s: float = DEFAULT_BUDGET_S
+    hard_limit: float = HARD_LIMIT_MULTIPLE  # x budget_s: a measurement's hard limit
     kernel_timeout_s: float | None = None  # None: 60 s + 10 x budget_s
     compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S
     cache: str = DEFAULT_CACHE
@@ -364,6 +367,7 @@ def build_settings(
         history_length=get("gpuperf_history", parse_history, HISTORY_LENGTH),
         prune=get("gpuperf_prune", parse_bool, False),
         budget_s=get("gpuperf_budget", parse_budget, DEFAULT_BUDGET_S),
+        hard_limit=get("gpuperf_hard_limit", parse_hard_limit, HARD_LIMIT_MULTIPLE),
         kernel_timeout_s=get("gpuperf_kernel_timeout", seconds_parser("the kernel timeout"), None),
         compile_timeout_s=get(
             "gpuperf_compile_timeout",

@@ -57,6 +57,7 @@ from pytest_gpuperf.engine.policy import (
 from pytest_gpuperf.engine.results import Measurement, PairedComparison
 from pytest_gpuperf.engine.sampling import Sampler, check_bytes, is_buffer
 from pytest_gpuperf.engine.timing import Timed, release
+from pytest_gpuperf.engine.work_checks import check_host_waits, check_queues_work
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel, Module, as_dim3
 
@@ -109,6 +110,10 @@ def measure_kernel(
     settings = _spread(settings, backend, buffers, setup)
     sampler = Sampler(backend, device, settings, label)
     try:
+        if setup is not None:  # a setup that waits for the device is refused, in one line
+            setup()
+            launch(args)
+            check_host_waits(sampler, [], [(lambda: launch(args), setup)])
         copies = _copies_needed(settings, buffers, bytes_moved, sampler, label)
         placements = sampler.placements(args, buffers, copies, fit=settings.spread_placements)
         if len(placements) < settings.reallocation_rounds:  # the memory held fewer
@@ -201,6 +206,8 @@ def measure_pair(
                     setup()
                 launch((load, *args))
         backend.synchronize()
+        if setup is not None:  # a setup that waits for the device is refused, in one line
+            check_host_waits(sampler, [], [(lambda: launch_head((0, *args)), setup)])
         copies = _copies_needed(
             replace(settings, reallocation_rounds=1), buffers, bytes_moved, sampler, label
         )
@@ -405,7 +412,8 @@ def measure_callable(
     sampler = Sampler(backend, device, settings, label)
     try:
         work = Timed(label, lambda _args: fn(), [[()]], bytes_moved, setup=setup)
-        sampler.check_queues_work(work)
+        check_queues_work(sampler, work)
+        check_host_waits(sampler, [work], [(fn, setup)])
         return sampler.run([work], kernel_name=label, extra_fields={})[0]
     finally:
         sampler.close()
@@ -469,13 +477,15 @@ def measure_callable_pair(
             )
             for fns, setups in ((heads, head_setups), (bases, base_setups))
         ]
-        session.check_queues_work(works[0])
+        check_queues_work(session, works[0])
         for load in range(1, loads):  # first calls of every capture (lazy compiles) untimed
             for fns, setups in ((heads, head_setups), (bases, base_setups)):
                 if setups[load] is not None:
                     setups[load]()  # type: ignore[misc]
                 fns[load]()
+            session.check_deadline()
         backend.synchronize()
+        check_host_waits(session, works, [(heads[0], head_setups[0]), (bases[0], base_setups[0])])
         head_m, base_m = session.run(
             works,
             kernel_name=label,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.engine.results import CACHE_MODES
 from pytest_gpuperf.errors import ConfigError
@@ -77,6 +77,18 @@ PLACEMENT_MEMORY_FRACTION = 1 / 16
 MIN_SAMPLING_MAX_SAMPLES = 50_000
 
 
+# The hard wall-clock limit of a measurement (engine/deadline.py) is this multiple of its
+# sampling budget (--gpuperf-hard-limit), and never less than HARD_LIMIT_MIN_S, which the
+# probe, the warm-up and the sampling of a short budget fit in.
+HARD_LIMIT_MULTIPLE = 10.0
+HARD_LIMIT_MIN_S = 5.0
+
+
+def hard_limit_s(budget_s: float, multiple: float = HARD_LIMIT_MULTIPLE) -> float:
+    """The hard wall-clock limit of a measurement whose sampling budget is `budget_s`."""
+    return max(multiple * budget_s, HARD_LIMIT_MIN_S)
+
+
 def real_limit_s(budget_s: float) -> float:
     """The host's real time a sampling (or warm-up) budget allows."""
     return max(REAL_TIME_ALLOWANCE * budget_s, budget_s + REAL_TIME_FLOOR_S)
@@ -111,6 +123,11 @@ class MeasureSettings:
       share the process). 0: precision stops as soon as it is reached.
     stop: the decision the measurement serves (engine/sequential.py): sampling stops once
       it is decided, or at the target's horizon; None: the rules above alone.
+    hard_limit_s: the wall-clock limit no part of the measurement outlives (probe, warm-up,
+      sampling; engine/deadline.py); None: hard_limit_s(budget_s). At the limit it raises
+      MeasurementTimeout, which says what it saw.
+    deadline: a Deadline already running (an A/B round's, which its captures share);
+      None: the measurement starts its own from hard_limit_s.
     spread_placements: in cold mode, a kernel without a per-launch setup and with
       reallocation_rounds 1 spreads its samples over placement_sets_for(...) placements of
       its buffers, as many as the memory allows up to PLACEMENT_SETS (and as many as it
@@ -132,6 +149,9 @@ class MeasureSettings:
     stop: StopTarget | None = None
     spread_placements: bool = False
     progress: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
+    hard_limit_s: float | None = None
+    # an engine.deadline.Deadline (which reads this module's limits: typed loosely here)
+    deadline: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.cache not in CACHE_MODES:
@@ -147,6 +167,10 @@ class MeasureSettings:
             (self.warmup_s >= 0, "warmup_s must be >= 0"),
             (self.reallocation_rounds >= 1, "reallocation_rounds must be >= 1"),
             (self.min_sampling_s >= 0, "min_sampling_s must be >= 0"),
+            (
+                self.hard_limit_s is None or self.hard_limit_s > 0,
+                "hard_limit_s must be positive",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -193,10 +217,23 @@ def launches_per_pair(kernel_time_s: float, cache: str, setup: bool = False) -> 
 
 
 def queue_method_for(
-    cache: str, launches: int, graph: bool = False, setup: bool = False, graph_batches: bool = False
+    cache: str,
+    launches: int,
+    graph: bool = False,
+    setup: bool = False,
+    graph_batches: bool = False,
+    as_it_runs: str = "",
 ) -> str:
-    """The words Measurement.queue_method uses for how the queue was kept ahead."""
+    """The words Measurement.queue_method uses for how the queue was kept ahead (or, for
+    work timed as it runs, `as_it_runs` saying why it was not)."""
     reset = " + setup before every timed launch" if setup else ""
+    if as_it_runs:
+        per_pair = "1 call" if launches == 1 else f"{launches} calls"
+        flush = " after a read-flush" if cache == "cold" else ""
+        return (
+            f"as-it-runs: {per_pair} per event pair{flush}, no spin in front, the host's "
+            f"waits included ({as_it_runs})"
+        )
     if cache == "cold" and graph_batches:
         return "graph-batch: each batch's read-flushes, events and launches replayed as one graph"
     if cache == "cold":

@@ -14,7 +14,7 @@ from pytest_gpuperf.engine.pairing import Pairing
 from pytest_gpuperf.engine.policy import MeasureSettings, queue_method_for
 from pytest_gpuperf.engine.results import GpuIdentity, Measurement
 from pytest_gpuperf.engine.timing import Timed
-from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.errors import ConfigError, NotMeasured
 from pytest_gpuperf.runtime.info import DeviceInfo
 
 
@@ -43,6 +43,15 @@ def measurement_of(
     work = timed[position]
     samples_s = (pair.head_s if position == 0 else pair.base_s) if pair else work.samples_s
     checked = [len(pair.ratios)] if pair else [len(item.samples_s) for item in timed]
+    if min(checked) < 3 and work.launch_on is None and extra["starved_samples_dropped"]:
+        raise NotMeasured(  # a callable's work the queue could not be kept ahead of
+            label,
+            f"{min(checked)} samples kept and {extra['starved_samples_dropped']:,} dropped in "
+            f"the {settings.budget_s:g} s budget: every dropped sample found the device queue "
+            "empty, as when the work waits on the host after its first calls (a "
+            "synchronisation the probe did not see) or the host cannot launch it as fast as "
+            "the device runs it",
+        )
     if min(checked) < 3:
         starved = extra["starved_samples_dropped"]
         way_out = (
@@ -94,6 +103,7 @@ def measurement_of(
             bool(work.graphs),
             setup=work.setup is not None,
             graph_batches=graph_batches,
+            as_it_runs=extra.get("as_it_runs", "") if work.as_it_runs else "",
         ),
         "warmup_count": warmup_launches,
         "stopped_by": stopped_by,

@@ -19,18 +19,19 @@ import numpy as np
 
 from pytest_gpuperf.engine import clocks as clock_readings
 from pytest_gpuperf.engine import sequential, stats
+from pytest_gpuperf.engine.deadline import Deadline, what_it_saw
 from pytest_gpuperf.engine.pairing import Pairing
 from pytest_gpuperf.engine.policy import (
     FLUSH_ELEMENT_BYTES,
     MIN_SAMPLING_BELOW_S,
     MIN_SAMPLING_MAX_SAMPLES,
     MIN_WARMUP_S,
-    NO_WORK_MARGIN_S,
     PROGRESS_EVERY_S,
     STORED_MIN_SAMPLES,
     WARMUP_BATCH_SAMPLES,
     WARMUP_TOLERANCE,
     MeasureSettings,
+    hard_limit_s,
     launches_per_pair,
     real_limit_s,
     rotation_copies_for,
@@ -74,6 +75,16 @@ class Sampler:
         # cold samples of a kernel captured and replayed as one graph a batch (CUDA)
         self.graph_batches = False
         self.graph_refused = ""
+        # the hard limit (engine/deadline.py): an A/B round's, or this measurement's own
+        self.deadline = settings.deadline or Deadline(
+            settings.hard_limit_s or hard_limit_s(settings.budget_s),
+            backend.host_clock,
+            simulated=backend.info.simulated,
+        )
+        # what the limit's words report: where the measurement is, and what it dropped
+        self.phase = "its first calls"
+        self.dropped = 0
+        self.as_it_runs_why = ""
 
     def close(self) -> None:
         """Free the copies and graphs; a device that already failed must not hide the error
@@ -130,28 +141,6 @@ class Sampler:
             result.append(sets)
         return result
 
-    def check_queues_work(self, work: Timed) -> None:
-        """Refuse a callable that queues no GPU work where it is timed: its event pairs would
-        time nothing, and its 'efficiency' would be thousands of percent. Compared with an
-        event pair around nothing, a real launch takes at least NO_WORK_MARGIN_S more."""
-        nothing = Timed("nothing", lambda _args: None, [[()]], 1)
-        work.launch_next(0)  # first call: lazy compiles and module loads stay out of it
-        self.backend.synchronize()
-        batch = run_batch(
-            self.engine, [work, nothing], 5, cold=False, spin_s=2e-3, clock=self.clock
-        )
-        timed, empty = batch.samples_s
-        if not timed or not empty:
-            return  # the queue starved: no verdict from this probe
-        if min(timed) <= float(np.median(empty)) + NO_WORK_MARGIN_S:
-            raise ConfigError(
-                f"{self.label}: the callable queued no GPU work on the stream being timed "
-                f"(its event pairs took {min(timed) * 1e6:.3f} us, as long as a pair around "
-                "nothing): gpu_bench.run(fn) times what fn launches on the default stream. "
-                "Launch the work there (PyTorch: the current stream; CuPy: the null stream), "
-                "or measure the kernel with gpu_bench(kernel, ...)"
-            )
-
     def reference(self, bytes_moved: int) -> Timed:
         """The calibration workload: gpuperf_copy_ref moving the same bytes in the same
         cache mode (half read, half written), with its own rotation when rotating."""
@@ -202,6 +191,7 @@ class Sampler:
                 item.setup()
             item.launch_next(0)
         backend.synchronize()
+        self.phase = "the probe"
         self._probe(timed)
         if pair is not None:  # both sides get the same launches per event pair
             launches = max(item.launches for item in timed)
@@ -216,7 +206,9 @@ class Sampler:
             host_per_sample_s=sum(item.launches for item in timed) * 30e-6,
             device_per_sample_s=self._device_per_sample_s(timed),
         )
+        self.phase = "warm-up"
         warmup_launches = self._warm_up(timed, pacing)
+        self.phase = "sampling"
 
         clocks_before: list = []
         sampling_began = self.clock()
@@ -243,6 +235,7 @@ class Sampler:
             )
             batches += 1
             starved += batch.starved
+            self.dropped += batch.starved
             if pair is not None:
                 pair.take(batch)
             else:
@@ -258,6 +251,8 @@ class Sampler:
             )
             spent_s = max(now - sampling_began, real_spent)
             stopped_by = self._stop_reason(timed, spent_s)
+            if not stopped_by:
+                self.check_deadline()
             # Double the batch, but not past what the remaining budget can pay for, on the
             # backend's clock only: a seeded simulated run batches alike on any machine (the
             # real clock may end it one batch, at most as long as all before it, late).
@@ -291,6 +286,8 @@ class Sampler:
             extra["min_sampling_s"] = settings.min_sampling_s
         if settings.stop is not None:  # sequential rule: what the stop served
             extra["stop_target"] = settings.stop.describe()
+        if self.as_it_runs_why:
+            extra["as_it_runs"] = self.as_it_runs_why
         if self.graph_refused:
             extra["graph_batches_refused"] = self.graph_refused
         if pair is not None:
@@ -356,7 +353,21 @@ class Sampler:
             )
         for item, accepted in zip(timed, batch.samples_s, strict=True):
             item.learn(accepted)
+        if self.phase != "sampling":
+            self.dropped += batch.starved
         return batch
+
+    def check_deadline(self) -> None:
+        """Raise MeasurementTimeout once the hard limit is spent (engine/deadline.py)."""
+        self.deadline.check(self.label, self._timeout_words)
+
+    def _timeout_words(self, spent_s: float) -> str:
+        pair = self.pairing
+        kept = len(pair.ratios) if pair else len(self.timed[0].samples_s) if self.timed else 0
+        return what_it_saw(
+            kept, self.dropped, paired=pair is not None, phase=self.phase, spent_s=spent_s,
+            limit_s=self.deadline.limit_s,
+        )  # fmt: skip
 
     def _device_per_sample_s(self, timed: list[Timed]) -> float:
         """A lower bound of the device time one sample of every workload takes."""
@@ -381,7 +392,20 @@ class Sampler:
             )
             if not batch.starved:
                 break
+            self.dropped += batch.starved
+            self.check_deadline()
             spin_s = 2 * max(spin_s, batch.host_s)
+        else:
+            if all(item.launch_on is None for item in timed):  # callables the host cannot
+                self.as_it_runs_why = (  # keep ahead of: time them as they run
+                    "the host could not keep the device queue ahead of it (spins up to "
+                    f"{spin_s * 1e3:.0f} ms did not cover one batch)"
+                )
+                for item in timed:
+                    item.as_it_runs = True
+                batch = run_batch(
+                    self.engine, timed, 3, cold=self.cold, spin_s=0.0, clock=self.clock
+                )
         if self.cold and not self.engine.flush_lower_bound_s:
             self.engine.flush_lower_bound_s = LOWER_BOUND_FRACTION * self._flush_time_s()
         for item, accepted in zip(timed, batch.samples_s, strict=True):
@@ -461,6 +485,7 @@ class Sampler:
             batch = self._batch(timed, samples, spin_s)
             batches += 1
             launches += samples * timed[0].launches
+            self.check_deadline()
             pacing.observe(batch, samples, spin_s)
             pacing.device_per_sample_s = self._device_per_sample_s(timed)
             warmup_s = self.settings.warmup_s

@@ -146,6 +146,10 @@ class Timed:
     # One setup per placement, where they differ (a callable pair's captures each reset
     # their own buffers); None: `setup` for every placement.
     setups: list[Callable[[], None]] | None = None
+    # Timed as it runs (engine/host_waits.py): work that waits for the device itself cannot
+    # be kept ahead of, so no spin goes in front of its batch and every sample is kept; its
+    # event pair holds what a call costs a program, the host's waits included.
+    as_it_runs: bool = False
 
     def setup_for(self, placement: int) -> Callable[[], None] | None:
         """The setup that runs before a timed launch on `placement`."""
@@ -249,12 +253,15 @@ def run_batch(
     """Enqueue `samples` samples of every workload, interleaved, then synchronise once.
 
     `order(slot)` gives the order in which the workloads run in one sample slot (default:
-    as listed); an A/B pair randomises it so neither side always runs first.
+    as listed); an A/B pair randomises it so neither side always runs first. Work timed as
+    it runs (every workload's `as_it_runs`) gets no spin and keeps every sample.
     """
     backend = engine.backend
     events = engine.event_pairs(samples * len(timed))
     account = QueueAccount(clock)
-    account.enqueue(lambda: engine.launch_spin(spin_s), spin_s, timed=False)
+    as_it_runs = all(work.as_it_runs for work in timed)
+    if not as_it_runs:  # work that waits on the host would only wait for the spin
+        account.enqueue(lambda: engine.launch_spin(spin_s), spin_s, timed=False)
     started = clock()
     pending: list[tuple[int, int, Any, Any, bool]] = []
     for placement in range(samples):
@@ -279,7 +286,7 @@ def run_batch(
                         functools.partial(work.launch_next, placement), work.lower_bound_s
                     )
             backend.record_event(end)
-            pending.append((placement, which, start, end, fed))
+            pending.append((placement, which, start, end, fed or as_it_runs))
     host_s = clock() - started
     if while_in_flight is not None:
         while_in_flight()

@@ -397,6 +397,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             f"gpuperf: smoke mode: {smoke} gpu_bench call(s) launched once and checked, "
             "nothing timed (--gpuperf measures and gates)"
         )
+    for test_id, test in state.tests.items():  # what reached its hard limit, in one line
+        kind, _, what = str(test.get("error", "")).partition(": ")
+        if kind in ("MeasurementTimeout", "NotMeasured"):
+            from pytest_gpuperf.report.visible import visible
+
+            writer.write_line(visible(f"gpuperf: {test_id}: {what}"), yellow=True)
     if state.shard is not None:
         writer.write_line(f"gpuperf: {state.shard.describe()}")
     # What the second measurement of a flagged regression said; with -v also the false-alarm

@@ -20,6 +20,7 @@ import pytest
 from pytest_gpuperf.config import settings as options
 
 if TYPE_CHECKING:
+    from pytest_gpuperf.errors import GpuPerfError
     from pytest_gpuperf.record.verdict import Row
     from pytest_gpuperf.session.bench_session import BenchSession, Judgement
     from pytest_gpuperf.session.fixture import GpuBench
@@ -161,8 +162,9 @@ class PluginState:
         self.rows[report.nodeid] = [from_plain(Row, row) for row in payload.get("rows", ())]
         self.row_workers[report.nodeid] = payload.get("worker") or MAIN_WORKER
         self.smoke[report.nodeid] = int(payload.get("smoke", 0))
+        xfailed = report.skipped and hasattr(report, "wasxfail")  # not measured, or modelled
         self.tests[report.nodeid] = {
-            "outcome": report.outcome,
+            "outcome": "xfailed" if xfailed else report.outcome,
             "kernel_files": list(payload.get("kernel_files", ())),
             "error": payload.get("error", ""),
         }
@@ -224,6 +226,8 @@ BENCH: pytest.StashKey[GpuBench] = pytest.StashKey()
 JUDGEMENT: pytest.StashKey[Judgement] = pytest.StashKey()
 IN_CALL = pytest.StashKey[bool]()
 FAILED_SUBTESTS = pytest.StashKey[int]()
+# a measurement not taken (errors.NotMeasured), which xfailed (or, strict, failed) the test
+NOT_MEASURED: pytest.StashKey[GpuPerfError] = pytest.StashKey()
 
 
 def state_of(config: pytest.Config) -> PluginState:

@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gpuperf.errors import DeviceFault, DeviceUnavailable, GpuPerfError
+from pytest_gpuperf.errors import (
+    DeviceFault,
+    DeviceUnavailable,
+    GpuPerfError,
+    NotMeasured,
+)
 from pytest_gpuperf.plugin.collect import item_settings
 from pytest_gpuperf.plugin.explain_pass import EXPLAINED, judgement_strict
 from pytest_gpuperf.plugin.state import (
@@ -26,6 +31,7 @@ from pytest_gpuperf.plugin.state import (
     JUDGEMENT,
     MAIN_WORKER,
     MARKER_PROBLEM,
+    NOT_MEASURED,
     TEST_SETTINGS,
     GpuPerfWarning,
     is_xdist_worker,
@@ -108,6 +114,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             _judge(item, unjudged=True)
         if isinstance(failure, DeviceFault):  # the facts, not a traceback into the driver
             pytest.fail(f"gpuperf: {item.nodeid}: {failure}", pytrace=False)
+        if isinstance(failure, NotMeasured):
+            _not_measured(item, failure)
         unmodelled = _no_model_failure(item, failure)
         if not unmodelled:
             raise
@@ -173,6 +181,18 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     if modelled:  # only a measured verdict is green: xfailed, with the reason on its line
         pytest.xfail(not_measured_reason(modelled))
     return result
+
+
+def _not_measured(item: pytest.Item, failure: NotMeasured) -> None:
+    """A measurement that could not be taken (no usable sample by its budget, or its hard
+    limit reached): the test is not judged, in one line. Only
+    a measured verdict is green, so it is xfailed with the reason on its line (as a change
+    that was not measured is), and --gpuperf-strict fails it."""
+    item.stash[NOT_MEASURED] = failure
+    line = f"gpuperf: {failure}"
+    if state_of(item.config).settings.strict:
+        pytest.fail(f"{line} (--gpuperf-strict fails a measurement not taken)", pytrace=False)
+    pytest.xfail(line)
 
 
 def _no_model_failure(item: pytest.Item, failure: BaseException) -> str:
@@ -261,7 +281,7 @@ def pytest_runtest_makereport(
         "smoke": sum(1 for r in bench.results if not r.measured),
         "suite_checks": state_of(item.config).suite_checks,
         "kernel_files": bench.kernel_files(Path(item.config.rootpath)),
-        "error": _gpuperf_error(call),
+        "error": _gpuperf_error(call, item.stash.get(NOT_MEASURED, None)),
     }
     judgement = item.stash.get(JUDGEMENT, None)
     if judgement is not None:
@@ -324,9 +344,11 @@ def _ours(filename: str) -> bool:
         return False
 
 
-def _gpuperf_error(call: pytest.CallInfo[None]) -> str:
+def _gpuperf_error(call: pytest.CallInfo[None], not_measured: GpuPerfError | None) -> str:
     """The first line of the gpuperf error that stopped the test body ("" for none): a
     kernel that does not compile, a missing kernel file, a launch that failed."""
+    if not_measured is not None:  # xfailed (or failed under strict) in its stead
+        return f"{type(not_measured).__name__}: {str(not_measured).strip().splitlines()[0]}"
     if call.excinfo is None or not call.excinfo.errisinstance(GpuPerfError):
         return ""
     lines = str(call.excinfo.value).strip().splitlines()

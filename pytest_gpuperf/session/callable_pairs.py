@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf.engine.deadline import Deadline
 from pytest_gpuperf.engine.measure import MeasureSettings, measure_callable
 from pytest_gpuperf.engine.results import Measurement, PairedComparison
 from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
@@ -137,20 +138,36 @@ def capture(
     label: str,
     first: BaseCallable,
     head: tuple[Callable[[], Any], Callable[[], Any] | None] | None,
+    deadline: Deadline,
     count: int = CALLABLE_CAPTURES,
 ) -> Captures:
     """`count` captures a side: base's `first` and count - 1 more from its body at REF run
     again on the modules `first` loaded (a Triton kernel not compiled anew per capture); head's
     `head` (the running test's callable and setup; None: a fresh capture for every load, as
     the confirmation round takes) and fresh ones from head's body run again. A capture that
-    fails shortens both sides to the pairs that have both (fewer than 3: drift assumed)."""
+    fails shortens both sides to the pairs that have both (fewer than 3: drift assumed), and
+    so does the round's `deadline`: no capture starts in the last half of its limit (the pairs
+    need it), and none after one capture took more than what is left."""
     assert first.fn is not None
     bases = [(first.fn, first.setup)]
     heads = [head] if head is not None else []
     short = ""
     body = bench.pair_inputs.body
+    began_s = deadline.left_s()
+    per_capture_s = 0.0
+
+    def no_time() -> str:
+        left_s = deadline.left_s()
+        if left_s > max(began_s / 2, 2 * per_capture_s):
+            return ""
+        return f"the round's hard limit ({deadline.limit_s:g} s) left no time for more"
+
     while len(bases) < count and body is not None:
+        if short := no_time():
+            break
+        before_s = deadline.left_s()
         again = recapture_base(first, body, label, bench, _base_kernel_of(bench))
+        per_capture_s = max(per_capture_s, before_s - deadline.left_s())
         if isinstance(again, str):
             short = again
             break
@@ -158,6 +175,8 @@ def capture(
     while len(heads) < len(bases):
         if body is None:
             short = "head's test function is not known"
+            break
+        if short := no_time():
             break
         made = capture_head(body, label, bench)
         if isinstance(made, str):
@@ -177,7 +196,7 @@ def capture(
     )
 
 
-def warm(bench: Any, captures: Captures) -> None:
+def warm(bench: Any, label: str, captures: Captures, deadline: Deadline) -> None:
     """Call every capture once (its setup first), before the GPU lock is taken: a Triton
     kernel compiles (or loads from Triton's cache) and autotunes on its first call, and base's
     modules are new objects whose kernels do so again. Inside the lock that work held the GPU
@@ -189,6 +208,14 @@ def warm(bench: Any, captures: Captures) -> None:
             if setup is not None:
                 setup()
             fn()
+            deadline.check(
+                label,
+                lambda elapsed_s: (
+                    f"the first calls of the A/B's captures took {elapsed_s:.1f} s, past the "
+                    f"round's hard limit ({deadline.limit_s:g} s): each call is too slow for "
+                    "this budget (raise --gpuperf-budget or --gpuperf-hard-limit)"
+                ),
+            )
     bench.backend.synchronize()
 
 
@@ -261,12 +288,14 @@ def captures_again(bench: Any, recipe: Any, recheck: Recheck) -> Captures | None
     if not (recheck.paired and recipe.base_fn is not None):
         return None
     first = recipe.base_fn
+    deadline = bench.deadline()
     found = find_base(bench, recipe.label)
     base = found if found.fn is not None else first
-    captures = capture(bench, recipe.label, base, None)
+    captures = capture(bench, recipe.label, base, None, deadline)
     if not captures.heads:
-        captures = capture(bench, recipe.label, base, (recipe.fn, recipe.common.get("setup")))
-    warm(bench, captures)
+        head = (recipe.fn, recipe.common.get("setup"))
+        captures = capture(bench, recipe.label, base, head, deadline)
+    warm(bench, recipe.label, captures, deadline)
     return captures
 
 

@@ -23,7 +23,9 @@ import numpy as np
 
 from pytest_gpuperf.config.parsing import parse_cache, parse_floor
 from pytest_gpuperf.config.settings import TestSettings
+from pytest_gpuperf.engine.deadline import Deadline
 from pytest_gpuperf.engine.measure import MeasureSettings
+from pytest_gpuperf.engine.policy import hard_limit_s
 from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
@@ -44,7 +46,7 @@ from pytest_gpuperf.session.declared import check_setup, declared_bytes, resolve
 from pytest_gpuperf.session.device import OpenDevice
 from pytest_gpuperf.session.kernel_pairs import Recipe
 from pytest_gpuperf.session.profile_child import PROFILED_NOTE, child_plan
-from pytest_gpuperf.session.stop_targets import measure_plan  # sequential rule
+from pytest_gpuperf.session.stop_targets import measure_settings  # sequential rule
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
 
@@ -392,17 +394,21 @@ class GpuBench:
             fn()
             self.backend.synchronize()
             return self._record(BenchResult(label, label, bytes_moved, mode, note=SMOKE_NOTE))
+        deadline = self.deadline()  # the round's hard limit: its captures and its pairs
         found = (
             callable_pairs.find_base(self, label) if self._session.settings.compare_ref else None
         )
         ab = ab_without_timing(self.backend, found) if found is not None else None
         captures = None
         if found is not None and ab is None:  # several a side, outside the lock (their bodies,
-            captures = callable_pairs.capture(self, label, found, (fn, setup))  # first calls)
-            callable_pairs.warm(self, captures)
+            captures = callable_pairs.capture(self, label, found, (fn, setup), deadline)
+            callable_pairs.warm(self, label, captures, deadline)  # first calls)
         common: dict[str, Any] = {"bytes_moved": bytes_moved, "name": label, "setup": setup}
+        waiting = deadline.mark()
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
+            deadline.excuse(waiting)  # another process's measurement is not this one's time
             settings = self._measure_settings(mode, label, bytes_moved, floor_rule[0])
+            settings = replace(settings, deadline=deadline)
             measurement, ab, paired = callable_pairs.measure(
                 self, fn, found, captures, ab, settings, common
             )
@@ -533,6 +539,11 @@ class GpuBench:
         rule = self.test.floor_for(label, self._spec.key, mode)
         return (rule.value, rule.origin) if rule is not None else (None, "")
 
+    def deadline(self) -> Deadline:
+        """A hard limit starting now (engine/deadline.py): --gpuperf-hard-limit x budget."""
+        limit_s = hard_limit_s(self.test.budget_s, self._session.settings.hard_limit)
+        return Deadline(limit_s, self.backend.host_clock, simulated=self.simulated)
+
     def _measure_settings(
         self, cache: str, label: str, bytes_moved: int, floor: float | None
     ) -> MeasureSettings:
@@ -544,26 +555,11 @@ class GpuBench:
             def progress(line: str) -> None:
                 heartbeat(f"gpuperf: {test_id}: {line}")
 
-        budget_s = self.test.budget_s
         # sequential rule: how long to sample follows from the decision the measurement serves
-        plan = measure_plan(
-            self._session,
-            self.test,
-            self.info,
-            self._spec,
-            label=label,
-            cache=cache,
-            bytes_moved=bytes_moved,
-            floor=floor,
-        )
-        return MeasureSettings(
-            cache=cache,
-            budget_s=budget_s,
-            min_sampling_s=plan.min_sampling_s,
-            stop=plan.stop,
-            spread_placements=plan.spread_placements,
-            progress=progress,
-        )
+        return measure_settings(
+            self._session, self.test, self.info, self._spec, label=label, cache=cache,
+            bytes_moved=bytes_moved, floor=floor, progress=progress,
+        )  # fmt: skip
 
     def _profile(
         self, label: str, mode: str, profile: Callable[..., None], *args: Any, **kw: Any

@@ -12,10 +12,16 @@ hot mode, stop at the precision rule. No pytest import here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_gpuperf.engine.policy import STORED_MIN_SAMPLES, stored_min_sampling_s
+from pytest_gpuperf.engine.policy import (
+    STORED_MIN_SAMPLES,
+    MeasureSettings,
+    hard_limit_s,
+    stored_min_sampling_s,
+)
 from pytest_gpuperf.engine.sequential import STORED_MAX_SAMPLES, StopTarget, stored_horizon_s
 from pytest_gpuperf.gate.judge import SIMULATED_SUFFIX
 from pytest_gpuperf.gate.policy import process_wander_s
@@ -38,6 +44,34 @@ class MeasurePlan:
     stop: StopTarget | None
     min_sampling_s: float
     spread_placements: bool = False
+
+
+def measure_settings(
+    session: BenchSession,
+    test: TestSettings,
+    info: DeviceInfo,
+    spec: DeviceSpec,
+    *,
+    label: str,
+    cache: str,
+    bytes_moved: int,
+    floor: float | None,
+    progress: Callable[[str], None] | None,
+) -> MeasureSettings:
+    """The engine's settings for measurement `label` of `test`: its budget and hard limit
+    (--gpuperf-hard-limit x the budget), and the plan below."""
+    plan = measure_plan(
+        session, test, info, spec, label=label, cache=cache, bytes_moved=bytes_moved, floor=floor
+    )
+    return MeasureSettings(
+        cache=cache,
+        budget_s=test.budget_s,
+        hard_limit_s=hard_limit_s(test.budget_s, session.settings.hard_limit),
+        min_sampling_s=plan.min_sampling_s,
+        stop=plan.stop,
+        spread_placements=plan.spread_placements,
+        progress=progress,
+    )
 
 
 def measure_plan(

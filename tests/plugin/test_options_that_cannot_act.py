@@ -25,6 +25,7 @@ VALUES = {
     "gpuperf_suite_alarm": "--gpuperf-suite-alarm=0.05",
     "gpuperf_history": "--gpuperf-history=3",
     "gpuperf_budget": "--gpuperf-budget=0.5",
+    "gpuperf_hard_limit": "--gpuperf-hard-limit=20",
     "gpuperf_accept": "--gpuperf-accept=test_perf.py::*",
     "gpuperf_strict": "--gpuperf-strict",
     "gpuperf_compare_missing_ok": "--gpuperf-compare-missing-ok",

@@ -1,0 +1,140 @@
+"""What real library code does to a measurement, through the plugin on the simulated device:
+a callable that waits for the device (PyTorch's `.item()`), a setup that waits, and the hard
+limit no measurement, A/B round or save outlives (docs/writing-perf-tests.md, "Real code").
+
+The simulated callables wait as a host read-back does: `gpu_bench.backend.synchronize()`
+moves the host's (virtual) clock to the end of the device's queue."""
+
+from __future__ import annotations
+
+from tests.git_repo import commit_all
+from tests.plugin.conftest import N
+
+# A callable that reads a result back on the host every call, as a cross-entropy's
+# `n_non_ignore = mask.sum().item()` does; WAIT_AFTER calls before it starts waiting (0: from
+# the first), so that a wait the probe cannot see is one test away.
+WAITING_TEST = f"""\
+import numpy as np
+
+N = {N}
+WAIT_AFTER = {{wait_after}}
+calls = [0]
+
+
+def test_op(gpu_bench):
+    kernel = gpu_bench.kernel("vadd.hip", "vector_add")
+    a = np.random.default_rng(0).random(N, dtype=np.float32)
+    da, dc = gpu_bench.to_device(a), gpu_bench.empty(N)
+
+    def op():
+        calls[0] += 1
+        gpu_bench.backend.launch(kernel, N // 256, 256, (da, da, dc, N))
+        if calls[0] > WAIT_AFTER:
+            gpu_bench.backend.synchronize()  # as .item() does
+
+    gpu_bench.run(op, bytes=12 * N, name="ce_like"{{extra}})
+    np.testing.assert_allclose(gpu_bench.from_device(dc, np.float32, N), 2 * a, rtol=1e-6)
+"""
+
+
+def _waiting(gp, wait_after: int = 0, extra: str = "") -> None:
+    gp.path.joinpath("test_op.py").write_text(
+        WAITING_TEST.format(wait_after=wait_after, extra=extra)
+    )
+
+
+def test_a_callable_that_waits_for_the_device_is_measured_as_it_runs(gp):
+    _waiting(gp)
+    result = gp.run("--gpuperf", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
+    measurement = gp.report()["results"][0]["measurement"]
+    assert measurement["queue_method"].startswith("as-it-runs: 1 call per event pair")
+    assert measurement["extra"]["as_it_runs"] == (
+        "it waits for the device (it synchronises the host)"
+    )
+    assert measurement["extra"]["starved_samples_dropped"] == 0
+
+
+def test_a_callable_that_waits_goes_through_the_ab_and_is_decided(gp, monkeypatch, tmp_path):
+    # the pull-request gate that hung: --gpuperf-compare on a callable that calls .item()
+    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path / "cache"))
+    _waiting(gp)
+    commit_all(gp.path, "base")
+    result = gp.run(
+        "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-compare-force", "--gpuperf-budget=0.2",
+        "--gpuperf-json=report.json",
+    )  # fmt: skip
+    result.assert_outcomes(passed=1)
+    row = gp.report()["results"][0]
+    assert row["verdict"]["comparison"]["state"] in ("pass", "inconclusive")
+    assert row["measurement"]["queue_method"].startswith("as-it-runs")
+
+
+def test_work_no_sample_can_be_kept_of_is_not_judged_in_one_line(gp):
+    # a wait that begins after the probe: every sample is dropped by the end of the budget
+    _waiting(gp, wait_after=60)
+    result = gp.run("--gpuperf", "--gpuperf-budget=0.05", "--gpuperf-json=report.json", "-rx")
+    result.assert_outcomes(xfailed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "gpuperf: test_op.py::test_op: ce_like: not measured: *",
+            "XFAIL *gpuperf: ce_like: not measured: 0 samples kept and * dropped in the 0.05 s "
+            "budget: every dropped sample found the device queue empty*",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*Traceback*")
+    result.stdout.no_fnmatch_line("*use cache='cold'*")  # the advice for a kernel: wrong here
+    test = gp.report()["tests"][0]
+    assert test["outcome"] == "xfailed"
+    assert test["error"].startswith("NotMeasured: ce_like: not measured: 0 samples kept")
+
+
+def test_an_ab_round_that_reaches_its_hard_limit_is_not_judged_in_one_line(
+    gp, monkeypatch, tmp_path
+):
+    # A pair stops at its budget only once every load has pairs: work whose every sample is
+    # dropped sampled on for 170 s of a 4 s budget. The hard limit ends it, with what it saw.
+    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path / "cache"))
+    _waiting(gp, wait_after=40)  # in warm-up, past the probe (and its fallback)
+    commit_all(gp.path, "base")
+    result = gp.run(
+        "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-compare-force",
+        "--gpuperf-budget=0.05", "--gpuperf-hard-limit=4", "--gpuperf-json=report.json", "-rx",
+    )  # fmt: skip
+    result.assert_outcomes(xfailed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "XFAIL *gpuperf: ce_like: not measured: 0 pairs kept and * samples dropped in 5.* "
+            "s, during sampling (hard limit 5 s): every sample found the device queue empty*",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*Traceback*")
+    test = gp.report()["tests"][0]
+    assert test["error"].startswith("MeasurementTimeout: ce_like: not measured: 0 pairs kept")
+
+
+def test_under_strict_a_measurement_not_taken_fails(gp):
+    _waiting(gp, wait_after=60)
+    result = gp.run("--gpuperf", "--gpuperf-budget=0.05", "--gpuperf-strict")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*ce_like: not measured: *(--gpuperf-strict fails a measurement not taken)*"]
+    )
+
+
+def test_a_setup_that_waits_is_named_as_the_cause(gp):
+    _waiting(gp, wait_after=10**9, extra=", setup=gpu_bench.backend.synchronize")
+    result = gp.run("--gpuperf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*ce_like: setup= waits for the device (it synchronises the host)*"]
+    )
+    result.stdout.no_fnmatch_line("*only 0 usable samples*")
+
+
+def test_the_hard_limit_option_refuses_what_cannot_bound_a_measurement(gp):
+    _waiting(gp)
+    for value in ("1", "0", "nan", "abc", "1e9"):
+        result = gp.run("--gpuperf", f"--gpuperf-hard-limit={value}")
+        assert result.ret == 4, value
+        result.stderr.fnmatch_lines(["*--gpuperf-hard-limit*the hard limit (a multiple of the *"])
