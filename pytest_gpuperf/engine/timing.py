@@ -267,11 +267,11 @@ def run_batch(
     for placement in range(samples):
         for which in order(placement) if order else range(len(timed)):
             work = timed[which]
+            before = work.setup_for(placement)
+            if before is not None:  # before the flush: what it writes is not left in cache
+                account.enqueue(before, 0.0, timed=False)
             if cold:
                 account.enqueue(engine.launch_flush, engine.flush_lower_bound_s, timed=False)
-            before = work.setup_for(placement)
-            if before is not None:
-                account.enqueue(before, 0.0, timed=False)
             start, end = events[2 * len(pending)], events[2 * len(pending) + 1]
             backend.record_event(start)
             if work.graphs:

@@ -32,7 +32,7 @@ from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
 from pytest_gpuperf.gate.static.run import expect_isa_spec  # gpuperf-static
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel
 from pytest_gpuperf.runtime.devices import DeviceSpec
-from pytest_gpuperf.session import callable_pairs, kernel_pairs, profile_child
+from pytest_gpuperf.session import callable_pairs, in_place, kernel_pairs, profile_child
 from pytest_gpuperf.session.bench_result import BenchResult
 from pytest_gpuperf.session.bench_session import BenchSession
 from pytest_gpuperf.session.buffers import (
@@ -395,6 +395,8 @@ class GpuBench:
             self.backend.synchronize()
             return self._record(BenchResult(label, label, bytes_moved, mode, note=SMOKE_NOTE))
         deadline = self.deadline()  # the round's hard limit: its captures and its pairs
+        watched = in_place.first_call(self.backend, reads, fn, setup)  # inputs it updates
+        self._owned += watched.copies if watched is not None else []
         found = (
             callable_pairs.find_base(self, label) if self._session.settings.compare_ref else None
         )
@@ -403,7 +405,8 @@ class GpuBench:
         if found is not None and ab is None:  # several a side, outside the lock (their bodies,
             captures = callable_pairs.capture(self, label, found, (fn, setup), deadline)
             callable_pairs.warm(self, label, captures, deadline)  # first calls)
-        common: dict[str, Any] = {"bytes_moved": bytes_moved, "name": label, "setup": setup}
+        restoring = in_place.with_restore(setup, watched) if captures is None else setup
+        common: dict[str, Any] = {"bytes_moved": bytes_moved, "name": label, "setup": restoring}
         waiting = deadline.mark()
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
             deadline.excuse(waiting)  # another process's measurement is not this one's time
@@ -412,6 +415,8 @@ class GpuBench:
             measurement, ab, paired = callable_pairs.measure(
                 self, fn, found, captures, ab, settings, common
             )
+            in_place.last_call(self.backend, fn, setup, watched)
+        measurement = in_place.noted(measurement, watched)
         base_fn = found if paired is not None else None
         self._keep(measurement, floor_rule, ab, Recipe(label, mode, common, fn=fn, base_fn=base_fn))
         return self._record(
@@ -547,18 +552,10 @@ class GpuBench:
     def _measure_settings(
         self, cache: str, label: str, bytes_moved: int, floor: float | None
     ) -> MeasureSettings:
-        heartbeat = self._heartbeat
-        progress = None
-        if heartbeat is not None:
-            test_id = self.test.test_id
-
-            def progress(line: str) -> None:
-                heartbeat(f"gpuperf: {test_id}: {line}")
-
         # sequential rule: how long to sample follows from the decision the measurement serves
         return measure_settings(
             self._session, self.test, self.info, self._spec, label=label, cache=cache,
-            bytes_moved=bytes_moved, floor=floor, progress=progress,
+            bytes_moved=bytes_moved, floor=floor, heartbeat=self._heartbeat,
         )  # fmt: skip
 
     def _profile(

@@ -56,10 +56,18 @@ def measure_settings(
     cache: str,
     bytes_moved: int,
     floor: float | None,
-    progress: Callable[[str], None] | None,
+    heartbeat: Callable[[str], None] | None,
 ) -> MeasureSettings:
     """The engine's settings for measurement `label` of `test`: its budget and hard limit
-    (--gpuperf-hard-limit x the budget), and the plan below."""
+    (--gpuperf-hard-limit x the budget), the plan below, and its progress lines, which
+    `heartbeat` prints (None: quiet)."""
+    progress = None
+    if heartbeat is not None:
+        say = heartbeat
+
+        def progress(line: str) -> None:
+            say(f"gpuperf: {test.test_id}: {line}")
+
     plan = measure_plan(
         session, test, info, spec, label=label, cache=cache, bytes_moved=bytes_moved, floor=floor
     )

@@ -138,3 +138,54 @@ def test_the_hard_limit_option_refuses_what_cannot_bound_a_measurement(gp):
         result = gp.run("--gpuperf", f"--gpuperf-hard-limit={value}")
         assert result.ret == 4, value
         result.stderr.fnmatch_lines(["*--gpuperf-hard-limit*the hard limit (a multiple of the *"])
+
+
+# A callable that adds into its own input, as an optimizer step or an in-place op does.
+IN_PLACE_TEST = f"""\
+import numpy as np
+
+N = {N}
+
+
+def test_op(gpu_bench):
+    kernel = gpu_bench.kernel("vadd.hip", "vector_add")
+    rng = np.random.default_rng(0)
+    a, b = rng.random(N, dtype=np.float32), rng.random(N, dtype=np.float32)
+    da, db = gpu_bench.to_device(a), gpu_bench.to_device(b)
+
+    def add_in_place():
+        gpu_bench.backend.launch(kernel, N // 256, 256, (da, db, da, N))
+
+    gpu_bench.run(add_in_place, reads=(da, db), writes=(da,), name="add_"{{extra}})
+    # one application on the test's own inputs, however many calls the measurement made
+    np.testing.assert_allclose(gpu_bench.from_device(da, np.float32, N), a + b, rtol=1e-6)
+"""
+
+
+def test_a_callable_that_updates_its_inputs_in_place_is_measured_on_the_tests_inputs(gp):
+    gp.path.joinpath("test_op.py").write_text(IN_PLACE_TEST.format(extra=""))
+    result = gp.run("--gpuperf", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
+    extra = gp.report()["results"][0]["measurement"]["extra"]
+    assert extra["in_place"] == (
+        "the call updates reads[0] (4.2 MB) in place: restored from a copy, untimed"
+    )
+
+
+def test_an_ab_pair_of_in_place_callables_leaves_the_tests_inputs_as_one_call_would(
+    gp, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path / "cache"))
+    gp.path.joinpath("test_op.py").write_text(IN_PLACE_TEST.format(extra=""))
+    commit_all(gp.path, "base")
+    result = gp.run(
+        "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-compare-force",
+        "--gpuperf-json=report.json",
+    )  # fmt: skip
+    result.assert_outcomes(passed=1)
+    assert "in_place" in gp.report()["results"][0]["measurement"]["extra"]
+
+
+def test_smoke_mode_calls_an_in_place_callable_once(gp):
+    gp.path.joinpath("test_op.py").write_text(IN_PLACE_TEST.format(extra=""))
+    gp.run().assert_outcomes(passed=1)
