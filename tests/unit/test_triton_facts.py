@@ -367,3 +367,46 @@ def test_a_function_that_never_compiled_and_plain_globals_are_left_out():
     assert triton_changes({}, triton_facts([base])) == [
         "triton copy_kernel: compiled on the base side only"
     ]
+
+
+class Config:
+    """triton.Config as Triton 3.x keeps it: the constexprs in `kwargs`, then the launch's."""
+
+    def __init__(self, num_warps: int, num_stages: int, **kwargs: int) -> None:
+        self.kwargs, self.num_warps, self.num_stages = kwargs, num_warps, num_stages
+        self.num_ctas, self.maxnreg = 1, None
+
+
+class TunedAutotuner:
+    """triton.autotune's wrapper after its first call: its configs, the cache of key ->
+    chosen config, and `best_config`."""
+
+    def __init__(self, fn: object, chosen: Config) -> None:
+        self.fn, self.configs = fn, [chosen, Config(4, 1, BLOCK_N=1024)]
+        self.cache, self.best_config = {(8192,): chosen}, chosen
+
+
+def test_head_and_base_that_settle_on_different_configs_say_so_first():
+    # tuning is never timed, but a different choice is a code fact of the failure
+    head = module(dyt=TunedAutotuner(JitFunction("dyt", nvidia(32, 8)), Config(8, 2, BLOCK_N=4096)))
+    base = module(dyt=TunedAutotuner(JitFunction("dyt", nvidia(32, 4)), Config(4, 1, BLOCK_N=1024)))
+    (line,) = triton_changes(triton_facts([head]), triton_facts([base]))
+    assert line.startswith(
+        "triton dyt: config BLOCK_N=1024, num_warps=4, num_stages=1 -> "
+        "BLOCK_N=4096, num_warps=8, num_stages=2, registers 32 -> 32, "
+    )
+
+
+def test_a_kernel_autotuned_on_one_side_only_and_the_same_choice():
+    tuned = module(
+        dyt=TunedAutotuner(JitFunction("dyt", nvidia(32, 8)), Config(8, 2, BLOCK_N=2048))
+    )
+    fixed = module(dyt=JitFunction("dyt", nvidia(32, 8)))
+    (line,) = triton_changes(triton_facts([tuned]), triton_facts([fixed]))
+    assert line.startswith(
+        "triton dyt: config fixed (not autotuned) -> BLOCK_N=2048, num_warps=8, num_stages=2, "
+    )
+    (same,) = triton_changes(triton_facts([tuned]), triton_facts([tuned]))
+    assert same.startswith(
+        "triton dyt: autotuned config BLOCK_N=2048, num_warps=8, num_stages=2 (same), "
+    )

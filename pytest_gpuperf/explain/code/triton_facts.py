@@ -15,6 +15,9 @@ so each side's caches hold that side's builds. Found by looking through the repo
 modules' globals for objects that carry such a cache (an autotuner or a heuristics wrapper is
 followed to the function it wraps through `.fn`); nothing imports Triton here, and every
 attribute is read duck-typed: one a Triton version lacks is unknown ("?"), never an error.
+An `@triton.autotune` wrapper also says which configuration it settled on (`best_config`):
+tuning is never timed (it happens in a callable's first, untimed call), but where head and
+base settle on different configurations the line says so, first.
 The words, one line a kernel:
 `triton copy_kernel: registers 16 -> 18, spills 0 -> 0, shared memory 0 -> 0 bytes,
 occupancy 100% -> 75% (registers), loads 2 b128 -> 3 b128, stores 2 b128 -> 2 b128`.
@@ -23,7 +26,7 @@ occupancy 100% -> 75% (registers), loads 2 b128 -> 3 b128, stores 2 b128 -> 2 b1
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any
 
@@ -52,6 +55,9 @@ class TritonKernelFacts:
     occupancy_limiter: str = ""
     loads: Widths | None = None
     stores: Widths | None = None
+    # the configuration an `@triton.autotune` settled on ("BLOCK_N=2048, num_warps=8, ..."):
+    # a tile size is a constexpr, which no compiled kernel's metadata keeps; None: not tuned
+    config: str | None = None
 
 
 def _jit_function(value: Any) -> Any | None:
@@ -63,6 +69,37 @@ def _jit_function(value: Any) -> Any | None:
         if value is None:
             return None
     return None
+
+
+def _tuned_config(value: Any) -> str | None:
+    """The configuration the autotuner `value` (or one it wraps) settled on last, in words;
+    None where `value` is no autotuner (Triton's `Autotuner` keeps its `configs`, the chosen
+    `best_config` and a `cache` of key -> config; FlagGems' tuner is one too)."""
+    for _ in range(4):
+        configs, cache = attribute(value, "configs"), attribute(value, "cache")
+        if isinstance(configs, list | tuple) and isinstance(cache, Mapping):
+            chosen = attribute(value, "best_config")
+            if chosen is None and cache:
+                chosen = list(cache.values())[-1]
+            return "not tuned yet" if chosen is None else _config_words(chosen)
+        value = attribute(value, "fn")
+        if value is None:
+            return None
+    return None
+
+
+def _config_words(config: Any) -> str:
+    """'BLOCK_N=2048, num_warps=8, num_stages=2' of a triton.Config (its str where it is
+    another kind of object)."""
+    kwargs = attribute(config, "kwargs")
+    if not isinstance(kwargs, Mapping):
+        return " ".join(str(config).split())[:80]
+    parts = [f"{key}={kwargs[key]}" for key in sorted(kwargs)]
+    for name in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
+        value = attribute(config, name)
+        if value is not None and not (name == "num_ctas" and value == 1):
+            parts.append(f"{name}={value}")
+    return ", ".join(parts)
 
 
 def _compiled_of(function: Any) -> list[Any]:
@@ -209,7 +246,8 @@ def triton_facts(modules: Iterable[ModuleType]) -> dict[str, TritonKernelFacts]:
             if function is None:
                 continue
             label = str(attribute(attribute(function, "fn"), "__name__") or name)
-            facts[label] = compiled_facts(label, _compiled_of(function)[-1])
+            found = compiled_facts(label, _compiled_of(function)[-1])
+            facts[label] = replace(found, config=_tuned_config(value))
     return facts
 
 
@@ -221,7 +259,12 @@ def triton_changes(
 
 
 def _changes(base: TritonKernelFacts, head: TritonKernelFacts) -> list[str]:
+    tuned = []
+    if base.config is not None or head.config is not None:  # the autotuner's choice
+        old, new = base.config or "fixed (not autotuned)", head.config or "fixed (not autotuned)"
+        tuned = [f"autotuned config {old} (same)" if old == new else f"config {old} -> {new}"]
     return [
+        *tuned,
         f"registers {shown(base.registers)} -> {shown(head.registers)}",
         f"spills {shown(base.spills)} -> {shown(head.spills)}",
         f"shared memory {shown(base.shared_bytes)} -> {shown(head.shared_bytes)} bytes",
