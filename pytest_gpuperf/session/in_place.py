@@ -56,13 +56,34 @@ def device_views(backend: Backend, declared: Any) -> list[tuple[str, DeviceBuffe
             if not item.freed and item.backend is backend:
                 views.append((name, item))
             continue
-        interface = getattr(item, "__cuda_array_interface__", None)
-        if backend.info.simulated or not isinstance(interface, dict):
+        interface = None if backend.info.simulated else _interface(item)
+        if interface is None:
             continue
         nbytes = _contiguous_bytes(interface)
         if nbytes:
             views.append((name, BorrowedBuffer(backend, int(interface["data"][0]), nbytes)))
     return views
+
+
+def _interface(item: Any) -> dict[str, Any] | None:
+    """`item.__cuda_array_interface__`, or its detached view's (PyTorch refuses the interface
+    of a tensor that requires grad; its data is the same memory); None where there is none."""
+    for candidate in (item, _detached(item)):
+        try:
+            interface = getattr(candidate, "__cuda_array_interface__", None)
+        except Exception:  # a library's own refusal: try the next, never an error here
+            continue
+        if isinstance(interface, dict):
+            return interface
+    return None
+
+
+def _detached(item: Any) -> Any:
+    detach = getattr(item, "detach", None)
+    try:
+        return detach() if callable(detach) else None
+    except Exception:
+        return None
 
 
 def _contiguous_bytes(interface: dict[str, Any]) -> int:
