@@ -65,7 +65,8 @@ MIN_SAMPLING_BELOW_S = 100e-6
 STORED_MIN_SAMPLES = 256
 # A cold kernel on a GPU spreads its samples over this many placements of its buffers (the
 # caller's and fresh copies, successive samples taking successive placements) when its
-# settings ask for it (spread_placements; the plugin does for every cold kernel): at 8 us
+# settings ask for it (spread_placements; the plugin does for a cold kernel a stored baseline
+# judges or a save records): at 8 us
 # where the buffers landed is most of the level a process keeps. Fewer placements where the
 # copies would need more than PLACEMENT_MEMORY_BYTES or PLACEMENT_MEMORY_FRACTION of the
 # device's memory. Measured: docs/benchmarks.md#buffer-placements

@@ -97,9 +97,11 @@ def measure_plan(
     budget_s = test.budget_s
     minimum_s = stored_min_sampling_s(info.backend, cache, budget_s)
     settings = session.settings
-    spread = info.backend != "sim" and cache == "cold"
+    # spread placements: what a stored judgement (or a save, which later runs are judged
+    # against) needs; a floor or a run with nothing to judge pays no buffer copies for them
+    placements = info.backend != "sim" and cache == "cold"
     if settings.save:
-        return MeasurePlan(None, minimum_s, spread)
+        return MeasurePlan(None, minimum_s, placements)
     if cache == "hot":
         return MeasurePlan(StopTarget(), 0.0)
     ref = None
@@ -121,9 +123,10 @@ def measure_plan(
         floor=floor,
         simulated_board_spread=sim_board_spread,
         wander_s=process_wander_s(info.backend, cache),
-        horizon_samples=STORED_MIN_SAMPLES if minimum_s else 0,  # the minimum it replaces
+        # the minimum it replaces: a stored judgement's; a floor decides on its own margin
+        horizon_samples=STORED_MIN_SAMPLES if minimum_s and ref is not None else 0,
     )
-    return MeasurePlan(target, 0.0, spread)
+    return MeasurePlan(target, 0.0, placements and ref is not None)
 
 
 def _sim_settings(session: BenchSession) -> object:

@@ -111,8 +111,12 @@ def test_nothing_to_judge_hot_mode_and_an_ab_run_stop_at_precision():
 
 def test_cold_kernels_on_a_gpu_spread_their_placements_saved_and_judged():
     assert plan(session(REF, save=True)).spread_placements
+    assert plan(session(None, save=True)).spread_placements  # a first save too
     assert plan(session(REF)).spread_placements
-    assert plan(session(None)).spread_placements
+    # what no stored judgement needs, a floor or nothing to judge, pays no copies for it
+    assert not plan(session(None)).spread_placements
+    assert not plan(session(None), floor=0.05).spread_placements
+    assert plan(session(None), floor=0.05).stop.horizon_samples == 0
     assert not plan(session(REF), cache="hot").spread_placements
     assert not plan(session(REF, save=True), cache="rotate").spread_placements
     assert not plan(session(REF), backend="sim").spread_placements
