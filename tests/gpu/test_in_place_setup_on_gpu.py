@@ -15,11 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.doc_samples import section_code
 from tests.half_precision import HALF_KERNELS
-from tests.plugin.test_in_place_doc import doc_blocks
 from tests.toolchains import need
 
 REPO = Path(__file__).resolve().parents[2]
+DOC = REPO / "docs" / "writing-perf-tests.md"
+SECTION = "### A kernel that updates its input in place"
 
 pytestmark = pytest.mark.gpu
 
@@ -28,7 +30,7 @@ pytestmark = pytest.mark.gpu
 def test_the_in_place_example_measures_with_a_copy_in_its_setup(
     pytester, monkeypatch, cuda_backend, cache
 ):
-    kernel, test = doc_blocks()
+    kernel, test = section_code(DOC, SECTION, "cpp"), section_code(DOC, SECTION, "python")
     (pytester.path / "axpy.hip").write_text(kernel)
     pytester.makepyfile(test_axpy=test)
     paths = [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]

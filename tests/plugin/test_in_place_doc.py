@@ -5,13 +5,16 @@ without it the check fails and says why (the setup is what makes it right)."""
 
 from __future__ import annotations
 
-import re
+import sys
+from pathlib import Path
 
 import pytest
 
-from tests.plugin.conftest import REPO
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/doc_samples.py
 
-DOC = REPO / "docs" / "writing-perf-tests.md"
+from doc_samples import ROOT, section_code
+
+DOC = ROOT / "docs" / "writing-perf-tests.md"
 SECTION = "### A kernel that updates its input in place"
 SETUP = "        setup=lambda: gpu_bench.copy(dy, pristine),  # before every timed launch, untimed"
 
@@ -36,13 +39,7 @@ def axpy(args, launch):
 
 def doc_blocks() -> tuple[str, str]:
     """The section's kernel (cpp) and test (python), as the docs show them."""
-    text = DOC.read_text()
-    section = text[text.index(SECTION) :]
-    section = section[: section.index("\n## ")]
-    kernel = re.search(r"```cpp\n(.*?)```", section, re.S)
-    test = re.search(r"```python\n(.*?)```", section, re.S)
-    assert kernel and test, "the worked example's code blocks are gone"
-    return kernel.group(1), test.group(1)
+    return section_code(DOC, SECTION, "cpp"), section_code(DOC, SECTION, "python")
 
 
 @pytest.fixture
