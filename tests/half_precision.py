@@ -45,7 +45,8 @@ GPUPERF_KERNEL void silu_and_mul_bf16x2(const __hip_bfloat162* x, __hip_bfloat16
         const float2 up = __bfloat1622float2(x[i + n]);
         gate.x = gate.x / (1.0f + __expf(-gate.x)) * up.x;
         gate.y = gate.y / (1.0f + __expf(-gate.y)) * up.y;
-        out[i] = __hmax2(__float22bfloat162_rn(gate), __hneg2(__habs2(x[i + n])));
+        const __hip_bfloat16 floor = __hneg(__habs(__high2bfloat16(x[i + n])));
+        out[i] = __hmax2(__float22bfloat162_rn(gate), __halves2bfloat162(HIPRT_ZERO_BF16, floor));
     }
 }
 

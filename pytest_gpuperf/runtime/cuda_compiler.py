@@ -44,7 +44,11 @@ HIP_BF16_SHIM = (
     "typedef __nv_bfloat16 __hip_bfloat16;\n"
     "typedef __nv_bfloat162 __hip_bfloat162;\n"
     "typedef __nv_bfloat16_raw __hip_bfloat16_raw;\n"
-    "typedef __nv_bfloat162_raw __hip_bfloat162_raw;\n",
+    "typedef __nv_bfloat162_raw __hip_bfloat162_raw;\n"
+    "#define HIPRT_ZERO_BF16 __ushort_as_bfloat16((unsigned short)0x0000U)\n"
+    "#define HIPRT_ONE_BF16 __ushort_as_bfloat16((unsigned short)0x3F80U)\n"
+    "#define HIPRT_INF_BF16 __ushort_as_bfloat16((unsigned short)0x7F80U)\n"
+    "#define HIPRT_NAN_BF16 __ushort_as_bfloat16((unsigned short)0x7FFFU)\n",
 )
 HIP_FP16_SHIM = (
     "hip/hip_fp16.h",
