@@ -64,6 +64,13 @@ class CompileError(GpuPerfError):
             full += "\n--- compiler log ---\n" + log.rstrip()
         super().__init__(full)
 
+    @property
+    def first_error(self) -> str:
+        """The compiler's first error line as it wrote it, location included
+        (`k.hip:3:10: fatal error: 'hip/x.h' file not found`, NVRTC's `k.hip(3): error: ...`),
+        or "" when the log has none: what a one-line report of this failure quotes."""
+        return next((line.strip() for line in self.log.splitlines() if "error:" in line), "")
+
 
 class LaunchError(GpuPerfError):
     """A kernel could not be launched, or its launch failed on the device."""

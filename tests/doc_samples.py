@@ -118,3 +118,16 @@ def excerpt(output: str, first: str, last: str | None = None) -> str:
         return lines[start] + "\n"
     end = next(i for i in range(start, len(lines)) if lines[i].startswith(last))
     return "\n".join(lines[start : end + 1]) + "\n"
+
+
+def section_code(path: Path, heading: str, language: str) -> str:
+    """The first ```language block of the section `heading` (a line of `path`, up to the next
+    heading of its level or above): a worked example that tests run as the docs show it."""
+    text = path.read_text(encoding="utf-8")
+    level = heading.split(" ", 1)[0]
+    section = text[text.index(f"\n{heading}\n") :]
+    ends = [section.find(f"\n{'#' * n} ", 1) for n in range(1, len(level) + 1)]
+    section = section[: min((end for end in ends if end > 0), default=len(section))]
+    found = re.search(rf"```{language}\n(.*?)```", section, re.S)
+    assert found, f"{path.name}: no {language} block under {heading!r}"
+    return found.group(1)

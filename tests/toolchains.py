@@ -104,6 +104,13 @@ def _nvrtc() -> str | None:
     return None
 
 
+def _cuda_headers() -> str | None:
+    from pytest_gpuperf.runtime import cuda_compiler
+
+    found = cuda_compiler.cuda_headers_dir()
+    return None if found else "cuda-pathfinder found no cuda_bf16.h, cuda_fp16.h"
+
+
 def _chromium() -> str | None:
     from tests.chromium import missing as browser_missing
 
@@ -118,6 +125,12 @@ TOOLCHAINS = {
         Toolchain("rocm-device-libs", "the ROCm device libraries", ROCM_PACKAGES, _device_libs),
         Toolchain("hip-python", "hip-python", "pip install -e '.[hip]'", _hip_python),
         Toolchain("nvrtc", "NVRTC", "pip install -e '.[cuda]'", _nvrtc),
+        Toolchain(
+            "cuda-headers",
+            "CUDA's runtime headers for NVRTC (nvidia-cuda-runtime)",
+            "pip install -e '.[cuda]'",
+            _cuda_headers,
+        ),
         Toolchain(
             "chromium",
             "headless Chromium driven by selenium (the dashboard's browser tests)",

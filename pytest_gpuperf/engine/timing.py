@@ -267,8 +267,10 @@ def run_batch(
     for placement in range(samples):
         for which in order(placement) if order else range(len(timed)):
             work = timed[which]
+            # The setup before the flush: what it writes (an input copied back, a zeroed
+            # output) is evicted with the rest, and the timed launch finds it in memory.
             before = work.setup_for(placement)
-            if before is not None:  # before the flush: what it writes is not left in cache
+            if before is not None:
                 account.enqueue(before, 0.0, timed=False)
             if cold:
                 account.enqueue(engine.launch_flush, engine.flush_lower_bound_s, timed=False)

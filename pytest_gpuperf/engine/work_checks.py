@@ -61,9 +61,9 @@ def check_host_waits(
             raise ConfigError(
                 f"{sampler.label}: setup= waits for the device (it synchronises the host), "
                 "so no timed launch after it can find the device busy and every sample "
-                "would time the host's launch; queue the reset without waiting (a fill, "
-                "a device-to-device copy, a kernel launch; in PyTorch, in-place tensor "
-                "ops such as x.copy_(x0)) and keep .item(), .cpu() and the like out of it"
+                "would time the host's launch; queue the reset without waiting "
+                "(gpu_bench.fill, gpu_bench.copy, gpu_bench.launch(..., wait=False); in "
+                "PyTorch, x.copy_(x0)) and keep .item(), .cpu() and the like out of it"
             )
 
 

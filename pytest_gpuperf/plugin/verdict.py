@@ -405,8 +405,10 @@ def _repeated_launches_hint(bench: GpuBench) -> str:
         f"many times on the same buffers (launches per measurement: {counts}). If the kernel "
         "updates a buffer in place or accumulates into its output, that buffer now holds the "
         "effect of all of them: reset it before every timed launch, e.g. "
-        "gpu_bench(kernel, ..., setup=lambda: gpu_bench.fill(out, 0)), or check outputs of a "
-        "separate untimed gpu_bench.launch(...) on fresh buffers (docs/writing-perf-tests.md)."
+        "gpu_bench(kernel, ..., setup=lambda: gpu_bench.fill(out, 0)) for an accumulator, "
+        "setup=lambda: gpu_bench.copy(x, x_pristine) for an input updated in place, or check "
+        "outputs of a separate untimed gpu_bench.launch(...) on fresh buffers "
+        "(docs/writing-perf-tests.md)."
     )
 
 

@@ -13,7 +13,6 @@ A/B (callable_base.py, callable_pairs.py). No pytest import here.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -37,9 +36,10 @@ from pytest_gpuperf.session.bench_result import BenchResult
 from pytest_gpuperf.session.bench_session import BenchSession
 from pytest_gpuperf.session.buffers import (
     Unwritten,
+    check_copy,
     poisoned_buffer,
-    shape_dims,
-    unwritten_elements,
+    shaped,
+    unwritten_outputs,
 )
 from pytest_gpuperf.session.callable_base import BaseCallable, TestBody, ab_without_timing
 from pytest_gpuperf.session.declared import check_setup, declared_bytes, resolve_kernel_path
@@ -225,18 +225,21 @@ class GpuBench:
         a failed output check, elements no launch wrote (a grid too small for the data)
         rather than elements written too often (an in-place update repeated by measuring)."""
         self.backend.synchronize()
-        found = (
-            unwritten_elements(number, buffer, dtype)
-            for number, (buffer, dtype) in enumerate(self._empties, 1)
-            if not buffer.freed
-        )
-        return [u for u in found if u.count]
+        return unwritten_outputs(self._empties)
 
     def fill(self, buffer: DeviceBuffer, byte: int = 0) -> None:
         """Set every byte of `buffer` to `byte`, on the device, asynchronously: what a `setup`
         that resets an accumulator before every timed launch calls."""
         self._check_open("fill")
         self.backend.fill(buffer, byte)
+
+    def copy(self, dst: DeviceBuffer, src: DeviceBuffer) -> None:
+        """Copy `src` into `dst` (device buffers of one size) on the device, queued on the
+        stream the measurement times, without waiting: what a `setup` that restores the
+        input of a kernel that works in place (from a pristine buffer) calls."""
+        self._check_open("copy")
+        check_copy(dst, src, "gpu_bench.copy(dst, src)")
+        self.backend.copy(dst, src)
 
     def from_device(
         self,
@@ -247,17 +250,7 @@ class GpuBench:
         """The buffer's contents as a host array of `dtype`, `shape` (default: all of it)."""
         self._check_open("from_device")
         self.backend.synchronize()
-        flat = buffer.download(dtype)
-        if shape is None:
-            return flat
-        dims = shape_dims(shape, "from_device")
-        count = math.prod(dims)
-        if count > flat.size:
-            raise ConfigError(
-                f"from_device: shape {tuple(dims)} needs {count} x {np.dtype(dtype)} but the "
-                f"buffer holds {buffer.nbytes} bytes ({flat.size} elements)"
-            )
-        return flat[:count].reshape(dims).copy()
+        return shaped(buffer.download(dtype), shape, buffer, "from_device")
 
     def launch(
         self,
@@ -267,12 +260,16 @@ class GpuBench:
         block: int | Sequence[int],
         args: Sequence[Any],
         shared_bytes: int = 0,
+        wait: bool = True,
     ) -> None:
-        """Launch `kernel` once, untimed, and wait for it (set-up work, a reference pass)."""
+        """Launch `kernel` once, untimed, and wait for it (set-up work, a reference pass);
+        `wait=False` only queues it, on the stream the measurement times: a reset kernel in
+        a `setup` (which must not wait: the timed launch would find the GPU idle)."""
         self._check_open("launch")
         self._check_kernel(kernel)
         self.backend.launch(kernel, grid, block, tuple(args), shared_bytes=shared_bytes)
-        self.backend.synchronize()
+        if wait:
+            self.backend.synchronize()
 
     # -- measuring -----------------------------------------------------------------------
     def __call__(

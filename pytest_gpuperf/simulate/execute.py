@@ -46,6 +46,12 @@ _VECTOR_ELEMENTS = {
     "uchar4": np.uint8,
     "half2": np.float16,
     "__half2": np.float16,
+    # bfloat16 has no NumPy type: its bit patterns (simulate/bfloat16.py converts them)
+    "__hip_bfloat16": np.uint16,
+    "__hip_bfloat162": np.uint16,
+    "__nv_bfloat16": np.uint16,
+    "__nv_bfloat162": np.uint16,
+    "__bf16": np.uint16,
 }
 
 

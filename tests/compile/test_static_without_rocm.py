@@ -27,6 +27,7 @@ from pytest_gpuperf.gate.static import (
 )
 from pytest_gpuperf.gate.static.build import SHIM_DIR
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
+from tests.half_precision import HALF_KERNELS
 
 pytestmark = pytest.mark.compile
 
@@ -111,6 +112,19 @@ def test_the_header_gives_the_device_api_and_math_without_rocm(rocmless, tmp_pat
     code = "\n".join(asm.instructions())
     assert "s_barrier" in code and "ds_bpermute_b32" in code and "global_atomic_add" in code
     assert "__ockl_get" not in code  # launch coordinates need no device library
+
+
+def test_a_bf16_and_fp16_kernel_builds_without_rocm_as_it_does_with_it(rocmless, clang19, tmp_path):
+    """hip_bf16.h and hip_fp16.h are the plugin's own: the clang that has no ROCm builds the
+    bf16 RMSNorm, and to the same code as the default clang on a machine whose
+    /usr/include/hip holds ROCm's headers (Debian's ROCm 5.2 has a hip_fp16.h there)."""
+    source = tmp_path / "half_kernels.hip"
+    source.write_text(HALF_KERNELS)
+    without = compile_static(source, "gfx942", clang=find_clang(rocmless), use_cache=False)
+    default = compile_static(source, "gfx942", clang=find_clang(clang19), use_cache=False)
+    for name in ("rmsnorm_bf16", "silu_and_mul_bf16x2", "axpy_half2"):
+        assert kernel_asm(without.asm, name).info == kernel_asm(default.asm, name).info, name
+        assert kernel_asm(without.asm, name).instructions(), name
 
 
 def test_rocm_mode_without_rocm_names_the_debian_packages(rocmless):

@@ -4,6 +4,7 @@ and the errors a user meets. Skips (with the reason) where there is no usable GP
 from __future__ import annotations
 
 import math
+import time
 import zlib
 
 import numpy as np
@@ -234,6 +235,28 @@ def test_event_timing_of_the_seed_vector_add(cuda_backend, modules, device, caps
 
 
 # -- graphs -------------------------------------------------------------------------------
+
+
+def test_a_device_copy_is_queued_in_stream_order_without_waiting(cuda_backend, modules, device):
+    """Backend.copy, what `gpu_bench.copy` queues in a setup=: behind a 20 ms spin on the
+    default stream it returns at once, and a kernel queued after it reads what it copied
+    (the timed launch after a setup's copy sees the restored input)."""
+    spin = modules["gpuperf_internal.hip"].kernel("gpuperf_spin")
+    copy = modules["stream.hip"].kernel("copy")  # b = a
+    n = 1 << 24
+    values = np.arange(n, dtype=np.float32)
+    src, dst = device(values), device(np.zeros(n, np.float32))
+    out = device(np.zeros(n, np.float32))
+    cuda_backend.synchronize()
+    start = time.perf_counter()
+    cuda_backend.launch(spin, 1, 1, (20_000_000,))
+    cuda_backend.copy(dst, src)
+    queued_s = time.perf_counter() - start
+    cuda_backend.launch(copy, n // 256, 256, (dst, out, n))
+    cuda_backend.synchronize()
+    done_s = time.perf_counter() - start
+    assert queued_s < 0.005 and done_s >= 0.02, (queued_s, done_s)
+    np.testing.assert_array_equal(out.download(np.float32), values)
 
 
 def test_graph_capture_and_replay(cuda_backend, modules, device, capsys):

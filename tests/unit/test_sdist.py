@@ -15,9 +15,10 @@ import pytest_gpuperf
 REPO = Path(__file__).resolve().parents[2]
 # A guard against bench data coming back, with room for the package to grow a little. What
 # the sdist holds is the package, the docs' Markdown and the tests (1.151 MB on 2026-11-28,
-# after the callables' explain pass and its measured results); under 1 MB needs them smaller
+# after the callables' explain pass and its measured results; 1.186 MB with the static gate's
+# bf16/fp16 headers, gpu_bench.copy and their tests); under 1 MB needs them smaller
 # (issue 47), not more left out.
-MAX_SDIST_BYTES = 1_165_000
+MAX_SDIST_BYTES = 1_200_000
 BENCH_DATA = ("docs/measurements/", "docs/img/")
 
 
@@ -62,6 +63,8 @@ def test_the_sdist_ships_the_package_docs_and_tests(sdist):
         "README.md",
         "pytest_gpuperf/__init__.py",
         "pytest_gpuperf/gate/static/include/hip/hip_runtime.h",
+        "pytest_gpuperf/gate/static/include/hip/hip_bf16.h",
+        "pytest_gpuperf/gate/static/include/hip/hip_fp16.h",
         "docs/architecture.md",
         "kernels/gpuperf.h",
         "tests/unit/test_sdist.py",

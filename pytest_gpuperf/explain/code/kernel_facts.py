@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.errors import CompileError, GpuPerfError
 from pytest_gpuperf.explain.code.code_facts import (
     DRIVER_CUDA,
     DRIVER_HIP,
@@ -109,15 +109,13 @@ def nvrtc_build(
 ) -> tuple[bytes, str, str]:
     """(CUBIN, NVRTC's log with ptxas's -v report, "nvrtc X.Y") of `source` built as
     `kernel`'s module was, plus `-Xptxas -v`: the compile cache keeps it."""
-    from pytest_gpuperf.errors import CompileError
-
     options = (*kernel.module.options, *PTXAS_VERBOSE)
     request = source_request("nvrtc", source, None, arch, options, defines)
     try:
         result = compile_source(request, timeout_s=timeout_s)
     except CompileError as failure:
         raise FactsUnavailable(
-            f"NVRTC could not build {source.name} for {arch}: {first_line(failure)}"
+            f"NVRTC could not build {source.name} for {arch}: {compiler_said(failure, source)}"
         ) from None
     return result.binary, result.log, result.compiler_version
 
@@ -149,7 +147,6 @@ def _nvidia(request: _FactsRequest, timeout_s: float) -> CodeFacts:
 
 
 def _amd(request: _FactsRequest) -> CodeFacts:
-    from pytest_gpuperf.errors import CompileError
     from pytest_gpuperf.gate.static.build import compile_static
     from pytest_gpuperf.gate.static.errors import ClangNotFound
 
@@ -159,7 +156,7 @@ def _amd(request: _FactsRequest) -> CodeFacts:
         build = compile_static(source, arch, defines=request.defines, options=options)
     except CompileError as failure:
         raise FactsUnavailable(
-            f"clang could not build {source.name} for {arch}: {first_line(failure)}"
+            f"clang could not build {source.name} for {arch}: {compiler_said(failure, source)}"
         ) from None
     except ClangNotFound as missing:  # the same long advice for every failure: said once
         raise FactsUnavailable(missing.needs, advice=first_line(missing)) from None
@@ -175,6 +172,13 @@ def first_line(error: Exception) -> str:
     """An error's first line (a compiler's message runs on with its whole log)."""
     lines = str(error).splitlines()
     return lines[0] if lines else type(error).__name__
+
+
+def compiler_said(failure: CompileError, source: Path) -> str:
+    """The compiler's first error line (the source named by its file name, as the row names
+    it), else the error's own first line (a compiler that timed out wrote none)."""
+    said = failure.first_error.replace(str(source), source.name)
+    return said or first_line(failure)
 
 
 def _noted(facts: CodeFacts, note: str) -> CodeFacts:

@@ -9,7 +9,8 @@ object whose NT_AMDGPU_METADATA note and symbols match it - and needs no ld.lld.
 
 Two ways to provide the HIP device API (`hip_runtime`):
 - "gpuperf" (default): -nogpulib -nogpuinc and the plugin's own device-only
-  `hip/hip_runtime.h` (gate/static/include), with `__HIPCC_RTC__` defined as hiprtc defines it.
+  `hip/hip_runtime.h`, `hip/hip_bf16.h` and `hip/hip_fp16.h` (gate/static/include), with
+  `__HIPCC_RTC__` defined as hiprtc defines it.
   Needs only clang (Debian: clang-19), no ROCm package: -nogpuinc keeps clang from looking
   for a HIP installation (without one it stops: "cannot find HIP runtime"), and the header
   includes clang's own HIP wrapper, which -nogpuinc would otherwise leave out.
@@ -165,18 +166,25 @@ def _cache_key(
 ) -> str:
     """Everything that can change the output: the compiler build, arch, mode, flags, the
     source, the headers it includes by quotes from each include folder, the shipped headers
-    and the shim."""
+    and the shim's headers (hip_runtime.h, hip_bf16.h, hip_fp16.h, ...)."""
     digest = hashlib.sha256()
-    shim = (SHIM_DIR / "hip" / "hip_runtime.h").read_text()
     headers = [
         *portability_headers(),
         *(h for folder in includes for h in local_headers(text, folder)),
-        ("shim", shim),
+        *shim_headers(),
     ]
     parts = [_CACHE_VERSION, compiler.version_line, arch, hip_runtime, *flags, text]
     for part in parts + [f"{n}\0{c}" for n, c in headers]:
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()
+
+
+def shim_headers() -> list[tuple[str, str]]:
+    """The plugin's own HIP headers (gate/static/include), as (name, text), in name order."""
+    return [
+        (path.relative_to(SHIM_DIR).as_posix(), path.read_text())
+        for path in sorted(SHIM_DIR.rglob("*.h"))
+    ]
 
 
 def _run(
