@@ -31,17 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # the script's own directory, so it runs from anywhere
-    human_bytes,
-    markdown_table,
-    parse_bytes,
-    read_run,
-    replace_section,
-    text_table,
-    write_json,
-)
+from lab.kernels import STREAM_OPS
+from lab.runs import read_run, write_json
+from lab.tables import human_bytes, markdown_table, parse_bytes, replace_section, text_table
 
 BLOCK = 256
 MIN_BYTES = 4 * 2**10  # the ScalarLM blog's smallest memcpy (2**12)
@@ -51,27 +43,7 @@ BUDGET_SPENT = "wall budget spent"
 NAN_BYTE = 0xFF  # output buffers start as NaN, so an unwritten element fails the check
 
 
-@dataclass(frozen=True)
-class SweepKernel:
-    """One kernel of the sweep: where it lives and how many fp32 buffers it reads/writes."""
-
-    file: str
-    symbol: str
-    inputs: int
-    outputs: int
-
-    @property
-    def buffers(self) -> int:
-        return self.inputs + self.outputs
-
-    def expected(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
-        return inputs[0] if self.symbol == "copy" else inputs[0] + inputs[1]
-
-
-KERNELS = {
-    "copy": SweepKernel("stream.hip", "copy", inputs=1, outputs=1),
-    "vector_add": SweepKernel("vector_add.hip", "vector_add", inputs=2, outputs=1),
-}
+KERNELS = {name: STREAM_OPS[name] for name in ("copy", "vector_add")}
 
 
 @dataclass(frozen=True)
