@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 from lab import KERNELS_DIR
 from lab.children import emit, run_child
+from lab.devices import BACKENDS, open_device
 from lab.kernels import STREAM_OPS, StreamOp
 from lab.runs import write_json
 from lab.tables import human_bytes, markdown_table, parse_bytes, replace_section, text_table
@@ -54,13 +55,10 @@ GRAPH_REPLAYS = 20
 
 
 def engine_child(backend_name: str, ops: list[str], sizes: list[int]) -> None:
-    from pytest_gpuperf import open_device
     from pytest_gpuperf.engine.measure import MeasureSettings, measure_kernel
     from pytest_gpuperf.errors import ConfigError
 
     opened = open_device(backend_name)
-    if opened.warning:
-        print(f"note: {opened.warning}", file=sys.stderr)
     backend, device = opened.backend, opened.spec
     rng = np.random.default_rng(0)
     for op_name in ops:
@@ -349,7 +347,7 @@ HEADERS = ["op", "working set", "method", "efficiency", "run-to-run CV", "wall s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", default="cuda", choices=["cuda", "hip", "sim"])
+    parser.add_argument("--backend", default="cuda", choices=BACKENDS)
     parser.add_argument("--sizes", help="comma-separated working sets, e.g. 4K,1M,2G")
     parser.add_argument("--ops", default=",".join(OPS), help="default: all")
     parser.add_argument("--processes", type=int, help="separate processes (default 8; 2 quick)")

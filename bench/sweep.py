@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from lab.devices import BACKENDS, open_device
 from lab.kernels import STREAM_OPS
 from lab.runs import read_run, write_json
 from lab.tables import human_bytes, markdown_table, parse_bytes, replace_section, text_table
@@ -415,26 +416,9 @@ def plot(result: SweepResult, path: Path) -> None:
 # -- the command line ------------------------------------------------------------------------
 
 
-def open_device(backend_name: str, device_key: str | None, seed: int | None) -> tuple[Any, Any]:
-    """The backend and the spec to measure against (the table's, or the --device override)."""
-    from pytest_gpuperf.runtime import open_backend
-    from pytest_gpuperf.runtime.devices import match_device
-
-    options: dict[str, Any] = {}
-    if backend_name == "sim":
-        options["device"] = device_key or "mi300x"
-        if seed is not None:
-            options["seed"] = seed
-    backend = open_backend(backend_name, **options)
-    match = match_device(backend.info, key=device_key)
-    if match.warning:
-        print(f"note: {match.warning}", file=sys.stderr)
-    return backend, match.spec
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", default="cuda", choices=["cuda", "hip", "sim"])
+    parser.add_argument("--backend", default="cuda", choices=BACKENDS)
     parser.add_argument(
         "--device", help="device key (sim: the model, default mi300x; GPU: override the match)"
     )
@@ -484,11 +468,12 @@ def main(argv: list[str] | None = None) -> int:
     if options.from_json:
         result = from_json(read_run(options.from_json))
     else:
-        backend, device = open_device(options.backend, options.device, options.seed)
+        seed = {} if options.seed is None else {"seed": options.seed}
+        device = open_device(options.backend, options.device, **seed)
         try:
             result = run_sweep(
-                backend,
-                device,
+                device.backend,
+                device.spec,
                 kernels=kernels,
                 caches=caches,
                 sizes=sizes,
@@ -496,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
                 wall_budget_s=options.budget,
             )
         finally:
-            backend.close()
+            device.close()
         arguments = argv if argv is not None else sys.argv[1:]
         result = replace(result, command=" ".join(["python bench/sweep.py", *arguments]))
     print(render_text(result))

@@ -38,6 +38,7 @@ from typing import Any
 
 from lab import REPO_ROOT, cli, projects
 from lab.children import run as run_command
+from lab.devices import device_name
 from lab.kernels import BLOCK, KERNEL, extra_floats, kernel_source, vector_add_more_model
 from lab.pytest_runs import NAMED_PLUGIN, gpuperf_args, plugin_env, run_pytest
 from lab.runs import scratch
@@ -308,16 +309,6 @@ def update_readme(table: str) -> None:
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     README.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}")
-
-
-def device_name(backend: str) -> str:
-    if backend == "sim":
-        return "the SIMULATED MI300X"
-    code = (
-        "from pytest_gpuperf.session.api import open_device as o; "
-        f"d = o({backend!r}); print(d.info.name); d.close()"
-    )
-    return run_command([sys.executable, "-c", code], env=plugin_env()).stdout.strip() or backend
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,6 +10,7 @@ experiment and nothing else (docs/benchmarks.md says what each one measured).
               --gpuperf-json report read through the plugin's one reader
   projects    the throwaway git projects those processes run in
   kernels     the kernels the benchmarks time and the simulated device's models of them
+  devices     the backends a script may name, a device opened the library's way
   cli         the options the scripts share (--backend, --out, --render, --markdown)
 
 A script runs as `python bench/NAME.py`, so bench/ is first on sys.path and `from lab import

@@ -7,9 +7,8 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lab.devices import BACKENDS
 from lab.runs import read_run, write_json
-
-BACKENDS = ("cuda", "hip", "sim")
 
 
 def parser(
