@@ -22,38 +22,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from _common import read_run
-from gq.kernels import KERNEL, kernel_source
+from lab.children import run
+from lab.kernels import KERNEL, kernel_source, vector_add_more_model
+from lab.projects import git, write_project
+from lab.pytest_runs import NAMED_PLUGIN, plugin_env
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from pytest_gpuperf.record.report_reader import read_bisect
+
 CULPRIT_PERMILLE = 30  # 3 n x 30 / 1000 extra floats: 0.36 n bytes over 12 n, 3% more traffic
 BROKEN = "float value = (a[i] + b[i];"  # the unclosed ( of the commit that does not build
-
-CONFTEST = '''\
-"""The simulated device runs no kernel code: this model computes what vector_add_more does
-(its time comes from each file's gpuperf-sim directive). On a GPU it is not used."""
-
-from pathlib import Path
-
-from pytest_gpuperf import simulate
-
-
-def _vector_add_more(args, launch):
-    a, b, c, extra, n = args
-    count = min(n, launch.threads_x)
-    c[:count] = a[:count] + b[:count]
-
-
-for _path in sorted((Path(__file__).parent / "kernels").glob("*.hip")):
-    simulate.register(_path, "vector_add_more", _vector_add_more)
-'''
 
 TEST_MODULE = """\
 import numpy as np
@@ -78,33 +59,20 @@ def test_add(gpu_bench, path):
 """
 
 
-def git(directory: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=bisect-demo", "-c", "user.email=demo@localhost",
-         "-c", "commit.gpgsign=false", *args],
-        cwd=directory, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return done.stdout.strip()
-
-
 def build_project(root: Path, commits: int, culprit: int, elements: int) -> dict[int, str]:
     """The project's history: GOOD (0), then `commits` commits; returns {index: what}."""
     kernels = root / "kernels"
-    kernels.mkdir(parents=True)
-    (root / "conftest.py").write_text(CONFTEST)
-    (root / "test_kernels.py").write_text(TEST_MODULE.format(elements=elements, kernel=KERNEL))
-    (root / "README.md").write_text("# a kernel library\n")
-    (root / "tools.py").write_text("VERSION = 0\n")
     state = {"add": [0, 1], "add2": [0, 1]}  # [permille, salt]
 
     def write_kernels() -> None:
         for name, (permille, salt) in state.items():
             (kernels / f"{name}.hip").write_text(kernel_source(permille, salt))
 
-    write_kernels()
-    git(root, "init", "-q")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "GOOD: two vector_add_more kernels and their perf tests")
+    files = {f"kernels/{name}.hip": kernel_source(*state[name]) for name in state}
+    files["conftest.py"] = vector_add_more_model("kernels")
+    files["test_kernels.py"] = TEST_MODULE.format(elements=elements, kernel=KERNEL)
+    files.update({"README.md": "# a kernel library\n", "tools.py": "VERSION = 0\n"})
+    write_project(root, files, "GOOD: two vector_add_more kernels and their perf tests")
     story: dict[int, str] = {}
     for index in range(1, commits + 1):
         if index == culprit:
@@ -151,13 +119,9 @@ def main() -> int:
         root = Path(scratch) / "project"
         story = build_project(root, options.commits, options.culprit, options.elements)
         culprit_sha = git(root, "rev-parse", f"HEAD~{options.commits - options.culprit}")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-        env["GPUPERF_CACHE_DIR"] = str(Path(scratch) / "cache")
-        env["PYTHONUNBUFFERED"] = "1"
-        pytest_args = ["-q", "-p", "no:cacheprovider", "-p", "pytest_gpuperf.plugin",
-                       f"--gpuperf-backend={options.backend}", "test_kernels.py"]  # fmt: skip
+        env = plugin_env(GPUPERF_CACHE_DIR=str(Path(scratch) / "cache"))
+        pytest_args = ["-q", *NAMED_PLUGIN, f"--gpuperf-backend={options.backend}",
+                       "test_kernels.py"]  # fmt: skip
         if options.backend != "sim":
             pytest_args.append(f"--gpuperf-require={options.backend}")
         command = [
@@ -165,18 +129,14 @@ def main() -> int:
             f"HEAD~{options.commits}", "HEAD", "--budget", options.budget,
             "--json", str(options.out / "bisect.json"), "--", *pytest_args,
         ]  # fmt: skip
-        began = time.monotonic()
-        with (
-            (options.out / "bisect.txt").open("w") as table,
-            (options.out / "progress.txt").open("w") as progress,
-        ):
-            done = subprocess.run(command, cwd=root, env=env, stdout=table, stderr=progress)
-        wall_s = time.monotonic() - began
+        done = run(command, cwd=root, env=env, timeout_s=3600)
+        (options.out / "bisect.txt").write_text(done.stdout)
+        (options.out / "progress.txt").write_text(done.stderr)
     print((options.out / "progress.txt").read_text(), end="")
     print((options.out / "bisect.txt").read_text(), end="")
     found = {}
     if (options.out / "bisect.json").is_file():
-        found = read_run(options.out / "bisect.json")
+        found = read_bisect(options.out / "bisect.json")
     summary = {
         "backend": options.backend,
         "commits": options.commits,
@@ -186,7 +146,7 @@ def main() -> int:
         "named": (found.get("culprit") or {}).get("sha") == culprit_sha,
         "probes": len(found.get("probes", ())),
         "candidates": len(found.get("candidates", ())),
-        "wall_s": round(wall_s, 1),
+        "wall_s": round(done.wall_s, 1),
         "exit_status": done.returncode,
         "story": story,
         "device": found.get("device"),

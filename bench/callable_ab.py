@@ -36,15 +36,12 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from lab.projects import git, write_files, write_project
+from lab.pytest_runs import NAMED_PLUGIN, PytestRun, gpuperf_args, run_pytest
 
 KERNEL = """
 @triton.jit
@@ -178,55 +175,31 @@ def kernels(head: bool, kind: str = "copy") -> str:
     return "".join(parts)
 
 
-def git(root: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
-
-
 def make_repository(root: Path, kind: str = "copy", stored: str = "") -> None:
     """The user's repository: base committed, then the pull request. `stored`: a -k
     expression whose tests are saved three times at base first (the baselines in the work
     tree, recording base's commit), for a stored failure at head."""
-    root.mkdir(parents=True)
-    git(root, "init", "-q")
-    git(root, "config", "user.email", "bench@example.com")
-    git(root, "config", "user.name", "bench")
-    (root / "mykern.py").write_text(kernels(head=False, kind=kind))
-    (root / "unrelated.py").write_text("VALUE = 1\n")
-    (root / "test_copies.py").write_text(KINDS[kind][1])
-    (root / "test_torch_op.py").write_text(TORCH_TEST)
-    (root / "copies.hip").write_text(KERNEL_TWIN.replace("{extra}", ""))
-    (root / "test_kernel_twin.py").write_text(KERNEL_TWIN_TEST)
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "base")
+    files = {"mykern.py": kernels(head=False, kind=kind), "unrelated.py": "VALUE = 1\n"}
+    files.update({"test_copies.py": KINDS[kind][1], "test_torch_op.py": TORCH_TEST})
+    files.update({"copies.hip": KERNEL_TWIN.replace("{extra}", ""),
+                  "test_kernel_twin.py": KERNEL_TWIN_TEST})  # fmt: skip
+    write_project(root, files, "base")
     for _ in range(3 if stored else 0):
-        _, output, _ = run_once(root, root / "save.json", False, stored, ("--gpuperf-save",))
-        print(output.strip().splitlines()[-1], flush=True)
-    (root / "mykern.py").write_text(kernels(head=True, kind=kind))
-    (root / "unrelated.py").write_text("VALUE = 2  # an unrelated edit\n")
-    (root / "copies.hip").write_text(KERNEL_TWIN.replace("{extra}", KERNEL_TWIN_EXTRA))
+        run = run_once(root, root / "save.json", False, stored, ("--gpuperf-save",))
+        print(run.summary, flush=True)
+    head = {"mykern.py": kernels(head=True, kind=kind), "unrelated.py": "VALUE = 2  # edited\n"}
+    write_files(root, {**head, "copies.hip": KERNEL_TWIN.replace("{extra}", KERNEL_TWIN_EXTRA)})
     git(root, "commit", "-qam", "copy15 and copy30 read more; an unrelated edit")
 
 
 def run_once(
     root: Path, report: Path, explain: bool, select: str = "", options: tuple[str, ...] = ()
-) -> tuple[float, str, dict]:
+) -> PytestRun:
     """One pytest process, as CI runs a pull request (`options`: instead of the compare)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
-    command = [
-        sys.executable, "-m", "pytest", "-p", "pytest_gpuperf.plugin", "-p", "no:cacheprovider",
-        "-q", "--gpuperf", "--gpuperf-backend=cuda", f"--gpuperf-json={report}",
-        *(options or ("--gpuperf-compare=HEAD~1",)),
-    ]  # fmt: skip
-    if explain:
-        command.append("--gpuperf-explain")
-    if select:
-        command += ["-k", select]
-    started = time.monotonic()
-    proc = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, check=False)
-    wall_s = time.monotonic() - started
-    document = json.loads(report.read_text()) if report.exists() else {}
-    return wall_s, proc.stdout + proc.stderr, document
+    args = ["-q", *NAMED_PLUGIN, *gpuperf_args("cuda"), *(options or ("--gpuperf-compare=HEAD~1",))]
+    args += ["--gpuperf-explain"] if explain else []
+    args += ["-k", select] if select else []
+    return run_pytest(args, report, cwd=root, timeout_s=1800)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,36 +234,36 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     counts: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     ratios: dict[str, list[float]] = collections.defaultdict(list)
-    walls, locks, last_output, last_document = [], [], "", {}
+    walls: list[float] = []
+    locks: list[float] = []
+    last: PytestRun | None = None
     for number in range(args.runs):
         explain = number == args.runs - 1 and not args.no_explain
-        report = out / f"run-{number:02d}.json"
-        wall_s, output, document = run_once(root, report, explain, args.select, options)
-        walls.append(wall_s)
-        last_output, last_document = output, document
-        if not document:
-            print(f"run {number}: no report\n{output[-3000:]}", flush=True)
+        run = run_once(root, out / f"run-{number:02d}.json", explain, args.select, options)
+        walls.append(run.wall_s)
+        last = run
+        if run.report is None:
+            print(f"run {number}: {run.problem}\n{run.finished.output[-3000:]}", flush=True)
             continue
-        for row in document["results"]:
-            verdict = row["verdict"]
-            comparison = verdict.get("comparison") or {}
-            test = row["test_id"].split("::")[-1]
-            stored = (verdict.get("baseline") or {}).get("outcome")
-            counts[test][comparison.get("state") or f"stored {stored}"] += 1
-            if isinstance(comparison.get("ratio"), float):
-                ratios[test].append(comparison["ratio"])
-            confirmation = comparison.get("confirmation") or {}
+        for row in run.rows:
+            c = row.verdict.comparison
+            test = row.test_id.split("::")[-1]
+            state, ratio = getattr(c, "state", None), getattr(c, "ratio", None)
+            counts[test][state or f"stored {row.verdict.baseline.outcome}"] += 1
+            if isinstance(ratio, float):
+                ratios[test].append(ratio)
+            again = getattr(getattr(c, "confirmation", None), "ratio", None)
             print(
-                f"  {test}: {comparison.get('state')} {comparison.get('ratio')} "
-                f"(first {comparison.get('first_state') or '-'}, again {confirmation.get('ratio')})"
-                f" drift {comparison.get('drift_basis')} loads {comparison.get('loads')}",
+                f"  {test}: {state} {ratio} (first {getattr(c, 'first_state', '') or '-'}, "
+                f"again {again}) drift {getattr(c, 'drift_basis', None)} loads "
+                f"{getattr(c, 'loads', None)}",
                 flush=True,
             )
-        lock_s = (document.get("timing") or {}).get("gpu_lock_held_s") or 0.0
-        measured = len(document["results"])
+        lock_s = (run.document.get("timing") or {}).get("gpu_lock_held_s") or 0.0
+        measured = len(run.rows)
         locks.append(lock_s / max(measured, 1))
         print(
-            f"run {number}: {document['summary']['line']} ({wall_s:.1f} s, GPU lock "
+            f"run {number}: {run.document['summary']['line']} ({run.wall_s:.1f} s, GPU lock "
             f"{lock_s:.2f} s for {measured} measurements)",
             flush=True,
         )
@@ -308,15 +281,15 @@ def main(argv: list[str] | None = None) -> int:
     if locks:
         print(f"GPU lock a measurement: {min(locks):.2f}-{max(locks):.2f} s")
     print("\nthe explained run (--gpuperf-explain): each failure's explain and code lines")
-    for row in last_document.get("results", []):
-        explain = row["verdict"].get("explain") or {}
+    for row in last.rows if last is not None else ():
+        explain = row.verdict.explain or {}
         lines = [*((explain.get("traffic") or {}).get("lines") or [])]
         lines += (explain.get("code") or {}).get("lines") or []
         if lines:
-            print(f"  {row['test_id'].split('::')[-1]}:")
+            print(f"  {row.test_id.split('::')[-1]}:")
             print("\n".join(f"    {line}" for line in lines))
     print("\nits output, the end:")
-    print(last_output[-2000:])
+    print(last.finished.output[-2000:] if last is not None else "")
     return 0
 
 

@@ -21,18 +21,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # lab, also when imported as bench.*
 
-from tests.git_repo import commit_all  # noqa: E402
+from lab.projects import commit_all
+from lab.pytest_runs import NAMED_PLUGIN, gpuperf_args, run_pytest
+from lab.runs import scratch
 
 KERNEL = """\
 #include "gpuperf.h"
@@ -114,41 +111,28 @@ def main() -> int:
     )
     options = parser.parse_args()
     options.out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="explain-demo-") as folder:
-        root = Path(folder) / "project"
-        env = dict(
-            os.environ,
-            PYTHONPATH=os.pathsep.join(
-                filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH")))
-            ),
-        )
-        pytest = [sys.executable, "-m", "pytest", "-p", "pytest_gpuperf.plugin", "-p",
-                  "no:cacheprovider", "--gpuperf", f"--gpuperf-backend={options.backend}",
-                  f"--gpuperf-budget={options.budget}",
+    with scratch("explain-demo") as folder:
+        root = folder / "project"
+        pytest = [*NAMED_PLUGIN, *gpuperf_args(options.backend, budget=options.budget),
                   *(["-k", options.k] if options.k else [])]  # fmt: skip
 
         def saves() -> None:
-            for _ in range(3):
-                subprocess.run([*pytest, "--gpuperf-save", "-q"], cwd=root, env=env,
-                               capture_output=True, timeout=300, check=False)  # fmt: skip
+            for n in range(3):
+                run_pytest([*pytest, "--gpuperf-save", "-q"], folder / f"save{n}.json", cwd=root)
 
         make_project(root, saves if options.stored else lambda: None)
         against = [] if options.stored else ["--gpuperf-compare=HEAD"]
-        began = time.monotonic()
-        done = subprocess.run(
-            [*pytest, *against, "--gpuperf-explain",
-             f"--gpuperf-json={options.out / 'report.json'}",
-             f"--gpuperf-markdown={options.out / 'summary.md'}", "-v"],
-            cwd=root, env=env, capture_output=True, text=True, timeout=560, check=False,
+        run = run_pytest(
+            [*pytest, *against, "--gpuperf-explain", "-v",
+             f"--gpuperf-markdown={options.out / 'summary.md'}"],
+            options.out / "report.json", cwd=root, timeout_s=560,
         )  # fmt: skip
-        wall_s = time.monotonic() - began
-    (options.out / "pytest.txt").write_text(done.stdout + done.stderr)
+    (options.out / "pytest.txt").write_text(run.finished.output)
     rows = []
-    report = options.out / "report.json"
-    results = json.loads(report.read_text())["results"] if report.exists() else []
-    for result in results:
-        variant = result["test_id"].split("[")[-1].rstrip("]").split("::")[-1]
-        traffic = ((result.get("verdict") or {}).get("explain") or {}).get("traffic") or {}
+    for row in run.rows:
+        variant = row.test_id.split("[")[-1].rstrip("]").split("::")[-1]
+        explain = row.verdict.explain or {}
+        traffic = explain.get("traffic") or {}
         head, base = traffic.get("head") or {}, traffic.get("base") or {}
         measured = None
         if head.get("dram_read_bytes") and base.get("dram_read_bytes"):
@@ -158,16 +142,14 @@ def main() -> int:
                 "variant": variant,
                 "truth_read_change": HEADS.get(variant, 0) / 1000,
                 "measured_read_change": measured,
-                "verdict": result["verdict"]["status"],
+                "verdict": row.verdict.status,
                 "lines": traffic.get("lines"),
                 "cost_s": traffic.get("cost_s"),
                 "problem": traffic.get("problem"),
-                "bytes_check": (
-                    ((result.get("verdict") or {}).get("explain") or {}).get("bytes_check") or {}
-                ).get("line"),
+                "bytes_check": (explain.get("bytes_check") or {}).get("line"),
             }
         )
-    summary = {"exit": done.returncode, "wall_s": wall_s, "rows": rows}
+    summary = {"exit": run.returncode, "wall_s": run.wall_s, "rows": rows}
     (options.out / "explain.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))
     return 0

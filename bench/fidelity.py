@@ -28,43 +28,17 @@ import argparse
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from lab import KERNELS_DIR
+from lab.children import emit, run_child
+from lab.devices import BACKENDS, open_device
+from lab.kernels import STREAM_OPS, StreamOp
+from lab.runs import write_json
+from lab.tables import human_bytes, markdown_table, parse_bytes, replace_section, text_table
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # the script's own directory, so it runs from anywhere
-    KERNELS_DIR,
-    emit,
-    human_bytes,
-    markdown_table,
-    parse_bytes,
-    replace_section,
-    run_child,
-    text_table,
-    write_json,
-)
-
-
-@dataclass(frozen=True)
-class Op:
-    file: str
-    symbol: str
-    inputs: int
-    outputs: int
-    scalar: float | None = None  # triad's s
-
-    @property
-    def bytes_per_element(self) -> int:
-        return 4 * (self.inputs + self.outputs)
-
-
-OPS = {
-    "vector_add": Op("vector_add.hip", "vector_add", inputs=2, outputs=1),
-    "copy": Op("stream.hip", "copy", inputs=1, outputs=1),
-    "triad": Op("stream.hip", "triad", inputs=2, outputs=1, scalar=3.0),
-}
+OPS = STREAM_OPS
 SIZES = {
     # Powers of 16 plus the big end, so >= 8 processes fit in ~6 minutes on an H100;
     # --sizes 4K,16K,64K,256K,1M,4M,16M,64M,256M,1G,2G gives every power of 4.
@@ -77,25 +51,14 @@ EVENT_REPEATS = 50
 GRAPH_REPLAYS = 20
 
 
-def _expected(op: Op, inputs: list[np.ndarray]) -> np.ndarray:
-    if op.symbol == "copy":
-        return inputs[0]
-    if op.symbol == "triad":
-        return inputs[0] + np.float32(op.scalar) * inputs[1]
-    return inputs[0] + inputs[1]
-
-
 # -- the engine child: our kernels through the plugin's backend ---------------------------
 
 
 def engine_child(backend_name: str, ops: list[str], sizes: list[int]) -> None:
-    from pytest_gpuperf import open_device
     from pytest_gpuperf.engine.measure import MeasureSettings, measure_kernel
     from pytest_gpuperf.errors import ConfigError
 
     opened = open_device(backend_name)
-    if opened.warning:
-        print(f"note: {opened.warning}", file=sys.stderr)
     backend, device = opened.backend, opened.spec
     rng = np.random.default_rng(0)
     for op_name in ops:
@@ -143,7 +106,7 @@ def engine_child(backend_name: str, ops: list[str], sizes: list[int]) -> None:
                 )
             if n <= 1 << 24:  # the real output must be in the caller's buffer after rotate
                 got = output.download(np.float32)
-                ok = np.allclose(got, _expected(op, inputs), rtol=1e-6)
+                ok = np.allclose(got, op.expected(inputs), rtol=1e-6)
                 emit({**row, "method": "output check", "ok": bool(ok)})
             began = time.perf_counter()
             time_s = _events_around_single_launches(backend, kernel, grid, args)
@@ -305,7 +268,7 @@ def _triton_case(torch, triton, kernel, op_name: str, size: int, peak_bps: float
         )
 
 
-def _triton_launch(torch, triton, kernel, op: Op, n: int):
+def _triton_launch(torch, triton, kernel, op: StreamOp, n: int):
     """A no-argument launch of the Triton kernel for `op` on fresh tensors of n floats."""
     block = 1024
     tensors = [torch.rand(n, device="cuda") + 1 for _ in range(op.inputs + op.outputs)]
@@ -384,7 +347,7 @@ HEADERS = ["op", "working set", "method", "efficiency", "run-to-run CV", "wall s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", default="cuda", choices=["cuda", "hip", "sim"])
+    parser.add_argument("--backend", default="cuda", choices=BACKENDS)
     parser.add_argument("--sizes", help="comma-separated working sets, e.g. 4K,1M,2G")
     parser.add_argument("--ops", default=",".join(OPS), help="default: all")
     parser.add_argument("--processes", type=int, help="separate processes (default 8; 2 quick)")

@@ -71,9 +71,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common and gq, run from anywhere
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # lab and gq, run from anywhere
 
-from _common import REPO_ROOT, read_run, write_json
 from gq import docs
 from gq.calibrate import calibrate_child
 from gq.library import CODE_SHARES, library_part, sim_device_key
@@ -81,6 +80,8 @@ from gq.merge import merge
 from gq.points import LONG_ELEMENTS, MID_ELEMENTS, SHORT_ELEMENTS
 from gq.processes import Stopped, processes_part
 from gq.render import describe, render
+from lab import REPO_ROOT
+from lab.runs import read_run, write_json
 
 DOCS = REPO_ROOT / "docs" / "benchmarks.md"
 

@@ -34,11 +34,8 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import pstats
-import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,11 +43,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, markdown_table, read_run, text_table, write_json
+from lab import REPO_ROOT, cli
+from lab.projects import write_files
+from lab.pytest_runs import plugin_env, run_pytest
+from lab.runs import read_run, write_json
+from lab.tables import table
 
 MAIN_JOB = ("--gpuperf", "--gpuperf-backend=hip,cuda,sim", "tests/perf")
-SESSION_LINE = re.compile(r" in ([0-9.]+)s(?: \([0-9:]+\))? =*\s*$", re.MULTILINE)
 TOP = 25
 FIXTURE_TESTS = 41
 USER_KERNEL = """\
@@ -108,53 +107,45 @@ def run_job(
     root: Path = REPO_ROOT,
 ) -> dict[str, Any]:
     """One main-job process: its wall and session time, GPU-lock account and measurements
-    (`root`: the checkout whose pytest_gpuperf it runs, first on PYTHONPATH)."""
+    (`root`: the checkout whose pytest_gpuperf it runs, first on PYTHONPATH). The plugin
+    loads as the README's command loads it, and bytecode is written (see above)."""
+    environment = plugin_env(
+        root, autoload=True, PYTHONDONTWRITEBYTECODE=None,
+        PYTHONUNBUFFERED=os.environ.get("PYTHONUNBUFFERED"), **(env or {}),
+    )  # fmt: skip
+    done = run_pytest([*job, *extra], report, cwd=cwd, env=environment, timeout_s=timeout_s,
+                      profile=profile)  # fmt: skip
     prefix = ["-m", "cProfile", "-o", str(profile)] if profile else []
-    command = [
-        sys.executable, *prefix, "-m", "pytest", *job, f"--gpuperf-json={report}", *extra,
-    ]  # fmt: skip
-    path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH", "")]))
-    environment = {**os.environ, **(env or {}), "PYTHONPATH": path}
-    environment.pop("PYTHONDONTWRITEBYTECODE", None)
-    started = time.monotonic()
-    done = subprocess.run(
-        command, cwd=cwd, capture_output=True, text=True, env=environment, timeout=timeout_s
-    )
-    wall_s = time.monotonic() - started
-    found = SESSION_LINE.findall(done.stdout)
     run: dict[str, Any] = {
         "command": " ".join(["python3", *prefix, "-m", "pytest", *job, *extra]),
         "exit": done.returncode,
-        "wall_s": wall_s,
-        "session_s": float(found[-1]) if found else None,
-        "summary": done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "",
+        "wall_s": done.wall_s,
+        "session_s": done.session_s,
+        "summary": done.summary,
     }
-    if not report.exists():
-        run["error"] = (done.stdout + done.stderr)[-3000:]
+    if done.report is None:
+        run["error"] = f"{done.problem}\n{done.finished.output}"[-3000:]
         return run
-    document = json.loads(report.read_text())
-    timing = document.get("timing") or {}
+    timing = done.document.get("timing") or {}
     run["report_wall_s"] = timing.get("wall_s")
     run["gpu_lock_held_s"] = timing.get("gpu_lock_held_s")
     run["gpu_lock_waited_s"] = timing.get("gpu_lock_waited_s")
-    devices = document.get("devices", ())
+    devices = done.document.get("devices", ())
     run["gpu_lock_holds"] = sum(d.get("lock_holds") or 0 for d in devices)
     run["boards"] = sorted({d["uuid"] for d in devices if d.get("uuid")})
     run["device"] = sorted({d.get("runtime_name") or d.get("name", "") for d in devices})
-    run["measurements"] = [_measurement(result) for result in document.get("results", ())]
+    run["measurements"] = [
+        {
+            "key": f"{row.test_id} {row.measurement.name or ''} [{row.measurement.cache}]",
+            "efficiency": row.measurement.efficiency,
+            "time_s": row.measurement.time_s,
+            "status": row.verdict.status,
+            "baseline_outcome": row.verdict.baseline.outcome,
+            "allowance": row.verdict.baseline.allowance,
+        }
+        for row in done.rows
+    ]
     return run
-
-
-def _measurement(result: Mapping[str, Any]) -> dict[str, Any]:
-    m, check = result["measurement"], result["verdict"].get("baseline") or {}
-    return {
-        "key": f"{result['test_id']} {m.get('name') or ''} [{m['cache']}]",
-        "efficiency": m["efficiency"],
-        "time_s": m["time_s"],
-        "status": result["verdict"]["status"],
-        "baseline_outcome": check.get("outcome"),
-        "allowance": check.get("allowance"),
-    }
 
 
 def profile_tops(path: Path, count: int = TOP) -> dict[str, str]:
@@ -197,10 +188,8 @@ def measure(options: argparse.Namespace) -> dict[str, Any]:
 
 def fixture_overhead(project: Path, tests: int) -> dict[str, Any]:
     """What gpu_bench costs per call beyond the user's own code (see the module's text)."""
-    project.mkdir(parents=True, exist_ok=True)
-    (project / "scale.hip").write_text(USER_KERNEL)
-    (project / "test_user.py").write_text(USER_TEST)
-    (project / "conftest.py").write_text(USER_CONFTEST)
+    write_files(project, {"scale.hip": USER_KERNEL, "test_user.py": USER_TEST,
+                          "conftest.py": USER_CONFTEST})  # fmt: skip
     job = ("-p", "pytest_gpuperf.plugin", "--gpuperf", "--gpuperf-backend=hip,cuda,sim", ".")
     runs = {}
     for count in (1, 1, tests):  # the first K = 1 run warms bytecode and the kernel cache
@@ -240,7 +229,6 @@ def _entries(text: str) -> list[str]:
 
 
 def render(document: Mapping[str, Any], markdown: bool = False) -> str:
-    table = markdown_table if markdown else text_table
     rows = []
     for name in ("serial", "profile", "xdist"):
         run = document.get(name)
@@ -259,7 +247,7 @@ def render(document: Mapping[str, Any], markdown: bool = False) -> str:
         )
     head = ("run", "exit", "wall", "pytest session", "GPU lock held", "holds", "summary")
     lines = [f"{document.get('title', '')}, {document.get('label', '')}, {document['started']}"]
-    lines += [table(head, rows)]
+    lines += [table(head, rows, markdown)]
     fixture = document.get("fixture")
     if fixture and "per_call_s" in fixture:
         per = fixture["per_call_s"]
@@ -278,7 +266,6 @@ def render(document: Mapping[str, Any], markdown: bool = False) -> str:
 
 def compare(before: Mapping[str, Any], after: Mapping[str, Any], markdown: bool) -> str:
     """Each measurement's efficiency before and after, against its stored baseline's band."""
-    table = markdown_table if markdown else text_table
     old = {m["key"]: m for m in before["serial"].get("measurements", ())}
     rows, outside = [], 0
     for m in after["serial"].get("measurements", ()):
@@ -300,7 +287,7 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any], markdown: bool)
             )
         )
     head = ("measurement", "before", "after", "change", "band", "within")
-    return f"{table(head, rows)}\n{len(rows)} measurements, {outside} outside their band"
+    return f"{table(head, rows, markdown)}\n{len(rows)} measurements, {outside} outside their band"
 
 
 def _s(value: float | None, digits: int = 1) -> str:
@@ -308,16 +295,14 @@ def _s(value: float | None, digits: int = 1) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = cli.parser(__doc__, backend=None, out=None)
     parser.add_argument("--out", default="main-job", help="folder for the JSON, profile, tops")
     parser.add_argument("--label", default="run", help="names the files: main-job-LABEL.*")
     parser.add_argument("--warm", type=int, default=1, help="untimed runs first")
     parser.add_argument("--no-xdist", dest="xdist", action="store_false")
     parser.add_argument("--no-fixture", dest="fixture", action="store_false")
     parser.add_argument("--fixture-tests", type=int, default=FIXTURE_TESTS)
-    parser.add_argument("--render", help="print a saved main-job-LABEL.json")
     parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
-    parser.add_argument("--markdown", action="store_true")
     options = parser.parse_args(argv)
     if options.compare:
         before, after = (read_run(p) for p in options.compare)

@@ -1,7 +1,7 @@
 """The stored gate at the lengths users' kernels run: allowance by saves, false alarms, catches.
 
-A throwaway git project with a user-style kernel of its own (bench/stored_scenario.py's
-y = a * x with an optional extra read: real traffic the declared bytes do not count) at three
+A throwaway git project with a user-style kernel of its own (bench/lab/kernels.py's scale:
+y = a * x with an optional extra read, real traffic the declared bytes do not count) at three
 lengths, cold (about 7.8, 28 and 210 us on an H100). Each step is a separate
 `python -m pytest --gpuperf` process with the plugin of `--plugin-root` (so the same script
 measures two trees, e.g. main and a branch, in one device call):
@@ -28,21 +28,24 @@ Usage (repository root; one GPU device call):
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, markdown_table, read_run, text_table, write_json
-from stored_scenario import run_pytest as scenario_pytest
-from stored_scenario import write_project
+import numpy as np
+from lab import REPO_ROOT, cli
+from lab.kernels import SCALE_KERNEL, SCALE_MODEL
+from lab.projects import write_project
+from lab.pytest_runs import NAMED_PLUGIN, gpuperf_args, plugin_env
+from lab.pytest_runs import run_pytest as lab_pytest
+from lab.runs import scratch
+from lab.tables import table
+from scipy import stats
 
 # elements of x and y (8 bytes moved each): about 7.8, 28 and 210 us cold on an H100 (on
 # 2026-11-27 1.15M, 11.4M and 57M took 7.3, 38.2 and 189 us: about 3.8 us + 3.0 us per M)
@@ -83,49 +86,58 @@ def test_scale(gpu_bench, size):
 def run_pytest(
     options: argparse.Namespace, project: Path, args: Sequence[str], report: Path, env: Mapping
 ) -> dict[str, Any]:
-    """One pytest process with the plugin of --plugin-root; its rows, with how each
-    measurement sampled."""
-    run = scenario_pytest(
-        project, options.backend, options.budget, args, report, env,
-        plugin_root=Path(options.plugin_root).resolve(),
+    """One pytest process with the plugin of --plugin-root: each measurement's verdict and
+    how it sampled, or the failure to make a report."""
+    run = lab_pytest(
+        ["-q", *NAMED_PLUGIN, *gpuperf_args(options.backend, budget=options.budget), *args],
+        report, cwd=project, env=plugin_env(Path(options.plugin_root).resolve(), **env),
     )  # fmt: skip
-    if "results" in run:
-        document = json.loads(report.read_text())
-        for row, result in zip(run["results"], document.get("results", ()), strict=True):
-            row.update(_sampling(result["measurement"]))
-    return run
+    if run.report is None:
+        return {"error": f"{run.problem}\n{run.finished.output}"[-3000:], "wall_s": run.wall_s}
+    return {"exit": run.returncode, "wall_s": run.wall_s, "results": [_result(r) for r in run.rows]}
 
 
-def _sampling(m: Mapping[str, Any]) -> dict[str, Any]:
-    """How the measurement sampled, and the statistics its samples give besides the median."""
-    import numpy as np
-    from scipy import stats
-
-    samples = np.asarray(m.get("samples_s") or (), dtype=float)
-    if samples.size < 3:
-        return {}
-    return {
-        "samples": int(samples.size),
-        "stopped_by": m.get("stopped_by", ""),
-        "median_s": float(np.median(samples)),
-        "trimmed_s": float(stats.trim_mean(samples, 0.1)),
-        "sampled_s": float(samples.sum()),
-    }
+def _result(row: Any) -> dict[str, Any]:
+    """What a row says about the stored gate, and how its measurement sampled (the
+    statistics its samples give besides the median)."""
+    m, check = row.measurement, row.verdict.baseline
+    band = check.band
+    result = {
+        "entry": row.test_id.split("[")[-1].rstrip("]"), "test_id": row.test_id,
+        "cache": m.cache, "efficiency": m.efficiency, "time_s": m.time_s,
+        "relative_ci": m.relative_ci, "board": (m.gpu.uuid if m.gpu else "") or "",
+        "status": row.verdict.status, "outcome": check.outcome,
+        "first_outcome": check.first_outcome or check.outcome, "delta": check.delta,
+        "allowance": check.allowance, "basis": band.basis if band else "",
+        "board_status": band.board_status if band else "",
+        "false_alarm_rate": check.false_alarm_rate or 0.01,
+        "between_added": 1.959963984540054 * (band.between_sigma if band else 0.0),
+        "between_source": band.between_source if band else "",
+        "between_figure": band.between_figure if band else "",
+    }  # fmt: skip
+    samples = np.asarray(m.samples_s or (), dtype=float)
+    if samples.size >= 3:
+        result.update(
+            samples=int(samples.size), stopped_by=m.stopped_by,
+            median_s=float(np.median(samples)), trimmed_s=float(stats.trim_mean(samples, 0.1)),
+            sampled_s=float(samples.sum()),
+        )  # fmt: skip
+    return result
 
 
 def scenario(options: argparse.Namespace) -> dict[str, Any]:
-    root = Path(tempfile.mkdtemp(prefix="stored-lengths-"))
-    try:
+    with scratch("stored-lengths") as root:
         return _scenario(options, root)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _scenario(options: argparse.Namespace, root: Path) -> dict[str, Any]:
     started = time.monotonic()
     project = root / "project"
     sizes = LENGTHS if options.backend != "sim" else {k: v // 16 for k, v in LENGTHS.items()}
-    write_project(project, sizes, TEST_MODULE, "test_lengths.py")
+    files = {"scale.hip": SCALE_KERNEL, "conftest.py": SCALE_MODEL}
+    files["test_lengths.py"] = TEST_MODULE.format(sizes=dict(sizes))
+    files[".gitignore"] = "baselines/\n__pycache__/\n"
+    write_project(project, files, "the user's kernel")
     snapshots, reports = root / "snapshots", root / "reports"
     snapshots.mkdir()
     reports.mkdir()
@@ -193,7 +205,7 @@ def analyse(document: Mapping[str, Any]) -> list[dict[str, Any]]:
         {x["entry"] for r in runs for x in r["results"]},
         key=lambda e: list(LENGTHS).index(e) if e in LENGTHS else 9,
     )
-    table = []
+    found = []
     for entry in entries:
         mine = [(r, x) for r in runs for x in r["results"] if x["entry"] == entry]
         saves = [(r, x) for r, x in mine if r["kind"] == "save"]
@@ -216,12 +228,11 @@ def analyse(document: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "deltas": deltas,
                 "allowances": sorted({round(x["allowance"], 5) for x in judged if x["allowance"]}),
             }
-        table.append(row)
-    return table
+        found.append(row)
+    return found
 
 
 def render(document: Mapping[str, Any], markdown: bool) -> str:
-    table = markdown_table if markdown else text_table
     rows = analyse(document)
     label = "SIMULATED " if document.get("simulated") else ""
     runs = document["runs"]
@@ -248,7 +259,7 @@ def render(document: Mapping[str, Any], markdown: bool) -> str:
             cells.append(f"{a['allowance']:.2%} {a['basis']}" if a else "-")
         body.append(cells)
     out += ["Allowance after k saves (pytest's own judgement of save k + 1):", ""]
-    out += [table(headers, body), ""]
+    out += [table(headers, body, markdown), ""]
     headers = [
         "entry", "unchanged", "false (first / confirmed)", "deltas", "drop", "caught (confirmed)",
         "drop deltas", "allowance vs 3 saves",
@@ -263,7 +274,7 @@ def render(document: Mapping[str, Any], markdown: bool) -> str:
                 ", ".join(f"{a:.2%}" for a in sorted(set(u["allowances"] + d["allowances"]))),
             ]
         )  # fmt: skip
-    out += [table(headers, body)]
+    out += [table(headers, body, markdown)]
     for r in errors[:3]:
         out += ["", f"no report ({r['kind']} {r['number']}): {r['error'][-400:]}"]
     return "\n".join(out)
@@ -276,8 +287,7 @@ def _span(values: Sequence[float]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", default="cuda", choices=("cuda", "sim"))
+    parser = cli.parser(__doc__, backends=("cuda", "sim"))
     parser.add_argument("--plugin-root", default=str(REPO_ROOT))
     parser.add_argument("--label", default="")
     parser.add_argument("--saves", type=int, default=6)
@@ -287,16 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget", default="0.3", help="--gpuperf-budget of each process")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--deadline", type=float, default=240.0, help="seconds")
-    parser.add_argument("--out")
-    parser.add_argument("--render")
-    parser.add_argument("--markdown", action="store_true")
     options = parser.parse_args(argv)
-    if options.render:
-        document = read_run(options.render)
-    else:
-        document = scenario(options)
-        write_json(options.out, document)
-    print(render(document, options.markdown))
+    print(render(cli.measured_or_rendered(options, scenario), options.markdown))
     return 0
 
 

@@ -31,17 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # the script's own directory, so it runs from anywhere
-    human_bytes,
-    markdown_table,
-    parse_bytes,
-    read_run,
-    replace_section,
-    text_table,
-    write_json,
-)
+from lab.devices import BACKENDS, open_device
+from lab.kernels import STREAM_OPS
+from lab.runs import read_run, write_json
+from lab.tables import human_bytes, markdown_table, parse_bytes, replace_section, text_table
 
 BLOCK = 256
 MIN_BYTES = 4 * 2**10  # the ScalarLM blog's smallest memcpy (2**12)
@@ -51,27 +44,7 @@ BUDGET_SPENT = "wall budget spent"
 NAN_BYTE = 0xFF  # output buffers start as NaN, so an unwritten element fails the check
 
 
-@dataclass(frozen=True)
-class SweepKernel:
-    """One kernel of the sweep: where it lives and how many fp32 buffers it reads/writes."""
-
-    file: str
-    symbol: str
-    inputs: int
-    outputs: int
-
-    @property
-    def buffers(self) -> int:
-        return self.inputs + self.outputs
-
-    def expected(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
-        return inputs[0] if self.symbol == "copy" else inputs[0] + inputs[1]
-
-
-KERNELS = {
-    "copy": SweepKernel("stream.hip", "copy", inputs=1, outputs=1),
-    "vector_add": SweepKernel("vector_add.hip", "vector_add", inputs=2, outputs=1),
-}
+KERNELS = {name: STREAM_OPS[name] for name in ("copy", "vector_add")}
 
 
 @dataclass(frozen=True)
@@ -443,26 +416,9 @@ def plot(result: SweepResult, path: Path) -> None:
 # -- the command line ------------------------------------------------------------------------
 
 
-def open_device(backend_name: str, device_key: str | None, seed: int | None) -> tuple[Any, Any]:
-    """The backend and the spec to measure against (the table's, or the --device override)."""
-    from pytest_gpuperf.runtime import open_backend
-    from pytest_gpuperf.runtime.devices import match_device
-
-    options: dict[str, Any] = {}
-    if backend_name == "sim":
-        options["device"] = device_key or "mi300x"
-        if seed is not None:
-            options["seed"] = seed
-    backend = open_backend(backend_name, **options)
-    match = match_device(backend.info, key=device_key)
-    if match.warning:
-        print(f"note: {match.warning}", file=sys.stderr)
-    return backend, match.spec
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", default="cuda", choices=["cuda", "hip", "sim"])
+    parser.add_argument("--backend", default="cuda", choices=BACKENDS)
     parser.add_argument(
         "--device", help="device key (sim: the model, default mi300x; GPU: override the match)"
     )
@@ -512,11 +468,12 @@ def main(argv: list[str] | None = None) -> int:
     if options.from_json:
         result = from_json(read_run(options.from_json))
     else:
-        backend, device = open_device(options.backend, options.device, options.seed)
+        seed = {} if options.seed is None else {"seed": options.seed}
+        device = open_device(options.backend, options.device, **seed)
         try:
             result = run_sweep(
-                backend,
-                device,
+                device.backend,
+                device.spec,
                 kernels=kernels,
                 caches=caches,
                 sizes=sizes,
@@ -524,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
                 wall_budget_s=options.budget,
             )
         finally:
-            backend.close()
+            device.close()
         arguments = argv if argv is not None else sys.argv[1:]
         result = replace(result, command=" ".join(["python bench/sweep.py", *arguments]))
     print(render_text(result))

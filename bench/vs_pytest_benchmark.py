@@ -26,26 +26,22 @@ Usage (from the repository root; the CUDA backend on an NVIDIA GPU, or `sim` as 
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import re
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common and gq, run from anywhere
-
-from _common import REPO_ROOT, read_run, write_json
-from gq.kernels import BLOCK, KERNEL, extra_floats, kernel_source
-from gq.project import git
+from lab import REPO_ROOT, cli, projects
+from lab.children import run as run_command
+from lab.devices import device_name
+from lab.kernels import BLOCK, KERNEL, extra_floats, kernel_source, vector_add_more_model
+from lab.pytest_runs import NAMED_PLUGIN, gpuperf_args, plugin_env, run_pytest
+from lab.runs import scratch
 
 SIZES = {"large": 32 * 1024 * 1024, "small": 1024 * 1024}  # elements: 384 MiB / 12 MiB moved
 MORE_PERMILLE = 30  # +3% bytes read
@@ -91,39 +87,14 @@ def test_gpu_bench(gpu_bench, size):
     np.testing.assert_array_equal(gpu_bench.from_device(args[2], np.float32, SIZES[size]), expected)
 '''
 
-CONFTEST = '''\
-"""Written by bench/vs_pytest_benchmark.py: the simulated device's model of the kernel."""
-
-from pathlib import Path
-
-from pytest_gpuperf import simulate
-
-
-def _vector_add_more(args, launch):
-    a, b, c, extra, n = args
-    count = min(n, launch.threads_x)
-    c[:count] = a[:count] + b[:count]
-
-
-for _path in sorted(Path(__file__).parent.glob("*.hip")):
-    simulate.register(_path, "{kernel}", _vector_add_more)
-'''
-
 
 def write_project(directory: Path) -> None:
     """The base committed (each size's file the plain vector add); heads are written later."""
-    directory.mkdir(parents=True)
     extra = {size: max(1, extra_floats(n, MORE_PERMILLE)) for size, n in SIZES.items()}
-    for size in SIZES:
-        (directory / f"{size}.hip").write_text(kernel_source(0))
-    (directory / "conftest.py").write_text(CONFTEST.format(kernel=KERNEL))
-    (directory / "test_vs.py").write_text(
-        TEST_MODULE.format(sizes=SIZES, extra=extra, block=BLOCK, kernel=KERNEL)
-    )
-    (directory / "pytest.ini").write_text("[pytest]\n")
-    git(directory, "init", "-q")
-    git(directory, "add", "-A")
-    git(directory, "commit", "-qm", "base: the plain vector add")
+    files = {f"{size}.hip": kernel_source(0) for size in SIZES}
+    files["conftest.py"] = vector_add_more_model()
+    files["test_vs.py"] = TEST_MODULE.format(sizes=SIZES, extra=extra, block=BLOCK, kernel=KERNEL)
+    projects.write_project(directory, files, "base: the plain vector add")
 
 
 def set_head(directory: Path, role: str) -> None:
@@ -133,49 +104,22 @@ def set_head(directory: Path, role: str) -> None:
         (directory / f"{size}.hip").write_text(kernel_source(permille))
 
 
-def pytest_command(backend: str, gpuperf_json: Path, benchmark_json: Path) -> list[str]:
-    command = [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-        "-p", "pytest_gpuperf.plugin", "-p", "pytest_benchmark.plugin",
-        "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-compare-force",
-        f"--gpuperf-backend={backend}", f"--gpuperf-json={gpuperf_json}",
-        f"--benchmark-json={benchmark_json}",
-    ]  # fmt: skip
-    if backend != "sim":
-        command.append(f"--gpuperf-require={backend}")
-    return command
-
-
 def run_process(
     directory: Path, backend: str, role: str, index: int, cache: Path
 ) -> dict[str, Any]:
     """One pytest process: what pytest-benchmark reported and what gpu_bench decided."""
     set_head(directory, role)
-    gpuperf_json = directory.parent / f"gpuperf-{index}.json"
     benchmark_json = directory.parent / f"benchmark-{index}.json"
+    args = ["-q", *NAMED_PLUGIN, "-p", "pytest_benchmark.plugin", "--gpuperf-compare=HEAD",
+            "--gpuperf-compare-force", f"--benchmark-json={benchmark_json}",
+            *gpuperf_args(backend, require=True)]  # fmt: skip
     # a pytest (or xdist worker) running this script must not pass its own variables down
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "GPUPERF_"))}
-    env = {
-        **inherited,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-        "GPUPERF_CACHE_DIR": str(cache),
-        "GPUPERF_SIM_SEED": str(index + 1),
-    }
-    env.pop("GITHUB_STEP_SUMMARY", None)
-    started = time.monotonic()
-    done = subprocess.run(
-        pytest_command(backend, gpuperf_json, benchmark_json),
-        cwd=directory,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    record: dict[str, Any] = {"role": role, "index": index, "exit": done.returncode}
-    record["wall_s"] = round(time.monotonic() - started, 2)
-    if not (gpuperf_json.is_file() and benchmark_json.is_file()):
-        record["error"] = (done.stdout + done.stderr)[-3000:]
+    env = plugin_env(inherit=False, GPUPERF_CACHE_DIR=str(cache), GPUPERF_SIM_SEED=str(index + 1))
+    run = run_pytest(args, directory.parent / f"gpuperf-{index}.json", cwd=directory, env=env)
+    record: dict[str, Any] = {"role": role, "index": index, "exit": run.returncode}
+    record["wall_s"] = round(run.wall_s, 2)
+    if run.report is None or not benchmark_json.is_file():
+        record["error"] = f"{run.problem}\n{run.finished.output}"[-3000:]
         return record
     record["pytest_benchmark"] = {
         re.search(r"\[(\w+)\]", b["name"]).group(1): {  # type: ignore[union-attr]
@@ -185,15 +129,15 @@ def run_process(
         }
         for b in json.loads(benchmark_json.read_text())["benchmarks"]
     }
-    record["gpu_bench"] = {
-        row["measurement"]["name"]: {
-            "time_s": row["measurement"]["time_s"],
-            "test_outcome": row["test_outcome"],
-            "state": (row["verdict"].get("comparison") or {}).get("state", ""),
-            "ratio": (row["verdict"].get("comparison") or {}).get("ratio"),
+    record["gpu_bench"] = {}
+    for row in run.rows:
+        comparison = row.verdict.comparison
+        record["gpu_bench"][row.measurement.name] = {
+            "time_s": row.measurement.time_s,
+            "test_outcome": row.test_outcome,
+            "state": comparison.state if comparison is not None else "",
+            "ratio": comparison.ratio if comparison is not None else None,
         }
-        for row in json.loads(gpuperf_json.read_text())["results"]
-    }
     return record
 
 
@@ -202,7 +146,7 @@ import json, sys
 import numpy as np
 from pytest_gpuperf.session.api import open_device
 sys.path.insert(0, {bench!r})
-from gq.kernels import BLOCK, KERNEL
+from lab.kernels import BLOCK, KERNEL
 sizes, extra, project, backend = {sizes!r}, {extra!r}, {project!r}, {backend!r}
 with open_device(backend) as device:
     out = {{}}
@@ -234,12 +178,9 @@ def kernel_own_times(directory: Path, backend: str, cache: Path) -> dict[str, di
         project=str(directory),
         backend=backend,
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "GPUPERF_"))}
-    env.update(PYTHONPATH=str(REPO_ROOT), GPUPERF_CACHE_DIR=str(cache))
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
-    )
-    if done.returncode:
+    env = plugin_env(inherit=False, GPUPERF_CACHE_DIR=str(cache))
+    done = run_command([sys.executable, "-c", code], env=env)
+    if done.returncode != 0:
         raise SystemExit(f"the kernel's own time: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -370,32 +311,13 @@ def update_readme(table: str) -> None:
     README.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}")
 
 
-def device_name(backend: str) -> str:
-    if backend == "sim":
-        return "the SIMULATED MI300X"
-    done = subprocess.run(
-        [sys.executable, "-c", f"from pytest_gpuperf.session.api import open_device as o; "
-         f"d = o({backend!r}); print(d.info.name); d.close()"],
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True,
-    )  # fmt: skip
-    return done.stdout.strip() or backend
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", default="cuda", choices=("cuda", "hip", "sim"))
+    parser = cli.parser(__doc__, markdown=False)
     parser.add_argument("--trials", type=int, default=100, help="at most this many trials")
     parser.add_argument("--deadline", type=float, default=150.0, help="seconds for trials")
-    parser.add_argument("--out", type=Path, help="write the records and scores here (JSON)")
-    parser.add_argument("--render", type=Path, help="render a run's JSON instead of running")
     parser.add_argument("--update-readme", action="store_true", help="write the table there")
     options = parser.parse_args(argv)
-    if options.render:
-        document = read_run(options.render)
-    else:
-        document = run(options.backend, options.trials, options.deadline)
-        if options.out:
-            write_json(options.out, document)
+    document = cli.measured_or_rendered(options, lambda o: run(o.backend, o.trials, o.deadline))
     table = render(document)
     print(table)
     if options.update_readme:
@@ -405,8 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(backend: str, trials: int, deadline_s: float) -> dict[str, Any]:
     started = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix="gpuperf-vs-pb-"))
-    try:
+    with scratch("gpuperf-vs-pb") as work:
         project, cache = work / "project", work / "cache"
         write_project(project)
         own = kernel_own_times(project, backend, cache)
@@ -432,8 +353,6 @@ def run(backend: str, trials: int, deadline_s: float) -> dict[str, Any]:
             "records": records,
             "scored": score(records),
         }
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

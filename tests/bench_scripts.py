@@ -1,11 +1,11 @@
 """Load a script of bench/ as a module, for the tests that pin its logic.
 
 bench/ is not a package: each script runs as `python bench/NAME.py`, with its own folder first
-on sys.path, so that `from _common import ...` and `from gq import ...` resolve. A test loads it
-the same way: bench/ goes on sys.path (and stays, as the scripts themselves leave it), and the
-module is registered in sys.modules under a name of its own before it runs, because dataclasses
-look their module up by name. Where the script is not there (a source distribution ships the
-package and its tests, not bench/), the test that needs it skips.
+on sys.path, so that `from lab import ...` (the harness) and `from gq import ...` resolve. A
+test loads it the same way: bench/ goes on sys.path (and stays, as the scripts themselves leave
+it), and the module is registered in sys.modules under a name of its own before it runs,
+because dataclasses look their module up by name. Where the script is not there (a source
+distribution ships the package and its tests, not bench/), the test that needs it skips.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Throwaway git repositories for the tests of --gpuperf-compare, --gpuperf-head and the
-bisection: one way to run git (a fixed author, so no global configuration is needed) and one
-way to commit a project's whole tree."""
+bisection, and for the bench scripts' projects: one way to run git (a fixed author and no
+signing, so no global configuration is needed) and one way to commit a project's whole tree."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
-AUTHOR = ("-c", "user.name=t", "-c", "user.email=t@example.com")
+AUTHOR = ("-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false")
 
 
 def git(directory: Path, *args: str) -> str:

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from _common import finite_median
+from lab.tables import finite_median
 
 from .points import AA, AA_OTHER, POINTS
 from .records import ProcessRecord, Trial

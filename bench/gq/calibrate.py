@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from _common import emit, run_child
+from lab.children import emit, run_child
+from lab.kernels import BLOCK, KERNEL, extra_floats, kernel_source
 
-from .kernels import BLOCK, KERNEL, extra_floats, kernel_source
 from .plan import permille_for
 
 COMMAND = Path(__file__).resolve().parents[1] / "gate_quality.py"  # runs calibrate_child

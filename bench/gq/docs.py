@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from _common import replace_section
+from lab.tables import replace_section
 
 from .render import render
 

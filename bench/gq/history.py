@@ -8,7 +8,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from _common import finite_median
+from lab.tables import finite_median
 
 from .records import ProcessRecord
 

@@ -9,9 +9,7 @@ import inspect
 import math
 import multiprocessing
 import random
-import shutil
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -20,9 +18,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from lab.kernels import BLOCK, KERNEL, kernel_source
+from lab.runs import scratch
+
 from .ab import ab_row
 from .history import HISTORY_SAVES, history_check, history_row, tolerances
-from .kernels import BLOCK, KERNEL, kernel_source
 from .points import AA, AA_OTHER, SLOWER
 from .records import Trial
 
@@ -242,8 +242,7 @@ def library_part(options: argparse.Namespace, began: float) -> dict[str, Any]:
     if "placement_fraction" not in accepted:
         shares = [None]
         model_note = "this simulator has no code-object share: one run with its own split"
-    root = Path(tempfile.mkdtemp(prefix="gate-quality-sim-"))
-    try:
+    with scratch("gate-quality-sim") as root:
         kernels = write_sim_kernels(root / "kernels")
         models = {
             share: sim_open_kwargs(
@@ -298,8 +297,6 @@ def library_part(options: argparse.Namespace, began: float) -> dict[str, Any]:
         ]
         history_trials = _pool_map(sim_history_trial, history_jobs, options.workers, "history")
         settings = _model_settings(history_model)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     ab_rows = score_sim_ab(ab_trials, models)
     history_rows = score_sim_history(history_trials)
     return {

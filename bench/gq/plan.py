@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .kernels import MAX_PERMILLE, extra_floats
+from lab.kernels import MAX_PERMILLE, extra_floats
+
 from .points import POINTS, SIZES, SLOWER, Point
 
 # Used only when the calibration fails: on the H100 (2026-11-23, the previous version of this

@@ -5,21 +5,17 @@ after every one."""
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from _common import REPO_ROOT, read_run, write_json
+from lab.pytest_runs import NAMED_PLUGIN, gpuperf_args, plugin_env, run_pytest
+from lab.runs import read_run, write_json
 
 from .ab import score_ab
 from .calibrate import calibrate
@@ -27,70 +23,11 @@ from .history import score_history
 from .plan import plan_from, plan_from_json, plan_json, plan_line
 from .points import POINTS
 from .project import write_project
-from .records import ProcessRecord, trials_from_report, wall_summary
+from .records import ProcessRecord, trials_from_rows, wall_summary
 
 
 class Stopped(Exception):
     """SIGTERM or SIGINT (a `timeout` around the run): score and print what there is."""
-
-
-def pytest_command(backend: str, report: Path, budget_s: float) -> list[str]:
-    """One separate pytest process. The plugin is named with -p and autoloading is off
-    (process_env), so it loads once whether the package is installed or only on PYTHONPATH."""
-    command = [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-        "-p", "pytest_gpuperf.plugin",
-        "--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-compare-force",
-        f"--gpuperf-json={report}", f"--gpuperf-backend={backend}",
-        f"--gpuperf-budget={budget_s:g}",
-    ]  # fmt: skip
-    if backend != "sim":
-        command.append(f"--gpuperf-require={backend}")  # no GPU: fail, never skip
-    return command
-
-
-def process_env(cache: Path, seed: int) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    env["GPUPERF_CACHE_DIR"] = str(cache)  # compiled kernels and BASE's tree, shared
-    env["GPUPERF_SIM_SEED"] = str(seed)  # the simulated device: each process its own run
-    env["GATE_QUALITY_ORDER"] = str(seed)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.pop("GITHUB_STEP_SUMMARY", None)
-    return env
-
-
-def run_process(
-    command: Sequence[str], cwd: Path, env: Mapping[str, str], timeout_s: float
-) -> tuple[int | None, str]:
-    """(exit status, None when it ran out of time; its output). The child gets its own
-    process group, killed with it whenever this returns or is interrupted."""
-    child = subprocess.Popen(
-        list(command),
-        cwd=cwd,
-        env=dict(env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = child.communicate(timeout=timeout_s)
-        return child.returncode, output
-    except subprocess.TimeoutExpired:
-        _kill_group(child)
-        output, _ = child.communicate()
-        return None, output or ""
-    finally:
-        if child.poll() is None:
-            _kill_group(child)
-            child.wait()
-
-
-def _kill_group(child: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(child.pid, signal.SIGKILL)
 
 
 def one_process(
@@ -102,31 +39,34 @@ def one_process(
     options: argparse.Namespace,
     points: int = len(POINTS),
 ) -> ProcessRecord:
-    report = reports / f"process-{index:03d}.json"
-    began = time.perf_counter()
-    returncode, output = run_process(
-        pytest_command(options.backend, report, options.budget),
-        project,
-        process_env(cache, seed),
-        options.process_timeout,
+    """One separate pytest process: every kernel's A/B against BASE (identical code timed
+    too, --gpuperf-compare-force); what it measured, or why not."""
+    args = ["-q", *NAMED_PLUGIN, "--gpuperf-compare=HEAD", "--gpuperf-compare-force"]
+    args += gpuperf_args(options.backend, budget=f"{options.budget:g}", require=True)
+    run = run_pytest(
+        args,
+        reports / f"process-{index:03d}.json",
+        cwd=project,
+        env=process_env(cache, seed),
+        timeout_s=options.process_timeout,
     )
-    wall_s = time.perf_counter() - began
-    problem, trials, device = "", {}, ""
-    if returncode is None:
-        problem = f"ran out of its {options.process_timeout:.0f} s"
-    elif returncode not in (0, 1):  # 1: some test failed (a regression fails its test)
-        problem = f"pytest exited with status {returncode}"
-    if report.exists():
-        document = json.loads(report.read_text())
-        trials = trials_from_report(document)
-        device = next((d.get("name", "") for d in document.get("devices", ())), "")
-    elif not problem:
-        problem = "no report written"
+    problem = run.problem  # a failed test (1) is a regression's verdict, not a problem
+    if run.returncode not in (0, 1, None):
+        problem = f"pytest exited with status {run.returncode}"
+    trials = trials_from_rows(run.rows)
+    device = next((d.get("name", "") for d in run.document.get("devices", ())), "")
     if problem or any(not trial.valid for trial in trials.values()) or len(trials) < points:
-        tail = "\n".join(output.strip().splitlines()[-25:])
+        tail = "\n".join(run.finished.output.strip().splitlines()[-25:])
         problem = problem or "some measurements were not valid comparisons"
         print(f"  process {index}: {problem}\n{tail}", file=sys.stderr)
-    return ProcessRecord(index, seed, wall_s, returncode, trials, problem, device)
+    return ProcessRecord(index, seed, run.wall_s, run.returncode, trials, problem, device)
+
+
+def process_env(cache: Path, seed: int) -> dict[str, str]:
+    """Compiled kernels and BASE's tree shared through `cache`; `seed` the simulated device's
+    run and the tests' order in this process."""
+    return plugin_env(GPUPERF_CACHE_DIR=str(cache), GPUPERF_SIM_SEED=str(seed),
+                      BENCH_TEST_ORDER=str(seed))  # fmt: skip
 
 
 def processes_part(options: argparse.Namespace, began: float) -> dict[str, Any]:

@@ -1,46 +1,16 @@
 """What does the throwaway git project hold? BASE committed (every kernel file the same vector
-add), HEAD's edits in the work tree, a conftest for the simulated device and one test module."""
+add), HEAD's edits in the work tree, the simulated device's model (a conftest that also
+shuffles the tests per process) and one test module."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from .kernels import BLOCK, KERNEL, kernel_source
+from lab import projects
+from lab.kernels import BLOCK, KERNEL, kernel_source, vector_add_more_model
+
 from .plan import Plan
 from .points import AA_OTHER, SLOWER, Point
-
-CONFTEST = '''\
-"""Written by bench/gate_quality.py.
-
-The simulated device runs no kernel code: the model below computes what vector_add_more
-computes (its time comes from each file's gpuperf-sim directive). On a GPU it is not used.
-GATE_QUALITY_ORDER shuffles the tests per process, so a kernel's place in the process cannot
-bias the learned-history scores.
-"""
-
-import os
-import random
-from pathlib import Path
-
-from pytest_gpuperf import simulate
-
-
-def _vector_add_more(args, launch):
-    a, b, c, extra, n = args
-    count = min(n, launch.threads_x)
-    c[:count] = a[:count] + b[:count]
-
-
-for _path in sorted(Path(__file__).parent.glob("*.hip")):
-    simulate.register(_path, "vector_add_more", _vector_add_more)
-
-
-def pytest_collection_modifyitems(items):
-    order = os.environ.get("GATE_QUALITY_ORDER")
-    if order:
-        random.Random(int(order)).shuffle(items)
-'''
 
 TEST_MODULE = '''\
 """Written by bench/gate_quality.py: one measurement per kernel file, its output checked."""
@@ -71,20 +41,6 @@ def test_kernel(gpu_bench, name):
 '''
 
 
-GIT_IDENTITY = ("-c", "user.name=gate-quality", "-c", "user.email=gate-quality@localhost")
-
-
-def git(directory: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *GIT_IDENTITY, "-c", "commit.gpgsign=false", *args],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
 def head_source(point: Point, plan: Plan) -> str | None:
     """HEAD's version of a point's kernel file (None: unchanged from BASE)."""
     if point.kind == AA_OTHER:
@@ -97,19 +53,12 @@ def head_source(point: Point, plan: Plan) -> str | None:
 def write_project(directory: Path, plan: Plan) -> None:
     """The project: BASE committed (every file the same vector add), HEAD's edits left in the
     work tree, as a pull request's checkout with --gpuperf-compare=<its base> sees them."""
-    directory.mkdir(parents=True)
     sizes = {point.name: plan.elements(point.size) for point in plan.points}
-    for point in plan.points:
-        (directory / f"{point.name}.hip").write_text(kernel_source(0))
-    (directory / "conftest.py").write_text(CONFTEST)
-    (directory / "test_gate_quality.py").write_text(
-        TEST_MODULE.format(sizes=sizes, extra=plan.extra_floats, block=BLOCK, kernel=KERNEL)
+    files = {f"{point.name}.hip": kernel_source(0) for point in plan.points}
+    files["conftest.py"] = vector_add_more_model()
+    files["test_gate_quality.py"] = TEST_MODULE.format(
+        sizes=sizes, extra=plan.extra_floats, block=BLOCK, kernel=KERNEL
     )
-    (directory / "pytest.ini").write_text("[pytest]\n")  # this directory is the rootdir
-    git(directory, "init", "-q")
-    git(directory, "add", "-A")
-    git(directory, "commit", "-qm", "BASE: every kernel file the same vector add")
-    for point in plan.points:
-        text = head_source(point, plan)
-        if text is not None:
-            (directory / f"{point.name}.hip").write_text(text)
+    projects.write_project(directory, files, "BASE: every kernel file the same vector add")
+    heads = {f"{point.name}.hip": head_source(point, plan) for point in plan.points}
+    projects.write_files(directory, {name: text for name, text in heads.items() if text})

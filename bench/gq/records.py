@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from _common import finite_median
+from lab.tables import finite_median
 
 
 @dataclass
@@ -45,12 +45,10 @@ class Trial:
         return {k: v for k, v in self.__dict__.items() if k != "measurement"}
 
 
-def trials_from_report(document: Mapping[str, Any]) -> dict[str, Trial]:
-    """The trials of one --gpuperf-json report, read back with the library's reader."""
-    from pytest_gpuperf.record.report_reader import rows_from_json
-
+def trials_from_rows(rows: Sequence[Any]) -> dict[str, Trial]:
+    """The trials of one --gpuperf-json report's rows (read by the plugin's reader)."""
     trials = {}
-    for row in rows_from_json(document):
+    for row in rows:
         m, comparison = row.measurement, row.verdict.comparison
         trials[m.name] = Trial(
             name=m.name,

@@ -4,26 +4,12 @@ Markdown."""
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from _common import markdown_table, text_table
+from lab.tables import markdown_table, num, pct, text_table
 
 from .plan import plan_from_json, plan_line
-
-
-def _pct(value: Any, digits: int = 1) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{100 * value:.{digits}f}%"
-
-
-def _num(value: Any, fmt: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return format(value, fmt)
-
 
 AB_HEADERS = [
     "point", "trials", "regressed", "improved", "inconclusive", "pass", "median head/base",
@@ -38,15 +24,15 @@ def ab_table(rows: Sequence[Mapping[str, Any]], with_share: bool = False) -> tup
         cells = [
             r["point"],
             f"{r['trials']}" + (f" (+{r['invalid']} invalid)" if r["invalid"] else ""),
-            _pct(r["regressed"]),
-            _pct(r["improved"]),
-            _pct(r["inconclusive"]),
-            _pct(r["pass"]),
-            _num(r["median_ratio"], ".4f"),
-            _pct(r["median_ci_half"], 2),
-            _pct(r.get("median_drift"), 2),
-            _num(r["median_pairs"], ".0f"),
-            f"{_num(r['median_time_us'], '.1f')} us",
+            pct(r["regressed"]),
+            pct(r["improved"]),
+            pct(r["inconclusive"]),
+            pct(r["pass"]),
+            num(r["median_ratio"], ".4f"),
+            pct(r["median_ci_half"], 2),
+            pct(r.get("median_drift"), 2),
+            num(r["median_pairs"], ".0f"),
+            f"{num(r['median_time_us'], '.1f')} us",
             r["target"] or "-",
             r["met"] or "-",
         ]
@@ -70,13 +56,13 @@ def history_table(rows: Sequence[Mapping[str, Any]]) -> tuple[list, list]:
         table.append(
             [
                 what,
-                _pct(r["tolerance"], 0),
+                pct(r["tolerance"], 0),
                 r["trials"],
-                _pct(r["false_alarm"]),
-                _pct(r["improved"]),
-                *(_pct(r[k]) for k in detect_keys),
-                _pct(r["median_allowance"], 2),
-                _pct(r["median_spread"], 2),
+                pct(r["false_alarm"]),
+                pct(r["improved"]),
+                *(pct(r[k]) for k in detect_keys),
+                pct(r["median_allowance"], 2),
+                pct(r["median_spread"], 2),
             ]
         )
     return headers, table
@@ -121,9 +107,9 @@ def describe(document: dict[str, Any], options: argparse.Namespace) -> None:
         document["notes"] = [
             f"command: `{document['command']}`",
             f"plan: {plan_line(plan_from_json(plan))}" if plan else "plan: none",
-            f"per process: median {_num(walls.get('median'), '.1f')} s, max "
-            f"{_num(walls.get('max'), '.1f')} s, "
-            f"first (compiles) {_num(walls.get('first'), '.1f')} s",
+            f"per process: median {num(walls.get('median'), '.1f')} s, max "
+            f"{num(walls.get('max'), '.1f')} s, "
+            f"first (compiles) {num(walls.get('first'), '.1f')} s",
             "A/A' is a HEAD edit that changes the code object but not the work (GQ_SALT): what "
             "every real A/B comparison times, since identical code is never timed without "
             "--gpuperf-compare-force",

@@ -87,8 +87,7 @@ class BenchSession:
         self._rebase: dict[
             str, dict[tuple[str, str, str], Callable[[BaselineEntry | None], BaselineEntry]]
         ] = {}
-        # The tests of the run that measure (known at collection; plugin/collect.py sets it): they
-        # share the run's false-alarm budget.
+        # The run's measuring tests (plugin/collect.py sets them) share its false-alarm budget.
         self.suite_checks = 1
 
     @property

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.publish_page import make_history
 from pytest_gpuperf.publish.__main__ import main
+from tests.dashboard_history import make_history
 from tests.toolchains import need
 
 # End to end through separate processes: the slow tier (`-m slow`; CI runs it).
@@ -33,7 +33,7 @@ def driver():
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory) -> tuple[Path, list[Path]]:
-    """A page of 12 measurements over 20 runs on two boards (bench/publish_page.py)."""
+    """A page of 12 measurements over 20 runs on two boards (tests/dashboard_history.py)."""
     folder = tmp_path_factory.mktemp("dashboard")
     baseline, reports = make_history(folder, measurements=12, runs=20)
     out = folder / "dashboard.html"

@@ -1,7 +1,7 @@
-"""bench/_common.py read_run: every bench script reads a run back (--render, --replay,
---from-json, --compare, --merge, --plan-from) through it, and a file that is missing or is not
-a run ends the script with one line naming the file, never a traceback. Raw runs are kept out
-of the repository, so a path copied from the docs is often missing."""
+"""bench/lab/runs.py read_run: every bench script reads a run back (--render, --from-json,
+--compare, --merge, --plan-from) through it, and a file that is missing or is not a run ends
+the script with one line naming the file, never a traceback. Raw runs are kept out of the
+repository, so a path copied from the docs is often missing."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def _one_line_exit(call) -> str:
 
 
 def test_a_missing_run_names_the_file_and_where_raw_runs_are(tmp_path):
-    common = load_script("_common")
+    common = load_script("lab_runs", BENCH / "lab" / "runs.py")
     missing = tmp_path / "stored-noise-h100-2026-11-27.json"
     message = _one_line_exit(lambda: common.read_run(missing))
     assert message.startswith(f"{missing}: cannot read the run (No such file or directory)")
@@ -37,7 +37,7 @@ def test_a_missing_run_names_the_file_and_where_raw_runs_are(tmp_path):
     ],
 )
 def test_a_file_that_is_not_a_run_is_one_line(tmp_path, text, expected):
-    common = load_script("_common")
+    common = load_script("lab_runs", BENCH / "lab" / "runs.py")
     path = tmp_path / "run.json"
     path.write_text(text)
     assert _one_line_exit(lambda: common.read_run(path)) == f"{path}: {expected}"
@@ -45,13 +45,15 @@ def test_a_file_that_is_not_a_run_is_one_line(tmp_path, text, expected):
 
 
 def test_a_run_reads_back_as_written(tmp_path):
-    common = load_script("_common")
+    common = load_script("lab_runs", BENCH / "lab" / "runs.py")
     path = tmp_path / "out" / "run.json"
     common.write_json(str(path), {"runs": [1.5, "x"]})
     assert common.read_run(path) == {"runs": [1.5, "x"]}
 
 
-@pytest.mark.parametrize("script", ["stored_noise", "process_level", "stored_lengths"])
+@pytest.mark.parametrize(
+    "script", ["stored_lengths", "main_job", "vs_pytest_benchmark", "gate_quality"]
+)
 def test_render_of_a_missing_run_is_one_line_from_the_command(script, tmp_path, capsys):
     module = load_script(script)
     missing = tmp_path / "missing.json"

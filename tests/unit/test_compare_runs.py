@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.publish_page import make_history
 from pytest_gpuperf.compare import SLOWER, SLOWER_ACCEPTED, WITHIN, compare, main
 from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.record.report_reader import read_report
 from pytest_gpuperf.simulate.device_model import DEFAULT_GPU_SPREAD
+from tests.dashboard_history import make_history
 
 REPO = Path(__file__).resolve().parents[2]
 PROG = "python -m pytest_gpuperf.compare: error: "

@@ -24,11 +24,13 @@ SCRIPT = REPO / "bench" / "gate_quality.py"
 
 
 script = load_script("gate_quality")  # the command: main, update_docs and DOCS are its own
-# Its parts, imported as the command imports them (it puts bench/ on sys.path first)
-gq_ab, gq_history, gq_kernels, gq_library, gq_merge, gq_plan, gq_points, gq_records = (
+# Its parts, imported as the command imports them (it puts bench/ on sys.path first); its
+# kernel files are the bench's own (bench/lab/kernels.py)
+gq_ab, gq_history, gq_library, gq_merge, gq_plan, gq_points, gq_records = (
     importlib.import_module(f"gq.{part}")
-    for part in ("ab", "history", "kernels", "library", "merge", "plan", "points", "records")
+    for part in ("ab", "history", "library", "merge", "plan", "points", "records")
 )
+gq_kernels = importlib.import_module("lab.kernels")
 
 
 def measurement(efficiency: float, rel_ci: float = 0.002, *, fingerprint: str = "sha256:a"):

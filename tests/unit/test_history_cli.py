@@ -227,7 +227,7 @@ def test_test_ids_and_boards_from_the_file_are_printed_escaped(tmp_path, run):
 
 def test_a_replaced_level_of_one_save_says_one_save(tmp_path, run):
     """Issue 45 item 15: a replaced baseline of one save printed "1 saves"."""
-    from bench.publish_page import make_history
+    from tests.dashboard_history import make_history
 
     baseline, _ = make_history(tmp_path, measurements=8, runs=1)
     text = baseline.read_text().replace(

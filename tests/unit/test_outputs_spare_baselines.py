@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.publish_page import make_history
 from pytest_gpuperf import compare
 from pytest_gpuperf.merge import __main__ as merge
 from pytest_gpuperf.publish.__main__ import main as publish
 from pytest_gpuperf.record.files import Guarded, output_problem
+from tests.dashboard_history import make_history
 
 REPO = Path(__file__).resolve().parents[2]
 HAND_WRITTEN = 'schema = 2\ndevice = "h100-sxm"\n\n[[entry]]\nid = "t.py::t"\n'

@@ -1,5 +1,5 @@
 """`python -m pytest_gpuperf.publish`: the page from the shipped H100 baselines and from a
-generated history made by the plugin's own code (bench/publish_page.py), the states and the
+generated history made by the plugin's own code (tests/dashboard_history.py), the states and the
 band as the gate computes them, and every bad input as one line, exit 2, nothing written.
 The page in a real browser: tests/browser/test_dashboard_in_chromium.py."""
 
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.publish_page import BOARDS, DEVICE_KEY, make_history
 from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.publish.__main__ import main
 from pytest_gpuperf.publish.series import gather, regressions
 from pytest_gpuperf.record.report_reader import read_report
 from pytest_gpuperf.simulate.device_model import DEFAULT_GPU_SPREAD
+from tests.dashboard_history import BOARDS, DEVICE_KEY, make_history
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "baselines" / "h100-sxm.toml"
@@ -105,7 +105,7 @@ def test_the_states_and_the_regressions_newest_first(history, tmp_path):
     baseline, reports = history
     dashboard = gather([baseline], [read_report(p) for p in reports])
     states = {series.name: series.state for series in dashboard.series}
-    # bench/publish_page.py: k003 regresses and is accepted, k007 drifts; the rest are ok
+    # tests/dashboard_history.py: k003 regresses and is accepted, k007 drifts; the rest are ok
     assert states["k003"] == "accepted"
     assert states["k007"] == "drift"
     assert {state for name, state in states.items() if name not in ("k003", "k007")} == {"ok"}

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.publish_page import make_history
 from pytest_gpuperf.publish import __main__ as publish_cli
 from pytest_gpuperf.publish.page import _board
 from pytest_gpuperf.publish.plots import LEFT_PX, RIGHT_PX, WIDTH_PX
+from tests.dashboard_history import make_history
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.publish_page import make_history
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.record.json_text import MAX_LINE_BYTES, loads_line, loads_strict
 from pytest_gpuperf.record.report_reader import read_bisect, read_report
+from tests.dashboard_history import make_history
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "pytest_gpuperf"

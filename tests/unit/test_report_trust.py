@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.publish_page import make_history
 from pytest_gpuperf.engine.plain import to_plain
 from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.record.checks import BaselineCheck
 from pytest_gpuperf.record.verdict import Acceptance, Row
+from tests.dashboard_history import make_history
 from tests.records import SIM_REFERENCE as REFERENCE
 
 REPO = Path(__file__).resolve().parents[2]
