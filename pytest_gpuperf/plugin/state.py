@@ -22,6 +22,7 @@ from pytest_gpuperf.config import settings as options
 if TYPE_CHECKING:
     from pytest_gpuperf.record.verdict import Row
     from pytest_gpuperf.session.bench_session import BenchSession, Judgement
+    from pytest_gpuperf.session.executed import Recorder
     from pytest_gpuperf.session.fixture import GpuBench
 
 FIXTURE = "gpu_bench"
@@ -224,6 +225,7 @@ BENCH: pytest.StashKey[GpuBench] = pytest.StashKey()
 JUDGEMENT: pytest.StashKey[Judgement] = pytest.StashKey()
 IN_CALL = pytest.StashKey[bool]()
 FAILED_SUBTESTS = pytest.StashKey[int]()
+RECORDER: pytest.StashKey[Recorder] = pytest.StashKey()  # what the test ran (recording.py)
 
 
 def state_of(config: pytest.Config) -> PluginState:

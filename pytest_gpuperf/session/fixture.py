@@ -392,9 +392,9 @@ class GpuBench:
             fn()
             self.backend.synchronize()
             return self._record(BenchResult(label, label, bytes_moved, mode, note=SMOKE_NOTE))
-        found = (
-            callable_pairs.find_base(self, label) if self._session.settings.compare_ref else None
-        )
+        found = None  # its base, after one call of fn while what the test runs is recorded
+        if self._session.settings.compare_ref:
+            found = callable_pairs.find_base(self, label, (fn, setup))
         ab = ab_without_timing(self.backend, found) if found is not None else None
         captures = None
         if found is not None and ab is None:  # several a side, outside the lock (their bodies,
