@@ -113,10 +113,10 @@ class Recorder:
         if not self._stopped:
             self._pause()
             self._stopped = True
-            if self._tool is not None:
+            if self._tool is not None and self._still_ours():
                 _MONITORING.register_callback(self._tool, _MONITORING.events.PY_START, None)
                 _MONITORING.free_tool_id(self._tool)
-                self._tool = None
+            self._tool = None
         if _active is self:
             _active = None
         return self.snapshot()
@@ -126,6 +126,8 @@ class Recorder:
         if self._running or self._stopped or (self._tool is None and self._hook is None):
             return
         if self._tool is not None:
+            if not self._still_ours():
+                return
             _MONITORING.set_events(self._tool, _MONITORING.events.PY_START)
         else:
             assert self._hook is not None
@@ -137,12 +139,23 @@ class Recorder:
             return
         self._running = False
         if self._tool is not None:
-            _MONITORING.set_events(self._tool, 0)
+            if self._still_ours():
+                _MONITORING.set_events(self._tool, 0)
             return
         if sys.getprofile() is self._hook:
             sys.setprofile(self._previous)
         elif not self._incomplete:  # someone else's profile function replaced ours: theirs stays
             self._incomplete = "the test replaced the profile function while it was recorded"
+
+    def _still_ours(self) -> bool:
+        """Whether the tool id is still this recording's (a test may free it, and another
+        tool take it): if not, it is left alone and the recording is incomplete."""
+        if _MONITORING.get_tool(self._tool) == _TOOL_NAME:
+            return True
+        self._tool = None
+        if not self._incomplete:
+            self._incomplete = "the test freed the sys.monitoring tool id of the recording"
+        return False
 
     def _check_hook(self) -> None:
         replaced = self._hook is not None and sys.getprofile() is not self._hook

@@ -7,8 +7,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 from pytest_gpuperf.record.json_text import read_json_file
 from pytest_gpuperf.session import executed
 from pytest_gpuperf.session.executed import Recorder, source_of, watching_opens
@@ -105,23 +103,6 @@ def test_a_python_profile_function_is_chained_and_a_held_hook_makes_it_incomplet
     assert record.incomplete == "sys.setprofile is held by another profiler (Profile)"
 
 
-@pytest.mark.skipif(MONITORING, reason="only sys.setprofile can be replaced under a recording")
-def test_a_profile_function_replaced_during_the_recording_makes_it_incomplete():
-    recorder = Recorder()
-    recorder.start()
-
-    def other(frame, event, arg):
-        pass
-
-    sys.setprofile(other)
-    try:
-        record = recorder.stop()
-        assert sys.getprofile() is other  # theirs stays
-    finally:
-        sys.setprofile(None)
-    assert record.incomplete == "the test replaced the profile function while it was recorded"
-
-
 def test_a_watch_sees_what_the_users_code_opens_not_the_plugins(tmp_path):
     mine, plugins = tmp_path / "mine.txt", tmp_path / "plugins.json"
     mine.write_text("x")
@@ -136,3 +117,31 @@ def test_a_cached_bytecode_file_stands_for_its_source():
     pyc = Path("/repo/pkg/__pycache__/mod.cpython-311.pyc")
     assert source_of(str(pyc)) == Path("/repo/pkg/mod.py")
     assert source_of("/repo/data.bin") == Path("/repo/data.bin")
+
+
+def test_a_hook_taken_from_the_recording_is_left_to_its_taker():
+    """The test frees the recording's sys.monitoring tool id (3.12+) or sets its own profile
+    function (3.10/3.11): the recording ends incomplete and leaves the hook as it found it."""
+    recorder = Recorder()
+    recorder.start()
+    if MONITORING:
+        sys.monitoring.free_tool_id(4)
+        sys.monitoring.use_tool_id(4, "the test's own")
+        try:
+            record = recorder.stop()
+            assert sys.monitoring.get_tool(4) == "the test's own"
+        finally:
+            sys.monitoring.free_tool_id(4)
+        assert record.incomplete == "the test freed the sys.monitoring tool id of the recording"
+        return
+
+    def other(frame, event, arg):
+        pass
+
+    sys.setprofile(other)
+    try:
+        record = recorder.stop()
+        assert sys.getprofile() is other
+    finally:
+        sys.setprofile(None)
+    assert record.incomplete == "the test replaced the profile function while it was recorded"
