@@ -282,6 +282,7 @@ def load_base(
     except (NoBaseKernel, NoBaseFixture) as missing:
         why = str(missing)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM handled as Ctrl-C (errors.py): the run stops
+        made.finish()  # after base's yield fixtures are finished
         raise
     except BaseException as failure:  # the user's code at REF (sys.exit(), a pytest.skip or
         # fail too): any error is a reason, in one line; it must not end head's test
