@@ -37,7 +37,12 @@ from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_THRESHOLD, HISTORY_LENGTH
 from pytest_gpuperf.gate.saving import SaveContext, plan_save
 from pytest_gpuperf.gate.stored import check_baseline
 from pytest_gpuperf.gate.suite import SuiteBudget, interval_confidence
-from pytest_gpuperf.record.checks import AB_NO_BASE, BaselineCheck, ComparisonCheck
+from pytest_gpuperf.record.checks import (
+    AB_NO_BASE,
+    BaselineCheck,
+    ComparedFile,
+    ComparisonCheck,
+)
 from pytest_gpuperf.record.verdict import Acceptance, Verdict
 
 SIMULATED_SUFFIX = "-sim"
@@ -58,8 +63,11 @@ class AbResult:
     modelled_efficiency: float = 0.0
     head_fingerprint: str = ""
     base_fingerprint: str = ""
-    # a callable's base: the files of the test's Python that differ at REF
+    # a callable's base: the files of the test's Python that differ at REF, every file
+    # compared, and why that set may lack a file the test ran ("": it is complete)
     changed_files: tuple[str, ...] = ()
+    compared_files: tuple[ComparedFile, ...] = ()
+    incomplete: str = ""
 
 
 @dataclass(frozen=True)
@@ -231,8 +239,11 @@ def _judge_one(
             strict=context.strict,
             # An A/B that ran gates instead of the stored baseline; one with no base (a
             # callable whose base cannot be loaded, a kernel new in head, a base that does not
-            # build) leaves the stored baseline to gate, as in a run without compare.
-            gating=comparison is None or comparison.state == AB_NO_BASE,
+            # build) leaves the stored baseline to gate, as in a run without compare, and so
+            # does a callable's whose files rest on a recording that could not see everything.
+            gating=comparison is None
+            or comparison.state == AB_NO_BASE
+            or bool(comparison.incomplete),
             elsewhere=elsewhere,
             info=info,
             device_key=own_key,
@@ -315,6 +326,15 @@ def _comparison(ab: AbResult | None, context: JudgeContext) -> ComparisonCheck |
         ref_commit=context.compare_commit,
         threshold=context.compare_threshold,
     )
+    check = _check_of(ab, context, asked)
+    if not ab.compared_files and not ab.incomplete:
+        return check
+    # a callable's: the files compared with REF, and whether they are all it ran
+    return replace(check, compared_files=ab.compared_files, incomplete=ab.incomplete)
+
+
+def _check_of(ab: AbResult, context: JudgeContext, asked: _Asked) -> ComparisonCheck:
+    """The check an A/B result makes: a timed pair, modelled, the same code or no base."""
     if ab.paired is not None:
         check = check_comparison(
             ab.paired,

@@ -43,6 +43,7 @@ from pytest_gpuperf.plugin.state import GpuPerfWarning as GpuPerfWarning
 # import, and one imported earlier makes every run print a PytestAssertRewriteWarning.
 pytest_plugins = (
     "pytest_gpuperf.plugin.collect",
+    "pytest_gpuperf.plugin.recording",
     "pytest_gpuperf.plugin.verdict",
     "pytest_gpuperf.plugin.finish",
 )

@@ -413,15 +413,20 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
         for line in confirmation_lines(rows):
             writer.write_line(f"gpuperf: {line}")
+    from pytest_gpuperf.report.visible import visible
+
     if rows and config.get_verbosity() > 0:
         from pytest_gpuperf.gate.suite import SuiteBudget
         from pytest_gpuperf.record.verdict import FAIL
+        from pytest_gpuperf.report.ab_words import compared_lines
         from pytest_gpuperf.report.glossary import glossary_lines
         from pytest_gpuperf.report.suite import suite_lines
 
         budget = SuiteBudget(state.settings.suite_alarm, max(state.suite_checks, 1))
         for line in suite_lines(rows, budget):
             writer.write_line(f"gpuperf: {line}")
+        for line in compared_lines(rows):  # a callable's A/B: the files compared with REF
+            writer.write_line(f"gpuperf: {visible(line)}")
         failed = [row for row in rows if row.verdict.status == FAIL]
         texts = [table, *(report.failure_text(r.measurement, r.verdict) for r in failed)]
         for line in glossary_lines(texts):
@@ -430,8 +435,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
     for line in report.saved_lines(rows, state.unsaved, lambda p: relative(p, state.rootdir)):
         writer.write_line(f"gpuperf: {line}")
-    from pytest_gpuperf.report.visible import visible
-
     for line in state.orphan_lines:  # test ids read from the baseline files
         writer.write_line(f"gpuperf: {visible(line)}")
     for line in state.written:

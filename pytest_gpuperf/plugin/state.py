@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pytest_gpuperf.errors import GpuPerfError
     from pytest_gpuperf.record.verdict import Row
     from pytest_gpuperf.session.bench_session import BenchSession, Judgement
+    from pytest_gpuperf.session.executed import Recorder
     from pytest_gpuperf.session.fixture import GpuBench
 
 FIXTURE = "gpu_bench"
@@ -228,6 +229,7 @@ IN_CALL = pytest.StashKey[bool]()
 FAILED_SUBTESTS = pytest.StashKey[int]()
 # a measurement not taken (errors.NotMeasured), which xfailed (or, strict, failed) the test
 NOT_MEASURED: pytest.StashKey[GpuPerfError] = pytest.StashKey()
+RECORDER: pytest.StashKey[Recorder] = pytest.StashKey()  # what the test ran (recording.py)
 
 
 def state_of(config: pytest.Config) -> PluginState:

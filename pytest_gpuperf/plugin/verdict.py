@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import warnings
 from collections.abc import Generator, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -32,6 +33,7 @@ from pytest_gpuperf.plugin.state import (
     MAIN_WORKER,
     MARKER_PROBLEM,
     NOT_MEASURED,
+    RECORDER,
     TEST_SETTINGS,
     GpuPerfWarning,
     is_xdist_worker,
@@ -40,6 +42,7 @@ from pytest_gpuperf.plugin.state import (
 
 if TYPE_CHECKING:
     from pytest_gpuperf.session.bench_session import BenchSession, Judgement
+    from pytest_gpuperf.session.callable_base import TestBody
     from pytest_gpuperf.session.fixture import GpuBench
 
 
@@ -80,23 +83,36 @@ def gpu_bench(request: pytest.FixtureRequest) -> Iterator[GpuBench]:
         test_path=Path(item.path),
         progress=_progress(request.config),
         heartbeat=_terminal_line(request.config),
-        body=_test_body(item),
+        body=(body := _test_body(item, request)),
     )
     item.stash[BENCH] = bench
     try:
         yield bench
     finally:
+        problems = body.finish() if body is not None else []
         bench.close()
+        for problem in problems:  # a base fixture's teardown at REF: one line, not a failure
+            warnings.warn(GpuPerfWarning(f"gpuperf: {item.nodeid}: {problem}"), stacklevel=1)
 
 
-def _test_body(item: pytest.Item) -> Any:
-    """The test function and its fixture values, for a callable's base (callable_base.py)."""
+def _test_body(item: pytest.Item, request: pytest.FixtureRequest) -> TestBody | None:
+    """The test function, its fixture values and fixtures, and what it ran so far, for a
+    callable's base (callable_base.py)."""
+    from pytest_gpuperf.plugin.recording import fixture_specs
     from pytest_gpuperf.session.callable_base import TestBody
+    from pytest_gpuperf.session.executed import NOT_RECORDED
 
     function = getattr(item, "obj", None)
     if not callable(function):
         return None
-    return TestBody(function, lambda: dict(getattr(item, "funcargs", {})))
+    recorder = item.stash.get(RECORDER, None)
+    return TestBody(
+        function,
+        lambda: dict(getattr(item, "funcargs", {})),
+        fixtures=lambda: fixture_specs(item),
+        record=recorder.snapshot if recorder is not None else lambda: NOT_RECORDED,
+        request=request,
+    )
 
 
 @pytest.hookimpl(wrapper=True)

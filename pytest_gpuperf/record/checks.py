@@ -174,6 +174,18 @@ class BaselineCheck:
 
 
 @dataclass(frozen=True)
+class ComparedFile:
+    """One repository file a callable's A/B compared with REF (relative to the repository)
+    and the ways it came to be compared: "imported" (the test's imports reach it), "ran"
+    (a function of it ran in the test's setup, body or the callable's first call), "fixtures"
+    (it defines a fixture the test uses), "opened" (read by the test), "kernel"
+    (gpu_bench.kernel loaded it)."""
+
+    path: str
+    ways: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ComparisonCheck:
     """The A/B decision against --gpuperf-compare=REF (`state` one of the AB_* states)."""
 
@@ -229,8 +241,13 @@ class ComparisonCheck:
     base_samples_s: tuple[float, ...] = ()
     pair_loads: tuple[int, ...] = ()
     # A callable's A/B (gpu_bench.run): the repository files of the test's Python that differ
-    # at REF (session/callable_base.py); empty for a kernel's.
+    # at REF (session/callable_code.py); empty for a kernel's.
     changed_files: tuple[str, ...] = ()
+    # A callable's A/B: every file compared with REF, and why the set may lack a file the
+    # test ran ("" when the run saw everything; then "same code" never switched the stored
+    # baseline off: the pair was timed and the stored baseline gates beside it).
+    compared_files: tuple[ComparedFile, ...] = ()
+    incomplete: str = ""
 
     @property
     def confirmed(self) -> bool:

@@ -4,17 +4,26 @@ threshold came from, the drift between module loads and the confirming round."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from pytest_gpuperf.engine.results import DRIFT_MEASURED, Measurement
 from pytest_gpuperf.gate.policy import BASIS_DRIFT, BASIS_QUANTUM, code_allowance
-from pytest_gpuperf.record.checks import AB_MODELLED, AB_REGRESSED, ComparisonCheck
-from pytest_gpuperf.record.verdict import Verdict
+from pytest_gpuperf.record.checks import (
+    AB_MODELLED,
+    AB_NO_BASE,
+    AB_REGRESSED,
+    AB_UNCHANGED,
+    ComparisonCheck,
+)
+from pytest_gpuperf.record.verdict import Row, Verdict
 from pytest_gpuperf.report.text import (
     ab_cell,
+    files_text,
     format_time,
     modelled_text,
     no_base_text,
     pct,
+    row_labels,
     signed_pct,
 )
 
@@ -75,9 +84,33 @@ def _level(confidence: float) -> str:
     return f"{confidence:.2%}"
 
 
+def compared_lines(rows: Sequence[Row]) -> list[str]:
+    """For each callable's A/B of the run, the files compared with REF and how each came in:
+    'test_op.py::test_op: same code at HEAD, not timed: 4 files compared: conftest.py (ran,
+    fixtures), ...' (what -v prints and the Markdown folds away)."""
+    lines = []
+    for row, label in zip(rows, row_labels(rows), strict=True):
+        c = row.verdict.comparison
+        if c is None or not c.compared_files:
+            continue
+        if c.state == AB_UNCHANGED:
+            what = f"same code at {c.ref}, not timed"
+        elif c.state == AB_NO_BASE:
+            what = f"no base at {c.ref}"
+        else:
+            changed = ", ".join(c.changed_files) or "none"
+            what = f"timed against {c.ref} (changed: {changed})"
+        gap = f"; not all it ran was recorded: {c.incomplete}" if c.incomplete else ""
+        lines.append(f"{label}: {what}: {files_text(c.compared_files)}{gap}")
+    return lines
+
+
 def comparison_details(c: ComparisonCheck) -> list[tuple[str, str]]:
+    compared = [("compared", files_text(c.compared_files))] if c.compared_files else []
+    if c.incomplete:
+        compared.append(("not recorded", c.incomplete))
     if c.ratio is None or c.ratio_ci is None:
-        return [("A/B", comparison_headline(c))]
+        return [("A/B", comparison_headline(c)), *compared]
     assert c.head_efficiency is not None and c.base_efficiency is not None
     low, high = c.ratio_ci
     base = f"{pct(c.base_efficiency)}" + (
@@ -96,7 +129,7 @@ def comparison_details(c: ComparisonCheck) -> list[tuple[str, str]]:
     ]
     if c.first_state:
         rows.append(("confirmation", _comparison_confirmation(c)))
-    return rows
+    return rows + compared
 
 
 def _comparison_confirmation(c: ComparisonCheck) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from pytest_gpuperf.errors import stop_words
 from pytest_gpuperf.record.meta import ReportMeta
 from pytest_gpuperf.record.verdict import FAIL, MARGINAL, Row
+from pytest_gpuperf.report.ab_words import compared_lines
 from pytest_gpuperf.report.cells import COLUMNS, HEADERS, LEFT_ALIGNED, cells
 from pytest_gpuperf.report.devices import device_lines, gpu_lines
 from pytest_gpuperf.report.failure import failure_text
@@ -59,6 +60,11 @@ def markdown(
     if notes:
         out += ["", "#### Notes", ""]
         out += [f"- {md_escape(note.text)}" for note in notes]
+    compared = compared_lines(rows)
+    if compared:  # a callable's A/B: the files compared with REF, folded (one line a test)
+        out += ["", "<details><summary>Files compared with the base revision</summary>", ""]
+        out += [f"- {md_escape(line)}" for line in compared]
+        out += ["", "</details>"]
     if meta is not None and meta.accept_warnings:
         out += ["", "#### Warnings", ""]
         out += [f"- {md_escape(line)}" for line in meta.accept_warnings]

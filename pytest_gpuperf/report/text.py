@@ -30,6 +30,7 @@ from pytest_gpuperf.record.checks import (
     NO_BASELINE,
     OTHER_DEVICE,
     REGRESSED,
+    ComparedFile,
     ComparisonCheck,
     Drift,
 )
@@ -193,6 +194,27 @@ def no_base_text(comparison: ComparisonCheck) -> str:
         NO_BASE_CALLABLE: f"the test's Python at {comparison.ref} could not be loaded",
     }.get(comparison.no_base_why, "no base")
     return f"{why}: {comparison.detail}" if comparison.detail else why
+
+
+def files_text(files: Sequence[ComparedFile], most: int = 6) -> str:
+    """'4 files compared: conftest.py (ran, fixtures), mykern.py (imported, ran), ...'."""
+    if not files:
+        return "no file compared"
+    shown = ", ".join(f"{f.path} ({', '.join(f.ways)})" for f in files[:most])
+    more = f", and {len(files) - most} more (the JSON lists them)" if len(files) > most else ""
+    return f"{counted(len(files), 'file')} compared: {shown}{more}"
+
+
+def incomplete_text(comparison: ComparisonCheck) -> str:
+    """A callable's A/B whose files may not be all the test ran: timed, the stored baseline
+    gating beside it."""
+    why = f"the run could not record all the test ran ({comparison.incomplete})"
+    if comparison.changed_files:
+        return f"A/B: {why}: the stored baseline gates beside the A/B"
+    return (
+        f"A/B: timed although no file compared differs at {comparison.ref}: {why}, so the "
+        "files may not be all its code; the stored baseline gates beside the A/B"
+    )
 
 
 MODELLED_FROM = {
@@ -450,6 +472,11 @@ def row_notes(row: Row) -> list[str]:
     if comparison is not None:
         if comparison.state == AB_NO_BASE:
             notes.append(f"A/B: no base — {no_base_text(comparison)}")
+        elif comparison.state == AB_UNCHANGED and comparison.compared_files:  # a callable's
+            notes.append(
+                f"A/B: the test's Python is the same at {comparison.ref}: not timed "
+                "(--gpuperf-compare-force times it anyway; -v lists the files compared)"
+            )
         elif comparison.state == AB_UNCHANGED:
             notes.append(
                 f"A/B: head and {comparison.ref} compiled to the same code object: not timed "
@@ -465,7 +492,9 @@ def row_notes(row: Row) -> list[str]:
                 "clang-19: docs/static-gate.md), or run on a GPU; a changed gpuperf-sim "
                 "directive lets the simulated device compare"
             )
-        elif comparison.state == AB_INCONCLUSIVE:
+        if comparison.incomplete and comparison.state != AB_NO_BASE:
+            notes.append(incomplete_text(comparison))
+        if comparison.state == AB_INCONCLUSIVE:
             notes.append(
                 "A/B: the interval still straddles the threshold at the budget (reported, not "
                 "failed; --gpuperf-strict fails it; a longer --gpuperf-budget settles it)"

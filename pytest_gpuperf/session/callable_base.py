@@ -1,63 +1,106 @@
 """A callable's base for --gpuperf-compare=REF: the test's own Python as it stands at REF.
 
 `gpu_bench.run(fn)` measures whatever `fn` launches (a Triton kernel, a torch op, CuPy), so
-its "code" is the user's Python: the test module and the project modules it imports (files
-of the repository, not site-packages, not this plugin). Its base is that Python at REF, from
-the tree session/base_tree.py extracts:
+its "code" is the user's Python: the repository files callable_code.py gathers (what the
+test imports, what ran from its setup to the callable's first call, what it opened, the
+files defining its fixtures, its kernel files). Its base is that Python at REF, from the tree
+session/base_tree.py extracts:
 
-- Which files: the test module's imports, followed through every repository module they
-  reach (an `import` anywhere in a file counts, a lazy one too), as head imported them. The
-  kernel files the test loaded through `gpu_bench.kernel` count as well.
-- Same code: when every such file is byte-identical at REF, nothing is timed twice.
+- Same code: when every such file is byte-identical at REF and the recording of what ran saw
+  everything (session/executed.py), nothing is timed twice. Where the recording could not see
+  everything, the base is loaded and timed all the same, and the stored baseline gates too.
 - Loading: head's repository modules are set aside in `sys.modules`, an import finder serves
   the repository's modules from REF's tree, and the test module is imported from there:
   base gets module objects of its own (so a `@triton.jit` function, and an autotuner, are
   other objects with their own in-memory caches; Triton's on-disk cache is keyed by the
   source, which differs). The base test function is called with head's fixture values (the
-  same inputs), with a `gpu_bench` that captures the callable its `run(...)` of the same name
-  is given instead of measuring it. Head's modules are put back afterwards; base's stay
-  under private names (`_gpuperf_base_<commit>.<name>`).
-- What is not compared: the fixtures (inputs come from head's conftest), site-packages (a
-  torch or triton upgrade is not a code change of the repository), and an import that the
-  base callable itself makes lazily while it is timed (it finds head's module).
+  same inputs) except for the fixtures whose code changed, made again at REF
+  (base_fixtures.py), with a `gpu_bench` that captures the callable its `run(...)` of the
+  same name is given instead of measuring it; that callable is then called once. Head's
+  modules are put back afterwards; base's stay under private names
+  (`_gpuperf_base_<commit>.<name>`).
+- A path into the work tree: a module the base body loads by a path computed from head's
+  rootdir (not from its own `__file__`, which lies in REF's tree), or a file it reads there,
+  would run or read head's version. The loader cannot redirect an arbitrary path without
+  patching open() itself, so where base's body or its callable's first call opens a work-tree
+  file that differs at REF, there is no base, saying which.
+- What is not compared: site-packages (a torch or triton upgrade is not a code change of the
+  repository), and an import that the base callable itself makes lazily after its first call
+  of a module head already imported (it finds head's module).
 
-When the base cannot be loaded (a file new in head, an import error at REF, a base test that
-fails before it measures) the measurement has no base, with one line saying why; the stored
-gate then applies (docs/ci.md, "No green because no gate ran").
+When the base cannot be loaded (a file new in head, an import error or sys.exit() at REF, a
+base test that fails before it measures, a fixture that cannot be made at REF) the
+measurement has no base, with one line saying why; the stored gate then applies (docs/ci.md,
+"No green because no gate ran").
 """
 
 from __future__ import annotations
 
-import ast
-import hashlib
 import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from pytest_gpuperf.gate.judge import AbResult
-from pytest_gpuperf.record.checks import NO_BASE_CALLABLE
+from pytest_gpuperf.record.checks import NO_BASE_CALLABLE, ComparedFile
+from pytest_gpuperf.session.base_fixtures import (
+    BaseFixtures,
+    FixtureSpec,
+    NoBaseFixture,
+    load_module_file,
+    one_line,
+    to_remake,
+    user_fixtures,
+)
 from pytest_gpuperf.session.base_tree import BaseTree
 from pytest_gpuperf.session.bench_result import BenchResult
+from pytest_gpuperf.session.callable_code import (
+    KERNEL,
+    Compared,
+    code_files,
+    compare,
+    is_user_file,
+    module_file,
+    user_modules,
+)
+from pytest_gpuperf.session.executed import NOT_RECORDED, Record, source_of, watching_opens
 
-# This plugin's own package: never the user's code, even when it lies in the repository.
-_PLUGIN_DIR = Path(__file__).resolve().parents[1]
 CAPTURE_NOTE = "not measured: the base revision's test body, run to capture its callable"
+
+
+def _not_recorded() -> Record:
+    return NOT_RECORDED
 
 
 @dataclass(frozen=True)
 class TestBody:
     """The test being run, as the fixture sees it (no pytest types): its function (pytest's
-    `item.obj`) and its fixture values as they are when the body calls `gpu_bench.run`."""
+    `item.obj`), its fixture values as they are when the body calls `gpu_bench.run`, the
+    fixtures it uses (None: pytest did not say), what it executed so far (session/
+    executed.py), head's `request`, and the teardowns of fixtures made at REF, run when the
+    test ends (`finish`)."""
 
     function: Callable[..., Any]
     arguments: Callable[[], Mapping[str, Any]]
+    fixtures: Callable[[], Sequence[FixtureSpec] | None] = lambda: None
+    record: Callable[[], Record] = _not_recorded
+    request: Any = None
+    teardowns: list[Callable[[], str]] = field(default_factory=list, compare=False)
+
+    def finish(self) -> list[str]:
+        """Tear down the fixtures made at REF, last first: the problems, one line each."""
+        problems = []
+        while self.teardowns:
+            problem = self.teardowns.pop()()
+            if problem:
+                problems.append(problem)
+        return problems
 
 
 @dataclass(frozen=True)
@@ -74,6 +117,8 @@ class BaseCallable:
     detail: str = ""
     files: tuple[str, ...] = ()  # the compared files, relative to the repository
     changed: tuple[str, ...] = ()  # those that differ at REF
+    compared: tuple[ComparedFile, ...] = ()  # the compared files, with how each came in
+    incomplete: str = ""  # why the files may not be all the test ran ("": they are)
     # (head kernel, base kernel) of each gpu_bench.kernel the base body loaded from a changed
     # kernel file: the simulated device can tell them apart only by their models
     kernels: tuple[tuple[Any, Any], ...] = field(default=(), compare=False)
@@ -81,85 +126,8 @@ class BaseCallable:
     # an explanation finds the Triton kernels each side compiled (explain/code/triton_facts.py)
     head_modules: tuple[ModuleType, ...] = field(default=(), compare=False)
     base_modules: tuple[ModuleType, ...] = field(default=(), compare=False)
-
-
-def is_user_file(path: Path, toplevel: Path) -> bool:
-    """A file of the repository's own code: under its top level, not in an installed
-    package (site-packages, a virtual environment inside the repository), not this plugin."""
-    try:
-        resolved = path.resolve()
-    except OSError:
-        return False
-    if not resolved.is_relative_to(toplevel) or resolved.is_relative_to(_PLUGIN_DIR):
-        return False
-    parts = set(resolved.relative_to(toplevel).parts)
-    if parts & {"site-packages", "dist-packages"}:
-        return False
-    prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
-    return not any(resolved.is_relative_to(p) and p != toplevel for p in prefixes)
-
-
-def _module_file(module: ModuleType | None) -> Path | None:
-    name = getattr(module, "__file__", None)
-    return Path(name).resolve() if isinstance(name, str) and name.endswith(".py") else None
-
-
-def imported_names(module: ModuleType, source: str) -> Iterator[str]:
-    """Every module name an import in `source` (the text of `module`) may bind: `a`, `a.b`
-    for `import a.b`; `pkg`, `pkg.x` for `from pkg import x` (x may be a submodule);
-    relative imports resolved against the module's package."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return
-    package = getattr(module, "__package__", None) or ""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                parts = alias.name.split(".")
-                for end in range(1, len(parts) + 1):
-                    yield ".".join(parts[:end])
-        elif isinstance(node, ast.ImportFrom):
-            target = "." * node.level + (node.module or "")
-            try:
-                base = importlib.util.resolve_name(target, package) if node.level else target
-            except (ImportError, ValueError):
-                continue
-            parts = base.split(".")
-            for end in range(1, len(parts) + 1):
-                yield ".".join(parts[:end])
-            for alias in node.names:
-                yield f"{base}.{alias.name}"
-
-
-def user_modules(test_module: ModuleType, toplevel: Path) -> dict[str, Path]:
-    """{module name: file} of the test module and every repository module its imports reach,
-    as head imported them (sys.modules)."""
-    found: dict[str, Path] = {}
-    pending = [test_module]
-    while pending:
-        module = pending.pop()
-        path = _module_file(module)
-        if path is None or module.__name__ in found or not is_user_file(path, toplevel):
-            continue
-        found[module.__name__] = path
-        try:
-            source = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        for name in imported_names(module, source):
-            imported = sys.modules.get(name)
-            if isinstance(imported, ModuleType) and name not in found:
-                pending.append(imported)
-    return found
-
-
-def fingerprint(contents: Sequence[tuple[str, bytes]]) -> str:
-    """'py:<sha256 prefix>' of the files (path and bytes) a callable's code is made of."""
-    digest = hashlib.sha256()
-    for name, data in sorted(contents):
-        digest.update(name.encode() + b"\0" + data + b"\0")
-    return "py:" + digest.hexdigest()[:16]
+    # the fixture values made at REF, which base's body runs again with
+    base_values: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 class _Captured(Exception):
@@ -266,69 +234,139 @@ def load_base(
         return BaseCallable(why=NO_BASE_CALLABLE, detail=tree.problem)
     function = getattr(body.function, "__func__", body.function)
     module = sys.modules.get(getattr(function, "__module__", ""))
-    if module is None or _module_file(module) is None:
+    if module is None or module_file(module) is None:
         return BaseCallable(why=NO_BASE_CALLABLE, detail="the test function has no module file")
     toplevel = tree.toplevel
-    modules = user_modules(module, toplevel)
-    files = {path for path in modules.values()}
-    files.update(p.resolve() for p in kernel_files if is_user_file(p, toplevel))
-    head_contents, base_contents, changed = [], [], []
-    for path in sorted(files):
-        relative = path.relative_to(toplevel).as_posix()
-        base_path, _, detail = tree.source_for(path)
-        if base_path is None:
-            return BaseCallable(why=NO_BASE_CALLABLE, detail=detail, files=(relative,))
-        head_bytes, base_bytes = path.read_bytes(), base_path.read_bytes()
-        head_contents.append((relative, head_bytes))
-        base_contents.append((relative, base_bytes))
-        if head_bytes != base_bytes:
-            changed.append(relative)
-    names = tuple(name for name, _ in head_contents)
-    head_print, base_print = fingerprint(head_contents), fingerprint(base_contents)
-    if not changed and not force:
-        return BaseCallable(
-            same_code=True, head_fingerprint=head_print, base_fingerprint=base_print, files=names
-        )
+    specs = body.fixtures()
+    compared = _compared(module, specs, body.record(), tree, kernel_files)
     common: dict[str, Any] = {
-        "head_fingerprint": head_print,
-        "base_fingerprint": base_print,
-        "files": names,
-        "changed": tuple(changed),
+        "head_fingerprint": compared.head_fingerprint,
+        "base_fingerprint": compared.base_fingerprint,
+        "files": compared.names,
+        "changed": compared.changed,
+        "compared": compared.files,
+        "incomplete": compared.incomplete,
     }
-    capture = CapturingBench(bench, label, base_kernel)
+    if compared.missing:
+        return BaseCallable(why=NO_BASE_CALLABLE, detail=compared.missing, **common)
+    if not compared.changed and not force and not compared.incomplete:
+        return BaseCallable(same_code=True, **common)
+    modules = user_modules(module, toplevel)
     common["head_modules"] = tuple(
         m for name in modules if isinstance(m := sys.modules.get(name), ModuleType)
     )
+    capture = CapturingBench(bench, label, base_kernel)
     loading = _base_modules(tree, toplevel)
+    made = BaseFixtures(
+        specs or (),
+        to_remake(specs or (), compared.changed_paths, toplevel),
+        body.arguments(),
+        tree=tree,
+        request=body.request,
+        swap=lambda value: capture if value is bench else value,
+    )
+    captured: _Captured | None = None
+    why = ""
+    try:
+        with watching_opens() as opened:
+            base_test = tree.source_for(modules[module.__name__])[0]
+            assert base_test is not None  # every file was found by compare()
+            captured = _capture_base(
+                module.__name__, base_test, function, body, loading, made, bench, capture
+            )
+            if captured is not None:  # its first call: a lazy import of head's path shows
+                if captured.setup is not None:
+                    captured.setup()
+                captured.fn()
+                bench.backend.synchronize()
+    except (NoBaseKernel, NoBaseFixture) as missing:
+        why = str(missing)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM handled as Ctrl-C (errors.py): the run stops
+        made.finish()  # after base's yield fixtures are finished
+        raise
+    except BaseException as failure:  # the user's code at REF (sys.exit(), a pytest.skip or
+        # fail too): any error is a reason, in one line; it must not end head's test
+        why = f"at {tree.ref}: {one_line(failure)}"
+    if not why and captured is None:
+        why = f"the test at {tree.ref} does not measure {label!r} with gpu_bench.run"
+    if not why:
+        why = _into_the_work_tree(opened, compared, tree)
+    if why:
+        torn = made.finish()  # base's yield fixtures end here: there is no base to time
+        return BaseCallable(
+            why=NO_BASE_CALLABLE, detail=f"{why}; {torn}" if torn else why, **common
+        )
+    assert captured is not None
+    body.teardowns.append(made.finish)  # when the test ends: the callable is called again
+    return BaseCallable(
+        fn=captured.fn,
+        setup=captured.setup,
+        kernels=tuple(capture.kernels),
+        base_modules=tuple(loading.loaded),
+        base_values=made.values,
+        **common,
+    )
+
+
+def _compared(
+    module: ModuleType,
+    specs: Sequence[FixtureSpec] | None,
+    record: Record,
+    tree: BaseTree,
+    kernel_files: Sequence[Path],
+) -> Compared:
+    """The test's files (callable_code.py) against REF; incomplete also where pytest did
+    not say which fixtures the test uses."""
+    assert tree.root is not None and tree.toplevel is not None
+    fixtures = user_fixtures(specs or (), tree.toplevel)
+    found = code_files(
+        module,
+        tree.toplevel,
+        tree_root=tree.root.resolve(),
+        record=record,
+        kernel_files=kernel_files,
+        fixture_files=[f.file for f in fixtures if f.file is not None],
+        fixture_modules=[m for f in fixtures if (m := f.stand_in()) is not None],
+    )
+    unknown = "pytest did not say which fixtures the test uses" if specs is None else ""
+    return compare(found, tree, record.incomplete or unknown)
+
+
+def _capture_base(
+    module_name: str,
+    base_test: Path,
+    function: Callable[..., Any],
+    body: TestBody,
+    loading: _base_modules,
+    made: BaseFixtures,
+    bench: Any,
+    capture: CapturingBench,
+) -> _Captured | None:
+    """The base test body run on REF's modules, with base's fixtures where they changed, up
+    to the `gpu_bench.run` it hands its callable to (None: it never did)."""
     try:
         with loading:
-            test_file = modules[module.__name__]
-            base_test = tree.source_for(test_file)[0]
-            assert base_test is not None  # every file was found above
-            base_function = _base_function(module.__name__, base_test, function)
-            arguments = _arguments(base_function, body.arguments(), bench, capture)
-            base_function(**arguments)
+            base_function = _base_function(module_name, base_test, function)
+            values = {**body.arguments(), **made.make()}
+            base_function(**_arguments(base_function, values, bench, capture))
     except _Captured as captured:
-        return BaseCallable(
-            fn=captured.fn,
-            setup=captured.setup,
-            kernels=tuple(capture.kernels),
-            base_modules=tuple(loading.loaded),
-            **common,
-        )
-    except NoBaseKernel as missing:
-        return BaseCallable(why=NO_BASE_CALLABLE, detail=str(missing), **common)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as failure:  # the user's code at REF (a pytest.skip or fail too):
-        # any error is a reason, in one line; it must not end head's test
-        return BaseCallable(
-            why=NO_BASE_CALLABLE, detail=f"at {tree.ref}: {_one_line(failure)}", **common
-        )
-    return BaseCallable(
-        why=NO_BASE_CALLABLE,
-        detail=f"the test at {tree.ref} does not measure {label!r} with gpu_bench.run",
-        **common,
+        return captured
+    return None
+
+
+def _into_the_work_tree(opened: set[str], compared: Compared, tree: BaseTree) -> str:
+    """Why there is no base when base's body (or its callable's first call) opened a work-tree
+    file that differs at REF: a module loaded by a path from head's rootdir or a fixture,
+    which runs head's version ("" when it opened none)."""
+    assert tree.toplevel is not None
+    strays = sorted({source_of(p).resolve() for p in opened} & compared.changed_paths)
+    if not strays:
+        return ""
+    named = strays[0].relative_to(tree.toplevel).as_posix()
+    return (
+        f"the test's Python at {tree.ref} opened the work tree's {named}, which differs at "
+        f"{tree.ref} (a path made from head's rootdir or a fixture, not from the module's own "
+        "__file__): its base would run head's version"
     )
 
 
@@ -375,7 +413,8 @@ def recapture_base(
         if isinstance(owner, type):
             owner = owner()
         base_function = getattr(owner, last)
-        base_function(**_arguments(base_function, body.arguments(), bench, capture))
+        values = {**body.arguments(), **first.base_values}
+        base_function(**_arguments(base_function, values, bench, capture))
 
     saved = {n: sys.modules.get(n) for n in modules}
     sys.modules.update(modules)
@@ -398,10 +437,10 @@ def _capture_again(
         run()
     except _Captured as captured:
         return captured.fn, captured.setup
-    except (KeyboardInterrupt, SystemExit):
+    except KeyboardInterrupt:
         raise
-    except BaseException as failure:  # the user's code run again: any error is a reason
-        return f"{whose} test body run again: {_one_line(failure)}"
+    except BaseException as failure:  # the user's code run again (sys.exit() too): a reason
+        return f"{whose} test body run again: {one_line(failure)}"
     return f"{whose} test body run again does not measure {label!r} with gpu_bench.run"
 
 
@@ -425,7 +464,7 @@ class _base_modules:
 
     def __enter__(self) -> None:
         for name, module in list(sys.modules.items()):
-            path = _module_file(module) if isinstance(module, ModuleType) else None
+            path = module_file(module) if isinstance(module, ModuleType) else None
             if path is not None and is_user_file(path, self.toplevel):
                 self.saved[name] = sys.modules.pop(name)
         sys.meta_path.insert(0, self.finder)
@@ -435,7 +474,7 @@ class _base_modules:
         if self.finder in sys.meta_path:
             sys.meta_path.remove(self.finder)
         for name, module in list(sys.modules.items()):
-            path = _module_file(module) if isinstance(module, ModuleType) else None
+            path = module_file(module) if isinstance(module, ModuleType) else None
             if path is not None and path.is_relative_to(self.tree_root):
                 del sys.modules[name]
                 sys.modules[self.prefix + name] = module
@@ -449,17 +488,7 @@ def _base_function(
     """The base module's version of the test function (a method: of a fresh instance of the
     base class, as pytest makes one per test). The test module is loaded from its file, under
     head's name, whatever import mode pytest used for head's."""
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path.name} at the base")
-    base_module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = base_module
-    try:
-        spec.loader.exec_module(base_module)
-    except BaseException:
-        sys.modules.pop(module_name, None)
-        raise
-    owner: Any = base_module
+    owner: Any = load_module_file(module_name, path)
     *outer, name = head_function.__qualname__.split(".")
     for part in outer:
         owner = getattr(owner, part)
@@ -487,67 +516,27 @@ def _arguments(
     return arguments
 
 
-def _one_line(failure: BaseException) -> str:
-    text = " ".join(str(failure).split())
-    return f"{type(failure).__name__}: {text}" if text else type(failure).__name__
-
-
-def launched_names(
-    backend: Any, fn: Callable[[], Any], setup: Callable[[], Any] | None = None
-) -> tuple[str, ...]:
-    """The kernels one call of `fn` launches through `backend` (its setup's left out), in
-    order: what a callable's failure lists head against base. Launches that do not pass
-    through the plugin's backend (Triton's, PyTorch's, CuPy's own on a real GPU) are not
-    seen here; the result is then empty."""
-    if setup is not None:
-        setup()
-    names: list[str] = []
-    original = backend.launch
-
-    def recording(kernel: Any, *args: Any, **options: Any) -> None:
-        names.append(str(getattr(kernel, "name", kernel)))
-        original(kernel, *args, **options)
-
-    backend.launch = recording  # this instance only, for this one call
-    try:
-        fn()
-        backend.synchronize()
-    finally:
-        del backend.launch
-    return tuple(names)
-
-
-def launch_change(head: Sequence[str], base: Sequence[str]) -> str:
-    """'launches per call: vector_add 1 -> 2' (each kernel whose count changed), or
-    'the same launches per call (vector_add x1)'; "" when neither side was seen to launch."""
-    if not head and not base:
-        return ""
-    kernels = list(dict.fromkeys([*base, *head]))
-    moved = [
-        f"{name} {list(base).count(name)} -> {list(head).count(name)}"
-        for name in kernels
-        if list(base).count(name) != list(head).count(name)
-    ]
-    if moved:
-        return "launches per call: " + ", ".join(moved)
-    same = ", ".join(f"{name} x{list(head).count(name)}" for name in kernels)
-    return f"the same launches per call ({same})"
-
-
 def ab_without_timing(backend: Any, found: BaseCallable) -> AbResult | None:
     """The A/B result of a callable that is not timed as a pair: same code, no base, or (on
     a device that times from models) changed kernel files whose models are the same, with
-    the Python unchanged; None when the pair is to be timed."""
+    the rest unchanged; None when the pair is to be timed. Each names the files compared."""
+    result = _untimed(backend, found)
+    if result is None:
+        return None
+    return replace(result, compared_files=found.compared, incomplete=found.incomplete)
+
+
+def _untimed(backend: Any, found: BaseCallable) -> AbResult | None:
     if found.same_code:
         return AbResult(unchanged_fingerprint=found.head_fingerprint)
     if found.fn is None:
         return AbResult(no_base_why=found.why or NO_BASE_CALLABLE, detail=found.detail)
-    python_changed = any(name.endswith(".py") for name in found.changed)
+    more_than_kernels = any(f.path in found.changed and f.ways != (KERNEL,) for f in found.compared)
     models = [
         (backend.speed_model(head), backend.speed_model(base)) for head, base in found.kernels
     ]
     if (
-        not python_changed
+        not more_than_kernels
         and models
         and all(head is not None and head == base for head, base in models)
     ):
@@ -568,12 +557,6 @@ __all__ = [
     "TestBody",
     "ab_without_timing",
     "capture_head",
-    "fingerprint",
-    "imported_names",
-    "is_user_file",
-    "launch_change",
-    "launched_names",
     "load_base",
     "recapture_base",
-    "user_modules",
 ]

@@ -38,8 +38,6 @@ from pytest_gpuperf.session.callable_base import (
     NoBaseKernel,
     TestBody,
     capture_head,
-    launch_change,
-    launched_names,
     load_base,
     recapture_base,
 )
@@ -78,12 +76,26 @@ class Captures:
     short: str = ""
 
 
-def find_base(bench: Any, label: str) -> BaseCallable:
+def find_base(
+    bench: Any,
+    label: str,
+    head: tuple[Callable[[], Any], Callable[[], Any] | None] | None = None,
+) -> BaseCallable:
     """The base revision's version of `bench`'s test's callable `label`, its body run at REF
-    with a capturing gpu_bench on modules loaded afresh (callable_base.py's load_base)."""
+    with a capturing gpu_bench on modules loaded afresh (callable_base.py's load_base).
+    `head` (the test's callable and setup) is called once first, synchronized, while what the
+    test executes is recorded (session/executed.py): the callable's own code (a launcher in
+    the repository, a lazy import) is then among the files compared. Its later calls (the
+    captures' first calls, the engine's) are not recorded: the GPU lock pauses the recording."""
     inputs: PairInputs = bench.pair_inputs
     if inputs.body is None:
         return BaseCallable(why=NO_BASE_CALLABLE, detail="the test function is not known")
+    if head is not None:
+        fn, setup = head
+        if setup is not None:
+            setup()
+        fn()
+        bench.backend.synchronize()
     session = bench.bench_session
     return load_base(
         inputs.body,
@@ -105,7 +117,7 @@ def profiled_sides(
     or REF has none."""
     sides = [(HEAD, *head)]
     if bench.bench_session.settings.compare_ref:
-        found = find_base(bench, label)
+        found = find_base(bench, label, head)
         if found.fn is not None and not found.same_code:
             sides.append((BASE, found.fn, found.setup))
     return sides
@@ -248,12 +260,15 @@ def pair(
 
 
 def callable_ab(paired: PairedComparison, base: BaseCallable) -> AbResult:
-    """A callable pair's A/B result, with its code's fingerprints and changed files."""
+    """A callable pair's A/B result, with its code's fingerprints, the files compared and
+    those that changed."""
     return AbResult(
         paired=paired,
         head_fingerprint=base.head_fingerprint,
         base_fingerprint=base.base_fingerprint,
         changed_files=base.changed,
+        compared_files=base.compared,
+        incomplete=base.incomplete,
     )
 
 
@@ -335,6 +350,48 @@ def launches(bench: Any, recipes: Sequence[Any], name: str) -> str:
     return ""
 
 
+def launched_names(
+    backend: Any, fn: Callable[[], Any], setup: Callable[[], Any] | None = None
+) -> tuple[str, ...]:
+    """The kernels one call of `fn` launches through `backend` (its setup's left out), in
+    order: what a callable's failure lists head against base. Launches that do not pass
+    through the plugin's backend (Triton's, PyTorch's, CuPy's own on a real GPU) are not
+    seen here; the result is then empty."""
+    if setup is not None:
+        setup()
+    names: list[str] = []
+    original = backend.launch
+
+    def recording(kernel: Any, *args: Any, **options: Any) -> None:
+        names.append(str(getattr(kernel, "name", kernel)))
+        original(kernel, *args, **options)
+
+    backend.launch = recording  # this instance only, for this one call
+    try:
+        fn()
+        backend.synchronize()
+    finally:
+        del backend.launch
+    return tuple(names)
+
+
+def launch_change(head: Sequence[str], base: Sequence[str]) -> str:
+    """'launches per call: vector_add 1 -> 2' (each kernel whose count changed), or
+    'the same launches per call (vector_add x1)'; "" when neither side was seen to launch."""
+    if not head and not base:
+        return ""
+    kernels = list(dict.fromkeys([*base, *head]))
+    moved = [
+        f"{name} {list(base).count(name)} -> {list(head).count(name)}"
+        for name in kernels
+        if list(base).count(name) != list(head).count(name)
+    ]
+    if moved:
+        return "launches per call: " + ", ".join(moved)
+    same = ", ".join(f"{name} x{list(head).count(name)}" for name in kernels)
+    return f"the same launches per call ({same})"
+
+
 __all__ = [
     "CALLABLE_CAPTURES",
     "Captures",
@@ -344,6 +401,8 @@ __all__ = [
     "capture",
     "captures_again",
     "find_base",
+    "launch_change",
+    "launched_names",
     "launches",
     "measure",
     "warm",

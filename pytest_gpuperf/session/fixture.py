@@ -394,9 +394,10 @@ class GpuBench:
         deadline = self.deadline()  # the round's hard limit: its captures and its pairs
         watched = in_place.first_call(self.backend, reads, fn, setup)  # inputs it updates
         self._owned += watched.copies if watched is not None else []
-        found = (
-            callable_pairs.find_base(self, label) if self._session.settings.compare_ref else None
-        )
+        found = None  # its base, after one call of fn while what the test runs is recorded
+        if self._session.settings.compare_ref:
+            called = watched is not None and bool(watched.views)  # first_call made it
+            found = callable_pairs.find_base(self, label, None if called else (fn, setup))
         ab = ab_without_timing(self.backend, found) if found is not None else None
         captures = None
         if found is not None and ab is None:  # several a side, outside the lock (their bodies,

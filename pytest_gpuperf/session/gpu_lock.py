@@ -35,6 +35,7 @@ from pytest_gpuperf.baseline.shared_lock import (
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.record.json_text import read_json_file
 from pytest_gpuperf.runtime.info import DeviceInfo
+from pytest_gpuperf.session import executed
 
 DEFAULT_TIMEOUT_S = 1800.0  # a long perf suite on another worker may hold the GPU for minutes
 WAIT_REPORT_S = 10.0  # how often a waiting process says whom it waits for
@@ -96,7 +97,8 @@ class GpuLock:
         try:
             if first:
                 self._write_holder(what)
-            yield
+            with executed.paused():  # what a test executed is recorded until it is timed
+                yield
         finally:
             lock.release()
             if first and not lock.is_locked:

@@ -13,6 +13,7 @@ from pytest_gpuperf.engine.plain import from_plain, to_plain
 from pytest_gpuperf.engine.results import ClockReport, GpuIdentity, Measurement
 from pytest_gpuperf.record.checks import (
     BaselineCheck,
+    ComparedFile,
     ComparisonCheck,
     Drift,
     FloorCheck,
@@ -86,7 +87,11 @@ def test_every_field_of_a_row_round_trips_through_json():
             drift=drift,
         ),
         floor=filled(FloorCheck),
-        comparison=filled(ComparisonCheck, confirmation=filled(ComparisonCheck, confirmation=None)),
+        comparison=filled(
+            ComparisonCheck,
+            confirmation=filled(ComparisonCheck, confirmation=None, compared_files=()),
+            compared_files=(filled(ComparedFile), filled(ComparedFile, path="conftest.py")),
+        ),
         save=filled(SaveAction),
         notes=(Note("kind", ("x", "y")),),
         acceptance=filled(Acceptance),

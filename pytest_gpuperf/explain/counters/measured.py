@@ -19,7 +19,7 @@ from pytest_gpuperf.explain.counters.traffic import (
     Traffic,
     traffic_lines,
 )
-from pytest_gpuperf.session.callable_base import launch_change
+from pytest_gpuperf.session.callable_pairs import launch_change
 from pytest_gpuperf.session.profile_child import BASE, CALLABLE, HEAD
 
 _CACHE_WORDS = {

@@ -1,4 +1,4 @@
-"""session/callable_base.py's pure parts: which modules a test's Python is made of, which
+"""session/callable_code.py's pure parts: which modules a test's Python is made of, which
 files are the user's, and the fingerprint that says "same code"."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import pytest_gpuperf
-from pytest_gpuperf.session.callable_base import (
+from pytest_gpuperf.session.callable_code import (
     fingerprint,
     imported_names,
     is_user_file,
@@ -80,3 +80,20 @@ def test_the_fingerprint_is_of_names_and_bytes_in_any_order():
     assert one != fingerprint([("a.py", b"x"), ("b.py", b"z")])
     assert one != fingerprint([("a.py", b"x"), ("c.py", b"y")])
     assert one.startswith("py:")
+
+
+def test_a_module_imported_by_a_literal_name_is_an_import():
+    """`importlib.import_module("consts")` in a test body: a module of constants runs once,
+    at its first import (maybe in an earlier test), so only its name in the source says the
+    test uses it."""
+    source = """
+import importlib
+
+def test_x():
+    consts = importlib.import_module("consts")
+    deep = import_module("pkg.deep")
+    other = __import__("other")
+    dynamic = importlib.import_module(name_from_somewhere)
+"""
+    names = set(imported_names(module("test_x"), source))
+    assert {"consts", "pkg", "pkg.deep", "other"} <= names
