@@ -1,0 +1,156 @@
+"""bench/real_commits.py: the truth's ratio and interval from interleaved rounds, the rule
+that says whether the A/B gate agrees with it, a gate's row from its report, the export of
+each commit and its parent from a git mirror (`prepare`), and the loading of two revisions
+of one library in one process. The GPU run is the lead's (docs/benchmarks.md, "Real commits
+against the truth")."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_gpuperf.record.checks import BaselineCheck, ComparisonCheck
+from pytest_gpuperf.record.verdict import Row, Verdict
+from tests.bench_scripts import load_script
+from tests.git_repo import commit_all
+from tests.records import measurement
+
+
+def _bench():
+    return load_script("real_commits")
+
+
+def test_the_truth_is_the_geometric_mean_of_the_rounds_ratios_with_a_t_interval():
+    bench = _bench()
+    steady = bench.truth_from_times([1.0] * 8, [0.3] * 8)
+    assert steady.ratio == pytest.approx(0.3) and steady.low == pytest.approx(0.3)
+    assert steady.rounds == 8
+    noisy = bench.truth_from_times([1.0, 1.0, 1.0, 1.0], [1.01, 0.99, 1.02, 0.98])
+    logs = [math.log(x) for x in (1.01, 0.99, 1.02, 0.98)]
+    assert noisy.ratio == pytest.approx(math.exp(sum(logs) / 4))
+    # t(0.975, 3) = 3.182: the interval is wide with four rounds
+    assert noisy.low < 0.98 and noisy.high > 1.02
+    back = steady.reversed()
+    assert back.ratio == pytest.approx(1 / 0.3) and back.low <= back.ratio <= back.high
+
+
+def _truth(low: float, high: float):
+    return _bench().Truth(math.sqrt(low * high), low, high, 8)
+
+
+def test_the_gate_agrees_where_the_truth_is_clear_of_the_threshold_and_either_way_across_it():
+    bench = _bench()
+    t = 0.005
+    assert bench.expected_states(_truth(0.28, 0.31), t) == ({"improved"}, True)
+    assert bench.expected_states(_truth(3.2, 3.6), t) == ({"regressed"}, True)
+    assert bench.expected_states(_truth(0.998, 1.003), t) == ({"pass"}, True)
+    grey, clear = bench.expected_states(_truth(0.990, 0.999), t)
+    assert (grey, clear) == ({"pass", "inconclusive", "improved"}, False)
+    assert bench.agreement("improved", _truth(0.28, 0.31), t) == "agrees"
+    assert bench.agreement("pass", _truth(0.28, 0.31), t) == "DISAGREES (truth: improved)"
+    assert bench.agreement("inconclusive", _truth(3.2, 3.6), t) == "DISAGREES (truth: regressed)"
+    assert bench.agreement("regressed", _truth(0.998, 1.003), t) == "DISAGREES (truth: pass)"
+    assert bench.agreement("inconclusive", _truth(0.990, 0.999), t).startswith("agrees (grey")
+    assert bench.agreement("pass", None, t) == "no truth"
+
+
+def _run(*rows, returncode=1, problem=""):
+    report = SimpleNamespace(rows=list(rows), document={}) if rows else None
+    return SimpleNamespace(report=report, returncode=returncode, problem=problem, cases={},
+                           wall_s=12.5)  # fmt: skip
+
+
+def test_a_gate_row_reads_the_comparison_and_judges_it_against_the_truth():
+    bench = _bench()
+    comparison = ComparisonCheck(
+        state="improved", ref="HEAD~1", threshold=0.006, ratio=0.31, ratio_ci=(0.30, 0.32)
+    )
+    verdict = Verdict(status="pass", baseline=BaselineCheck(outcome="no-baseline"),
+                      comparison=comparison)  # fmt: skip
+    row = Row("t.py::test_x", measurement(0.5, time_s=3e-4), verdict, "passed")
+    truth = _truth(0.29, 0.31)
+    made = bench.gate_row("b7025a70", "commit", _run(row), truth)
+    assert (made.state, made.ratio, made.ratio_ci, made.threshold) == (
+        "improved", 0.31, (0.30, 0.32), 0.006
+    )  # fmt: skip
+    assert made.agreement == "agrees"
+    killed = bench.gate_row("b7025a70", "revert", _run(returncode=None, problem="killed at 300 s"),
+                            truth.reversed())  # fmt: skip
+    assert (killed.state, killed.detail) == ("timeout", "killed at 300 s")
+    assert killed.agreement.startswith("DISAGREES")
+    table = bench.render([made, killed])
+    assert "0.3100" in table and "[0.3000, 0.3200]" in table and "timeout" in table
+    assert bench.summary([made, killed]) == "1 of 2 directions agree with the truth (0 grey)"
+
+
+def test_prepare_exports_each_commit_and_its_parent_from_the_mirror(tmp_path, monkeypatch):
+    bench = _bench()
+    mirror = tmp_path / "liger"
+    package = mirror / "src" / "liger_kernel"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("SIDE = 'parent'\n")
+    (mirror / "README.md").write_text("not exported\n")
+    commit_all(mirror, "parent")
+    (package / "__init__.py").write_text("SIDE = 'commit'\n")
+    commit_all(mirror, "the commit")
+    commit = bench.Commit("c1", "HEAD~1", "HEAD", "test_commit_dyt_fwd.py", "a commit")
+    monkeypatch.setattr(bench, "COMMITS", (commit,))
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "lib-1.0-py3-none-any.whl").write_bytes(b"PK")
+    out = tmp_path / ".realops" / "liger"
+    listed = bench.prepare(mirror / ".git", out, wheels)
+    (entry,) = listed
+    assert entry["name"] == "c1" and entry["base_dir"] != entry["head_dir"]
+    assert (out / entry["base_dir"] / "src/liger_kernel/__init__.py").read_text() == (
+        "SIDE = 'parent'\n"
+    )  # fmt: skip
+    assert (out / entry["head_dir"] / "src/liger_kernel/__init__.py").read_text() == (
+        "SIDE = 'commit'\n"
+    )  # fmt: skip
+    assert not (out / entry["head_dir"] / "README.md").exists()
+    assert json.loads((out / "commits.json").read_text()) == listed
+    assert (tmp_path / ".realops" / "whl" / "lib-1.0-py3-none-any.whl").read_bytes() == b"PK"
+    assert bench.prepare(mirror / ".git", out, None) == listed  # again: nothing to redo
+    monkeypatch.setattr(bench, "COMMITS", (bench.Commit("c2", "nope~1", "nope", "t.py", ""),))
+    with pytest.raises(SystemExit, match="git rev-parse nope~1"):
+        bench.prepare(mirror / ".git", out, None)
+
+
+def test_two_revisions_of_the_library_load_side_by_side_in_one_process(tmp_path):
+    bench = _bench()
+    test = tmp_path / "test_case.py"
+    test.write_text("from liger_kernel.ops import side\n\n\ndef case():\n    return side()\n")
+    folders = {}
+    for tag in ("base", "head"):
+        package = tmp_path / tag / "liger_kernel"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "ops.py").write_text(f"def side():\n    return {tag!r}\n")
+        folders[tag] = tmp_path / tag
+    loaded = {tag: bench.load_side(folder, test, tag) for tag, folder in folders.items()}
+    assert loaded["base"][0].case() == "base" and loaded["head"][0].case() == "head"
+    assert "liger_kernel" not in sys.modules and str(folders["head"]) not in sys.path
+    for tag, (_, modules) in loaded.items():
+        assert Path(modules["liger_kernel.ops"].__file__).parent.parent == folders[tag]
+    with pytest.raises(SystemExit, match="came from"):
+        bench.load_side(tmp_path / "nowhere", _installed_elsewhere(tmp_path), "other")
+
+
+def _installed_elsewhere(tmp_path: Path) -> Path:
+    """A test whose library import finds the package somewhere other than its vendor folder
+    (what an installed copy shadowing the vendored one would look like)."""
+    elsewhere = tmp_path / "site" / "liger_kernel"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "__init__.py").write_text("")
+    test = tmp_path / "test_elsewhere.py"
+    test.write_text(
+        f"import sys\nsys.path.insert(0, {str(elsewhere.parent)!r})\nimport liger_kernel\n"
+        f"sys.path.remove({str(elsewhere.parent)!r})\n"
+    )
+    return test
