@@ -28,6 +28,7 @@ into .realops/ (gitignored), which the lead carries along:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import shutil
@@ -35,7 +36,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -178,25 +180,46 @@ def _git(mirror: Path, *args: str) -> str:
 # ---- the truth (a child process on the GPU machine) -----------------------------------------
 
 
-def load_side(vendor_dir: Path, test: Path, tag: str) -> tuple[Any, dict[str, Any]]:
-    """The test module imported against the library in `vendor_dir` under a name of its own,
-    and that library's modules; sys.modules is left without any of them."""
+@dataclass
+class Side:
+    """One revision in the truth's process: the folder it is imported from, the library's
+    modules as it imported them, and the op its test's case() made."""
+
+    folder: Path
+    modules: dict[str, Any] = field(default_factory=dict)
+    op: Any = None
+
+
+@contextlib.contextmanager
+def active(side: Side) -> Iterator[None]:
+    """`side`'s library in sys.modules and its folder first on sys.path, so that an import
+    the call makes lazily (Liger 0.8's dispatcher imports its implementations when first
+    called) finds its own revision; whatever it imports stays with the side afterwards."""
+    _drop_library()
+    sys.modules.update(side.modules)
+    sys.path.insert(0, str(side.folder))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(side.folder))
+        side.modules.update(_drop_library())
+
+
+def load_side(folder: Path, test: Path, tag: str) -> tuple[Any, Side]:
+    """The test module imported against the library in `folder`, under a name of its own;
+    sys.modules is left without the library."""
     import importlib.util
 
-    _drop_library()
-    sys.path.insert(0, str(vendor_dir))
-    try:
+    side = Side(folder)
+    with active(side):
         spec = importlib.util.spec_from_file_location(f"real_commit_case_{tag}", test)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(vendor_dir))
-    modules = _drop_library()
-    where = Path(modules[PACKAGE].__file__).resolve()
-    if not where.is_relative_to(vendor_dir.resolve()):
-        raise SystemExit(f"side {tag}: {PACKAGE} came from {where}, not {vendor_dir}")
-    return module, modules
+    where = Path(side.modules[PACKAGE].__file__).resolve()
+    if not where.is_relative_to(folder.resolve()):
+        raise SystemExit(f"side {tag}: {PACKAGE} came from {where}, not {folder}")
+    return module, side
 
 
 def _drop_library() -> dict[str, Any]:
@@ -211,23 +234,22 @@ def measure_truth(args: argparse.Namespace) -> dict[str, Any]:
     test = Path(args.test)
     sides = {}
     for tag, folder in (("base", args.base), ("head", args.head)):
-        module, modules = load_side(Path(folder), test, tag)
-        sides[tag] = (module.case(), modules)
-    for op, modules in sides.values():  # compile, autotune, first-call work
-        _drop_library()
-        sys.modules.update(modules)
-        op.fn()
-        torch.cuda.synchronize()
+        module, side = load_side(Path(folder), test, tag)
+        with active(side):
+            side.op = module.case()
+            side.op.fn()  # compile, autotune, first-call work
+            torch.cuda.synchronize()
+        sides[tag] = side
     times: dict[str, list[float]] = {"base": [], "head": []}
     for number in range(args.rounds):
         for tag in ("base", "head") if number % 2 == 0 else ("head", "base"):
-            op, modules = sides[tag]
-            _drop_library()
-            sys.modules.update(modules)  # a lazy import inside the call finds its own side
-            median_ms = do_bench(op.fn, warmup=args.warmup_ms, rep=args.rep_ms)
-            times[tag].append(median_ms)
+            with active(sides[tag]):
+                times[tag].append(
+                    do_bench(sides[tag].op.fn, warmup=args.warmup_ms, rep=args.rep_ms)
+                )
     truth = truth_from_times(times["base"], times["head"])
-    return {**asdict(truth), "base_ms": times["base"], "head_ms": times["head"]}
+    files = {f"{tag}_file": side.modules[PACKAGE].__file__ for tag, side in sides.items()}
+    return {**asdict(truth), "base_ms": times["base"], "head_ms": times["head"], **files}
 
 
 # ---- run (on the GPU machine) ---------------------------------------------------------------

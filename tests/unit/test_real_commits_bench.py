@@ -136,8 +136,16 @@ def test_two_revisions_of_the_library_load_side_by_side_in_one_process(tmp_path)
     loaded = {tag: bench.load_side(folder, test, tag) for tag, folder in folders.items()}
     assert loaded["base"][0].case() == "base" and loaded["head"][0].case() == "head"
     assert "liger_kernel" not in sys.modules and str(folders["head"]) not in sys.path
-    for tag, (_, modules) in loaded.items():
-        assert Path(modules["liger_kernel.ops"].__file__).parent.parent == folders[tag]
+    for tag, (_, side) in loaded.items():
+        assert Path(side.modules["liger_kernel.ops"].__file__).parent.parent == folders[tag]
+    # a lazy import made while a side is active comes from that side and stays with it
+    (folders["head"] / "liger_kernel" / "late.py").write_text("WHO = 'head'\n")
+    with bench.active(loaded["head"][1]):
+        import liger_kernel.late  # noqa: F401
+
+        assert sys.path[0] == str(folders["head"])
+    assert "liger_kernel.late" in loaded["head"][1].modules and "liger_kernel" not in sys.modules
+    assert "liger_kernel.late" not in loaded["base"][1].modules
     with pytest.raises(SystemExit, match="came from"):
         bench.load_side(tmp_path / "nowhere", _installed_elsewhere(tmp_path), "other")
 
@@ -154,3 +162,41 @@ def _installed_elsewhere(tmp_path: Path) -> Path:
         f"sys.path.remove({str(elsewhere.parent)!r})\n"
     )
     return test
+
+
+def test_the_truth_times_each_side_under_its_own_library_interleaved(tmp_path, monkeypatch):
+    """measure_truth with do_bench and torch's synchronize stood in for (no GPU here): each
+    side's call runs with its own revision active, the rounds alternate which goes first."""
+    bench = _bench()
+    test = tmp_path / "test_case.py"
+    test.write_text(
+        "from types import SimpleNamespace\n\nfrom liger_kernel.ops import side\n\n\n"
+        "def case():\n    return SimpleNamespace(fn=side)\n"
+    )
+    for tag in ("base", "head"):
+        package = tmp_path / tag / "liger_kernel"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "ops.py").write_text(
+            "import sys\n\n\ndef side():\n"
+            f"    assert sys.modules['liger_kernel.ops'].__file__ == __file__\n    return {tag!r}\n"
+        )
+    order = []
+
+    def do_bench(fn, warmup, rep):
+        order.append(fn())
+        return {"base": 2.0, "head": 1.5}[order[-1]]
+
+    triton = SimpleNamespace(testing=SimpleNamespace(do_bench=do_bench))
+    monkeypatch.setitem(
+        sys.modules, "torch", SimpleNamespace(cuda=SimpleNamespace(synchronize=lambda: None))
+    )
+    monkeypatch.setitem(sys.modules, "triton", triton)
+    monkeypatch.setitem(sys.modules, "triton.testing", triton.testing)
+    args = SimpleNamespace(test=str(test), base=str(tmp_path / "base"), head=str(tmp_path / "head"),
+                           rounds=8, warmup_ms=1.0, rep_ms=1.0)  # fmt: skip
+    found = bench.measure_truth(args)
+    assert order[:4] == ["base", "head", "head", "base"] and len(order) == 16
+    assert found["ratio"] == pytest.approx(0.75) and found["rounds"] == 8
+    assert found["base_ms"] == [2.0] * 8 and found["head_file"].startswith(str(tmp_path / "head"))
+    assert "liger_kernel" not in sys.modules
