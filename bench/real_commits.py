@@ -108,16 +108,18 @@ def truth_from_times(base_ms: list[float], head_ms: list[float]) -> Truth:
     return Truth(math.exp(center), math.exp(center - half), math.exp(center + half), len(logs))
 
 
-def expected_states(truth: Truth, threshold: float) -> tuple[set[str], bool]:
-    """The A/B states that agree with the truth at the gate's threshold, and whether the truth
-    is clear of it. Regressed where the whole interval lies beyond 1 + threshold, improved
-    where it lies below 1 - threshold, pass where it lies within; an interval across an edge
-    is grey: pass, inconclusive, or the verdict on the side it reaches all agree."""
-    if truth.low > 1 + threshold:
+def expected_states(truth: Truth, threshold: float, noise: float = 0.0) -> tuple[set[str], bool]:
+    """The A/B states that agree with the truth, and whether the truth is clear enough to
+    ask for one. `noise` is the gate's own resolution (the half-width of its ratio interval):
+    regressed where the truth's whole interval lies beyond 1 + threshold + noise, improved
+    where it lies below 1 - threshold - noise, pass where it lies within 1 +- (threshold -
+    noise); anywhere else the truth is grey, and pass, inconclusive, or the verdict of a side
+    the truth's interval reaches past the threshold all agree."""
+    if truth.low > 1 + threshold + noise:
         return {"regressed"}, True
-    if truth.high < 1 - threshold:
+    if truth.high < 1 - threshold - noise:
         return {"improved"}, True
-    if truth.low >= 1 - threshold and truth.high <= 1 + threshold:
+    if truth.low >= 1 - threshold + noise and truth.high <= 1 + threshold - noise:
         return {"pass"}, True
     grey = {"pass", "inconclusive"}
     if truth.high > 1 + threshold:
@@ -127,13 +129,13 @@ def expected_states(truth: Truth, threshold: float) -> tuple[set[str], bool]:
     return grey, False
 
 
-def agreement(state: str, truth: Truth | None, threshold: float) -> str:
+def agreement(state: str, truth: Truth | None, threshold: float, noise: float = 0.0) -> str:
     if truth is None:
         return "no truth"
-    allowed, clear = expected_states(truth, threshold)
+    allowed, clear = expected_states(truth, threshold, noise)
     if state not in allowed:
         return f"DISAGREES (truth: {' or '.join(sorted(allowed))})"
-    return "agrees" if clear else "agrees (grey: truth across the threshold)"
+    return "agrees" if clear else "agrees (grey: the truth is near the threshold)"
 
 
 # ---- prepare (here, with the mirror) -------------------------------------------------------
@@ -286,9 +288,10 @@ def gate_row(commit: str, direction: str, run: Any, truth: Truth | None) -> Comm
                          DEFAULT_THRESHOLD, "no comparison", run.wall_s, "")  # fmt: skip
     threshold = comparison.threshold or DEFAULT_THRESHOLD
     ci = tuple(comparison.ratio_ci) if comparison.ratio_ci else None
+    noise = (ci[1] - ci[0]) / 2 if ci else 0.0
     return CommitRow(
         commit, direction, truth, comparison.state, comparison.ratio, ci, threshold,
-        agreement(comparison.state, truth, threshold), run.wall_s, comparison.detail,
+        agreement(comparison.state, truth, threshold, noise), run.wall_s, comparison.detail,
     )  # fmt: skip
 
 

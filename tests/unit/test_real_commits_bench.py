@@ -57,6 +57,15 @@ def test_the_gate_agrees_where_the_truth_is_clear_of_the_threshold_and_either_wa
     assert bench.agreement("regressed", _truth(0.998, 1.003), t) == "DISAGREES (truth: pass)"
     assert bench.agreement("inconclusive", _truth(0.990, 0.999), t).startswith("agrees (grey")
     assert bench.agreement("pass", None, t) == "no truth"
+    # the gate's own interval (+-0.3%) widens what it can be asked: a truth 0.6% slow is past
+    # the threshold but within its reach, so inconclusive agrees; 1.2% slow is clear of both
+    assert bench.expected_states(_truth(1.006, 1.007), t) == ({"regressed"}, True)
+    assert bench.agreement("inconclusive", _truth(1.006, 1.007), t, noise=0.003).startswith(
+        "agrees (grey"
+    )
+    assert bench.agreement("inconclusive", _truth(1.012, 1.013), t, noise=0.003).startswith("DIS")
+    # a gate whose interval is wider than the threshold is never asked for a plain pass
+    assert bench.expected_states(_truth(0.999, 1.001), t, noise=0.006)[1] is False
 
 
 def _run(*rows, returncode=1, problem=""):
