@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--out", type=Path, default=None, help="raw output (default: temp)")
     run.add_argument("--commits", default="", help="comma-separated names (default: all)")
     run.add_argument("--rounds", type=int, default=8)
-    run.add_argument("--timeout", type=float, default=300.0, help="bound of one process, s")
+    run.add_argument("--timeout", type=float, default=180.0, help="bound of one process, s")
     run.add_argument("--budget", type=float, default=0.5, help="gpuperf_budget, s")
     run.add_argument("--no-truth", action="store_true", help="the gate alone")
     truth = commands.add_parser("truth", help="(internal) both revisions in one process")

@@ -20,8 +20,10 @@ Then, in order, each a separate pytest process with --gpuperf-json and a hard ti
 It prints one row per op and gate: the outcome (pass, fail, regressed, improved,
 inconclusive, unjudged, refused, skipped, timeout, ...) with its one-line reason where the op
 was not measured, the test's wall seconds and the GPU lock its measurements held, then a
-summary line. Raw output (each process's log, JSON report and JUnit XML, and rows.json) goes
-under --out, a temporary folder by default, never into the repository.
+summary line. Raw output (each process's log, JSON report and JUnit XML, and rows.json, kept
+up to date after every process) goes under --out, a temporary folder by default, never into
+the repository. `--deadline S` bounds the whole run: no process starts once less than
+MIN_PROCESS_S of it is left, none runs past it, and the gates not run are rows that say so.
 
     PYTHONPATH=. python3 bench/real_ops.py --liger OLD NEW --flaggems OLD NEW --torch --out DIR
 
@@ -31,8 +33,10 @@ OLD and NEW are wheels (liger_kernel-0.6.5-py3-none-any.whl) or unpacked folders
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
+import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -71,6 +75,7 @@ PROCESSES = (
     ("ab", ("--gpuperf-compare=HEAD~1",), ("ab",)),
 )
 GATE_NAMES = ("smoke", "measure", "save", "judge", "explain", "ab")
+MIN_PROCESS_S = 20.0  # no pytest process starts with less of the --deadline left
 # torch's pull request: (what the test file says, what the edit makes of it)
 TORCH_EDITS = (
     (
@@ -217,16 +222,29 @@ def run_library(
             continue
         if "explain" not in wanted:
             options = tuple(o for o in options if o != "--gpuperf-explain")
-        run = run_pytest(
-            root, test_name, (*options, *selected), args.out / library, label, args.timeout
-        )
-        runs.append(run)
-        ops = ops or [name for name in run.cases if name.startswith("test_")]
-        for gate in wanted:
-            gate_rows = op_rows(library, label if gate == "save" else gate, run, ops)
-            rows += gate_rows
-            for row in gate_rows:
-                print(render([row], header=False), flush=True)
+        left_s = args.deadline - (time.monotonic() - args.started)
+        if left_s < MIN_PROCESS_S:
+            gate_rows = [
+                OpRow(library, name, label if gate == "save" else gate, "not run",
+                      "the run's --deadline came first", None, None)
+                for gate in wanted for name in ops or ["(all)"]
+            ]  # fmt: skip
+        else:
+            timeout_s = min(args.timeout, left_s)
+            run = run_pytest(
+                root, test_name, (*options, *selected), args.out / library, label, timeout_s
+            )
+            runs.append(run)
+            ops = ops or [name for name in run.cases if name.startswith("test_")]
+            gate_rows = [
+                row
+                for gate in wanted
+                for row in op_rows(library, label if gate == "save" else gate, run, ops)
+            ]
+        rows += gate_rows
+        for row in gate_rows:
+            print(render([row], header=False), flush=True)
+        write_json(str(args.out / library / "rows.json"), [asdict(row) for row in rows])
     return rows, runs
 
 
@@ -266,13 +284,18 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--flaggems", nargs=2, type=Path, metavar=("OLD", "NEW"))
     parser.add_argument("--torch", action="store_true", help="torch's own ops, A/B of an edit")
     parser.add_argument("--out", type=Path, default=None, help="raw output (default: temp)")
-    parser.add_argument("--timeout", type=float, default=300.0, help="bound of one process, s")
+    parser.add_argument("--timeout", type=float, default=180.0, help="bound of one process, s")
     parser.add_argument("--budget", type=float, default=0.25, help="gpuperf_budget, s")
     parser.add_argument(
         "--gates", default=",".join(GATE_NAMES), help=f"a subset of {','.join(GATE_NAMES)}"
     )
     parser.add_argument("-k", default="", help="pytest -k expression (a subset of the ops)")
+    parser.add_argument(
+        "--deadline", type=float, default=math.inf,
+        help="seconds the whole run may take: no process starts after it, none runs past it",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    args.started = time.monotonic()
     args.gates = set(args.gates.split(","))
     unknown = args.gates - set(GATE_NAMES)
     if unknown:

@@ -319,7 +319,9 @@ def test_each_process_runs_the_options_of_the_gates_asked_for(tmp_path, monkeypa
 
     monkeypatch.setattr(bench, "run_pytest", fake_run)
     monkeypatch.setattr(bench, "build_repository", lambda *args: None)
-    args = bench.parse(["--torch", "--gates", "save,judge", "-k", "softmax", "--out", "o"])
+    args = bench.parse(
+        ["--torch", "--gates", "save,judge", "-k", "softmax", "--out", str(tmp_path / "o")]
+    )
     rows, ran = bench.run_library("torch", None, args, tmp_path)
     assert seen == [
         ("save1", ("--gpuperf-save", "-k", "softmax")),
@@ -330,10 +332,21 @@ def test_each_process_runs_the_options_of_the_gates_asked_for(tmp_path, monkeypa
     assert [row.gate for row in rows] == ["save1", "save2", "save3", "judge"]
     assert [row.outcome for row in rows] == ["unmeasured"] * 4 and len(ran) == 4
     seen.clear()
-    args = bench.parse(["--torch", "--gates", "explain", "--out", "o"])
+    args = bench.parse(["--torch", "--gates", "explain", "--out", str(tmp_path / "o")])
     rows, _ = bench.run_library("torch", None, args, tmp_path)
     assert seen == [("judge", ("--gpuperf", "--gpuperf-explain"))]
     assert [row.gate for row in rows] == ["explain"]
+    seen.clear()
+    args = bench.parse(
+        ["--torch", "--gates", "smoke,ab", "--deadline", "25", "--out", str(tmp_path / "o")]
+    )
+    args.started -= 10  # 15 s of the deadline left: less than a process is given
+    rows, ran = bench.run_library("torch", None, args, tmp_path)
+    assert seen == [] and ran == []
+    assert [(row.gate, row.op, row.outcome) for row in rows] == [
+        ("smoke", "(all)", "not run"),
+        ("ab", "(all)", "not run"),
+    ]
     with pytest.raises(SystemExit):
         bench.parse(["--torch", "--gates", "smoke,bogus"])
     with pytest.raises(SystemExit):
