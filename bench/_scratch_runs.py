@@ -60,12 +60,13 @@ def git(root: Path, *args: str) -> str:
 
 
 def commit_all(root: Path, message: str) -> str:
-    """Commit the whole work tree (making `root` a repository first); the commit's hash."""
+    """Commit the whole work tree (making `root` a repository first); the commit's hash. Two
+    revisions with the same files still make two commits (the A/B then says so)."""
     if not (root / ".git").exists():
         root.mkdir(parents=True, exist_ok=True)
         git(root, "init", "-q")
     git(root, "add", "-A")
-    git(root, "commit", "-qm", message)
+    git(root, "commit", "-q", "--allow-empty", "-m", message)
     return git(root, "rev-parse", "HEAD")
 
 

@@ -36,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -58,6 +59,7 @@ PACKAGE = "liger_kernel"
 MIRROR = Path("/work/.mirror/linkedin+Liger-Kernel/repo")
 REALOPS = REPO_ROOT / ".realops"
 DEFAULT_THRESHOLD = 0.005  # the A/B threshold when a report gives none (docs/ci.md)
+MIN_PROCESS_S = 20.0  # no process starts with less of the --deadline left
 
 
 @dataclass(frozen=True)
@@ -311,26 +313,45 @@ def run_commit(entry: dict[str, str], args: argparse.Namespace, work: Path) -> l
     for direction, now in (("commit", head), ("revert", base)):
         vendor(now, PACKAGE, root)  # HEAD: the commit, then its revert; HEAD~1 the other
         commit_all(root, f"{direction}: vendor {now.name}")
-        run = run_pytest(root, entry["test"], ("--gpuperf-compare=HEAD~1",), out, direction,
-                         args.timeout)  # fmt: skip
         seen = truth if direction == "commit" or truth is None else truth.reversed()
-        rows.append(gate_row(entry["name"], direction, run, seen))
-        print(render([rows[-1]], header=False), flush=True)
+        timeout_s = time_left(args)
+        if timeout_s is None:
+            why = "the run's --deadline came first"
+            row = CommitRow(
+                entry["name"], direction, seen, "not run", None, None, DEFAULT_THRESHOLD,
+                "not run", 0.0, why,
+            )  # fmt: skip
+        else:
+            ab = ("--gpuperf-compare=HEAD~1",)
+            run = run_pytest(root, entry["test"], ab, out, direction, timeout_s)
+            row = gate_row(entry["name"], direction, run, seen)
+        rows.append(row)
+        print(render([row], header=False), flush=True)
     return rows
+
+
+def time_left(args: argparse.Namespace) -> float | None:
+    """The bound of the next process: --timeout, or what is left of --deadline; None when
+    less than MIN_PROCESS_S is left (the process is not started)."""
+    left_s = args.deadline - (time.monotonic() - args.started)
+    return None if left_s < MIN_PROCESS_S else min(args.timeout, left_s)
 
 
 def run_truth(
     entry: dict[str, str], base: Path, head: Path, out: Path, args: argparse.Namespace
 ) -> tuple[Truth | None, str]:
+    timeout_s = time_left(args)
+    if timeout_s is None:
+        return None, "not run: the run's --deadline came first"
     command = [
         sys.executable, __file__, "truth", "--test", str(CORPUS / entry["test"]),
         "--base", str(base / "src"), "--head", str(head / "src"), "--rounds", str(args.rounds),
     ]  # fmt: skip
-    code, output, wall_s = bounded(command, REPO_ROOT, _env(), args.timeout)
+    code, output, wall_s = bounded(command, REPO_ROOT, _env(), timeout_s)
     out.mkdir(parents=True, exist_ok=True)
     (out / "truth.log").write_text(output)
     if code is None:
-        return None, f"killed at its bound of {args.timeout:.0f} s"
+        return None, f"killed at its bound of {timeout_s:.0f} s"
     found = [line for line in output.splitlines() if line.startswith("{")]
     if code or not found:
         last = output.strip().splitlines()[-1] if output.strip() else "no output"
@@ -389,6 +410,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--timeout", type=float, default=180.0, help="bound of one process, s")
     run.add_argument("--budget", type=float, default=0.5, help="gpuperf_budget, s")
     run.add_argument("--no-truth", action="store_true", help="the gate alone")
+    run.add_argument(
+        "--deadline", type=float, default=math.inf,
+        help="seconds the whole run may take: no process starts after it, none runs past it",
+    )  # fmt: skip
     truth = commands.add_parser("truth", help="(internal) both revisions in one process")
     truth.add_argument("--test", required=True)
     truth.add_argument("--base", required=True)
@@ -397,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     truth.add_argument("--warmup-ms", type=float, default=25.0)
     truth.add_argument("--rep-ms", type=float, default=100.0)
     args = parser.parse_args(argv)
+    args.started = time.monotonic()
     if args.command == "prepare":
         prepare(args.mirror, args.out.resolve(), args.wheels)
         return 0
@@ -422,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     for entry in entries:
         if not wanted or entry["name"] in wanted:
             rows += run_commit(entry, args, work)
+            write_json(str(args.out / "rows.json"), [asdict(row) for row in rows])
     write_json(str(args.out / "rows.json"), [asdict(row) for row in rows])
     print("\n" + render(rows))
     print(summary(rows))

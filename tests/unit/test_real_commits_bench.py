@@ -209,3 +209,28 @@ def test_the_truth_times_each_side_under_its_own_library_interleaved(tmp_path, m
     assert found["ratio"] == pytest.approx(0.75) and found["rounds"] == 8
     assert found["base_ms"] == [2.0] * 8 and found["head_file"].startswith(str(tmp_path / "head"))
     assert "liger_kernel" not in sys.modules
+
+
+def test_no_process_starts_past_the_deadline(tmp_path, monkeypatch):
+    bench = _bench()
+    started = []
+    monkeypatch.setattr(bench, "run_pytest", lambda *args: started.append(args))
+    monkeypatch.setattr(bench, "bounded", lambda *args: started.append(args))
+    entry = {"name": "c1", "base_dir": "a", "head_dir": "b", "base_sha": "a", "head_sha": "b",
+             "test": "test_commit_dyt_fwd.py"}  # fmt: skip
+    for side in ("a", "b"):
+        (tmp_path / "src" / side / "liger_kernel").mkdir(parents=True)
+        (tmp_path / "src" / side / "liger_kernel" / "__init__.py").write_text("")
+    args = SimpleNamespace(src=tmp_path / "src", out=tmp_path / "out", budget=0.5, rounds=8,
+                           timeout=180.0, deadline=30.0, started=0.0, no_truth=False)  # fmt: skip
+    monkeypatch.setattr(bench.time, "monotonic", lambda: 15.0)  # 15 s left of 30
+    rows = bench.run_commit(entry, args, tmp_path / "work")
+    assert started == []
+    assert [(r.direction, r.state, r.agreement) for r in rows] == [
+        ("commit", "not run", "not run"),
+        ("revert", "not run", "not run"),
+    ]
+    monkeypatch.setattr(bench.time, "monotonic", lambda: 5.0)  # 25 s left: bounded by them
+    assert bench.time_left(args) == 25.0
+    args.deadline = math.inf
+    assert bench.time_left(args) == 180.0
