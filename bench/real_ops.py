@@ -260,6 +260,27 @@ def render(rows: list[OpRow], header: bool = True) -> str:
     return text_table(("library", "op", "gate", "outcome", "wall s", "GPU lock s", "why"), cells)
 
 
+def pivot(rows: list[OpRow]) -> str:
+    """One line per op, a column per gate (its outcome), then the longest wall and GPU lock
+    over its gates: the table docs/benchmarks.md keeps; each row's reason is in the long
+    table (table.txt) and rows.json."""
+    gates = [g for g in ("smoke", "measure", "save1", "save2", "save3", "judge", "explain", "ab")
+             if any(r.gate == g for r in rows)]  # fmt: skip
+    ops: dict[tuple[str, str], dict[str, OpRow]] = {}
+    for row in rows:
+        ops.setdefault((row.library, row.op), {})[row.gate] = row
+    cells = []
+    for (library, op), by_gate in ops.items():
+        walls = [r.wall_s for r in by_gate.values() if r.wall_s is not None]
+        locks = [r.lock_s for r in by_gate.values() if r.lock_s is not None]
+        cells.append((
+            library, op.removeprefix("test_"),
+            *(by_gate[g].outcome if g in by_gate else "-" for g in gates),
+            _seconds(max(walls, default=None)), _seconds(max(locks, default=None)),
+        ))  # fmt: skip
+    return text_table(("library", "op", *gates, "wall s (max)", "GPU lock s (max)"), cells)
+
+
 def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -325,7 +346,9 @@ def main(argv: list[str] | None = None) -> int:
         rows += more_rows
         runs += more_runs
     write_json(str(args.out / "rows.json"), [asdict(row) for row in rows])
-    print("\n" + render(rows))
+    (args.out / "table.txt").write_text(render(rows) + "\n")
+    print(f"\none row per op and gate, with the reasons: {args.out / 'table.txt'}\n")
+    print(pivot(rows))
     print(summary(rows, runs))
     return 0
 

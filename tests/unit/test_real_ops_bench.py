@@ -299,10 +299,10 @@ def test_the_script_runs_every_gate_as_a_row_where_torch_is_missing(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert lines[-1].startswith("1 ops x 2 gates, 2 processes: 2 skipped; 0 killed")
-    assert (
-        sum("torch_ops" in line and "needs torch (pip install torch)" in line for line in lines)
-        == 4
-    )
+    said = [line for line in lines if "needs torch (pip install torch)" in line]
+    assert len(said) == 2 and all("torch_ops" in line for line in said)  # as each gate ends
+    assert lines[-2].split() == ["torch", "torch_ops", "skipped", "skipped", "0.00", "-"]
+    assert (out / "table.txt").read_text().count("needs torch (pip install torch)") == 2
     rows = json.loads((out / "rows.json").read_text())
     assert [r["gate"] for r in rows] == ["smoke", "measure"]
     assert (out / "torch" / "smoke.xml").is_file() and (out / "torch" / "measure.log").is_file()
@@ -351,3 +351,18 @@ def test_each_process_runs_the_options_of_the_gates_asked_for(tmp_path, monkeypa
         bench.parse(["--torch", "--gates", "smoke,bogus"])
     with pytest.raises(SystemExit):
         bench.parse(["--gates", "smoke"])  # no library named
+
+
+def test_the_closing_table_is_one_line_per_op_with_a_column_per_gate():
+    bench = _bench()
+    row = bench.OpRow
+    rows = [
+        row("liger", "test_ce", "smoke", "pass", "", 2.0, None),
+        row("liger", "test_ce", "ab", "improved", "ratio 0.9", 5.5, 0.75),
+        row("liger", "test_rope", "smoke", "skipped", "needs x", 0.0, None),
+    ]
+    lines = bench.pivot(rows).splitlines()
+    assert lines[0].split() == ["library", "op", "smoke", "ab", "wall", "s", "(max)", "GPU",
+                                "lock", "s", "(max)"]  # fmt: skip
+    assert lines[2].split() == ["liger", "ce", "pass", "improved", "5.50", "0.75"]
+    assert lines[3].split() == ["liger", "rope", "skipped", "-", "0.00", "-"]
