@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import text_table, write_json
 from _scratch_runs import (
     CORPUS,
     REPO_ROOT,
@@ -54,6 +53,8 @@ from _scratch_runs import (
     vendor,
     write_project,
 )
+from lab.runs import write_json
+from lab.tables import text_table
 
 PACKAGE = "liger_kernel"
 MIRROR = Path("/work/.mirror/linkedin+Liger-Kernel/repo")

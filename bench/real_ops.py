@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import text_table, write_json
 from _scratch_runs import (
     CORPUS,
     Case,
@@ -54,6 +53,8 @@ from _scratch_runs import (
     vendor,
     write_project,
 )
+from lab.runs import write_json
+from lab.tables import text_table
 
 # library -> (the package vendored, the corpus's test file)
 LIBRARIES = {
