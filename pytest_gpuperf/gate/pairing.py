@@ -58,9 +58,11 @@ class PairPolicy:
         """The pair's settings from one kernel's: `budgets` times its budget, at least
         `max_samples` pairs (a pair's ratio is noisier than one kernel's time), its interval at
         `confidence`."""
+        hard = kernel.hard_limit_s
         return replace(
             kernel,
             budget_s=self.budgets * kernel.budget_s,
+            hard_limit_s=None if hard is None else self.budgets * hard,
             max_samples=max(kernel.max_samples, self.max_samples),
             confidence=confidence,
         )

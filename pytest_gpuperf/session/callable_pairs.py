@@ -303,7 +303,7 @@ def captures_again(bench: Any, recipe: Any, recheck: Recheck) -> Captures | None
     if not (recheck.paired and recipe.base_fn is not None):
         return None
     first = recipe.base_fn
-    deadline = bench.deadline()
+    deadline = bench.deadline(pairs=True)
     found = find_base(bench, recipe.label)
     base = found if found.fn is not None else first
     captures = capture(bench, recipe.label, base, None, deadline)

@@ -391,7 +391,8 @@ class GpuBench:
             fn()
             self.backend.synchronize()
             return self._record(BenchResult(label, label, bytes_moved, mode, note=SMOKE_NOTE))
-        deadline = self.deadline()  # the round's hard limit: its captures and its pairs
+        # the round's hard limit: its captures and its pairs
+        deadline = self.deadline(pairs=bool(self._session.settings.compare_ref))
         watched = in_place.first_call(self.backend, reads, fn, setup)  # inputs it updates
         self._owned += watched.copies if watched is not None else []
         found = None  # its base, after one call of fn while what the test runs is recorded
@@ -542,9 +543,13 @@ class GpuBench:
         rule = self.test.floor_for(label, self._spec.key, mode)
         return (rule.value, rule.origin) if rule is not None else (None, "")
 
-    def deadline(self) -> Deadline:
-        """A hard limit starting now (engine/deadline.py): --gpuperf-hard-limit x budget."""
-        limit_s = hard_limit_s(self.test.budget_s, self._session.settings.hard_limit)
+    def deadline(self, pairs: bool = False) -> Deadline:
+        """A hard limit starting now (engine/deadline.py): --gpuperf-hard-limit x the budget
+        (an A/B pair's, several of one kernel's, for a round that pairs)."""
+        budget_s = self.test.budget_s
+        if pairs:
+            budget_s *= self._session.pair_policy.budgets
+        limit_s = hard_limit_s(budget_s, self._session.settings.hard_limit)
         return Deadline(limit_s, self.backend.host_clock, simulated=self.simulated)
 
     def _measure_settings(

@@ -197,3 +197,16 @@ def test_a_simulated_deadline_allows_the_real_clock_more_than_its_virtual_limit(
     deadline = Deadline(10.0, _Clock(), simulated=True)
     assert deadline.real_limit_s == real_limit_s(10.0) > 10.0
     assert Deadline(10.0, _Clock()).real_limit_s == 10.0
+
+
+def test_a_pairs_hard_limit_grows_with_its_budget():
+    # an A/B pair samples for several budgets of one kernel: its limit is that many times too
+    # (a real library's cross-entropy pair was stopped at one kernel's 5 s after 786 pairs)
+    from pytest_gpuperf.gate.pairing import PairPolicy
+
+    policy = PairPolicy()
+    kernel = MeasureSettings(budget_s=0.5, hard_limit_s=5.0)
+    paired = policy.settings(kernel, 0.95)
+    assert paired.budget_s == policy.budgets * 0.5
+    assert paired.hard_limit_s == policy.budgets * 5.0
+    assert policy.settings(MeasureSettings(budget_s=0.5), 0.95).hard_limit_s is None
