@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.publish_page import make_history
-from pytest_gpuperf.publish.__main__ import main
+from pytest_gpuperf.commands.publish.__main__ import main
 from tests.toolchains import need
 
 # End to end through separate processes: the slow tier (`-m slow`; CI runs it).

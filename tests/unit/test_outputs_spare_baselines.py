@@ -13,8 +13,8 @@ import pytest
 
 from bench.publish_page import make_history
 from pytest_gpuperf import compare
-from pytest_gpuperf.merge import __main__ as merge
-from pytest_gpuperf.publish.__main__ import main as publish
+from pytest_gpuperf.commands.merge import __main__ as merge
+from pytest_gpuperf.commands.publish.__main__ import main as publish
 from pytest_gpuperf.record.files import Guarded, output_problem
 
 REPO = Path(__file__).resolve().parents[2]
