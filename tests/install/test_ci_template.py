@@ -191,7 +191,10 @@ def test_the_template_runs_every_script_the_test_runs():
     assert set(flow["jobs"]) == {"gate", "refresh-baselines"}
     scripts = [step for job in flow["jobs"].values() for step in job["steps"] if "run" in step]
     assert len(scripts) == TEMPLATE.read_text().count("run: |") == 6
-    assert flow["jobs"]["gate"]["if"] == "github.event_name == 'pull_request'"
+    assert flow["jobs"]["gate"]["if"] == (
+        "github.event_name == 'pull_request' && "
+        "github.event.pull_request.head.repo.full_name == github.repository"
+    )
     assert flow["jobs"]["refresh-baselines"]["if"] == "github.event_name != 'pull_request'"
     assert flow["jobs"]["refresh-baselines"]["permissions"] == {
         "contents": "write",
