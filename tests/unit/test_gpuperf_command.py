@@ -64,8 +64,10 @@ def test_version(capsys):
         (["\x1b[2Jx"], "gpuperf: error: no command '\\x1b[2Jx' (commands:"),
     ],
 )
-def test_a_missing_or_unknown_command_is_one_line_and_exit_2(argv, words, capsys, tmp_path):
-    os.chdir(tmp_path)
+def test_a_missing_or_unknown_command_is_one_line_and_exit_2(
+    argv, words, capsys, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     out = capsys.readouterr()
     assert out.out == "" and len(out.err.splitlines()) == 1 and out.err.startswith(words), out
