@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         baseline, reports = make_history(options.out, options.measurements, options.runs)
         made_s = time.perf_counter() - started
-        from pytest_gpuperf.publish.__main__ import publish
+        from pytest_gpuperf.commands.publish.__main__ import publish
 
         page = options.out / "dashboard.html"
         started = time.perf_counter()

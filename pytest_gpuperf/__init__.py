@@ -13,6 +13,7 @@ The library front door, loaded on first use so that the pytest plugin stays chea
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from pytest_gpuperf.errors import (
@@ -30,6 +31,12 @@ from pytest_gpuperf.runtime.lazy import lazy_getattr as _lazy_getattr
 # one module that stands over every layer), so the runtime never names a layer above it: the
 # simulated device, opened by its name "sim" and imported only then.
 _register_backend("sim", "pytest_gpuperf.simulate.device", "SimBackend")
+
+# The commands' old module paths (`python -m pytest_gpuperf.compare`, ...: now `gpuperf
+# compare`) live on for one release as shims in commands/old_paths/, found as submodules of
+# this package through a second folder on its __path__: no name of the top level, which holds
+# the layers. They go in the next release.
+__path__.append(os.path.join(os.path.dirname(__file__), "commands", "old_paths"))
 
 _LAZY = {
     "open_device": "session.api",

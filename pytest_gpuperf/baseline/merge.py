@@ -1,5 +1,5 @@
-"""Baselines saved by the shards of one run, merged into one directory (`python -m
-pytest_gpuperf.merge --baselines SHARD_DIR... --out baselines/`).
+"""Baselines saved by the shards of one run, merged into one directory (`gpuperf merge
+--baselines SHARD_DIR... --out baselines/`).
 
 Each CI runner saves into its own checkout, which started from the same committed files: a
 shard's file holds the entries it saved, changed, and every other entry as the checkout had

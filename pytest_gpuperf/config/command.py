@@ -1,4 +1,4 @@
-"""What every `python -m pytest_gpuperf.<command>` shares: one argument parser whose errors are
+"""What every `gpuperf <command>` shares: one argument parser whose errors are
 one line (the usage is in --help), and the end of a command, where bad input is one line on
 stderr and exit 2, Ctrl-C or SIGTERM one line and exit 130 or 143 (every file it was writing
 whole or as it was: the writers leave no temporary), and never a traceback through our code.

@@ -255,8 +255,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-shard",
         "gpuperf_shard",
-        "shard K of N (2/3) at the suite's budget; `python -m pytest_gpuperf.merge` "
-        "joins them. Default: off.",
+        "shard K of N (2/3) at the suite's budget; `gpuperf merge` joins them. Default: off.",
         ini=None,
         metavar="K/N",
     ),

@@ -117,7 +117,7 @@ class Settings:
     compare_threshold: float = DEFAULT_COMPARE_THRESHOLD
     compare_code_spread: float | None = None  # None: the backend's (policy.DEFAULT_CODE_SPREAD)
     compare_loads: int = DEFAULT_PAIR_LOADS
-    compare_buffer_sets: int | None = None  # None: one per load (measure.pair_buffer_sets)
+    compare_buffer_sets: int | None = None  # None: one per load (policy.pair_buffer_sets)
     compare_force: bool = False
     code_facts: bool = False  # --gpuperf-code-facts: every A/B row's, not only a failure's
     suite_alarm: float = DEFAULT_SUITE_ALARM

@@ -39,6 +39,7 @@ import numpy as np
 
 from pytest_gpuperf.engine import stats
 from pytest_gpuperf.engine.callable_loads import called, per_load, setup_of, setups_of
+from pytest_gpuperf.engine.launch import Launch
 from pytest_gpuperf.engine.pairing import Pairing
 from pytest_gpuperf.engine.policy import (
     DEFAULT_PAIR_LOADS,
@@ -49,28 +50,32 @@ from pytest_gpuperf.engine.policy import (
     WARMUP_BATCH_SAMPLES,
     MeasureSettings,
     launches_per_pair,
+    pair_buffer_sets,
     placement_sets_for,
     queue_method_for,
     rotation_copies_for,
     scratch_bytes_for,
 )
 from pytest_gpuperf.engine.results import Measurement, PairedComparison
-from pytest_gpuperf.engine.sampling import Sampler, check_bytes, is_buffer
+from pytest_gpuperf.engine.sampling import Sampler, check_bytes
 from pytest_gpuperf.engine.timing import Timed, release
 from pytest_gpuperf.engine.work_checks import check_host_waits, check_queues_work
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
-from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel, Module, as_dim3
+from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel, Module
 
 __all__ = [
     "DEFAULT_PAIR_LOADS",
     "MAX_LAUNCHES_PER_PAIR",
     "PAIR_TARGET_S",
     "WARMUP_BATCH_SAMPLES",
+    "Launch",
     "MeasureSettings",
     "launches_per_pair",
     "measure_callable",
     "measure_callable_pair",
     "measure_kernel",
+    "measure_launch",
+    "measure_launch_pair",
     "measure_pair",
     "queue_method_for",
     "release",
@@ -102,34 +107,61 @@ def measure_kernel(
     DeviceBuffer objects and numbers, in signature order. `setup()`, when given, runs before
     every launch, outside the timed interval: it must only enqueue device work (a fill, a
     copy, a reset kernel) on the default stream, e.g. to zero an accumulator; each event pair
-    then holds one launch and hot mode replays no graph.
+    then holds one launch and hot mode replays no graph. The keywords make one `Launch`
+    (engine/launch.py): `measure_launch` takes it as it is.
     """
-    launch, args, buffers, label = _kernel_launch(backend, kernel, grid, block, args, shared_bytes)
-    label = name or label
+    launch = Launch.of(grid, block, args, shared_bytes=shared_bytes, setup=setup)
+    return measure_launch(
+        backend,
+        kernel,
+        launch,
+        bytes_moved=bytes_moved,
+        device=device,
+        settings=settings,
+        name=name,
+    )
+
+
+def measure_launch(
+    backend: Backend,
+    kernel: Kernel,
+    launch: Launch,
+    *,
+    bytes_moved: int,
+    device: Any,
+    settings: MeasureSettings = MeasureSettings(),
+    name: str | None = None,
+) -> Measurement:
+    """`measure_kernel` of one `Launch`."""
+    buffers, setup, label = launch.buffers, launch.setup, name or kernel.name
     _check_rotate(settings, buffers, label)
     settings = _spread(settings, backend, buffers, setup)
     sampler = Sampler(backend, device, settings, label)
+
+    def enqueue(call_args: tuple, stream: Any = None) -> None:
+        launch.enqueue(backend, kernel, call_args, stream)
+
     try:
         if setup is not None:  # a setup that waits for the device is refused, in one line
             setup()
             launch(args)
             check_host_waits(sampler, [], [(lambda: launch(args), setup)])
         copies = _copies_needed(settings, buffers, bytes_moved, sampler, label)
-        placements = sampler.placements(args, buffers, copies, fit=settings.spread_placements)
+        placements = sampler.placements(
+            launch.args, buffers, copies, fit=settings.spread_placements
+        )
         if len(placements) < settings.reallocation_rounds:  # the memory held fewer
             settings = sampler.settings = replace(settings, reallocation_rounds=len(placements))
-        work = Timed(label, launch, placements, bytes_moved, launch_on=launch, setup=setup)
+        work = Timed(label, enqueue, placements, bytes_moved, launch_on=enqueue, setup=setup)
         measurement = sampler.run(
             [work],
             kernel_name=kernel.name,
-            extra_fields=_kernel_fields(
-                backend, kernel, grid, block, shared_bytes, copies, settings
-            ),
+            extra_fields=_kernel_fields(backend, kernel, launch, copies, settings),
         )[0]
         if settings.cache == "rotate" or settings.reallocation_rounds > 1:
             if setup is not None:
                 setup()
-            launch(args)  # untimed: the real output lands in the caller's own buffers
+            enqueue(launch.args)  # untimed: the real output lands in the caller's own buffers
         backend.synchronize()
         # The backend works out the occupancy of a launch shape at its first launch, which
         # came after extra_fields was built: read the resources again.
@@ -179,6 +211,39 @@ def measure_pair(
     gate's rule, at `settings.confidence`), or at the budget, which covers both kernels. The
     caller's buffers end with head's output.
     """
+    launch = Launch.of(grid, block, args, shared_bytes=shared_bytes, setup=setup)
+    return measure_launch_pair(
+        backend,
+        head,
+        base,
+        launch,
+        bytes_moved=bytes_moved,
+        device=device,
+        settings=settings,
+        name=name,
+        stop_when=stop_when,
+        seed=seed,
+        loads=loads,
+        buffer_sets=buffer_sets,
+    )
+
+
+def measure_launch_pair(
+    backend: Backend,
+    head: Kernel,
+    base: Kernel,
+    launch: Launch,
+    *,
+    bytes_moved: int,
+    device: Any,
+    settings: MeasureSettings = MeasureSettings(),
+    name: str | None = None,
+    stop_when: Callable[[tuple[float, float], float], bool] | None = None,
+    seed: int = 0,
+    loads: int = DEFAULT_PAIR_LOADS,
+    buffer_sets: int | None = None,
+) -> PairedComparison:
+    """`measure_pair` of one `Launch`."""
     if not isinstance(loads, int) or loads < 1:
         raise ConfigError(f"loads must be a whole number of module loads >= 1, got {loads!r}")
     if buffer_sets is not None and (not isinstance(buffer_sets, int) or buffer_sets < 1):
@@ -186,8 +251,7 @@ def measure_pair(
             f"buffer_sets must be a whole number of buffer sets >= 1 (or None: one per load), "
             f"got {buffer_sets!r}"
         )
-    _, args, buffers, label = _kernel_launch(backend, head, grid, block, args, shared_bytes)
-    label = name or label
+    args, buffers, setup, label = launch.args, launch.buffers, launch.setup, name or head.name
     _check_rotate(settings, buffers, label)
     sampler = Sampler(backend, device, settings, label)
     extra_loads: list[Module] = []
@@ -197,14 +261,12 @@ def measure_pair(
             again = [backend.load_again(kernel.module) for _ in range(loads - 1)]
             extra_loads += again
             sides.append([kernel, *(module.kernel(kernel.name) for module in again)])
-        launch_head, launch_base = (
-            _loaded_launch(backend, kernels, grid, block, shared_bytes) for kernels in sides
-        )
+        launch_head, launch_base = (_loaded(backend, kernels, launch) for kernels in sides)
         for load in range(loads):  # first launches (lazy function loading) stay untimed
-            for launch in (launch_head, launch_base):
+            for enqueue in (launch_head, launch_base):
                 if setup is not None:
                     setup()
-                launch((load, *args))
+                enqueue((load, *args))
         backend.synchronize()
         if setup is not None:  # a setup that waits for the device is refused, in one line
             check_host_waits(sampler, [], [(lambda: launch_head((0, *args)), setup)])
@@ -230,12 +292,10 @@ def measure_pair(
         ]
         cursor = [0]  # shared: successive launches of either side take successive copies
         works = [
-            Timed(
-                label, launch, placements, bytes_moved, launch_on=launch, setup=setup, cursor=cursor
-            )
-            for launch in (launch_head, launch_base)
+            Timed(label, work, placements, bytes_moved, launch_on=work, setup=setup, cursor=cursor)
+            for work in (launch_head, launch_base)
         ]
-        fields = _kernel_fields(backend, head, grid, block, shared_bytes, copies, settings)
+        fields = _kernel_fields(backend, head, launch, copies, settings)
         base_fields = {**fields, "fingerprint": backend.kernel_fingerprint(base)}
         head_m, base_m = sampler.run(
             works,
@@ -265,98 +325,22 @@ def measure_pair(
                 backend.unload(module)
 
 
-def pair_buffer_sets(
-    wanted: int,
-    loads: int,
-    copies: int,
-    buffers: Sequence[DeviceBuffer],
-    *,
-    has_setup: bool,
-    memory_bytes: int,
-    hot_cache_bytes: int = 0,
-) -> tuple[int, str]:
-    """How many buffer sets an A/B pair spreads its loads over, and why fewer than `wanted`
-    ("" when not fewer). At most one per load (the loads are the groups the interval's
-    between-group variance comes from: a set shared by no load tells it nothing); one when
-    the call has a setup (it resets the caller's buffers, not copies) or passes no buffer;
-    no more than half the device memory holds (each set holds `copies` copies of every
-    buffer, rotate mode's included). In hot mode (`hot_cache_bytes`: the caches' size) a
-    working set the caches hold keeps only as many sets as they hold together: the slots go
-    round the sets, and a set evicted by the others would make the first launch of its
-    slot a cold one."""
-    sets = min(wanted, loads)
-    if sets <= 1:
-        return 1, ""
-    if not buffers:
-        return 1, "the launch passes no buffer"
-    if has_setup:
-        return 1, "setup= resets the caller's own buffers, so the pair runs on those only"
-    buffer_bytes = sum(b.nbytes for b in buffers)
-    if hot_cache_bytes and 0 < buffer_bytes <= hot_cache_bytes:
-        held = max(1, hot_cache_bytes // buffer_bytes)
-        if held < sets:
-            return held, f"hot: the caches hold {held} set{'s' if held != 1 else ''} at once"
-    budget_bytes = MAX_ROTATION_MEMORY_FRACTION * memory_bytes
-    fits = int((budget_bytes / buffer_bytes + 1) // copies) if buffer_bytes else sets
-    if fits < sets:
-        fits = max(1, fits)
-        return fits, (
-            f"{sets} sets of {copies * buffer_bytes / 2**30:.2f} GiB would pass half the "
-            f"device memory; {fits} used"
-        )
-    return sets, ""
-
-
-def _kernel_launch(
-    backend: Backend,
-    kernel: Kernel,
-    grid: int | Sequence[int],
-    block: int | Sequence[int],
-    args: Sequence[Any],
-    shared_bytes: int,
-) -> tuple[Callable[..., None], tuple, list[DeviceBuffer], str]:
-    grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
-
-    def launch(call_args: tuple, stream: Any = None) -> None:
-        backend.launch(kernel, grid3, block3, call_args, shared_bytes=shared_bytes, stream=stream)
-
-    call_args = tuple(args)
-    return launch, call_args, _distinct_buffers(call_args), kernel.name
-
-
-def _loaded_launch(
-    backend: Backend,
-    kernels: Sequence[Kernel],
-    grid: int | Sequence[int],
-    block: int | Sequence[int],
-    shared_bytes: int,
-) -> Callable[..., None]:
+def _loaded(backend: Backend, kernels: Sequence[Kernel], launch: Launch) -> Callable[..., None]:
     """A launch of one side of an A/B pair whose arguments start with the load to use."""
-    grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
 
-    def launch(call_args: tuple, stream: Any = None) -> None:
+    def enqueue(call_args: tuple, stream: Any = None) -> None:
         load, *rest = call_args
-        backend.launch(
-            kernels[load], grid3, block3, tuple(rest), shared_bytes=shared_bytes, stream=stream
-        )
+        launch.enqueue(backend, kernels[load], rest, stream)
 
-    return launch
+    return enqueue
 
 
 def _kernel_fields(
-    backend: Backend,
-    kernel: Kernel,
-    grid: int | Sequence[int],
-    block: int | Sequence[int],
-    shared_bytes: int,
-    copies: int,
-    settings: MeasureSettings,
+    backend: Backend, kernel: Kernel, launch: Launch, copies: int, settings: MeasureSettings
 ) -> dict[str, Any]:
     return {
         "resources": kernel.resources,
-        "grid": as_dim3(grid, "grid"),
-        "block": as_dim3(block, "block"),
-        "shared_bytes": shared_bytes,
+        **launch.shape(),
         "rotation_copies": copies if settings.cache == "rotate" else 0,
         "fingerprint": backend.kernel_fingerprint(kernel),
     }
@@ -549,15 +533,6 @@ def _paired_comparison(
         buffer_sets=buffer_sets,
         buffer_sets_note=buffer_sets_note,
     )
-
-
-def _distinct_buffers(args: Sequence[Any]) -> list[DeviceBuffer]:
-    """The buffer arguments, each once (a buffer passed twice is copied once)."""
-    seen: dict[int, DeviceBuffer] = {}
-    for value in args:
-        if is_buffer(value):
-            seen.setdefault(id(value), value)
-    return list(seen.values())
 
 
 def _copies_needed(

@@ -10,7 +10,7 @@ every figure.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,7 @@ from pytest_gpuperf.errors import ConfigError
 
 if TYPE_CHECKING:  # the rule needs NumPy, which importing the plugin must not load
     from pytest_gpuperf.engine.sequential import StopTarget
+    from pytest_gpuperf.runtime.base import DeviceBuffer
 
 # hot/rotate: launches per event pair so that one pair lasts at least this long; the event
 # resolution (~0.5 us) and the gap between back-to-back launches then stay below 1%.
@@ -196,6 +197,48 @@ def placement_sets_for(buffer_bytes: int, memory_bytes: int) -> int:
         return 1
     room = min(PLACEMENT_MEMORY_BYTES, PLACEMENT_MEMORY_FRACTION * max(memory_bytes, 0))
     return max(1, min(PLACEMENT_SETS, 1 + int(room // buffer_bytes)))
+
+
+def pair_buffer_sets(
+    wanted: int,
+    loads: int,
+    copies: int,
+    buffers: Sequence[DeviceBuffer],
+    *,
+    has_setup: bool,
+    memory_bytes: int,
+    hot_cache_bytes: int = 0,
+) -> tuple[int, str]:
+    """How many buffer sets an A/B pair spreads its loads over, and why fewer than `wanted`
+    ("" when not fewer). At most one per load (the loads are the groups the interval's
+    between-group variance comes from: a set shared by no load tells it nothing); one when
+    the call has a setup (it resets the caller's buffers, not copies) or passes no buffer;
+    no more than half the device memory holds (each set holds `copies` copies of every
+    buffer, rotate mode's included). In hot mode (`hot_cache_bytes`: the caches' size) a
+    working set the caches hold keeps only as many sets as they hold together: the slots go
+    round the sets, and a set evicted by the others would make the first launch of its
+    slot a cold one."""
+    sets = min(wanted, loads)
+    if sets <= 1:
+        return 1, ""
+    if not buffers:
+        return 1, "the launch passes no buffer"
+    if has_setup:
+        return 1, "setup= resets the caller's own buffers, so the pair runs on those only"
+    buffer_bytes = sum(b.nbytes for b in buffers)
+    if hot_cache_bytes and 0 < buffer_bytes <= hot_cache_bytes:
+        held = max(1, hot_cache_bytes // buffer_bytes)
+        if held < sets:
+            return held, f"hot: the caches hold {held} set{'s' if held != 1 else ''} at once"
+    budget_bytes = MAX_ROTATION_MEMORY_FRACTION * memory_bytes
+    fits = int((budget_bytes / buffer_bytes + 1) // copies) if buffer_bytes else sets
+    if fits < sets:
+        fits = max(1, fits)
+        return fits, (
+            f"{sets} sets of {copies * buffer_bytes / 2**30:.2f} GiB would pass half the "
+            f"device memory; {fits} used"
+        )
+    return sets, ""
 
 
 def scratch_bytes_for(cache_bytes: int) -> int:

@@ -2,8 +2,9 @@
 
 A pair samples until the gate's state is known (gate/ab.py's rule) or its budget is spent.
 The fixture (session/fixture.py) and `Device.compare` (session/api.py) both measure through
-`measure_ab` with a `PairPolicy`, so a kernel compared through the library gets the budget
-and the pair limit the fixture gives it, and stops (decided or not) where the fixture would.
+`measure_launch_ab` with a `PairPolicy`, so a kernel compared through the library gets the
+budget and the pair limit the fixture gives it, and stops (decided or not) where the fixture
+would.
 It lives in the gate because the stopping rule is the gate's; the engine only samples.
 """
 
@@ -13,7 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_gpuperf.engine.measure import MeasureSettings, measure_callable_pair, measure_pair
+from pytest_gpuperf.engine.launch import Launch
+from pytest_gpuperf.engine.measure import (
+    MeasureSettings,
+    measure_callable_pair,
+    measure_launch_pair,
+)
 from pytest_gpuperf.engine.policy import DEFAULT_PAIR_LOADS
 from pytest_gpuperf.engine.results import PairedComparison
 from pytest_gpuperf.errors import ConfigError
@@ -103,21 +109,50 @@ def measure_ab(
     settings: MeasureSettings,
     confidence: float,
     seed: int = 0,
-    **launch: Any,
+    **keywords: Any,
 ) -> PairedComparison:
-    """An A/B pair of `head` and `base` sampled by `policy` from one kernel's `settings`, its
-    interval at `confidence`; `launch` is measure_pair's (grid, block, args, bytes_moved,
-    device, name, shared_bytes, setup)."""
-    return measure_pair(
+    """`measure_launch_ab` for a script that gives the launch as measure_pair's keywords
+    (grid, block, args, bytes_moved, device, name, shared_bytes, setup)."""
+    launch, measured = Launch.split(keywords)
+    return measure_launch_ab(
         backend,
         head,
         base,
+        launch,
+        policy=policy,
+        settings=settings,
+        confidence=confidence,
+        seed=seed,
+        **measured,
+    )
+
+
+def measure_launch_ab(
+    backend: Backend,
+    head: Kernel,
+    base: Kernel,
+    launch: Launch,
+    *,
+    policy: PairPolicy,
+    settings: MeasureSettings,
+    confidence: float,
+    seed: int = 0,
+    **measured: Any,
+) -> PairedComparison:
+    """An A/B pair of `head` and `base` on one `launch`, sampled by `policy` from one kernel's
+    `settings`, its interval at `confidence`; `measured` is measure_launch_pair's
+    bytes_moved, device and name."""
+    return measure_launch_pair(
+        backend,
+        head,
+        base,
+        launch,
         settings=policy.settings(settings, confidence),
         stop_when=policy.stop_when(backend, head, base),
         seed=seed,
         loads=policy.loads,
         buffer_sets=policy.buffer_sets,
-        **launch,
+        **measured,
     )
 
 

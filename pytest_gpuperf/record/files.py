@@ -95,7 +95,7 @@ def stored_content(path: Path) -> str:
 def output_problem(
     path: Path, *, baseline_dirs: Sequence[Path] = (), inputs: Sequence[Path] = ()
 ) -> str:
-    """Why a `python -m` command (bisect, publish, compare) must not or cannot write its file
+    """Why a `gpuperf` command (bisect, publish, compare) must not or cannot write its file
     at `path` ("" when it may), asked before it starts its work: the run's own rules (not a
     baseline file of `baseline_dirs` or of ./baselines, nor one anywhere by its content, the
     GPU lock folder, the kernel cache, a device, a FIFO, a folder) and not one of the

@@ -62,6 +62,6 @@ class ReportMeta:
     head_commit: str = ""
     # Each test that used gpu_bench: test_id, outcome, kernel_files (the work tree's files it
     # loaded, relative to the rootdir), error (one line when gpuperf stopped it, e.g. a kernel
-    # that does not compile): what `python -m pytest_gpuperf.bisect` reads.
+    # that does not compile): what `gpuperf bisect` reads.
     tests: tuple[dict[str, Any], ...] = ()
     rootdir: str = ""  # pytest's rootdir, which the tests' kernel_files are relative to

@@ -1,5 +1,5 @@
 """The one reader of a JSON report (`--gpuperf-json`, the merge's `--json`) and of a
-bisection's result (`python -m pytest_gpuperf.bisect --json`): merge, compare, publish,
+bisection's result (`gpuperf bisect --json`): merge, compare, publish,
 history and bisect read every file through it.
 
 Four readers had drifted apart: one accepted NaN and fields of any kind, one never asked the
@@ -42,7 +42,7 @@ REPORT_SCHEMA_VERSION = 3
 # Version 1 (plugin 0.1) had flat verdict fields that rows_from_json cannot read back.
 READABLE_VERSIONS = range(2, REPORT_SCHEMA_VERSION + 1)
 
-BISECT_SCHEMA = "pytest-gpuperf-bisect"  # what python -m pytest_gpuperf.bisect --json writes
+BISECT_SCHEMA = "pytest-gpuperf-bisect"  # what gpuperf bisect --json writes
 BISECT_SCHEMA_VERSION = 1
 
 # The fields a measurement's JSON carries beyond the dataclass's own (derived on writing).
@@ -136,7 +136,7 @@ def read_bisect(path: str | Path) -> dict[str, Any]:
     document = read_json_file(path, "a bisection's JSON")
     if not isinstance(document, dict) or document.get("schema") != BISECT_SCHEMA:
         raise ConfigError(
-            f"{path}: not a bisection's result (python -m pytest_gpuperf.bisect --json; its "
+            f"{path}: not a bisection's result (gpuperf bisect --json; its "
             f'"schema" is not "{BISECT_SCHEMA}")'
         )
     check = FieldChecks(str(path))

@@ -11,7 +11,7 @@ decides anything (the gate's verdicts are read, never changed):
 - faults.py: the lines about files not written, saves not made and Ctrl-C.
 
 What a run is (the verdicts, `ReportMeta`, the JSON's schema, where a report may be written)
-is `pytest_gpuperf.record`'s; the shards' merge is `pytest_gpuperf.merge`'s.
+is `pytest_gpuperf.record`'s; the shards' merge is `gpuperf merge`'s (commands/merge/).
 
 Names load on first use (PEP 562): a session that only checks its report paths must not
 import the renderers, and through them the baseline store and its file lock.

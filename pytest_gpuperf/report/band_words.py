@@ -1,5 +1,5 @@
 """How a stored baseline's noise band was reached, in words: the same text in a failure's
-message and in `python -m pytest_gpuperf.history`."""
+message and in `gpuperf history`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _band_level(confidence: float) -> str:
 
 def band_text(band: NoiseBand) -> str:
     """How the stored-baseline band was reached: its basis and every number in it (the same
-    words in failures and in `python -m pytest_gpuperf.history`)."""
+    words in failures and in `gpuperf history`)."""
     saves = "1 save" if band.saves == 1 else f"{band.saves} saves"
     quantile = f"z {band.quantile:.2f}"
     if band.df > 0:

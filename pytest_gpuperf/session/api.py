@@ -26,10 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from pytest_gpuperf.engine.launch import Launch
 from pytest_gpuperf.engine.measure import (
     MeasureSettings,
     measure_callable,
-    measure_kernel,
+    measure_launch,
 )
 from pytest_gpuperf.engine.results import Measurement, PairedComparison
 from pytest_gpuperf.errors import ConfigError
@@ -103,18 +104,14 @@ class Device(ReadsBackend):
         settings: MeasureSettings | None = None,
     ) -> Measurement:
         """Measure `kernel` (see measure.measure_kernel); `bytes` is what it must move."""
-        return measure_kernel(
+        return measure_launch(
             self.backend,
             kernel,
-            grid=grid,
-            block=block,
-            args=args,
+            Launch.of(grid, block, args, shared_bytes=shared_bytes, setup=setup),
             bytes_moved=_count(bytes),
             device=self.spec,
             settings=settings or MeasureSettings(cache=cache, budget_s=budget_s),
             name=name,
-            shared_bytes=shared_bytes,
-            setup=setup,
         )
 
     def measure_callable(
@@ -168,7 +165,7 @@ class Device(ReadsBackend):
         gate.ab.check_comparison decides the same way). Load j runs on buffer set j %
         `buffer_sets` (None: one set per load: fresh copies of the buffers, so the interval
         also carries where they landed; 1: the caller's buffers only)."""
-        from pytest_gpuperf.gate.pairing import PairPolicy, measure_ab
+        from pytest_gpuperf.gate.pairing import PairPolicy, measure_launch_ab
 
         defaults = PairPolicy()
         policy = PairPolicy(
@@ -179,16 +176,14 @@ class Device(ReadsBackend):
             budgets=defaults.budgets if budgets is None else budgets,
             max_samples=defaults.max_samples if max_pairs is None else max_pairs,
         )
-        return measure_ab(
+        return measure_launch_ab(
             self.backend,
             head,
             base,
+            Launch.of(grid, block, args),
             policy=policy,
             settings=MeasureSettings(cache=cache, budget_s=budget_s),
             confidence=confidence,
-            grid=grid,
-            block=block,
-            args=args,
             bytes_moved=_count(bytes),
             device=self.spec,
             name=name,

@@ -3,8 +3,8 @@ base revision's tree for A/B, the baseline store and the saves waiting to be wri
 
 The pytest layer (plugin/state.py) holds a `BenchSession` and calls it from hooks; deciding
 is the gate's job (gate/judge.py), opening a device session/device.py's, git facts
-provenance.py's. Nothing here
-imports pytest, and importing this module loads neither NumPy nor a backend.
+provenance.py's, keeping and writing the saves pending_saves.py's. Nothing here imports
+pytest, and importing this module loads neither NumPy nor a backend.
 """
 
 from __future__ import annotations
@@ -14,26 +14,22 @@ import os
 import shlex
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_gpuperf.config.settings import Settings, TestSettings
 from pytest_gpuperf.engine.results import Measurement
-from pytest_gpuperf.errors import (
-    CompileError,
-    GpuPerfError,
-    KernelNotFound,
-    SaveInterrupted,
-    stop_words,
-)
+from pytest_gpuperf.errors import CompileError, GpuPerfError, KernelNotFound
 from pytest_gpuperf.record.checks import NO_BASE_COMPILE, NO_BASE_KERNEL
 from pytest_gpuperf.record.verdict import Acceptance, Verdict
+from pytest_gpuperf.session.pending_saves import PendingSaves, SaveOutcome
 from pytest_gpuperf.session.provenance import GitFacts, git_facts
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
-    from pytest_gpuperf.gate.judge import Judged, Remeasure, Taken
+    from pytest_gpuperf.baseline import BaselineStore
+    from pytest_gpuperf.gate.judge import Remeasure, Taken
     from pytest_gpuperf.gate.pairing import PairPolicy
     from pytest_gpuperf.gate.suite import SuiteBudget
     from pytest_gpuperf.runtime.base import Backend, Kernel, Module
@@ -82,12 +78,9 @@ class BenchSession:
         self._base_tree: BaseTree | None = None
         self._accept: tuple[tuple[Acceptance, ...], tuple[str, ...]] | None = None
         self._head_tree: BaseTree | None = None
-        self._pending: dict[str, dict[tuple[str, str, str], BaselineEntry]] = {}
-        # the same saves, to be re-planned on each entry as it is on disk when written
-        self._rebase: dict[
-            str, dict[tuple[str, str, str], Callable[[BaselineEntry | None], BaselineEntry]]
-        ] = {}
-        # The run's measuring tests (plugin/collect.py sets them) share its false-alarm budget.
+        self._saves = PendingSaves()  # --gpuperf-save's entries, written when the run ends
+        # The tests of the run that measure (known at collection; plugin/collect.py sets it): they
+        # share the run's false-alarm budget.
         self.suite_checks = 1
 
     @property
@@ -446,41 +439,8 @@ class BenchSession:
             prior_spread_for=priors,
             remeasure=remeasure,
         )
-        judged = [self._valid_entry(item) for item in judged]
-        for item in judged:
-            if item.entry is not None:
-                pending = self._pending.setdefault(item.save_key, {})
-                if item.entry.key in pending:
-                    raise GpuPerfError(
-                        f"{test.test_id}: measurement {item.entry.name!r} (cache "
-                        f"{item.entry.cache}) was already saved in this session by another "
-                        "test with the same id; give each measurement its own name"
-                    )
-                pending[item.entry.key] = item.entry
-                if item.rebase is not None:
-                    self._rebase.setdefault(item.save_key, {})[item.entry.key] = item.rebase
+        judged = self._saves.keep(test.test_id, judged)
         return Judgement(tuple((item.measurement, item.verdict) for item in judged))
-
-    def _valid_entry(self, item: Judged) -> Judged:
-        """`item` without its entry when the entry would not load back (its row then says
-        "not saved" and why): one impossible measurement must not cost the other entries
-        of its file, which the merge validates as a whole."""
-        if item.entry is None:
-            return item
-        from pytest_gpuperf.baseline.schema import parse, render
-        from pytest_gpuperf.baseline.toml_check import Invalid
-        from pytest_gpuperf.gate.saving import not_written
-
-        try:
-            parse(render(item.save_key, [item.entry]), item.save_key)
-        except ModuleNotFoundError:  # no tomli-w: the save itself says so, once
-            return item
-        except Invalid as problem:
-            reason = f"the entry is invalid: {problem.message}"
-            return replace(
-                item, verdict=not_written(item.verdict, reason, "invalid"), save_key="", entry=None
-            )
-        return item
 
     def _with_probe(self, item: Taken) -> Taken:
         """The measurement marked with what the probe found on its GPU (degraded or not)."""
@@ -511,38 +471,8 @@ class BenchSession:
         cannot be written is left as it was and named with the reason; Ctrl-C stops at once
         (the files not yet written are not saved). `interrupted`: the run was stopped before
         this, so nothing is written (the measurements of a cut-short run are not recorded)."""
-        outcome = SaveOutcome()
-        pending = sorted(self._pending.items())
-        rebase, self._rebase = self._rebase, {}
-        self._pending.clear()
-        if not pending:
-            return outcome
-        store = self.baselines()
-        for position, (key, entries) in enumerate(pending):
-            where = str(store.path_for(key))
-            if interrupted:
-                outcome.unsaved[where] = f"interrupted ({stop_words()}) before the save"
-                continue
-            try:
-                path = store.save(key, entries.values(), rebase=rebase.get(key, {}))
-            except GpuPerfError as problem:
-                outcome.problems.append(str(problem))
-                outcome.unsaved[where] = _short_reason(problem)
-                continue
-            except SaveInterrupted as stopped:
-                outcome.interrupted = True
-                if stopped.saved:
-                    outcome.written.append(_saved_line(len(entries), Path(where), self.rootdir))
-                else:
-                    outcome.unsaved[where] = f"interrupted ({stop_words()}) while {stopped.phase}"
-                    outcome.problems.append(f"{stopped}: not saved; the file was left as it was")
-                for later_key, _ in pending[position + 1 :]:
-                    outcome.unsaved[str(store.path_for(later_key))] = (
-                        f"interrupted ({stop_words()})"
-                    )
-                break
-            outcome.written.append(_saved_line(len(entries), path, self.rootdir))
-        return outcome
+        shown = partial(relative, base=self.rootdir)
+        return self._saves.flush(self.baselines, shown, interrupted=interrupted)
 
     def close(self) -> None:
         """Release the device; never raises (it runs while pytest writes its summary, which
@@ -558,32 +488,6 @@ class BenchSession:
                 backend.close()
             self._device = None
         self._modules.clear()
-
-
-@dataclass
-class SaveOutcome:
-    """What `flush_saves` did: a line per file written, a line per problem, the files not
-    saved with a short reason each (for the rows), and whether Ctrl-C stopped it."""
-
-    written: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    unsaved: dict[str, str] = field(default_factory=dict)
-    interrupted: bool = False
-
-
-def _saved_line(count: int, path: Path, rootdir: Path) -> str:
-    return f"saved {count} measurement{'s' if count != 1 else ''} to {relative(path, rootdir)}"
-
-
-def _short_reason(problem: GpuPerfError) -> str:
-    """A row's "not saved" reason: the error's text after its path (the row names the file)."""
-    if getattr(problem, "short", ""):
-        return f"{problem.short}, see the error below"  # type: ignore[attr-defined]
-    text = str(problem)
-    path = getattr(problem, "path", "")
-    if path and text.startswith(f"{path}: "):
-        text = text[len(path) + 2 :]
-    return text.removeprefix("not saved: ")
 
 
 def relative(path: Path, base: Path) -> str:

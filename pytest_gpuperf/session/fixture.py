@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import numpy as np
 from pytest_gpuperf.config.parsing import parse_cache, parse_floor
 from pytest_gpuperf.config.settings import TestSettings
 from pytest_gpuperf.engine.deadline import Deadline
+from pytest_gpuperf.engine.launch import Launch
 from pytest_gpuperf.engine.measure import MeasureSettings
 from pytest_gpuperf.engine.policy import hard_limit_s
 from pytest_gpuperf.engine.results import Measurement
@@ -267,7 +269,7 @@ class GpuBench:
         a `setup` (which must not wait: the timed launch would find the GPU idle)."""
         self._check_open("launch")
         self._check_kernel(kernel)
-        self.backend.launch(kernel, grid, block, tuple(args), shared_bytes=shared_bytes)
+        Launch.of(grid, block, args, shared_bytes=shared_bytes).enqueue(self.backend, kernel)
         if wait:
             self.backend.synchronize()
 
@@ -304,42 +306,32 @@ class GpuBench:
         bytes_moved = declared_bytes(label, bytes, reads, writes)
         mode = self._cache(cache, label)
         floor_rule = self._floor(floor, label, mode)
-        call_args = tuple(args)
         check_setup(setup, label)
+        launch = Launch.of(grid, block, args, shared_bytes=shared_bytes, setup=setup)
         if child_plan() is not None:  # an explain pass's child: one profiled launch a side
-
-            def go(k: Kernel) -> None:
-                self.backend.launch(k, grid, block, call_args, shared_bytes=shared_bytes)
-
             sides = (kernel, self.base_of(kernel)[0])
-            declared = (bytes_moved, call_args, writes)
+            declared = (bytes_moved, launch.args, writes)
+            go = partial(launch.enqueue, self.backend)
             profile = profile_child.profile_sides
             self._profile(label, mode, profile, sides, go, declared=declared, setup=setup)
             return self._unmeasured(label, kernel, bytes_moved, mode, PROFILED_NOTE)
         if not self.measuring:
             if setup is not None:
                 setup()
-            self.backend.launch(kernel, grid, block, call_args, shared_bytes=shared_bytes)
+            launch.enqueue(self.backend, kernel)
             self.backend.synchronize()
             return self._unmeasured(label, kernel, bytes_moved, mode, SMOKE_NOTE)
-        common: dict[str, Any] = {
-            "grid": grid,
-            "block": block,
-            "args": call_args,
-            "bytes_moved": bytes_moved,
-            "device": self._spec,
-            "name": label,
-            "shared_bytes": shared_bytes,
-            "setup": setup,
-        }
+        common = {"bytes_moved": bytes_moved, "device": self._spec, "name": label}
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
             base, why, detail = self.base_of(kernel)
             settings = self._measure_settings(mode, label, bytes_moved, floor_rule[0])
             measurement, ab, paired = kernel_pairs.measure_kernel_ab(
-                self, kernel, (base, why, detail), settings, common
+                self, kernel, launch, (base, why, detail), settings, common
             )
         paired_base = base if paired is not None else None
-        recipe = Recipe(label, mode, common, kernel=kernel, base=paired_base, compared=base)
+        recipe = Recipe(
+            label, mode, common, kernel=kernel, base=paired_base, compared=base, launch=launch
+        )
         self._keep(measurement, floor_rule, ab, recipe)
         return self._record(
             BenchResult(

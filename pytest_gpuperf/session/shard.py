@@ -13,7 +13,7 @@ not measure are dealt round-robin so each still runs once.
 
 Every shard counts the whole suite's measuring tests, so the run-wide false-alarm budget
 (gate/suite.py) is split over all of them, not over one shard's; the plan's digest lets the
-merge (pytest_gpuperf.merge) check that every runner made the same plan.
+merge (`gpuperf merge`) check that every runner made the same plan.
 """
 
 from __future__ import annotations

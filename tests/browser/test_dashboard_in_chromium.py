@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.publish.__main__ import main
+from pytest_gpuperf.commands.publish.__main__ import main
 from tests.dashboard_history import make_history
 from tests.toolchains import need
 

@@ -1,4 +1,4 @@
-"""`python -m pytest_gpuperf.bisect GOOD BAD -- PYTEST_ARGS` on the simulated device, end to end:
+"""`gpuperf bisect GOOD BAD -- PYTEST_ARGS` on the simulated device, end to end:
 a user's git project whose kernel's `gpuperf-sim: efficiency=` directive steps at hidden
 commits; each probe is a separate pytest process through the plugin (--gpuperf-head against
 --gpuperf-compare=GOOD). One step among 40 commits, two steps, a commit that does not build,
@@ -105,7 +105,7 @@ def bisect(root: Path, *args: str, cache: Path) -> subprocess.CompletedProcess[s
     env["GPUPERF_SIM_SEED"] = "4321"
     env.pop("GITHUB_STEP_SUMMARY", None)
     return subprocess.run(
-        [sys.executable, "-m", "pytest_gpuperf.bisect", *args],
+        [sys.executable, "-m", "pytest_gpuperf.commands", "bisect", *args],
         cwd=root,
         env=env,
         capture_output=True,
@@ -274,7 +274,7 @@ def test_bad_arguments_end_with_one_line_and_exit_2(small_project, cache, args, 
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
-    assert done.stderr.startswith("python -m pytest_gpuperf.bisect: error: ")
+    assert done.stderr.startswith("gpuperf bisect: error: ")
     assert message in done.stderr
     assert sorted(p.name for p in small_project.iterdir()) == before  # nothing written
 

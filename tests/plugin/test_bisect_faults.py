@@ -1,4 +1,4 @@
-"""`python -m pytest_gpuperf.bisect` against what goes wrong around a search, on the simulated
+"""`gpuperf bisect` against what goes wrong around a search, on the simulated
 device: an edit the simulated device cannot time, report paths that must not be written
 (checked before the first probe), numbers no search can use, SIGTERM mid-probe, the user's
 `.pytest_cache` and uncommitted edits."""
@@ -19,7 +19,7 @@ from tests.git_repo import git
 from tests.plugin.test_bisect import PYTEST_ARGS, REPO, bisect, make_project, steps_at
 from tests.plugin.test_save_faults import ctrl_c_as_a_terminal_delivers_it
 
-PREFIX = "python -m pytest_gpuperf.bisect: error: "
+PREFIX = "gpuperf bisect: error: "
 
 
 @pytest.fixture
@@ -153,7 +153,16 @@ def test_a_signal_stops_the_probe_removes_its_files_and_says_so(
         GPUPERF_LOCK_DIR=str(cache / "locks"),
         TMPDIR=str(scratch),
     )
-    command = [sys.executable, "-m", "pytest_gpuperf.bisect", "HEAD~3", "HEAD", "--budget", "30"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest_gpuperf.commands",
+        "bisect",
+        "HEAD~3",
+        "HEAD",
+        "--budget",
+        "30",
+    ]
     bisection = subprocess.Popen(
         [*command, *PYTEST_ARGS], cwd=small_project, env=env, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_a_terminal_delivers_it,
@@ -167,7 +176,7 @@ def test_a_signal_stops_the_probe_removes_its_files_and_says_so(
     _, stderr = bisection.communicate(timeout=60)
     assert bisection.returncode == status
     assert stderr.strip().splitlines()[-1] == (
-        f"python -m pytest_gpuperf.bisect: stopped by {words}: the running probe was stopped, "
+        f"gpuperf bisect: stopped by {words}: the running probe was stopped, "
         "its files removed; no --json written"
     )
     assert "Traceback" not in stderr

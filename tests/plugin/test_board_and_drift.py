@@ -61,7 +61,7 @@ def test_saves_record_their_board_and_a_run_on_another_board_adds_the_between_bo
     text = result.stdout.str()
     assert "+board" in text  # the table's allowance column says the board term is in it
     history = subprocess.run(
-        [sys.executable, "-m", "pytest_gpuperf.history", "baselines/mi300x-sim.toml"],
+        [sys.executable, "-m", "pytest_gpuperf.commands", "history", "baselines/mi300x-sim.toml"],
         cwd=gp.path,
         capture_output=True,
         text=True,

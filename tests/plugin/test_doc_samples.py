@@ -113,8 +113,10 @@ RECORDED = re.compile(
     r"^<!-- recorded: (?P<source>docs/measurements/[\w.-]+) -->\n```\n(?P<body>.*?)^```$",
     re.M | re.S,
 )
+# (`gpuperf compare ...` and the other commands at a line's start are commands, not output)
 OUTPUT_WORDS = re.compile(
-    r"^(=+ |gpuperf[: ]|!+ |note: )|\b(passed|failed|skipped) in\b|regressed|\d+ measurements? in",
+    r"^(=+ |gpuperf(:| (?!(compare|history|publish|merge|bisect) ))|!+ |note: )"
+    r"|\b(passed|failed|skipped) in\b|regressed|\d+ measurements? in",
     re.M,
 )
 

@@ -113,6 +113,14 @@ def test_bytes(gpu_bench):
             "gpu_bench(kernel, grid=16.0, block=256, args=(a, a, c, N), bytes=1)",
             "grid must be a positive int or a tuple of 1-3 positive ints, got 16.0 (a float",
         ),
+        (
+            "gpu_bench(kernel, grid=4, block=256, args=(a, a, c, N), bytes=1, shared_bytes=-1)",
+            "shared_bytes must be a whole number of bytes >= 0, got -1",
+        ),
+        (
+            "gpu_bench.launch(kernel, grid=4, block=256, args=(a, a, c, N), shared_bytes='4k')",
+            "shared_bytes must be a whole number of bytes >= 0, got '4k'",
+        ),
         ("gpu_bench.from_device(c, np.float32, -1)", "from_device: shape must not be negative"),
         ("gpu_bench.empty(16.0)", "empty: shape must be whole numbers, got 16.0"),
     ],

@@ -58,7 +58,13 @@ def test_the_table_the_failure_the_json_the_file_and_the_history_cli_agree(gp):
     entry = next(e for e in tomllib.loads(text)["entry"] if e["name"] == "vector_add")
     assert entry["spread_basis"] == basis and len(entry["save"]) == 4
     # the history CLI, given the run's report: the run's level, the same figures
-    command = [sys.executable, "-m", "pytest_gpuperf.history", "baselines/mi300x-sim.toml"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest_gpuperf.commands",
+        "history",
+        "baselines/mi300x-sim.toml",
+    ]
     command += ["--test", "test_add", "--name", "vector_add", "--reports", str(report)]
     history = subprocess.run(
         command,

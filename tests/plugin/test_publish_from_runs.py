@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 from pytest_gpuperf import compare
-from pytest_gpuperf.merge import __main__ as merge
-from pytest_gpuperf.publish.__main__ import main as publish_main
-from pytest_gpuperf.publish.series import gather
+from pytest_gpuperf.commands.merge import __main__ as merge
+from pytest_gpuperf.commands.publish.__main__ import main as publish_main
+from pytest_gpuperf.commands.publish.series import gather
 from pytest_gpuperf.record.report_reader import read_report
 
 PLAIN = """

@@ -127,7 +127,7 @@ def test_broken():
 
 
 def test_a_shard_whose_test_failed_fails_the_merge(gp, capsys, monkeypatch):
-    from pytest_gpuperf.merge.__main__ import main
+    from pytest_gpuperf.commands.merge.__main__ import main
 
     gp.test_file(TESTS + SLOW)
     for k in (1, 2):
@@ -203,7 +203,7 @@ def test_a_shard_whose_test_failed_fails_the_merge(gp, capsys, monkeypatch):
 def test_shards_of_different_runs_fail_the_merge(gp, capsys, second, words):
     """Two runners that did not run the same thing: another budget, another selection
     (another checkout's tests), another device model."""
-    from pytest_gpuperf.merge.__main__ import main
+    from pytest_gpuperf.commands.merge.__main__ import main
 
     gp.test_file(TESTS)
     gp.run("--gpuperf", "--gpuperf-shard=1/2", "--gpuperf-json=s1.json")
@@ -220,7 +220,7 @@ def test_shards_of_different_runs_fail_the_merge(gp, capsys, second, words):
 def test_shards_run_without_gpuperf_merge_on_their_outcomes_alone(gp, capsys):
     """A smoke run (no --gpuperf) measures nothing: its measuring tests without a measurement
     are not a lost result, and a shard that measured beside one that did not is not one run."""
-    from pytest_gpuperf.merge.__main__ import main
+    from pytest_gpuperf.commands.merge.__main__ import main
 
     gp.test_file(TESTS)
     for k in (1, 2):

@@ -1,5 +1,5 @@
 """The perf suite split over three runners and merged: `--gpuperf-shard=K/N` in three separate
-pytest processes on the SIMULATED device, then `python -m pytest_gpuperf.merge`.
+pytest processes on the SIMULATED device, then `gpuperf merge`.
 
 The runs are the repository's own tests/perf in subprocesses rooted at the repository (as a
 CI runner's checkout), each with its own lock folder (its own machine) and its own copy of
@@ -69,7 +69,7 @@ def _finish(process: subprocess.Popen[str]) -> str:
 
 def merge(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest_gpuperf.merge", *map(str, args)],
+        [sys.executable, "-m", "pytest_gpuperf.commands", "merge", *map(str, args)],
         cwd=REPO,
         env=dict(os.environ, PYTHONPATH=str(REPO)),
         capture_output=True,

@@ -651,23 +651,51 @@ def test_an_entry_that_would_not_load_back_is_dropped_from_its_save_not_the_file
     """The session checks each planned entry alone: one that the file's merge would refuse
     (the merge validates the whole file) loses its own save, with the reason on its row,
     and cannot cost the other entries of its file theirs."""
-    from pytest_gpuperf.config.settings import Settings
     from pytest_gpuperf.gate.judge import Judged
     from pytest_gpuperf.record.checks import NO_BASELINE, BaselineCheck
     from pytest_gpuperf.record.verdict import SaveAction, Verdict
-    from pytest_gpuperf.session.bench_session import BenchSession
+    from pytest_gpuperf.session.pending_saves import PendingSaves
 
-    session = BenchSession(Settings(baseline_dir=tmp_path), rootdir=tmp_path)
+    saves = PendingSaves()
     save = SaveAction(saved=True, path=str(tmp_path / "mi300x.toml"), device_key="mi300x")
     verdict = Verdict(status="pass", baseline=BaselineCheck(NO_BASELINE), save=save)
     good = Judged(make_measurement(), verdict, "mi300x", make_entry())
-    assert session._valid_entry(good) == good
-    bad = Judged(make_measurement(), verdict, "mi300x", make_entry(efficiency=200.0))
-    dropped = session._valid_entry(bad)
+    bad = Judged(
+        make_measurement(name="other"),
+        verdict,
+        "mi300x",
+        make_entry(name="other", efficiency=200.0),
+    )
+    kept, dropped = saves.keep(TEST_ID, [good, bad])
+    assert kept == good
     assert dropped.entry is None and dropped.save_key == ""
     assert dropped.verdict.save is not None and dropped.verdict.save.saved is False
     assert dropped.verdict.save.why_not == "invalid"
     assert "'efficiency' must be in (0, 1.5] for cache='cold'" in dropped.verdict.save.error
+    outcome = saves.flush(lambda: BaselineStore(tmp_path), lambda path: path.name)
+    assert outcome.written == ["saved 1 measurement to mi300x.toml"] and not outcome.problems
+    assert len(BaselineStore(tmp_path).load("mi300x")) == 1
+
+
+def test_two_saves_of_one_entry_in_a_session_are_refused_by_name(tmp_path):
+    """Two tests of one id (a duplicate parametrization) saving the same measurement: the
+    second save would silently replace the first in the file."""
+    from pytest_gpuperf.errors import GpuPerfError
+    from pytest_gpuperf.gate.judge import Judged
+    from pytest_gpuperf.record.checks import NO_BASELINE, BaselineCheck
+    from pytest_gpuperf.record.verdict import SaveAction, Verdict
+    from pytest_gpuperf.session.pending_saves import PendingSaves
+
+    saves = PendingSaves()
+    save = SaveAction(saved=True, path=str(tmp_path / "mi300x.toml"), device_key="mi300x")
+    verdict = Verdict(status="pass", baseline=BaselineCheck(NO_BASELINE), save=save)
+    judged = Judged(make_measurement(), verdict, "mi300x", make_entry())
+    saves.keep(TEST_ID, [judged])
+    with pytest.raises(GpuPerfError, match=r"measurement 'vector_add' \(cache cold\) was already"):
+        saves.keep(TEST_ID, [judged])
+    outcome = saves.flush(lambda: BaselineStore(tmp_path), str)
+    assert len(outcome.written) == 1 and len(BaselineStore(tmp_path).load("mi300x")) == 1
+    assert saves.flush(lambda: pytest.fail("nothing to save: no store"), str).written == []
 
 
 def test_a_save_is_found_in_the_file_read_back_by_its_record(tmp_path):

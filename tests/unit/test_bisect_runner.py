@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.bisect.__main__ import exit_status
-from pytest_gpuperf.bisect.probe import (
+from pytest_gpuperf.commands.bisect.__main__ import exit_status
+from pytest_gpuperf.commands.bisect.probe import (
     BROKEN,
     NO_BUILD,
     PROBE_FAILED,
@@ -25,8 +25,8 @@ from pytest_gpuperf.bisect.probe import (
     ProbeRun,
     Reading,
 )
-from pytest_gpuperf.bisect.render import culprit_line, text_report, to_json
-from pytest_gpuperf.bisect.runner import Bisection, Plan
+from pytest_gpuperf.commands.bisect.render import culprit_line, text_report, to_json
+from pytest_gpuperf.commands.bisect.runner import Bisection, Plan
 from pytest_gpuperf.record.checks import AB_INCONCLUSIVE, AB_MODELLED, AB_PASS, AB_REGRESSED
 from tests.git_repo import git
 

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from pytest_gpuperf.bisect.commits import Commit
-from pytest_gpuperf.bisect.probe import NO_BUILD, Reading
-from pytest_gpuperf.bisect.search import Measured, Probe, Search
+from pytest_gpuperf.commands.bisect.commits import Commit
+from pytest_gpuperf.commands.bisect.probe import NO_BUILD, Reading
+from pytest_gpuperf.commands.bisect.search import Measured, Probe, Search
 
 GOOD = Commit("0" * 40, "good")
 

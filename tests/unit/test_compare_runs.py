@@ -1,4 +1,4 @@
-"""`python -m pytest_gpuperf.compare OLD.json NEW.json`: per measurement the change and whether
+"""`gpuperf compare OLD.json NEW.json`: per measurement the change and whether
 it is beyond the gate's own band with OLD as its centre, the Markdown table, the exit status
 under --fail-on-regression, and every bad input as one line, exit 2."""
 
@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.compare import SLOWER, SLOWER_ACCEPTED, WITHIN, compare, main
+from pytest_gpuperf.commands.compare import SLOWER, SLOWER_ACCEPTED, WITHIN, compare, main
 from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.record.report_reader import read_report
 from pytest_gpuperf.simulate.device_model import DEFAULT_GPU_SPREAD
 from tests.dashboard_history import make_history
 
 REPO = Path(__file__).resolve().parents[2]
-PROG = "python -m pytest_gpuperf.compare: error: "
+PROG = "gpuperf compare: error: "
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +164,7 @@ def test_the_command_runs_as_a_user_runs_it(runs, tmp_path):
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_gpuperf.compare", str(runs[0]), str(runs[1])],
+        [sys.executable, "-m", "pytest_gpuperf.commands", "compare", str(runs[0]), str(runs[1])],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -178,7 +178,7 @@ def test_the_command_runs_as_a_user_runs_it(runs, tmp_path):
 def test_simulated_runs_say_so_and_each_state_is_named_once(runs, capsys):
     """Issue 45 item 15: compare never said SIMULATED, and an accepted slowdown beside a
     regression read "1 slower, 1 slower, accepted"."""
-    from pytest_gpuperf.compare import Change, summary_line
+    from pytest_gpuperf.commands.compare import Change, summary_line
 
     assert main([str(runs[0]), str(runs[-1])]) == 0
     out = capsys.readouterr().out

@@ -1,6 +1,6 @@
-"""`python -m pytest_gpuperf.history` (the package's only command-line tool) checks every
-argument: bad input ends with one line on stderr and exit 2, never a traceback, and a missing
-file or a directory is not "no entry matches". Run as a user runs it: a real subprocess."""
+"""`gpuperf history` checks every argument: bad input ends with one line on stderr and exit 2,
+never a traceback, and a missing file or a directory is not "no entry matches". Run as a user
+runs it: a real subprocess."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
     return subprocess.run(
-        [sys.executable, "-m", "pytest_gpuperf.history", *args],
+        [sys.executable, "-m", "pytest_gpuperf.commands", "history", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -57,7 +57,7 @@ def one_line_exit_2(result: subprocess.CompletedProcess[str], *words: str) -> st
     lines = result.stderr.splitlines()
     assert len(lines) == 1, lines
     assert "Traceback" not in result.stderr and result.stdout == ""
-    assert lines[0].startswith("python -m pytest_gpuperf.history: error: "), lines
+    assert lines[0].startswith("gpuperf history: error: "), lines
     for word in words:
         assert word in lines[0], lines[0]
     return lines[0]
@@ -188,9 +188,9 @@ def test_the_baseline_is_never_written(run, tmp_path):
 
 
 def test_the_merge_cli_refuses_strange_reports_in_one_line(tmp_path, capsys):
-    """The package's other CLI (python -m pytest_gpuperf.merge): a report that is not UTF-8
-    ended in a traceback, a FIFO hung it."""
-    from pytest_gpuperf.merge import __main__ as merge
+    """Another command (gpuperf merge): a report that is not UTF-8 ended in a traceback, a
+    FIFO hung it."""
+    from pytest_gpuperf.commands.merge import __main__ as merge
 
     (tmp_path / "latin1.json").write_bytes(b'{"schema": "caf\xe9"}')
     os.mkfifo(tmp_path / "fifo.json")

@@ -247,7 +247,7 @@ def test_the_walk_finds_a_cycle_of_function_level_imports(tmp_path):
 # The layers, top to bottom: a module may import its own layer and those below it, never one
 # above. A name at the top level of the package is a layer of its own (a folder, or a module).
 LAYERS: list[set[str]] = [
-    {"bisect", "compare", "history", "merge", "publish"},  # the `python -m` commands
+    {"commands"},  # the `gpuperf` commands (their old `python -m` paths are shims in it)
     {"plugin"},  # the only layer that knows pytest
     {"explain"},  # why a failure happened: code facts of head and base (reads the session's)
     {"session"},  # one process's view of the device: the fixture, the library's front door
@@ -298,14 +298,14 @@ def test_every_top_level_name_is_placed_in_one_layer():
     assert names == set(placed)
 
 
-def test_the_top_level_shows_the_layers_in_at_most_18_names():
+def test_the_top_level_shows_the_layers_in_14_names():
     # the checkout's folder: an installed wheel adds kernels/ (the shipped .hip sources).
-    # 18, not 15: each `python -m pytest_gpuperf.X` command a user types is a name of its own
-    # (bisect, compare, history, merge, publish), beside the twelve layers (explain/ became
-    # one: a capability gets a folder) and __init__.py
+    # The thirteen layers of LAYERS (the five commands are one folder, commands/, since the
+    # `gpuperf` script; their old `python -m` paths are shims inside it, found through the
+    # package's __path__) and __init__.py
     package_dir = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
     entries = [path.name for path in package_dir.iterdir() if path.name != "__pycache__"]
-    assert len(entries) <= 18, sorted(entries)
+    assert len(entries) <= 14, sorted(entries)
 
 
 def test_imports_point_down_the_layers():

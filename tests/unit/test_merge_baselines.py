@@ -16,8 +16,8 @@ import pytest
 from pytest_gpuperf.baseline import BaselineStore
 from pytest_gpuperf.baseline.merge import extends, plan_merge, write_merge
 from pytest_gpuperf.baseline.model import BaselineEntry, SaveRecord
+from pytest_gpuperf.commands.merge.__main__ import main
 from pytest_gpuperf.errors import BaselineError, ConfigError
-from pytest_gpuperf.merge.__main__ import main
 
 DEVICE = "mi300x"
 REPO = Path(__file__).resolve().parents[2]
@@ -244,7 +244,7 @@ def terminated_at_the_rename(source, target):
 
 
 file_write.os.replace = terminated_at_the_rename
-from pytest_gpuperf.merge.__main__ import main
+from pytest_gpuperf.commands.merge.__main__ import main
 
 sys.exit(main(sys.argv[1:]))
 """

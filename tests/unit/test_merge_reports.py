@@ -13,11 +13,11 @@ from xml.etree import ElementTree
 
 import pytest
 
+from pytest_gpuperf.commands.merge.__main__ import main
+from pytest_gpuperf.commands.merge.shards import merge_reports, read_shard
 from pytest_gpuperf.engine.plain import to_plain
 from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.gate.floor import check_floor
-from pytest_gpuperf.merge.__main__ import main
-from pytest_gpuperf.merge.shards import merge_reports, read_shard
 from pytest_gpuperf.record.checks import NO_BASELINE, BaselineCheck
 from pytest_gpuperf.record.json_report import REPORT_SCHEMA
 from pytest_gpuperf.record.meta import ReportMeta
@@ -154,7 +154,14 @@ def test_an_output_that_is_not_a_regular_file_is_refused_and_left_alone(tmp_path
 
 def test_the_command_never_shows_a_traceback(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_gpuperf.merge", str(tmp_path / "none.json"), "--nope"],
+        [
+            sys.executable,
+            "-m",
+            "pytest_gpuperf.commands",
+            "merge",
+            str(tmp_path / "none.json"),
+            "--nope",
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -163,7 +170,7 @@ def test_the_command_never_shows_a_traceback(tmp_path):
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "unrecognized arguments: --nope" in done.stderr
     missing = subprocess.run(
-        [sys.executable, "-m", "pytest_gpuperf.merge", str(tmp_path / "none.json")],
+        [sys.executable, "-m", "pytest_gpuperf.commands", "merge", str(tmp_path / "none.json")],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -383,7 +390,8 @@ def test_a_forged_or_broken_field_is_one_line_naming_file_and_field(tmp_path, fo
         [
             sys.executable,
             "-m",
-            "pytest_gpuperf.merge",
+            "pytest_gpuperf.commands",
+            "merge",
             _write(tmp_path, "1.json", _shard(1)),
             bad,
             "--json",
@@ -446,7 +454,7 @@ def test_every_test_of_every_shard_is_listed_once_in_collection_order(tmp_path):
         merged.reasons
     )
     assert not any("other test" in reason for reason in merged.reasons)
-    from pytest_gpuperf.merge.shards import verdict_line
+    from pytest_gpuperf.commands.merge.shards import verdict_line
 
     assert verdict_line(merged) == (
         "merged 2 shards: 5 tests (2 measuring in the suite, 2 measured, 2 measurements): "
@@ -455,7 +463,7 @@ def test_every_test_of_every_shard_is_listed_once_in_collection_order(tmp_path):
 
 
 def test_the_cost_line_says_what_to_do_or_is_left_out(tmp_path):
-    from pytest_gpuperf.merge.shards import cost_line
+    from pytest_gpuperf.commands.merge.shards import cost_line
 
     even = [{"index": 1, "measured_cost_s": 1.0}, {"index": 2, "measured_cost_s": 1.1}]
     assert cost_line(even, {"suite_tests": 2, "costed": 2}) == ""

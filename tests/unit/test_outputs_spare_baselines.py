@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf import compare
-from pytest_gpuperf.merge import __main__ as merge
-from pytest_gpuperf.publish.__main__ import main as publish
+from pytest_gpuperf.commands.merge import __main__ as merge
+from pytest_gpuperf.commands.publish.__main__ import main as publish
 from pytest_gpuperf.record.files import Guarded, output_problem
 from tests.dashboard_history import make_history
 

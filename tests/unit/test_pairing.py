@@ -11,6 +11,7 @@ import pytest
 
 import pytest_gpuperf as gp
 from pytest_gpuperf.config.settings import Settings, TestSettings
+from pytest_gpuperf.engine.launch import Launch
 from pytest_gpuperf.engine.measure import MeasureSettings
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.ab import check_comparison
@@ -42,16 +43,10 @@ def _through_the_fixture(tmp_path):
     bench = GpuBench(session, device, TestSettings("test_pairing.py::test_pair"))
     try:
         kernel = bench.kernel(KERNEL, "vector_add")
-        common = {
-            "grid": N // 256,
-            "block": 256,
-            "args": _buffers(device.backend),
-            "bytes_moved": 12 * N,
-            "device": device.match.spec,
-            "name": "pair",
-        }
+        launch = Launch.of(N // 256, 256, _buffers(device.backend))
+        common = {"bytes_moved": 12 * N, "device": device.match.spec, "name": "pair"}
         settings = MeasureSettings(cache="cold", budget_s=BUDGET_S)
-        return kernel_pairs.pair(bench, kernel, kernel, settings, 0.95, 0, common)
+        return kernel_pairs.pair(bench, kernel, kernel, launch, settings, 0.95, 0, common)
     finally:
         bench.close()
         session.close()

@@ -2,7 +2,7 @@
 
 Users reach the package through a few doors: the `pytest11` entry point and `-p` target
 (`pytest_gpuperf.plugin`), the library (`import pytest_gpuperf as gp`), the simulated device's
-models (`pytest_gpuperf.simulate`), the `python -m` commands, and whatever the docs show them
+models (`pytest_gpuperf.simulate`), the `gpuperf` commands, and whatever the docs show them
 importing. Moving a module between the layer folders must keep every one of them: this file
 finds the doors in pyproject.toml and in the docs' own code, not in a list of its own.
 """
@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 
 import pytest_gpuperf
+from pytest_gpuperf.commands.gpuperf import SUBCOMMANDS
+from pytest_gpuperf.commands.gpuperf import main as gpuperf_main
+from pytest_gpuperf.commands.old_paths import notice
 
 try:
     import tomllib
@@ -28,13 +31,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", REPO / "kernels" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-COMMANDS = [
-    "pytest_gpuperf.history",
-    "pytest_gpuperf.merge",
-    "pytest_gpuperf.bisect",
-    "pytest_gpuperf.publish",
-    "pytest_gpuperf.compare",
-]
+COMMANDS = [command.name for command in SUBCOMMANDS]
 
 
 IMPORT_LINE = (
@@ -120,24 +117,55 @@ def test_simulate_keeps_its_functions_after_every_module_of_the_device_is_loaded
     assert callable(simulate.model) and callable(simulate.register)
 
 
+def test_the_console_script_is_the_dispatcher():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    module, _, function = project["project"]["scripts"]["gpuperf"].partition(":")
+    assert getattr(importlib.import_module(module), function) is gpuperf_main
+
+
 @pytest.mark.parametrize("command", COMMANDS)
-def test_each_python_m_command_runs(command):
+def test_each_gpuperf_command_runs(command):
     done = subprocess.run(
-        [sys.executable, "-m", command, "--help"],
+        [sys.executable, "-m", "pytest_gpuperf.commands", command, "--help"],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert "usage:" in done.stdout.lower()
+    assert done.stdout.startswith(f"usage: gpuperf {command} "), done.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_old_python_m_path_still_runs_with_its_notice(command):
+    """`python -m pytest_gpuperf.<command>` until the next release: the command's help, and
+    one line on stderr that says where it went."""
+    done = subprocess.run(
+        [sys.executable, "-m", f"pytest_gpuperf.{command}", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [notice(command)]
+    assert done.stdout.startswith(f"usage: gpuperf {command} "), done.stdout
 
 
 def test_every_command_the_docs_show_is_one_of_them():
-    shown = set()
+    """The docs show `gpuperf <command>`, never an old `python -m` path (their one mention,
+    `python -m pytest_gpuperf.<command>`, names none). A command is a line of a code block,
+    or an inline code span, that starts with `gpuperf WORD`; the plugin's own output lines
+    (`gpuperf device: ...`, `gpuperf static gate: ...`) are no command."""
+    shown, old = set(), set()
+    command = r"(?:^\$? ?|`)gpuperf ([a-z]+)\b(?![a-z ]*:)"
     for doc in DOCS:
-        shown |= set(re.findall(r"python3? -m (pytest_gpuperf[\w.]*)", doc.read_text("utf-8")))
-    assert shown and shown <= set(COMMANDS), shown - set(COMMANDS)
+        text = doc.read_text("utf-8")
+        shown |= set(re.findall(command, text, flags=re.M))
+        old |= set(re.findall(r"python3? -m (pytest_gpuperf(?:\.\w+)*)", text))
+    assert set(COMMANDS) <= shown, set(COMMANDS) - shown
+    assert shown <= set(COMMANDS), shown - set(COMMANDS)
+    assert old <= {"pytest_gpuperf", "pytest_gpuperf.commands"}, old  # `pytest_gpuperf.<command>`
 
 
 def test_every_import_the_docs_show_works():

@@ -1,4 +1,4 @@
-"""`python -m pytest_gpuperf.publish`: the page from the shipped H100 baselines and from a
+"""`gpuperf publish`: the page from the shipped H100 baselines and from a
 generated history made by the plugin's own code (tests/dashboard_history.py), the states and the
 band as the gate computes them, and every bad input as one line, exit 2, nothing written.
 The page in a real browser: tests/browser/test_dashboard_in_chromium.py."""
@@ -18,16 +18,16 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.baseline import BaselineStore
+from pytest_gpuperf.commands.publish.__main__ import main
+from pytest_gpuperf.commands.publish.series import gather, regressions
 from pytest_gpuperf.gate.noise import stored_band
-from pytest_gpuperf.publish.__main__ import main
-from pytest_gpuperf.publish.series import gather, regressions
 from pytest_gpuperf.record.report_reader import read_report
 from pytest_gpuperf.simulate.device_model import DEFAULT_GPU_SPREAD
 from tests.dashboard_history import BOARDS, DEVICE_KEY, make_history
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "baselines" / "h100-sxm.toml"
-PROG = "python -m pytest_gpuperf.publish: error: "
+PROG = "gpuperf publish: error: "
 
 
 @pytest.fixture(scope="module")
@@ -311,7 +311,8 @@ def test_the_command_runs_as_a_user_runs_it(history, tmp_path):
         [
             sys.executable,
             "-m",
-            "pytest_gpuperf.publish",
+            "pytest_gpuperf.commands",
+            "publish",
             str(baseline),
             *map(str, reports[:3]),
             "-o",
@@ -324,7 +325,15 @@ def test_the_command_runs_as_a_user_runs_it(history, tmp_path):
         timeout=300,
     )
     bad = subprocess.run(
-        [sys.executable, "-m", "pytest_gpuperf.publish", str(baseline), "-o", str(baseline)],
+        [
+            sys.executable,
+            "-m",
+            "pytest_gpuperf.commands",
+            "publish",
+            str(baseline),
+            "-o",
+            str(baseline),
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,

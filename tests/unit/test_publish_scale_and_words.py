@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.publish import __main__ as publish_cli
-from pytest_gpuperf.publish.page import _board
-from pytest_gpuperf.publish.plots import LEFT_PX, RIGHT_PX, WIDTH_PX
+from pytest_gpuperf.commands.publish import __main__ as publish_cli
+from pytest_gpuperf.commands.publish.page import _board
+from pytest_gpuperf.commands.publish.plots import LEFT_PX, RIGHT_PX, WIDTH_PX
 from tests.dashboard_history import make_history
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,7 +60,7 @@ def test_a_board_id_is_cut_between_its_parts(board, shown):
 
 def test_the_page_has_a_no_matches_line_for_the_filter(page):
     assert '<p class="note" id="no-match" hidden>No measurement matches the filter.</p>' in page
-    script = (REPO / "pytest_gpuperf" / "publish" / "page.js").read_text()
+    script = (REPO / "pytest_gpuperf" / "commands" / "publish" / "page.js").read_text()
     assert 'getElementById("no-match").hidden' in script
 
 
@@ -78,8 +78,8 @@ def test_an_older_regressed_streak_of_an_accepted_case_is_found_by_regressed(pag
 def test_the_time_axis_ends_at_the_last_run(history, tmp_path):
     """The axis ran 4% past the last point (matplotlib's limits); it ends a marker's room
     after it, and no time tick lies beyond the last run."""
-    from pytest_gpuperf.publish.plots import series_plot
-    from pytest_gpuperf.publish.series import gather
+    from pytest_gpuperf.commands.publish.plots import series_plot
+    from pytest_gpuperf.commands.publish.series import gather
     from pytest_gpuperf.record.report_reader import read_report
 
     baseline, reports = history
@@ -98,7 +98,7 @@ def test_the_page_is_drawn_without_matplotlib(history, tmp_path):
     baseline, reports = history
     out = tmp_path / "page.html"
     code = (
-        "import sys; from pytest_gpuperf.publish.__main__ import main; "
+        "import sys; from pytest_gpuperf.commands.publish.__main__ import main; "
         f"assert main([{str(baseline)!r}, *{[str(p) for p in reports]!r}, '-o', {str(out)!r}])"
         " == 0; print('matplotlib' in sys.modules)"
     )
@@ -124,8 +124,8 @@ def test_a_replaced_level_of_one_save_says_one_save(history):
     from dataclasses import replace
 
     from pytest_gpuperf.baseline.ref import TrailPoint
-    from pytest_gpuperf.publish.page import _caption
-    from pytest_gpuperf.publish.series import gather
+    from pytest_gpuperf.commands.publish.page import _caption
+    from pytest_gpuperf.commands.publish.series import gather
     from pytest_gpuperf.record.report_reader import read_report
 
     baseline, reports = history
@@ -151,7 +151,7 @@ def test_a_replaced_level_of_one_save_says_one_save(history):
 def test_time_ticks_step_by_the_span_and_are_labelled_for_their_step(span, labels):
     """At most about six round ticks: the shortest step that gives them, labelled by the time
     of day (hourly and shorter), day and time (up to 12 hours) or the date."""
-    from pytest_gpuperf.publish.plots import _Frame, _x_axis
+    from pytest_gpuperf.commands.publish.plots import _Frame, _x_axis
 
     start = datetime(2024, 3, 1, 10, 20)
     ticks = [

@@ -214,7 +214,7 @@ def _one_line_exit_2(capsys, code: int, prog: str, *words: str) -> str:
     out = capsys.readouterr()
     lines = out.err.splitlines()
     assert code == 2 and len(lines) == 1, out
-    assert lines[0].startswith(f"python -m pytest_gpuperf.{prog}: error: "), lines[0]
+    assert lines[0].startswith(f"gpuperf {prog}: error: "), lines[0]
     assert "Traceback" not in out.err
     for word in words:
         assert word in lines[0], lines[0]
@@ -223,7 +223,7 @@ def _one_line_exit_2(capsys, code: int, prog: str, *words: str) -> str:
 
 @pytest.mark.parametrize(("forge", "words"), WRONG, ids=WRONG_IDS)
 def test_compare_refuses_each_attack_in_one_line(runs, tmp_path, capsys, forge, words):
-    from pytest_gpuperf.compare import main
+    from pytest_gpuperf.commands.compare import main
 
     bad = forged(runs[1][-1], tmp_path / "new.json", forge)
     markdown = tmp_path / "out.md"
@@ -234,7 +234,7 @@ def test_compare_refuses_each_attack_in_one_line(runs, tmp_path, capsys, forge, 
 
 @pytest.mark.parametrize(("forge", "words"), WRONG, ids=WRONG_IDS)
 def test_publish_refuses_each_attack_in_one_line(runs, tmp_path, capsys, forge, words):
-    from pytest_gpuperf.publish.__main__ import main
+    from pytest_gpuperf.commands.publish.__main__ import main
 
     baseline, reports = runs
     bad = forged(reports[-1], tmp_path / "run.json", forge)
@@ -244,7 +244,7 @@ def test_publish_refuses_each_attack_in_one_line(runs, tmp_path, capsys, forge, 
 
 
 def test_publish_refuses_a_bisection_with_probes_null(runs, tmp_path, capsys):
-    from pytest_gpuperf.publish.__main__ import main
+    from pytest_gpuperf.commands.publish.__main__ import main
 
     baseline, reports = runs
     bisect = tmp_path / "bisect.json"
@@ -282,7 +282,7 @@ def test_history_refuses_through_the_reader(runs, tmp_path, capsys, forge, words
     ids=["nan", "duplicate", "wrong-type"],
 )
 def test_merge_refuses_through_the_reader(tmp_path, capsys, forge, words):
-    from pytest_gpuperf.merge.__main__ import main
+    from pytest_gpuperf.commands.merge.__main__ import main
     from tests.unit.test_merge_reports import _shard
 
     bad = tmp_path / "2.json"
@@ -298,7 +298,7 @@ def test_merge_refuses_through_the_reader(tmp_path, capsys, forge, words):
 
 def test_merge_refuses_a_shard_of_an_unknown_schema_version(tmp_path, capsys):
     """The merge's own reader never asked the version."""
-    from pytest_gpuperf.merge.__main__ import main
+    from pytest_gpuperf.commands.merge.__main__ import main
     from tests.unit.test_merge_reports import _shard
 
     (tmp_path / "1.json").write_text(json.dumps(_shard(1)))
@@ -320,7 +320,7 @@ def test_bisect_reads_its_probes_report_through_the_reader(
     runs, tmp_path, monkeypatch, forge, words
 ):
     """A probe's report was parsed with an unbounded json.loads and believed."""
-    from pytest_gpuperf.bisect import probe
+    from pytest_gpuperf.commands.bisect import probe
 
     bad = forged(runs[1][-1], tmp_path / "probe-source.json", forge)
 

@@ -44,7 +44,7 @@ def _k003(document: dict) -> dict:
 
 
 def _compare(*args: str) -> int:
-    from pytest_gpuperf.compare import main
+    from pytest_gpuperf.commands.compare import main
 
     return main(list(args))
 
@@ -116,7 +116,7 @@ def test_markdown_to_dash_is_standard_output_not_a_file(runs, tmp_path, capsys, 
 
 
 def _merged(tmp_path: Path, row: Row):
-    from pytest_gpuperf.merge.shards import merge_reports, read_shard
+    from pytest_gpuperf.commands.merge.shards import merge_reports, read_shard
     from tests.unit.test_merge_reports import _shard
 
     one, two = tmp_path / "1.json", tmp_path / "2.json"
@@ -198,7 +198,7 @@ def test_the_markdown_summary_writes_no_raw_escape(tmp_path):
 
 
 def test_publish_to_dash_writes_the_page_to_standard_output(runs, tmp_path, capsys, monkeypatch):
-    from pytest_gpuperf.publish.__main__ import main
+    from pytest_gpuperf.commands.publish.__main__ import main
 
     monkeypatch.chdir(tmp_path)
     baseline, reports = runs
@@ -225,9 +225,9 @@ _STOPPED_MID_WRITE = textwrap.dedent(
     os.chmod = chmod
     command = sys.argv[1]
     if command == "publish":
-        from pytest_gpuperf.publish.__main__ import main
+        from pytest_gpuperf.commands.publish.__main__ import main
     else:
-        from pytest_gpuperf.compare import main
+        from pytest_gpuperf.commands.compare import main
     sys.exit(main(sys.argv[2:]))
     """
 )
@@ -264,7 +264,7 @@ def test_sigterm_while_writing_leaves_no_temporary_and_says_so(runs, tmp_path, c
 def test_merge_renders_a_check_whose_noise_was_removed(tmp_path, capsys, status):
     """A compared check with `noise` (and its band) removed: the failure text asserted on it,
     a traceback out of the merge's Markdown."""
-    from pytest_gpuperf.merge.__main__ import main
+    from pytest_gpuperf.commands.merge.__main__ import main
     from tests.unit.test_merge_reports import _shard
 
     check = BaselineCheck(outcome="regressed", baseline=REFERENCE, delta=-0.17, allowance=0.05)

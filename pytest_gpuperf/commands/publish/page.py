@@ -18,8 +18,8 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from pytest_gpuperf.publish.plots import board_colours, series_plot, sparkline
-from pytest_gpuperf.publish.series import STATES, Dashboard, Run, Series, regressions
+from pytest_gpuperf.commands.publish.plots import board_colours, series_plot, sparkline
+from pytest_gpuperf.commands.publish.series import STATES, Dashboard, Run, Series, regressions
 from pytest_gpuperf.record.history_model import Point
 from pytest_gpuperf.record.plural import counted
 from pytest_gpuperf.record.verdict import ACCEPTED, FAIL
@@ -59,7 +59,7 @@ def render(
             _runs(dashboard.runs),
         ]
     )
-    asset = resources.files("pytest_gpuperf.publish")
+    asset = resources.files("pytest_gpuperf.commands.publish")
     style = asset.joinpath("page.css").read_text(encoding="utf-8")
     script = asset.joinpath("page.js").read_text(encoding="utf-8")
     return (

@@ -1,7 +1,7 @@
 """Look at a baseline entry's history: efficiency per save (and per run, from JSON reports),
 with the band the gate allows around the expected value.
 
-    python -m pytest_gpuperf.history baselines/h100-sxm.toml --test vector_add_seed \\
+    gpuperf history baselines/h100-sxm.toml --test vector_add_seed \\
         [--reports out/*.json] [--out history.png]
 
 Without --out it prints a table; with it, a PNG or SVG (matplotlib: the `plot` extra).
@@ -230,7 +230,7 @@ def _in_range(text: str, allowed: ranges.Range, what: str) -> float:
 
 def _parser() -> argparse.ArgumentParser:
     parser = CommandParser(
-        prog="python -m pytest_gpuperf.history",
+        prog="gpuperf history",
         description="Show the history of baseline entries: saves, runs and the gate's band.",
     )
     parser.add_argument("baseline", type=Path, help="a baselines/<device>.toml file")

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.bisect import commits as git_range
-from pytest_gpuperf.bisect.commits import Commit
-from pytest_gpuperf.bisect.probe import (
+from pytest_gpuperf.commands.bisect import commits as git_range
+from pytest_gpuperf.commands.bisect.commits import Commit
+from pytest_gpuperf.commands.bisect.probe import (
     BROKEN,
     PROBE_FAILED,
     Key,
@@ -32,7 +32,7 @@ from pytest_gpuperf.bisect.probe import (
     failure_reading,
     run_probe,
 )
-from pytest_gpuperf.bisect.search import Measured, Outcome, Probe, Search
+from pytest_gpuperf.commands.bisect.search import Measured, Outcome, Probe, Search
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.record.checks import AB_INCONCLUSIVE, AB_MODELLED, AB_REGRESSED
 from pytest_gpuperf.report.text import MODELLED_FROM

@@ -1,6 +1,6 @@
-"""The publish CLI:
+"""The publish command:
 
-    python -m pytest_gpuperf.publish baselines/h100-sxm.toml runs/*.json \\
+    gpuperf publish baselines/h100-sxm.toml runs/*.json \\
         [--bisect bisect.json] -o dashboard.html
 
 Inputs are told apart by their suffix (.toml: a baseline file, .json: a JSON report of a run
@@ -25,7 +25,7 @@ from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE
 from pytest_gpuperf.report.visible import visible
 
-PROG = "python -m pytest_gpuperf.publish"
+PROG = "gpuperf publish"
 STDOUT = Path("-")  # -o -: the page to standard output, as Unix tools take "-"
 EXIT_OK = 0
 PROGRESS_EVERY_S = 3.0  # how often a long publish says how far it got
@@ -56,7 +56,7 @@ def _parser() -> CommandParser:
         type=Path,
         metavar="FILE",
         help="baseline files (baselines/<device>.toml) and JSON reports (--gpuperf-json, or "
-        "python -m pytest_gpuperf.merge --json), in any order",
+        "gpuperf merge --json), in any order",
     )
     parser.add_argument(
         "-o",
@@ -70,7 +70,7 @@ def _parser() -> CommandParser:
         "--bisect",
         type=Path,
         metavar="JSON",
-        help="a bisection's result (python -m pytest_gpuperf.bisect --json) to show",
+        help="a bisection's result (gpuperf bisect --json) to show",
     )
     parser.add_argument("--title", default="pytest-gpuperf dashboard", help="the page's title")
     parser.add_argument(
@@ -121,8 +121,8 @@ def publish(
 ) -> int:
     """Read, check, render and write the page; the bytes written. ConfigError or
     BaselineError (one line) on bad input, with nothing written."""
-    from pytest_gpuperf.publish.page import render
-    from pytest_gpuperf.publish.series import gather
+    from pytest_gpuperf.commands.publish.page import render
+    from pytest_gpuperf.commands.publish.series import gather
     from pytest_gpuperf.record.files import output_problem, write_output
     from pytest_gpuperf.record.report_reader import ReadReport, read_bisect, read_report
 

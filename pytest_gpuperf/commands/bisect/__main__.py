@@ -1,4 +1,4 @@
-"""The command line: `python -m pytest_gpuperf.bisect GOOD BAD [options] [-- PYTEST_ARGS]`.
+"""The command line: `gpuperf bisect GOOD BAD [options] [-- PYTEST_ARGS]`.
 
 Exit status: 0 a culprit was named, 1 `culprit: none` (the last line says why), 2 the
 arguments are wrong (one line on stderr, nothing probed or written), 3 `culprit: not
@@ -18,11 +18,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_gpuperf.bisect import commits as git_range
-from pytest_gpuperf.bisect.commits import RangeError
-from pytest_gpuperf.bisect.probe import OWNED_OPTIONS, ProbeError
-from pytest_gpuperf.bisect.runner import Bisection, Plan, Report
-from pytest_gpuperf.bisect.search import Probe
+from pytest_gpuperf.commands.bisect import commits as git_range
+from pytest_gpuperf.commands.bisect.commits import RangeError
+from pytest_gpuperf.commands.bisect.probe import OWNED_OPTIONS, ProbeError
+from pytest_gpuperf.commands.bisect.runner import Bisection, Plan, Report
+from pytest_gpuperf.commands.bisect.search import Probe
 from pytest_gpuperf.config.command import CommandParser
 from pytest_gpuperf.config.options import DEFAULT_BUDGET_S
 from pytest_gpuperf.config.parsing import parse_budget, parse_number, parse_threshold
@@ -38,6 +38,7 @@ MAX_PROBES = 1000
 MAX_ROUND_BUDGET_S = 3600.0  # the last round's budget (--budget x 4^(rounds-1)): an hour
 MAX_PROBE_TIMEOUT_S = 7 * 24 * 3600.0
 CULPRIT_EXIT, NONE_EXIT, USAGE_EXIT, UNMEASURED_EXIT, STOPPED_EXIT = 0, 1, 2, 3, 4
+PROG = "gpuperf bisect"
 
 
 class UsageError(Exception):
@@ -47,7 +48,7 @@ class UsageError(Exception):
 def _parser() -> argparse.ArgumentParser:
     parser = CommandParser(
         raises=UsageError,
-        prog="python -m pytest_gpuperf.bisect",
+        prog=PROG,
         description="Find the first-parent commit between GOOD and BAD at which the selected "
         "perf tests' kernels got slower than at GOOD by more than the threshold. Arguments "
         "after -- go to pytest (the tests to run, --gpuperf-backend=..., -p ...).",
@@ -201,18 +202,18 @@ def _probe_reports(pytest_args: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def _progress(probe: Probe, expected: int) -> None:
-    from pytest_gpuperf.bisect.render import progress_line
+    from pytest_gpuperf.commands.bisect.render import progress_line
 
     print(progress_line(probe, expected), file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from pytest_gpuperf.bisect.render import text_report, to_json
+    from pytest_gpuperf.commands.bisect.render import text_report, to_json
     from pytest_gpuperf.errors import stop_words
     from pytest_gpuperf.record.json_report import write_json
 
     arguments = list(sys.argv[1:] if argv is None else argv)
-    prog = "python -m pytest_gpuperf.bisect"
+    prog = PROG
     restore = stop_on_sigterm()
     try:
         plan, json_path = plan_from(arguments, Path.cwd())

@@ -1,5 +1,4 @@
-"""Find the commit that made a kernel slower: `python -m pytest_gpuperf.bisect GOOD BAD
-[-- PYTEST_ARGS]`.
+"""Find the commit that made a kernel slower: `gpuperf bisect GOOD BAD [-- PYTEST_ARGS]`.
 
 Each probe runs the user's perf tests through the plugin with one commit's kernels as head
 and GOOD's as base, measured interleaved in one process as `--gpuperf-compare` does; the
@@ -7,10 +6,10 @@ search is a binary search over the first-parent commits that changed a kernel fi
 tests load (docs/ci.md, "A nightly run regressed: find the commit").
 """
 
-from pytest_gpuperf.bisect.commits import Commit, RangeError
-from pytest_gpuperf.bisect.probe import Key, ProbeError, ProbeFailed, ProbeRun, Reading
-from pytest_gpuperf.bisect.runner import Bisection, Plan, Report, SearchStopped
-from pytest_gpuperf.bisect.search import Outcome, Probe, Search, Step
+from pytest_gpuperf.commands.bisect.commits import Commit, RangeError
+from pytest_gpuperf.commands.bisect.probe import Key, ProbeError, ProbeFailed, ProbeRun, Reading
+from pytest_gpuperf.commands.bisect.runner import Bisection, Plan, Report, SearchStopped
+from pytest_gpuperf.commands.bisect.search import Outcome, Probe, Search, Step
 
 __all__ = [
     "Bisection",

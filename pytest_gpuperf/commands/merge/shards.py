@@ -132,7 +132,7 @@ def merge_reports(shards: Sequence[ShardReport], *, command: str = "") -> Merged
             ]
         ),
         interrupted=any(shard.document.get("interrupted") for shard in ordered),
-        # what `python -m pytest_gpuperf.bisect` reads: each test's kernel files, once
+        # what `gpuperf bisect` reads: each test's kernel files, once
         tests=tuple(_kernel_files(ordered, place)),
         rootdir=str(first.get("rootdir") or ""),
         wall_s=max(
@@ -417,7 +417,7 @@ def cost_line(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any]) -> 
     if costed < suite:
         return (
             f"{head}: {suite - costed} of {suite} measuring tests had no recorded cost to plan "
-            "by; save baselines (--gpuperf-save, then `python -m pytest_gpuperf.merge "
+            "by; save baselines (--gpuperf-save, then `gpuperf merge "
             "--baselines`) and the next plan balances by them"
         )
     return (

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_gpuperf.bisect.probe import Reading
-from pytest_gpuperf.bisect.runner import Report
-from pytest_gpuperf.bisect.search import Probe, Step
+from pytest_gpuperf.commands.bisect.probe import Reading
+from pytest_gpuperf.commands.bisect.runner import Report
+from pytest_gpuperf.commands.bisect.search import Probe, Step
 from pytest_gpuperf.record.checks import AB_MODELLED, AB_UNCHANGED
 from pytest_gpuperf.record.plural import counted
 from pytest_gpuperf.record.report_reader import BISECT_SCHEMA, BISECT_SCHEMA_VERSION

@@ -1,9 +1,9 @@
 """Two runs side by side: per measurement the change in efficiency from OLD to NEW, and
 whether it is beyond the noise the gate allows for that entry.
 
-    python -m pytest_gpuperf.compare OLD.json NEW.json [--markdown FILE] [--fail-on-regression]
+    gpuperf compare OLD.json NEW.json [--markdown FILE] [--fail-on-regression]
 
-OLD and NEW are JSON reports (`--gpuperf-json`, or `python -m pytest_gpuperf.merge --json`).
+OLD and NEW are JSON reports (`--gpuperf-json`, or `gpuperf merge --json`).
 The noise is the gate's own band (gate/noise.py `stored_band`) with OLD as the centre, one run:
 for a measurement a run judged against a stored entry, that entry as the gate saw it (the
 spread pooled from its file, its saves' spread, its boards), else the backend's figure for a
@@ -41,7 +41,7 @@ from pytest_gpuperf.record.report_reader import ReadReport
 from pytest_gpuperf.record.verdict import ACCEPTED, Row
 from pytest_gpuperf.report.visible import visible
 
-PROG = "python -m pytest_gpuperf.compare"
+PROG = "gpuperf compare"
 EXIT_OK, EXIT_REGRESSED = 0, 1
 SLOWER, FASTER, WITHIN, ONLY_OLD, ONLY_NEW = "slower", "faster", "within noise", "gone", "new"
 # slower beyond the noise, and NEW's run passed it as an intended slowdown (--gpuperf-accept or

@@ -17,8 +17,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pytest_gpuperf.bisect.commits import Commit
-from pytest_gpuperf.bisect.probe import GOOD_STATE, Reading
+from pytest_gpuperf.commands.bisect.commits import Commit
+from pytest_gpuperf.commands.bisect.probe import GOOD_STATE, Reading
 
 
 @dataclass(frozen=True)

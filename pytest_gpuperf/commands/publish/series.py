@@ -6,7 +6,7 @@ The band and the drift are the gate's own (gate/noise.py `stored_band`, gate/dri
 `drift_of`, through the store's `lookup` that lends an entry its file's pooled spread), at the
 false-alarm rate and tolerance the latest run of the measurement recorded in its verdict (a
 run's budget sets its own rate), else the defaults of one test alone, as
-`python -m pytest_gpuperf.history` uses (one model, record/history_model.py; one band,
+`gpuperf history` uses (one model, record/history_model.py; one band,
 gate/entry_level.py).
 """
 
@@ -52,7 +52,7 @@ class Run:
     commit: str
     commit_time: str
     branch: str
-    merged: bool  # written by python -m pytest_gpuperf.merge
+    merged: bool  # written by gpuperf merge
 
     @property
     def name(self) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from html import escape
 
-from pytest_gpuperf.publish.series import Series
+from pytest_gpuperf.commands.publish.series import Series
 from pytest_gpuperf.record.verdict import ACCEPTED, FAIL
 
 # Colour per board: matplotlib's default cycle (tab10), then grey for the rest.

@@ -1,8 +1,8 @@
 """One report, one verdict and one baseline file from a perf suite run in shards over N CI
 runners (`pytest --gpuperf --gpuperf-shard=K/N --gpuperf-json=shard-K.json` on each):
 
-    python -m pytest_gpuperf.merge shard-*.json [--json OUT] [--markdown OUT] [--junit OUT]
-    python -m pytest_gpuperf.merge --baselines SHARD_DIR... --out baselines/
+    gpuperf merge shard-*.json [--json OUT] [--markdown OUT] [--junit OUT]
+    gpuperf merge --baselines SHARD_DIR... --out baselines/
 
 Reports: exit 0 when every shard 1..N is there, agrees on the run (commit, device key, suite
 size, plan) and passed; 1 otherwise, with the reasons in the summary and the files written.
@@ -32,7 +32,7 @@ from pytest_gpuperf.errors import (
     GpuPerfError,
 )
 
-PROG = "python -m pytest_gpuperf.merge"
+PROG = "gpuperf merge"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
@@ -159,7 +159,7 @@ def _out_dir(raw: str, shard_dirs: Sequence[str]) -> Path:
 
 def _merge_reports(options: argparse.Namespace, command: str) -> int:
     from pytest_gpuperf import report
-    from pytest_gpuperf.merge.shards import merge_reports, read_shard
+    from pytest_gpuperf.commands.merge.shards import merge_reports, read_shard
     from pytest_gpuperf.record.json_report import write_json
     from pytest_gpuperf.report.junit import junit_xml
     from pytest_gpuperf.report.visible import visible

@@ -1,0 +1,9 @@
+"""`python -m pytest_gpuperf.publish`, the old path of `gpuperf publish` (goes in the next
+release): commands/old_paths/__init__.py."""
+
+from pytest_gpuperf.commands.publish.__main__ import *  # noqa: F403
+
+if __name__ == "__main__":
+    from pytest_gpuperf.commands.old_paths import run_old_path
+
+    run_old_path("publish")
