@@ -102,8 +102,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-require",
         "gpuperf_require",
-        "gpu, hip or cuda: without it the run fails before any test (no skip, no sim); "
-        "static: only with --gpuperf-static (alone: exit 4). Default: not required.",
+        "gpu, hip or cuda: none fails the run (no skip, no sim); static: with "
+        "--gpuperf-static. Default: none.",
         ini="gpuperf_require",
         metavar="KIND",
     ),
@@ -165,11 +165,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-strict",
         "gpuperf_strict",
-        "fail, not report: a measured test with no baseline for this "
-        "device (while stored baselines gate), a verdict the simulated device only modelled, "
-        "a comparison that stays inconclusive or could not reach the base revision, under "
-        "--gpuperf-static a kernel without stored facts or base version, a drift across "
-        "saves.",
+        "fail, not report: no baseline here (while baselines gate), a modelled verdict, "
+        "an A/B inconclusive or without its base, a kernel without stored facts (static), "
+        "a drift across saves, a measurement not taken.",
         ini="gpuperf_strict",
         is_flag=True,
     ),
@@ -245,7 +243,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-accept",
         "gpuperf_accept",
-        "accept a slowdown ('test_rms.py::* why'), repeatable; or a commit trailer "
+        "accept a slowdown ('t.py::* why'), repeatable; or a trailer "
         "'Gpuperf-Accept: PATTERN why'. Default: none.",
         ini="gpuperf_accept",
         metavar="PATTERN",
@@ -292,9 +290,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-hard-limit",
         "gpuperf_hard_limit",
-        "how long one measurement (an A/B round, a confirmation, a save's) may take before it "
-        "ends unjudged with what it saw, as a multiple of the budget (at least "
-        f"{HARD_LIMIT_MIN_S:g} s); --gpuperf-strict fails such a test. Default: "
+        f"measurement's hard limit, x budget (>={HARD_LIMIT_MIN_S:g} s). Default: "
         f"{HARD_LIMIT_MULTIPLE:g}.",
         ini="gpuperf_hard_limit",
         metavar="MULTIPLE",
@@ -378,7 +374,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-markdown",
         "gpuperf_markdown",
-        "write a Markdown summary (also to $GITHUB_STEP_SUMMARY). Default: none.",
+        "write a Markdown summary (+ $GITHUB_STEP_SUMMARY). Default: none.",
         ini="gpuperf_markdown",
         metavar="PATH",
     ),

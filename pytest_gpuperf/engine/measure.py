@@ -144,8 +144,8 @@ def measure_launch(
     try:
         if setup is not None:  # a setup that waits for the device is refused, in one line
             setup()
-            launch(args)
-            check_host_waits(sampler, [], [(lambda: launch(args), setup)])
+            enqueue(launch.args)
+            check_host_waits(sampler, [], [(lambda: enqueue(launch.args), setup)])
         copies = _copies_needed(settings, buffers, bytes_moved, sampler, label)
         placements = sampler.placements(
             launch.args, buffers, copies, fit=settings.spread_placements

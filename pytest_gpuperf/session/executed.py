@@ -28,6 +28,7 @@ Threads other than the main one are not seen on 3.10/3.11 (setprofile is per thr
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -65,7 +66,7 @@ class Recorder:
         self._executed: set[str] = set()
         self._opened: set[str] = set()
         self._incomplete = ""
-        self._running = False
+        self.running = False
         self._stopped = False
         self._tool: int | None = None
         self._previous: Any = None  # the profile function chained on 3.10/3.11
@@ -105,13 +106,13 @@ class Recorder:
                 return
             self._previous = previous
             self._hook = self._profile if previous is None else self._chained
-        self._resume()
+        self.resume()
 
     def stop(self) -> Record:
         """End the recording for good and give the interpreter's hooks back."""
         global _active
         if not self._stopped:
-            self._pause()
+            self.pause()
             self._stopped = True
             if self._tool is not None and self._still_ours():
                 _MONITORING.register_callback(self._tool, _MONITORING.events.PY_START, None)
@@ -122,8 +123,8 @@ class Recorder:
         return self.snapshot()
 
     # -- pausing -------------------------------------------------------------------------------
-    def _resume(self) -> None:
-        if self._running or self._stopped or (self._tool is None and self._hook is None):
+    def resume(self) -> None:
+        if self.running or self._stopped or (self._tool is None and self._hook is None):
             return
         if self._tool is not None:
             if not self._still_ours():
@@ -132,12 +133,12 @@ class Recorder:
         else:
             assert self._hook is not None
             sys.setprofile(self._hook)
-        self._running = True
+        self.running = True
 
-    def _pause(self) -> None:
-        if not self._running:
+    def pause(self) -> None:
+        if not self.running:
             return
-        self._running = False
+        self.running = False
         if self._tool is not None:
             if self._still_ours():
                 _MONITORING.set_events(self._tool, 0)
@@ -159,7 +160,7 @@ class Recorder:
 
     def _check_hook(self) -> None:
         replaced = self._hook is not None and sys.getprofile() is not self._hook
-        if self._running and replaced and not self._incomplete:
+        if self.running and replaced and not self._incomplete:
             self._incomplete = "the test replaced the profile function while it was recorded"
 
     # -- the hooks -------------------------------------------------------------------------------
@@ -176,8 +177,8 @@ class Recorder:
             self._executed.add(frame.f_code.co_filename)
         self._previous(frame, event, arg)
 
-    def _opening(self, path: str) -> None:
-        if self._running:
+    def opening(self, path: str) -> None:
+        if self.running:
             self._opened.add(path)
 
 
@@ -198,14 +199,14 @@ _active: Recorder | None = None
 def paused() -> Iterator[None]:
     """Nothing is recorded inside (a measurement under the GPU lock)."""
     recorder = _active
-    if recorder is None or not recorder._running:
+    if recorder is None or not recorder.running:
         yield
         return
-    recorder._pause()
+    recorder.pause()
     try:
         yield
     finally:
-        recorder._resume()
+        recorder.resume()
 
 
 # -- opened files ----------------------------------------------------------------------------
@@ -239,7 +240,7 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         return
     path = os.path.abspath(path)
     if _active is not None:
-        _active._opening(path)
+        _active.opening(path)
     if _watches and not _opened_by_the_plugin():
         for watch in _watches:
             watch.add(path)
@@ -248,7 +249,8 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 def _opened_by_the_plugin() -> bool:
     """Whether the innermost frame outside the standard library is this plugin's (a kernel
     file it compiles for the base body's gpu_bench.kernel is not the body's doing)."""
-    frame: FrameType | None = sys._getframe(2)
+    here = inspect.currentframe()  # _audit's caller, two up: what opened the file
+    frame: FrameType | None = here.f_back.f_back if here and here.f_back else None
     while frame is not None:
         name = frame.f_code.co_filename
         if name.startswith(_PLUGIN_DIR):  # first: the plugin may be installed in site-packages

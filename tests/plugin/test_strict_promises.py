@@ -80,6 +80,10 @@ PROMISES = {
     "nothing decided these measurements (--gpuperf-strict fails them": (
         "test_callable_ab::test_strict_fails_a_measurement_that_nothing_gated"
     ),
+    # a measurement not taken (no usable sample, or its hard limit): the test's failure
+    "(--gpuperf-strict fails a measurement not taken)": (
+        "test_real_code::test_under_strict_a_measurement_not_taken_fails"
+    ),
     # an accept rule never excuses a strict failure
     "never a floor or a --gpuperf-strict rule": "test_accept::test_a_floor_is_never_accepted",
 }
@@ -128,11 +132,12 @@ def test_every_listed_promise_has_its_test():
 def test_the_help_lists_exactly_the_promises_kept_below():
     text = next(spec.help for spec in OPTIONS if spec.flag == "--gpuperf-strict")
     for clause in (
-        "a measured test with no baseline for this device (while stored baselines gate)",
-        "a verdict the simulated device only modelled",
-        "a comparison that stays inconclusive or could not reach the base revision",
-        "under --gpuperf-static a kernel without stored facts or base version",
+        "no baseline here (while baselines gate)",
+        "a modelled verdict",
+        "an A/B inconclusive or without its base",
+        "a kernel without stored facts (static)",
         "a drift across saves",
+        "a measurement not taken",
     ):
         assert clause in text
 
