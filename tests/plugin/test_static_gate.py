@@ -567,7 +567,7 @@ def test_results_go_into_the_json_report_junit_and_markdown(sgp):
     )
     result.assert_outcomes(passed=1)
     document = json.loads((sgp.path / "out.json").read_text())
-    assert document["schema_version"] == 3 and document["results"] == []
+    assert document["schema_version"] == 4 and document["results"] == []
     static = document["static"]
     assert static["archs"] == ["gfx942"]
     assert static["compilers"]["gfx942"].startswith(clang_label())
