@@ -416,6 +416,11 @@ class Backend(abc.ABC):
         simulated device, for a kernel it has no model of); True everywhere else."""
         return True
 
+    def declare_work(self, kernel: Kernel, flops: int, math: str) -> None:  # noqa: B027
+        """What a test declared `kernel` computes (`flops` operations in `math`): a device
+        that computes its times (the simulated one) times the kernel's launches from it; a
+        real device ignores it, its code sets the time."""
+
     def occupancy(
         self, kernel: Kernel, block_threads: int, shared_bytes: int = 0
     ) -> KernelResources:

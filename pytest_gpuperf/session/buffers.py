@@ -57,3 +57,30 @@ def unwritten_elements(number: int, buffer: DeviceBuffer, dtype: np.dtype) -> Un
     elements = raw[:whole].reshape(-1, dtype.itemsize)
     count = int(np.count_nonzero((elements == POISON_BYTE).all(axis=1)))
     return Unwritten(number, count, len(elements))
+
+
+def shaped_download(buffer: DeviceBuffer, dtype: Any, shape: Any, where: str) -> np.ndarray:
+    """The buffer's contents as a host array of `dtype` and `shape` (None: all of it, flat);
+    ConfigError naming `where` when the shape needs more than the buffer holds."""
+    flat = buffer.download(dtype)
+    if shape is None:
+        return flat
+    dims = shape_dims(shape, where)
+    count = math.prod(dims)
+    if count > flat.size:
+        raise ConfigError(
+            f"{where}: shape {tuple(dims)} needs {count} x {np.dtype(dtype)} but the "
+            f"buffer holds {buffer.nbytes} bytes ({flat.size} elements)"
+        )
+    return flat[:count].reshape(dims).copy()
+
+
+def unwritten_outputs(empties: Sequence[tuple[DeviceBuffer, np.dtype]]) -> list[Unwritten]:
+    """The outputs among `empties` (the test's `empty` buffers, in order) that still hold
+    elements of the poison fill alone (freed ones are skipped)."""
+    found = (
+        unwritten_elements(number, buffer, dtype)
+        for number, (buffer, dtype) in enumerate(empties, 1)
+        if not buffer.freed
+    )
+    return [u for u in found if u.count]

@@ -13,7 +13,6 @@ A/B (callable_base.py, callable_pairs.py). No pytest import here.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -25,22 +24,30 @@ from pytest_gpuperf.config.parsing import parse_cache, parse_floor
 from pytest_gpuperf.config.settings import TestSettings
 from pytest_gpuperf.engine.measure import MeasureSettings
 from pytest_gpuperf.engine.results import Measurement
+from pytest_gpuperf.engine.roofline import attention_flops, gemm_flops
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
+from pytest_gpuperf.gate.roofline import WorkFloors
 from pytest_gpuperf.gate.static.run import expect_isa_spec  # gpuperf-static
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel
 from pytest_gpuperf.runtime.devices import DeviceSpec
 from pytest_gpuperf.session import callable_pairs, kernel_pairs, profile_child
-from pytest_gpuperf.session.bench_result import BenchResult
+from pytest_gpuperf.session.bench_result import BenchResult, progress_line
 from pytest_gpuperf.session.bench_session import BenchSession
 from pytest_gpuperf.session.buffers import (
     Unwritten,
     poisoned_buffer,
-    shape_dims,
-    unwritten_elements,
+    shaped_download,
+    unwritten_outputs,
 )
 from pytest_gpuperf.session.callable_base import BaseCallable, TestBody, ab_without_timing
-from pytest_gpuperf.session.declared import check_setup, declared_bytes, resolve_kernel_path
+from pytest_gpuperf.session.declared import (
+    check_setup,
+    declared_bytes,
+    relative_paths,
+    resolve_kernel_path,
+    work_of,
+)
 from pytest_gpuperf.session.device import OpenDevice
 from pytest_gpuperf.session.kernel_pairs import Recipe
 from pytest_gpuperf.session.profile_child import PROFILED_NOTE, child_plan
@@ -91,6 +98,10 @@ class GpuBench:
         if test.peak_bps is not None:
             spec = replace(spec, peak_bps=test.peak_bps, source=f"{spec.source}; peak_gbps marker")
         self._spec = spec
+
+    # The FLOPs of the common shapes, for flops= (engine/roofline.py)
+    gemm_flops = staticmethod(gemm_flops)
+    attention_flops = staticmethod(attention_flops)
 
     # -- what the test can look at -------------------------------------------------------
     @property
@@ -165,13 +176,7 @@ class GpuBench:
     def kernel_files(self, rootdir: Path) -> list[str]:
         """The work tree's kernel files this test asked for (a file that did not compile
         too), relative to `rootdir` where they lie under it: what a change can slow down."""
-        named = []
-        for path in self._kernel_files:
-            resolved = path.resolve()
-            root = rootdir.resolve()
-            shown = resolved.relative_to(root) if resolved.is_relative_to(root) else resolved
-            named.append(shown.as_posix())
-        return named
+        return relative_paths(self._kernel_files, rootdir)
 
     @property
     def loaded(self) -> tuple[tuple[Kernel, Mapping[str, tuple[str, ...]]], ...]:
@@ -223,12 +228,7 @@ class GpuBench:
         a failed output check, elements no launch wrote (a grid too small for the data)
         rather than elements written too often (an in-place update repeated by measuring)."""
         self.backend.synchronize()
-        found = (
-            unwritten_elements(number, buffer, dtype)
-            for number, (buffer, dtype) in enumerate(self._empties, 1)
-            if not buffer.freed
-        )
-        return [u for u in found if u.count]
+        return unwritten_outputs(self._empties)
 
     def fill(self, buffer: DeviceBuffer, byte: int = 0) -> None:
         """Set every byte of `buffer` to `byte`, on the device, asynchronously: what a `setup`
@@ -245,17 +245,7 @@ class GpuBench:
         """The buffer's contents as a host array of `dtype`, `shape` (default: all of it)."""
         self._check_open("from_device")
         self.backend.synchronize()
-        flat = buffer.download(dtype)
-        if shape is None:
-            return flat
-        dims = shape_dims(shape, "from_device")
-        count = math.prod(dims)
-        if count > flat.size:
-            raise ConfigError(
-                f"from_device: shape {tuple(dims)} needs {count} x {np.dtype(dtype)} but the "
-                f"buffer holds {buffer.nbytes} bytes ({flat.size} elements)"
-            )
-        return flat[:count].reshape(dims).copy()
+        return shaped_download(buffer, dtype, shape, "from_device")
 
     def launch(
         self,
@@ -288,11 +278,15 @@ class GpuBench:
         shared_bytes: int = 0,
         floor: float | None = None,
         setup: Callable[[], Any] | None = None,
+        flops: int | None = None,
+        math: str | None = None,
     ) -> BenchResult:
         """Measure `kernel` (under --gpuperf) or launch it once (otherwise).
 
         Declare the bytes the kernel must move: `bytes=` a count, or `reads=` / `writes=`
-        arrays, device buffers or byte counts (each read once, each written once).
+        arrays, device buffers or byte counts (each read once, each written once). A
+        compute-bound kernel also declares its work, `flops=` (gemm_flops(m, n, k)) and
+        `math=` ("bf16", ...), which puts it on the roofline (min_flops, min_roofline).
         `cache`: "cold" | "hot" | "rotate" (default: the gpuperf marker's, else
         --gpuperf-cache). `name` tells several measurements in one test apart. `floor` is this
         measurement's min_bw (it wins over the test's markers). `setup()` runs before every
@@ -305,6 +299,7 @@ class GpuBench:
         bytes_moved = declared_bytes(label, bytes, reads, writes)
         mode = self._cache(cache, label)
         floor_rule = self._floor(floor, label, mode)
+        work, work_floors = work_of(self.test, self._spec, label, mode, flops, math)
         call_args = tuple(args)
         check_setup(setup, label)
         if child_plan() is not None:  # an explain pass's child: one profiled launch a side
@@ -333,15 +328,18 @@ class GpuBench:
             "shared_bytes": shared_bytes,
             "setup": setup,
         }
+        if work is not None:  # the simulated device times the kernel from it; GPUs ignore it
+            self.backend.declare_work(kernel, work.flops, work.math)
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
             base, why, detail = self.base_of(kernel)
             settings = self._measure_settings(mode, label, bytes_moved, floor_rule[0])
             measurement, ab, paired = kernel_pairs.measure_kernel_ab(
                 self, kernel, (base, why, detail), settings, common
             )
+        measurement = replace(measurement, work=work) if work else measurement
         paired_base = base if paired is not None else None
         recipe = Recipe(label, mode, common, kernel=kernel, base=paired_base, compared=base)
-        self._keep(measurement, floor_rule, ab, recipe)
+        self._keep(measurement, floor_rule, ab, recipe, work_floors)
         return self._record(
             BenchResult(
                 label,
@@ -365,8 +363,11 @@ class GpuBench:
         name: str | None = None,
         floor: float | None = None,
         setup: Callable[[], Any] | None = None,
+        flops: int | None = None,
+        math: str | None = None,
     ) -> BenchResult:
-        """Measure work that `fn()` launches on the default stream (PyTorch, Triton, CuPy).
+        """Measure work that `fn()` launches on the default stream (PyTorch, Triton, CuPy);
+        `flops=` and `math=` as for a kernel.
 
         The engine cannot see the callable's buffers, so cache="rotate" is refused. Under
         --gpuperf-compare its base is the test's own Python at the base revision, whose body
@@ -380,6 +381,7 @@ class GpuBench:
         bytes_moved = declared_bytes(label, bytes, reads, writes)
         mode = self._cache(cache, label)
         floor_rule = self._floor(floor, label, mode)
+        work, work_floors = work_of(self.test, self._spec, label, mode, flops, math)
         check_setup(setup, label)
         if child_plan() is not None:  # an explain pass's child: what fn (and base's) launches
             sides = callable_pairs.profiled_sides(self, label, (fn, setup))
@@ -406,8 +408,10 @@ class GpuBench:
             measurement, ab, paired = callable_pairs.measure(
                 self, fn, found, captures, ab, settings, common
             )
+        measurement = replace(measurement, work=work) if work else measurement
         base_fn = found if paired is not None else None
-        self._keep(measurement, floor_rule, ab, Recipe(label, mode, common, fn=fn, base_fn=base_fn))
+        recipe = Recipe(label, mode, common, fn=fn, base_fn=base_fn)
+        self._keep(measurement, floor_rule, ab, recipe, work_floors)
         return self._record(
             BenchResult(label, label, bytes_moved, mode, measurement, comparison=paired)
         )
@@ -472,10 +476,11 @@ class GpuBench:
         floor_rule: tuple[float | None, str],
         ab: AbResult | None,
         recipe: Recipe,
+        work_floors: WorkFloors,
     ) -> None:
         """Hand a measurement to the gate with the device facts its peak check reads (the
-        same for a kernel and a callable), and keep how to take it again at the same
-        position, where `confirm` looks for it."""
+        same for a kernel and a callable) and its roofline floors, and keep how to take it
+        again at the same position, where `confirm` looks for it."""
         self._taken.append(
             Taken(
                 measurement,
@@ -483,6 +488,7 @@ class GpuBench:
                 ab=ab,
                 cache_bytes=max(int(self._spec.cache_bytes), int(self.info.l2_bytes)),
                 device_peak_bps=self._device.match.spec.peak_bps,
+                work_floors=work_floors,
             )
         )
         self._recipes.append(recipe)
@@ -585,15 +591,7 @@ class GpuBench:
     def _record(self, result: BenchResult) -> BenchResult:
         self._results.append(result)
         if self._progress is not None and result.measurement is not None:
-            m = result.measurement
-            compared = ""
-            if result.comparison is not None:
-                compared = f", {result.comparison.ratio:.4f}x base's time"
-            self._progress(
-                f"gpuperf: measured {self.test.test_id} [{m.name}, {m.cache}]: "
-                f"{m.time_s * 1e6:.2f} us, {m.efficiency:.1%} of peak{compared} "
-                f"({len(m.samples_s)} samples, {m.wall_s:.2f} s)"
-            )
+            self._progress(progress_line(self.test.test_id, result))
         return result
 
 

@@ -36,6 +36,7 @@ from pytest_gpuperf.runtime.base import (
 from pytest_gpuperf.runtime.devices import AMD
 from pytest_gpuperf.runtime.info import ClockReport
 from pytest_gpuperf.simulate import kernel_models
+from pytest_gpuperf.simulate.compute_time import ComputeTimes
 from pytest_gpuperf.simulate.device_model import (
     DEFAULT_EFFICIENCY,
     HOST_EVENT_S,
@@ -121,6 +122,7 @@ class SimBackend(Backend):
         self._cache = LruCache(self.spec.cache_bytes)
         self._allocations: dict[int, Allocation] = {}
         self._executor = Executor(self._allocations, back=self._back)
+        self._compute = ComputeTimes(self.spec)  # the compute roof (compute_time.py)
         self._next_address = BASE_ADDRESS
         self._next_serial = 0
         self._loads = 0  # modules loaded so far: each load draws its own code drift
@@ -243,6 +245,11 @@ class SimBackend(Backend):
         handle: SimKernel = kernel.handle
         where = str(handle.source) if handle.source is not None else "<string>"
         return (where, handle.name) not in self._executor.unmodelled
+
+    def declare_work(self, kernel: Kernel, flops: int, math: str) -> None:
+        """Time `kernel`'s launches from the FLOPs a test declared (when no model gives them):
+        at least flops / (the type's peak x compute efficiency)."""
+        self._compute.declare(kernel.handle, flops, math)
 
     def host_clock(self) -> float:
         """The virtual host clock in seconds; the measurement engine uses it as wall time."""
@@ -459,13 +466,10 @@ class SimBackend(Backend):
             )
         shape = kernel_models.LaunchShape(call.grid, call.block, call.shared_bytes)
         accesses = self._executor.launch(kernel, args, shape)
+        compute_s = self._compute.seconds(handle, lambda: self._executor.views(kernel, args))
+        efficiency = self.efficiency_of(kernel)
         self._run(
-            handle.fingerprint,
-            kernel.name,
-            accesses,
-            self.efficiency_of(kernel),
-            queue,
-            code_key=handle.code_key,
+            handle.fingerprint, kernel.name, accesses, efficiency, queue, handle.code_key, compute_s
         )
 
     def _check_config(
@@ -493,9 +497,11 @@ class SimBackend(Backend):
         efficiency: float,
         queue: SimStream | None,
         code_key: str = "",
+        compute_s: float = 0.0,
     ) -> None:
         """Queue a command that touches `accesses`, timed by the model (`code_key`: what
-        owns its code drift, the fingerprint for the runtime's own copies and fills)."""
+        owns its code drift, the fingerprint for the runtime's own copies and fills); a
+        kernel with known FLOPs lasts at least their `compute_s` (the compute roof)."""
         settings = self.settings
         touched: dict[int, int] = {}
         for access in accesses:
@@ -508,6 +514,7 @@ class SimBackend(Backend):
         seconds = transfer_s(
             accesses, self._cache, self.spec.peak_bps, efficiency, settings.cache_speedup
         )
+        seconds = max(seconds, compute_s)
         self._enqueue(
             queue or self._default_stream, (settings.launch_overhead_s + seconds) * factor
         )

@@ -188,6 +188,10 @@ class Executor:
             return self._spread(total, [b for _, b in buffers])
         return [self._access(b, b.nbytes) for _, b in buffers]
 
+    def views(self, kernel: Kernel, args: Sequence[Any]) -> list[Any]:
+        """A launch's arguments as a model sees them (pointers as typed flat views)."""
+        return [self._view(p, v) for p, v in zip(kernel.params, args, strict=True)]
+
     def _view(self, param: KernelParam, value: Any) -> Any:
         if not param.is_pointer:
             return np.asarray(value).astype(param.dtype).item()
