@@ -148,6 +148,7 @@ class SpeedModel:
     efficiency_from: str = field(default="", compare=False)
     slowdown: float = 1.0
     traffic: str = ""  # the registered traffic_bytes model; "" for every buffer once, whole
+    compute_efficiency: float = 0.0  # of the declared type's peak FLOP/s (the compute roof)
 
 
 class Backend(abc.ABC):

@@ -36,7 +36,7 @@ from pytest_gpuperf.runtime.base import (
 from pytest_gpuperf.runtime.devices import AMD
 from pytest_gpuperf.runtime.info import ClockReport
 from pytest_gpuperf.simulate import kernel_models
-from pytest_gpuperf.simulate.compute_time import ComputeTimes
+from pytest_gpuperf.simulate.compute_time import ComputeTimes, compute_efficiency
 from pytest_gpuperf.simulate.device_model import (
     DEFAULT_EFFICIENCY,
     HOST_EVENT_S,
@@ -63,6 +63,7 @@ from pytest_gpuperf.simulate.host_memory import (
 from pytest_gpuperf.simulate.source import (
     check_source,
     code_object,
+    compute_directives,
     directives,
     fingerprint,
     read_source,
@@ -238,7 +239,7 @@ class SimBackend(Backend):
             name = getattr(model.traffic_bytes, "__qualname__", repr(model.traffic_bytes))
             traffic = f"{model.source}:{model.kernel}:{name}"
         slowdown = self.settings.slowdown(handle.fingerprint, kernel.name)
-        return SpeedModel(efficiency, found, slowdown, traffic)
+        return SpeedModel(efficiency, found, slowdown, traffic, compute_efficiency(handle))
 
     def outputs_computed(self, kernel: Kernel) -> bool:
         """False once `kernel` was launched without a model computing its outputs."""
@@ -415,10 +416,11 @@ class SimBackend(Backend):
         text = read_source(source, name)
         signatures = check_source(text.text, text.name, text.directory)
         found = directives(text.text, text.name)
-        binary = code_object(text, found, options, defines)
+        compute = compute_directives(text.text, text.name)
+        binary = code_object(text, found, options, defines, compute)
         return Module(
             backend=self,
-            handle=(text.path, found, self._new_load()),
+            handle=(text.path, found, self._new_load(), compute),
             source_name=text.name,
             signatures=signatures,
             binary=binary,
@@ -431,18 +433,19 @@ class SimBackend(Backend):
 
     def _load_binary(self, module: Module) -> tuple:
         """A new load of the same code object: the same kernels, their own code drift."""
-        path, found, _ = module.handle
-        return (path, found, self._new_load())
+        path, found, _, compute = module.handle
+        return (path, found, self._new_load(), compute)
 
     def _get_function(self, module: Module, name: str) -> SimKernel:
         """The kernel's handle. Its models are those of the module's file, or, when the
         caller set `module.origin_path` before asking for kernels (an A/B comparison's base
         version, built from another revision's copy of a file), those of that file."""
-        path, found, load = module.handle
+        path, found, load, compute = module.handle
         origin = module.origin_path
         if origin is not None:
             path = Path(origin).resolve()
-        return SimKernel(name, fingerprint(module.binary, name), found.get(name), path, load)
+        print_ = fingerprint(module.binary, name)
+        return SimKernel(name, print_, found.get(name), path, load, compute.get(name))
 
     # -- execution --------------------------------------------------------------------------
     def _launch(self, call: LaunchCall) -> None:

@@ -5,7 +5,8 @@ Its FLOPs come from a registered model's `flops` (kernel_models.py), else from w
 declared (`gpu_bench(..., flops=, math=)`, handed over through `Backend.declare_work`); a
 kernel with neither is timed from its bytes alone, as before. The peaks are the device
 table's (runtime/compute_peaks.py: MI300X 1307.4 TFLOP/s bf16 dense, AMD's data sheet). The
-efficiency is the model's `compute_efficiency`, else DEFAULT_COMPUTE_EFFICIENCY: an
+efficiency is the kernel's `// gpuperf-sim: compute_efficiency=` directive, else its model's
+`compute_efficiency`, else DEFAULT_COMPUTE_EFFICIENCY: an
 assumption, not a measurement (no AMD GPU has run these kernels), chosen between what a
 plain tiled kernel and a vendor GEMM reach. Like every number of the simulated device, the
 result is the model's, never a device's.
@@ -57,10 +58,18 @@ class ComputeTimes:
                 f"simulated kernel model {what}: no {math} peak known for {self.spec.name}, "
                 "so its FLOPs cannot be timed; declare a type the device has a peak for"
             )
-        efficiency = DEFAULT_COMPUTE_EFFICIENCY
-        if model is not None and model.compute_efficiency is not None:
-            efficiency = model.compute_efficiency
-        return flops / (peak * efficiency)
+        return flops / (peak * compute_efficiency(handle))
+
+
+def compute_efficiency(handle: SimKernel) -> float:
+    """The fraction of the type's peak the kernel computes at: its gpuperf-sim directive,
+    else its model's, else DEFAULT_COMPUTE_EFFICIENCY."""
+    if handle.compute_efficiency is not None:
+        return handle.compute_efficiency
+    model = handle.model()
+    if model is not None and model.compute_efficiency is not None:
+        return model.compute_efficiency
+    return DEFAULT_COMPUTE_EFFICIENCY
 
 
 def _counted(model: kernel_models.KernelModel, views: list[Any]) -> Any:

@@ -68,6 +68,7 @@ class SimKernel:
     efficiency: float | None = None
     source: Path | None = None
     load: int = 0
+    compute_efficiency: float | None = None  # its gpuperf-sim compute_efficiency directive
     plugin_kernel: bool = field(init=False)  # from the plugin's kernels/
     internal: bool = field(init=False)  # from the measurement engine's gpuperf_internal.hip
 
