@@ -374,10 +374,11 @@ def explain_notes(explain: Mapping[str, Any] | None) -> list[str]:
     facts it lacked (the same line for every test it names, so said once), and a declaration
     the counters contradict."""
     code = (explain or {}).get("code") or {}
-    traffic, check = (explain or {}).get("traffic") or {}, (explain or {}).get("bytes_check")
+    traffic = (explain or {}).get("traffic") or {}
+    checks = [(explain or {}).get(name) for name in ("bytes_check", "flops_check")]
     notes = [f"no code facts: {code['advice']}"] if code.get("advice") else []
     notes += [traffic["problem"]] if traffic.get("problem") else []
-    return notes + ([check["line"]] if check and check.get("warns") else [])
+    return notes + [check["line"] for check in checks if check and check.get("warns")]
 
 
 def row_notes(row: Row) -> list[str]:
