@@ -10,9 +10,10 @@ efficiency (achieved FLOP/s over the type's peak, what `min_flops` floors) and t
 efficiency (achieved over the attainable at its intensity, what `min_roofline` floors). Below
 the ridge the roofline efficiency equals the bandwidth efficiency, by construction.
 
-A bf16 8192 x 8192 x 8192 matmul moves about 400 MB and does 1.1 PFLOP: its bandwidth
-efficiency is under 1% whatever it achieves, so no bandwidth floor can be written for it;
-its compute efficiency can. Nothing here measures or judges: the gate reads these numbers.
+A bf16 8192 x 8192 x 8192 matmul moves about 400 MB and does 1.1 TFLOP: at 75% of an
+MI300X's bf16 roof it uses 7% of the peak bandwidth, and at 10% of the roof under 1%, so a
+bandwidth floor cannot tell the fast kernel from the slow one; its compute efficiency can.
+Nothing here measures or judges: the gate reads these numbers.
 """
 
 from __future__ import annotations

@@ -155,7 +155,7 @@ def traffic_lines(
         )
     lines += [line for _, line in others]
     first = lines[lead] if len(lines) > lead else ""
-    if len(lines) == lead + 1 and "the same" in first:
+    if len(lines) == 1 and lead == 0 and "the same" in first:
         lines[lead] += "; no counter moved: the time changed without the traffic"
     elif "the same DRAM bytes" in first and others:
         # The bytes did not move: what moved most against its own noise leads (issue: an
@@ -182,7 +182,7 @@ def _flop_words(value: float) -> str:
 def compute_lines(head: Traffic, base: Traffic) -> list[str]:
     """What a compute-bound kernel's counters say, head against base, the pipe that moved most
     first: 'tensor pipe utilisation fell 78% -> 2% (wgmma (GMMA))', 'FP32 FMA pipe
-    utilisation rose 3% -> 71%', 'tensor-path FLOPs 1.10 PFLOP -> 0 FLOP', and the FLOP/s
+    utilisation rose 3% -> 71%', 'tensor-path FLOPs 1.1 TFLOP -> 0 FLOP', and the FLOP/s
     the counted FLOPs give under the profiler."""
     moves: list[tuple[float, str]] = []
     for name, h, b, kind in (
