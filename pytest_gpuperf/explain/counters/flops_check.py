@@ -76,7 +76,7 @@ class FlopsCheck:
         assert self.counted_flops is not None and self.gap is not None
         tensor = ""
         if self.tensor_flops is not None:
-            tensor = f", {_flop_amount(self.tensor_flops)} of it on the tensor path"
+            tensor = f" ({_flop_amount(self.tensor_flops)} of it on the tensor path)"
         counted = (
             f"{_flop_amount(self.counted_flops)} counted{tensor} against "
             f"{_flop_amount(self.declared_flops)} declared ({self.gap:+.1%})"
