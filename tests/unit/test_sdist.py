@@ -15,9 +15,10 @@ import pytest_gpuperf
 REPO = Path(__file__).resolve().parents[2]
 # A guard against bench data coming back, with room for the package to grow a little. What
 # the sdist holds is the package, the docs' Markdown and the tests (1.151 MB on 2026-11-28,
-# after the callables' explain pass and its measured results); under 1 MB needs them smaller
-# (issue 47), not more left out.
-MAX_SDIST_BYTES = 1_165_000
+# after the callables' explain pass and its measured results; 1.212 MB with the roofline of
+# issue 56: its package, tests and docs, no data); under 1 MB needs them smaller (issue 47),
+# not more left out.
+MAX_SDIST_BYTES = 1_230_000
 BENCH_DATA = ("docs/measurements/", "docs/img/")
 
 
