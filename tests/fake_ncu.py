@@ -105,6 +105,7 @@ def main() -> int:
         "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "%",
         "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active": "%",
         "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active": "%",
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active": "%",
     }
     lines = ["==PROF== Connected to process 4711", ",".join(f'"{h}"' for h in header)]
     lines.append(",".join(f'"{units.get(h, "") if h in metrics else ""}"' for h in header))
@@ -119,6 +120,7 @@ def main() -> int:
         counted = flops * (float(os.environ.get("FAKE_NCU_FLOPS_SCALE", "1")) if head else 1.0)
         values = {
             "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": 80 * tensor,
+            "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active": 80 * tensor,
             "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active": 5,
             "sm__ops_path_tensor_src_bf16_dst_fp32.sum": counted,
             "dram__bytes_read.sum": read,

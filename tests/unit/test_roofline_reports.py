@@ -167,14 +167,15 @@ def test_the_dashboard_plots_each_measurement_under_its_devices_roofs():
 NCU_HEADER = ["ID", "Kernel Name", *ncu.ALL_METRICS]
 
 
-def ncu_csv(*launches: dict[str, float], extra: str = "") -> str:
-    """A raw-page CSV as `ncu --csv --page raw --print-units base` writes one."""
+def ncu_csv(*launches: dict[str, float], missing: str = "") -> str:
+    """A raw-page CSV as `ncu --csv --page raw --print-units base` writes one (`missing`: a
+    metric this ncu reports as n/a)."""
     units = {m: "%" if "pct" in m else "" for m in ncu.ALL_METRICS}
-    lines = [extra, ",".join(f'"{h}"' for h in NCU_HEADER)]
+    lines = [",".join(f'"{h}"' for h in NCU_HEADER)]
     lines.append(",".join(['""', '""', *(f'"{units[m]}"' for m in ncu.ALL_METRICS)]))
     for number, values in enumerate(launches):
-        row = [str(number), "gemm", *(f"{values.get(m, 0):,.0f}" for m in ncu.ALL_METRICS)]
-        lines.append(",".join(f'"{v}"' for v in row))
+        cells = ["n/a" if m == missing else f"{values.get(m, 0):,.0f}" for m in ncu.ALL_METRICS]
+        lines.append(",".join(f'"{v}"' for v in [str(number), "gemm", *cells]))
     return "\n".join(lines)
 
 
@@ -182,6 +183,7 @@ def test_ncu_compute_counters_read_into_traffic():
     values = {
         ncu.TENSOR_PIPE_HMMA: 12,
         ncu.TENSOR_PIPE_GMMA: 81,
+        ncu.TENSOR_PIPE_ANY: 85,  # every tensor instruction: the utilisation
         ncu.FMA_PIPE: 3,
         "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": 1000,
         "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum": 10,
@@ -190,7 +192,9 @@ def test_ncu_compute_counters_read_into_traffic():
     }
     (launch,) = ncu.read_ncu_csv(ncu_csv(values))
     traffic = ncu.traffic_of(launch)
-    assert traffic.tensor_pipe == pytest.approx(0.81) and traffic.tensor_pipe_kind == "wgmma (GMMA)"
+    assert traffic.tensor_pipe == pytest.approx(0.85) and traffic.tensor_pipe_kind == "wgmma (GMMA)"
+    (older,) = ncu.read_ncu_csv(ncu_csv({ncu.TENSOR_PIPE_HMMA: 40}, missing=ncu.TENSOR_PIPE_ANY))
+    assert ncu.traffic_of(older).tensor_pipe == pytest.approx(0.4)  # no catch-all: the family
     assert traffic.fma_pipe == pytest.approx(0.03)
     assert traffic.tensor_flops == 2 * 1024**3
     assert traffic.flops == 2 * 1024**3 + 2 * 1000 + 10

@@ -57,8 +57,11 @@ METRICS = (
 # drops it (profile.py: one line, the rest still reported).
 TENSOR_PIPE_HMMA = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
 TENSOR_PIPE_GMMA = "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"
+# any tensor instruction: what an ncu or a card without the two above still reports
+TENSOR_PIPE_ANY = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
 FMA_PIPE = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"
-TENSOR_PIPES = {TENSOR_PIPE_HMMA: "mma.sync (HMMA)", TENSOR_PIPE_GMMA: "wgmma (GMMA)"}
+TENSOR_FAMILIES = {TENSOR_PIPE_HMMA: "mma.sync (HMMA)", TENSOR_PIPE_GMMA: "wgmma (GMMA)"}
+TENSOR_PIPES = (*TENSOR_FAMILIES, TENSOR_PIPE_ANY)
 # SASS thread instructions and the FLOPs each counts for
 SASS_FLOPS = {
     "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": 2,
@@ -76,7 +79,7 @@ TENSOR_OPS = (
     "sm__ops_path_tensor_src_fp8.sum",
     "sm__ops_path_tensor_src_fp64.sum",
 )
-COMPUTE_METRICS = (TENSOR_PIPE_HMMA, TENSOR_PIPE_GMMA, FMA_PIPE, *SASS_FLOPS, *TENSOR_OPS)
+COMPUTE_METRICS = (*TENSOR_PIPES, FMA_PIPE, *SASS_FLOPS, *TENSOR_OPS)
 ALL_METRICS = (*METRICS, *COMPUTE_METRICS)
 # Base units as --print-units base writes them, to the unit the Traffic fields hold.
 # Nsight Compute 2025.3 writes "ns" for gpu__time_duration and "%" for percentages.
@@ -223,12 +226,17 @@ def traffic_of(launch: dict[str, float | str | None]) -> Traffic:
 
 
 def _compute_of(get: Any) -> dict[str, Any]:
-    """The compute counters of one launch: the busiest tensor pipe (and which), the FMA pipe,
-    the FLOPs counted (SASS FP32/FP64 instructions and tensor-path operations; None when no
-    such counter was reported) and the tensor part of them."""
-    pipes = [(get(metric), words) for metric, words in TENSOR_PIPES.items()]
-    reported = [(value, words) for value, words in pipes if value is not None]
-    tensor, kind = max(reported, key=lambda pair: pair[0]) if reported else (None, "")
+    """The compute counters of one launch: the tensor pipe's utilisation (every tensor
+    instruction's where ncu gives that, else the busier family's) and the busier family (its
+    name), the FMA pipe, the FLOPs counted (SASS FP32/FP64 instructions and tensor-path
+    operations; None when no such counter was reported) and the tensor part of them."""
+    families = [(get(metric), words) for metric, words in TENSOR_FAMILIES.items()]
+    known = [(value, words) for value, words in families if value is not None]
+    busiest, kind = max(known, key=lambda pair: pair[0]) if known else (None, "")
+    overall = get(TENSOR_PIPE_ANY)
+    tensor = overall if overall is not None else busiest
+    if not busiest:
+        kind = "" if overall is None else "any tensor instruction"
     sass = [(get(metric), weight) for metric, weight in SASS_FLOPS.items()]
     ops = [get(metric) for metric in TENSOR_OPS]
     tensor_flops = sum(v for v in ops if v is not None) if any(v is not None for v in ops) else None

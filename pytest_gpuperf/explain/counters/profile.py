@@ -145,6 +145,7 @@ def missing_profiler_line(backend: str) -> str:
 # The compute counters ncu refused in this process (ncu.refused_metrics): a card knows its
 # tensor-pipe metrics or it does not, so later tests do not ask again.
 _UNKNOWN_METRICS: set[str] = set()
+MAX_REFUSED_RETRIES = 4
 
 
 def run_profile(request: ProfileRequest) -> Profiled:
@@ -152,12 +153,16 @@ def run_profile(request: ProfileRequest) -> Profiled:
     did (the problem is the result's one line). A compute counter ncu does not know on this
     GPU is dropped: when its refusal failed the profile, the test is profiled once more
     without it, and every refused counter is one line of the result (unknown_metrics)."""
-    first = _profile_once(request)
-    if not first.unknown_metrics or not first.problem or first.lasting:
-        return first
-    again = _profile_once(request)
-    unknown = tuple(dict.fromkeys((*first.unknown_metrics, *again.unknown_metrics)))
-    return replace(again, cost_s=first.cost_s + again.cost_s, unknown_metrics=unknown)
+    profiled = _profile_once(request)
+    unknown, cost_s = profiled.unknown_metrics, profiled.cost_s
+    # an ncu that names one refused metric at a time needs a run for each, at most one each
+    for _ in range(MAX_REFUSED_RETRIES):
+        if not profiled.unknown_metrics or not profiled.problem or profiled.lasting:
+            break
+        profiled = _profile_once(request)
+        unknown = tuple(dict.fromkeys((*unknown, *profiled.unknown_metrics)))
+        cost_s += profiled.cost_s
+    return replace(profiled, cost_s=cost_s, unknown_metrics=unknown)
 
 
 def _profile_once(request: ProfileRequest) -> Profiled:

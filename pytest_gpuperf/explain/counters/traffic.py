@@ -185,15 +185,15 @@ def compute_lines(head: Traffic, base: Traffic) -> list[str]:
     utilisation rose 3% -> 71%', 'tensor-path FLOPs 1.1 TFLOP -> 0 FLOP', and the FLOP/s
     the counted FLOPs give under the profiler."""
     moves: list[tuple[float, str]] = []
+    busier = head if (head.tensor_pipe or 0.0) >= (base.tensor_pipe or 0.0) else base
     for name, h, b, kind in (
-        ("tensor pipe", head.tensor_pipe, base.tensor_pipe, head.tensor_pipe_kind),
+        ("tensor pipe", head.tensor_pipe, base.tensor_pipe, busier.tensor_pipe_kind),
         ("FP32 FMA pipe", head.fma_pipe, base.fma_pipe, ""),
     ):
         if h is None or b is None or abs(h - b) < PIPE_NOISE:
             continue
         verb = "fell" if h < b else "rose"
-        which = kind or (base.tensor_pipe_kind if name == "tensor pipe" else "")
-        detail = f" ({which})" if which else ""
+        detail = f" ({kind})" if kind else ""  # the instruction family of the busier side
         moves.append((abs(h - b), f"{name} utilisation {verb} {b:.0%} -> {h:.0%}{detail}"))
     lines = [line for _, line in sorted(moves, key=lambda pair: -pair[0])]
     h_tensor, b_tensor = head.tensor_flops, base.tensor_flops
