@@ -9,6 +9,13 @@ row per planned launch (DRAM read = the declared bytes x FAKE_NCU_READ_SCALE, ba
 FAKE_NCU_GRANDCHILD=<pid file> first starts a grandchild in a session of its own that keeps
 the profiler's output open for a minute (as a profiler's helper may), its pid in that file;
 FAKE_NCU_FLOOD_MB=<n> first prints n MB of output.
+
+The compute counters (asked for a test that declared its FLOPs): FAKE_NCU_FLOPS=<n> is what
+a launch counts on the tensor path (sm__ops_path_tensor_src_bf16_dst_fp32), base's x 1.0 and
+head's x FAKE_NCU_FLOPS_SCALE; the tensor pipe is 80% busy on base and 80% x
+FAKE_NCU_TENSOR_SCALE on head, the FMA pipe 5% on both. FAKE_NCU_UNKNOWN=<base,...> names
+metrics this "card" does not know: asked for, ncu prints its "Failed to find metric" error
+for each and exits 1 without running the application.
 """
 
 import json
@@ -33,6 +40,12 @@ def main() -> int:
             position += 2
     application = args[position:]
     mode = os.environ.get("FAKE_NCU_MODE", "ok")
+    unknown = [name for name in os.environ.get("FAKE_NCU_UNKNOWN", "").split(",") if name]
+    refused = [m for m in options.get("--metrics", "").split(",") if m.split(".")[0] in unknown]
+    if refused:
+        for metric in refused:
+            print(f"==ERROR== Failed to find metric {metric}", flush=True)
+        return 1
     pid_file = os.environ.get("FAKE_NCU_GRANDCHILD")
     if pid_file:
         holder = subprocess.Popen(
@@ -89,15 +102,27 @@ def main() -> int:
         "sm__warps_active.avg.pct_of_peak_sustained_active": "%",
         "launch__registers_per_thread": "register/thread",
         "smsp__inst_executed.sum": "inst",
+        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "%",
+        "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active": "%",
+        "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active": "%",
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active": "%",
     }
     lines = ["==PROF== Connected to process 4711", ",".join(f'"{h}"' for h in header)]
     lines.append(",".join(f'"{units.get(h, "") if h in metrics else ""}"' for h in header))
     text = Path(plan).read_text(encoding="utf-8")
     entries = [json.loads(line) for line in text.splitlines() if line.strip()]
+    flops = float(os.environ.get("FAKE_NCU_FLOPS", "0"))
     for number, entry in enumerate(entries):
         declared = entry["declared_bytes"]
-        read = declared * (scale if entry["side"] == "head" else 1.0) / 2
+        head = entry["side"] == "head"
+        read = declared * (scale if head else 1.0) / 2
+        tensor = float(os.environ.get("FAKE_NCU_TENSOR_SCALE", "1")) if head else 1.0
+        counted = flops * (float(os.environ.get("FAKE_NCU_FLOPS_SCALE", "1")) if head else 1.0)
         values = {
+            "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": 80 * tensor,
+            "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active": 80 * tensor,
+            "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active": 5,
+            "sm__ops_path_tensor_src_bf16_dst_fp32.sum": counted,
             "dram__bytes_read.sum": read,
             "dram__bytes_write.sum": declared / 2,
             "lts__t_bytes.sum": declared,

@@ -387,6 +387,20 @@ MIN_BW_HELP = (
     "measurement name, device key or cache mode; several min_bw marks may be stacked and the "
     "most specific applies. Applies under --gpuperf."
 )
+MIN_FLOPS_HELP = (
+    "min_flops(fraction, name=None, device=None, cache=None): fail a measurement whose compute "
+    "efficiency (declared flops= / median kernel time / the device's dense peak FLOP/s for the "
+    "declared math=) is below the fraction, 0 < x <= 1 (e.g. min_flops(0.6)); a measurement it "
+    "applies to must declare flops= and math=. name=, device=, cache= as for min_bw. Applies "
+    "under --gpuperf."
+)
+MIN_ROOFLINE_HELP = (
+    "min_roofline(fraction, name=None, device=None, cache=None): fail a measurement whose "
+    "achieved FLOP/s is below the fraction of the roof that binds at its arithmetic intensity "
+    "(flops= / declared bytes): min(peak FLOP/s, intensity x peak bandwidth), 0 < x <= 1 "
+    "(e.g. min_roofline(0.7)); a measurement it applies to must declare flops= and math=. "
+    "name=, device=, cache= as for min_bw. Applies under --gpuperf."
+)
 GPUPERF_HELP = (
     "gpuperf(tolerance=, cache=, budget_s=, peak_gbps=, strict=): per-test measurement "
     "settings: baseline tolerance (fraction), default cache mode (cold|hot|rotate), sampling "

@@ -304,29 +304,35 @@ def cache_mode_problem(raw: Any) -> str:
     )
 
 
-def parse_floor(raw: Any, where: str) -> float:
-    """A floor: an efficiency fraction in (0, 1]."""
+def parse_floor(
+    raw: Any,
+    where: str,
+    *,
+    of: str = "the peak bandwidth",
+    example: str = "min_bw(0.8)",
+) -> float:
+    """A floor: a fraction in (0, 1] of `of` (the peak bandwidth; for the roofline's marks
+    the peak FLOP/s or the binding roof)."""
     if isinstance(raw, bool) or not isinstance(raw, (int, float)):
         raise ConfigError(
-            f"{where}: the floor must be a number, the fraction of the device's peak "
-            "bandwidth the kernel must reach (0 < x <= 1), e.g. min_bw(0.8)"
+            f"{where}: the floor must be a number, the fraction of {of} the kernel must reach "
+            f"(0 < x <= 1), e.g. {example}"
         )
     value = float(raw)
     if not (math.isfinite(value) and 0 < value <= 1):
         hint = f" (a percentage? did you mean {value / 100:g}?)" if 2 <= value <= 100 else ""
-        raise ConfigError(
-            f"{where}: the floor is a fraction of the peak bandwidth and must be in (0, 1]{hint}"
-        )
+        raise ConfigError(f"{where}: the floor is a fraction of {of} and must be in (0, 1]{hint}")
     return value
 
 
-OUR_MARKERS = ("min_bw", "gpuperf")
+OUR_MARKERS = ("min_bw", "min_flops", "min_roofline", "gpuperf")
 _TYPO_DISTANCE = 2  # `min_bww`, `minbw`, `gpu_perf`, `gpuprf`: a typo, not another marker
 
 
 def misspelt_marker(name: str, registered: Collection[str]) -> str:
     """The marker of ours that `name` misspells ("" when it is none): a marker pytest does
-    not know (not `registered`) within edit distance 2 of `min_bw` or `gpuperf`. A misspelt
+    not know (not `registered`) within edit distance 2 of one of ours (`min_bw`, `min_flops`,
+    `min_roofline`, `gpuperf`). A misspelt
     `@pytest.mark.min_bww(0.9)` set no floor and passed with pytest's generic warning."""
     if name in registered or name in OUR_MARKERS:
         return ""

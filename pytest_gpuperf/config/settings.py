@@ -2,9 +2,9 @@
 
 `build_settings` turns the options (declared once in options.py, each value parsed by
 parsing.py) into the session's frozen `Settings`; `settings_for_test` adds what a test's
-`min_bw` and `gpuperf` markers say, giving its frozen `TestSettings`. Errors are
-`ConfigError`s naming the option, ini key or test; plugin/__init__.py turns them into
-`pytest.UsageError`. No pytest import here.
+`min_bw`, `min_flops`, `min_roofline` (floors.py) and `gpuperf` markers say, giving its
+frozen `TestSettings`. Errors are `ConfigError`s naming the option, ini key or test;
+plugin/__init__.py turns them into `pytest.UsageError`. No pytest import here.
 """
 
 from __future__ import annotations
@@ -16,6 +16,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_gpuperf.config.floors import (
+    MIN_BW,
+    MIN_FLOPS,
+    MIN_ROOFLINE,
+    FloorRule,
+    MarkerArgs,
+    call_text,
+    floor_rule,
+    most_specific,
+)
 from pytest_gpuperf.config.options import (
     DEFAULT_BACKENDS,
     DEFAULT_BASELINE_DIR,
@@ -26,6 +36,8 @@ from pytest_gpuperf.config.options import (
     DEFAULT_GPU_MARGIN,
     GPUPERF_HELP,
     MIN_BW_HELP,
+    MIN_FLOPS_HELP,
+    MIN_ROOFLINE_HELP,
     OPTIONS,
 )
 from pytest_gpuperf.config.parsing import (
@@ -37,7 +49,6 @@ from pytest_gpuperf.config.parsing import (
     parse_clang,
     parse_code_spread,
     parse_device_key,
-    parse_floor,
     parse_gpu_index,
     parse_gpu_margin,
     parse_hard_limit,
@@ -183,49 +194,26 @@ class Settings:
 
 
 @dataclass(frozen=True)
-class FloorRule:
-    """One floor: `value` applies to the measurements it names (None: any name, device key or
-    cache mode); `origin` says where it was written, for messages."""
-
-    value: float
-    name: str | None = None
-    device: str | None = None
-    cache: str | None = None
-    origin: str = "min_bw"
-
-    def matches(self, name: str, device: str, cache: str) -> bool:
-        return all(
-            wanted is None or wanted == actual
-            for wanted, actual in ((self.name, name), (self.device, device), (self.cache, cache))
-        )
-
-    @property
-    def specificity(self) -> int:
-        return sum(part is not None for part in (self.name, self.device, self.cache))
-
-
-@dataclass(frozen=True)
 class TestSettings:
     """What one test is measured and gated with: the session's settings plus its markers."""
 
     __test__ = False  # not a test class, whatever pytest's collector thinks of the name
 
     test_id: str
-    floors: tuple[FloorRule, ...] = ()  # closest marker first
+    floors: tuple[FloorRule, ...] = ()  # min_bw, closest marker first
     tolerance: float = DEFAULT_TOLERANCE
     cache: str = DEFAULT_CACHE
     budget_s: float = DEFAULT_BUDGET_S
     peak_bps: float | None = None
     strict: bool = False
+    flops_floors: tuple[FloorRule, ...] = ()  # min_flops, closest marker first
+    roofline_floors: tuple[FloorRule, ...] = ()  # min_roofline, closest marker first
 
-    def floor_for(self, name: str, device: str, cache: str) -> FloorRule | None:
-        """The floor of one measurement: the most specific matching rule, and among equally
-        specific ones the closest marker."""
-        matching = [rule for rule in self.floors if rule.matches(name, device, cache)]
-        if not matching:
-            return None
-        best = max(rule.specificity for rule in matching)
-        return next(rule for rule in matching if rule.specificity == best)
+    def floor_for(self, name: str, device: str, cache: str, mark: str = MIN_BW) -> FloorRule | None:
+        """The `mark` floor (min_bw, min_flops, min_roofline) of one measurement: the most
+        specific matching rule, and among equally specific ones the closest marker."""
+        rules = {MIN_BW: self.floors, MIN_FLOPS: self.flops_floors}.get(mark, self.roofline_floors)
+        return most_specific(rules, name, device, cache)
 
 
 # -- the session's settings, from the command line and the ini file ---------------------
@@ -397,15 +385,6 @@ def build_settings(
 # -- a test's settings, from its markers ---------------------------------------------------
 
 MARKER_KEYWORDS = ("tolerance", "cache", "budget_s", "peak_gbps", "strict")
-FLOOR_KEYWORDS = ("name", "device", "cache")
-
-
-@dataclass(frozen=True)
-class MarkerArgs:
-    """A marker's arguments, detached from pytest's Mark."""
-
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] | None = None
 
 
 def settings_for_test(
@@ -414,10 +393,13 @@ def settings_for_test(
     *,
     min_bw: Sequence[MarkerArgs] = (),
     gpuperf: Sequence[MarkerArgs] = (),
+    min_flops: Sequence[MarkerArgs] = (),
+    min_roofline: Sequence[MarkerArgs] = (),
 ) -> TestSettings:
     """The settings for one test; `ConfigError` naming the test for a bad marker.
 
-    `min_bw` and `gpuperf` list the test's marks closest first (as pytest's iter_markers).
+    `min_bw`, `gpuperf`, `min_flops` and `min_roofline` list the test's marks closest first
+    (as pytest's iter_markers); the floors' arguments are config/floors.py's.
     """
     result = TestSettings(
         test_id=test_id,
@@ -426,38 +408,16 @@ def settings_for_test(
         budget_s=settings.budget_s,
         strict=settings.strict,
     )
-    if min_bw:
-        result = replace(result, floors=tuple(_floor(test_id, marker) for marker in min_bw))
+    result = replace(
+        result,
+        floors=tuple(floor_rule(test_id, marker, MIN_BW) for marker in min_bw),
+        flops_floors=tuple(floor_rule(test_id, marker, MIN_FLOPS) for marker in min_flops),
+        roofline_floors=tuple(floor_rule(test_id, marker, MIN_ROOFLINE) for marker in min_roofline),
+    )
     merged: dict[str, Any] = {}
     for marker in reversed(tuple(gpuperf)):  # farthest first: the closest overwrites
         merged.update(_gpuperf_keywords(test_id, marker))
     return _apply_gpuperf(result, test_id, merged) if merged else result
-
-
-def _floor(test_id: str, marker: MarkerArgs) -> FloorRule:
-    where = f"{test_id}: @pytest.mark.min_bw"
-    kwargs = dict(marker.kwargs or {})
-    unknown = sorted(set(kwargs) - set(FLOOR_KEYWORDS))
-    if unknown or len(marker.args) != 1:
-        raise ConfigError(
-            f"{where} takes one positional fraction and optionally name=, device=, cache= "
-            f"(e.g. min_bw(0.8) or min_bw(0.6, name='tiled')); got {_call_text(marker)}"
-        )
-    raw = marker.args[0]
-    value = parse_floor(raw, f"{where}({raw!r})")
-    rule = {}
-    for key in FLOOR_KEYWORDS:
-        if key in kwargs:
-            given = kwargs[key]
-            if not isinstance(given, str) or not given.strip():
-                raise ConfigError(f"{where}({key}=...): must be a non-empty string, got {given!r}")
-            rule[key] = parse_cache(given, f"{where}(cache=...)") if key == "cache" else given
-    if "device" in rule:
-        rule["device"] = parse_device_key(rule["device"], f"{where}(device=...)")
-    origin = "min_bw" + (
-        "(" + ", ".join(f"{k}={v!r}" for k, v in rule.items()) + ")" if rule else ""
-    )
-    return FloorRule(value=value, origin=origin, **rule)
 
 
 def _gpuperf_keywords(test_id: str, marker: MarkerArgs) -> dict[str, Any]:
@@ -465,7 +425,7 @@ def _gpuperf_keywords(test_id: str, marker: MarkerArgs) -> dict[str, Any]:
     if marker.args:
         raise ConfigError(
             f"{where} takes keyword arguments only ({', '.join(MARKER_KEYWORDS)}); got "
-            f"{_call_text(marker)}"
+            f"{call_text(marker)}"
         )
     kwargs = dict(marker.kwargs or {})
     unknown = sorted(set(kwargs) - set(MARKER_KEYWORDS))
@@ -494,12 +454,6 @@ def _apply_gpuperf(result: TestSettings, test_id: str, kwargs: Mapping[str, Any]
             raise ConfigError(f"{where}(strict=...): must be True or False")
         changes["strict"] = kwargs["strict"]
     return replace(result, **changes)
-
-
-def _call_text(marker: MarkerArgs) -> str:
-    parts = [repr(a) for a in marker.args]
-    parts += [f"{k}={v!r}" for k, v in (marker.kwargs or {}).items()]
-    return f"({', '.join(parts)})"
 
 
 # -- pytest-xdist ----------------------------------------------------------------------------
@@ -580,6 +534,8 @@ def describe(settings: Settings, rootdir: Path | None = None, width: int = 110) 
 __all__ = [
     "GPUPERF_HELP",
     "MIN_BW_HELP",
+    "MIN_FLOPS_HELP",
+    "MIN_ROOFLINE_HELP",
     "OPTIONS",
     "FloorRule",
     "MarkerArgs",

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_gpuperf.engine.roofline import Roofline, Work, roofline_of
 from pytest_gpuperf.engine.student_t import t_interval
 from pytest_gpuperf.runtime.info import ClockReport, KernelResources
 
@@ -51,7 +52,8 @@ class Measurement:
     `time_s` is the median per-launch kernel time; `time_ci_s` the distribution-free
     confidence interval of that median. Efficiency = bytes_moved / time_s / peak_bps.
     `fingerprint` identifies the kernel's code object ("" for callables): two measurements
-    with the same fingerprint ran byte-identical machine code.
+    with the same fingerprint ran byte-identical machine code. `work`, where the test
+    declared FLOPs, puts it on the roofline (`roofline`: TFLOP/s, the roof that binds).
     """
 
     name: str
@@ -86,6 +88,17 @@ class Measurement:
     # one GPU no two measurements' intervals overlap, the GPU lock sees to that.
     started_s: float | None = None
     ended_s: float | None = None
+    # The FLOPs the test declared (flops=, math=) and the device's peak for that type: None
+    # for a measurement judged on bandwidth alone (engine/roofline.py).
+    work: Work | None = None
+
+    @property
+    def roofline(self) -> Roofline | None:
+        """Where the measurement stands against the roofline of its declared work (None
+        when it declared none)."""
+        if self.work is None:
+            return None
+        return roofline_of(self.work, self.bytes_moved, self.time_s, self.time_ci_s, self.peak_bps)
 
     @property
     def bandwidth_bps(self) -> float:

@@ -1,8 +1,9 @@
 """Compose the checks of one measurement into its Verdict: the gate decides here, once.
 
-A test fails when its efficiency is beyond what the device can do (gate/peak.py), when its
-floor is missed, when the stored baseline regressed (while that baseline gates), when a
-baseline is required (strict) and missing, under strict when the entry drifted downward
+A test fails when its efficiency is beyond what the device can do (gate/peak.py), when a
+floor is missed (min_bw, or the roofline's min_flops and min_roofline: gate/roofline.py),
+when the stored baseline regressed (while that baseline gates), when a baseline is required
+(strict) and missing, under strict when the entry drifted downward
 across its replaced baselines (gate/drift.py), when the A/B comparison says
 REGRESSED, or under strict when the A/B comparison stays INCONCLUSIVE or could not reach the
 base revision at all. A measurement that gets no A/B base is gated by its stored baseline as
@@ -59,10 +60,14 @@ def decide(
     update_command: str = "",
     acceptance: Acceptance | None = None,
     beyond_peak: BeyondPeak | None = None,
+    flops_floor: FloorCheck | None = None,
+    roofline_floor: FloorCheck | None = None,
 ) -> Verdict:
     """The verdict of one measurement from its checks (see the module docstring);
     `acceptance` is the accept rule naming this test, if any; `beyond_peak` an efficiency
-    the device cannot reach (never accepted: the declaration is wrong, not the speed)."""
+    the device cannot reach (never accepted: the declaration is wrong, not the speed);
+    `flops_floor` and `roofline_floor` the roofline's floors (gate/roofline.py), decided as
+    the floor is."""
     draft = Verdict(
         status=PASS,
         baseline=baseline,
@@ -73,6 +78,8 @@ def decide(
         update_command=update_command,
         acceptance=acceptance,
         beyond_peak=beyond_peak,
+        flops_floor=flops_floor,
+        roofline_floor=roofline_floor,
     )
     if unjudged:
         status = UNJUDGED
@@ -84,7 +91,7 @@ def decide(
         status = ACCEPTED if acceptance is not None and excused else FAIL
     elif draft.unmeasured:
         status = FAIL if "strict-modelled" in draft.causes else MODELLED
-    elif floor is not None and floor.status == MARGINAL:
+    elif any(check.status == MARGINAL for check in draft.floors):
         status = MARGINAL
     else:
         status = PASS
@@ -99,7 +106,7 @@ def _not_gated(draft: Verdict, *, unjudged: bool) -> bool:
     return (
         not unjudged
         and draft.save is None
-        and draft.floor is None
+        and not draft.floors
         and draft.beyond_peak is None
         and comparison is not None
         and comparison.state == AB_NO_BASE

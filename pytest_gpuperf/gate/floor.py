@@ -1,4 +1,5 @@
-"""The floor check: must the efficiency reach `min_bw`'s fraction of the peak?"""
+"""The floor check: must the efficiency reach `min_bw`'s fraction of the peak? (The roofline's
+floors, `min_flops` and `min_roofline`, are decided by the same rule: gate/roofline.py.)"""
 
 from __future__ import annotations
 
@@ -17,16 +18,9 @@ def check_floor(
     FAILs. A median below the floor is the best estimate of a kernel that misses it; letting
     it pass would let a slow kernel through whenever it is noisy enough.
     """
-    if not floor > 0.0:
-        raise ValueError(f"floor is an efficiency fraction > 0, not {floor}")
     low, high = measurement.efficiency_ci
     median = measurement.efficiency
-    if low >= floor:
-        status, straddles = PASS, False
-    elif high < floor:
-        status, straddles = FAIL, False
-    else:
-        status, straddles = (MARGINAL if median >= floor else FAIL), True
+    status, straddles = floor_status((low, high), median, floor)
     return FloorCheck(
         floor=floor,
         status=status,
@@ -39,3 +33,16 @@ def check_floor(
         hot_floor=measurement.cache == "hot"
         and (not cache_bytes or measurement.bytes_moved < 2 * cache_bytes),
     )
+
+
+def floor_status(interval: tuple[float, float], median: float, floor: float) -> tuple[str, bool]:
+    """(status, whether the interval straddles the floor) of a fraction against a floor: the
+    one rule every floor is decided by (see `check_floor`)."""
+    if not floor > 0.0:
+        raise ValueError(f"floor is an efficiency fraction > 0, not {floor}")
+    low, high = interval
+    if low >= floor:
+        return PASS, False
+    if high < floor:
+        return FAIL, False
+    return (MARGINAL if median >= floor else FAIL), True

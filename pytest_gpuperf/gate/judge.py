@@ -34,6 +34,7 @@ from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.gate.floor import check_floor
 from pytest_gpuperf.gate.peak import check_peak
 from pytest_gpuperf.gate.policy import DEFAULT_COMPARE_THRESHOLD, HISTORY_LENGTH
+from pytest_gpuperf.gate.roofline import WorkFloors, check_work_floors, failed_floor
 from pytest_gpuperf.gate.saving import SaveContext, plan_save
 from pytest_gpuperf.gate.stored import check_baseline
 from pytest_gpuperf.gate.suite import SuiteBudget, interval_confidence
@@ -80,6 +81,7 @@ class Taken:
     ab: AbResult | None = None
     cache_bytes: int = 0  # the device's caches: a hot floor on a working set they hold warns
     device_peak_bps: float = 0.0  # the device's own peak (a test's peak_gbps may differ)
+    work_floors: WorkFloors = field(default_factory=WorkFloors)  # min_flops, min_roofline
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,7 @@ def _judge_one(
     floor = None
     if item.floor is not None:
         floor = check_floor(m, item.floor, origin=item.floor_origin, cache_bytes=item.cache_bytes)
+    flops_floor, roofline_floor = check_work_floors(m, item.work_floors)
     save = entry = rebase = None
     if context.saving:
         previous = store.load(own_key).get(test_id, m.name, m.cache)
@@ -277,7 +280,7 @@ def _judge_one(
             m,
             previous,
             save_context,
-            floor=floor,
+            floor=failed_floor(floor, flops_floor, roofline_floor),
             unjudged=context.unjudged,
             beyond_peak=beyond_peak is not None,
         )
@@ -292,6 +295,8 @@ def _judge_one(
         update_command=context.update_command,
         acceptance=rule_for(context.accept, test_id),
         beyond_peak=beyond_peak,
+        flops_floor=flops_floor,
+        roofline_floor=roofline_floor,
     )
     return Judged(m, verdict, own_key if entry is not None else "", entry, rebase)
 

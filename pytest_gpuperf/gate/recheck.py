@@ -3,11 +3,12 @@ merge/shards.py).
 
 A shard's report says what its gate decided, and a file can say anything: an efficiency of 5%
 under a 30% floor with status `pass` merged as PASSED. The merge therefore takes from each
-result only what the run measured and what it was judged against (the measurement, the floor,
-the stored baseline's efficiency and allowance, the A/B comparison's state, the accept rule)
-and decides the checks the numbers decide once more, with the gate's own functions: the floor
-(gate/floor.py), the stored baseline's first round (delta against the allowance, as
-gate/stored.py) and its confirmation (gate/confirm.py), then the status (gate/decide.py).
+result only what the run measured and what it was judged against (the measurement, the floors
+(min_bw and the roofline's), the stored baseline's efficiency and allowance, the A/B
+comparison's state, the accept rule) and decides the checks the numbers decide once more,
+with the gate's own functions: the floors (gate/floor.py, gate/roofline.py), the stored
+baseline's first round (delta against the allowance, as gate/stored.py) and its
+confirmation (gate/confirm.py), then the status (gate/decide.py).
 Where the report's status differs, the recomputed one stands and the merge fails naming the
 file and the measurement. The A/B comparison's state comes from pairs the report does not keep
 in full; it is read, from the known states only (record/report_checks.py).
@@ -30,6 +31,7 @@ from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.gate.floor import check_floor
 from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.gate.policy import FALSE_ALARM_RATE
+from pytest_gpuperf.gate.roofline import check_flops_floor, check_roofline_floor
 from pytest_gpuperf.record.checks import IMPROVED, REGRESSED, WITHIN_NOISE, BaselineCheck
 from pytest_gpuperf.record.verdict import UNJUDGED, Row
 
@@ -44,6 +46,13 @@ def recheck(row: Row) -> tuple[Row, str]:
     floor = said.floor
     if floor is not None:
         floor = replace(check_floor(m, floor.floor, origin=floor.origin), hot_floor=floor.hot_floor)
+    flops_floor, roofline_floor = said.flops_floor, said.roofline_floor
+    if m.work is None:  # a roofline floor without the work it floors: none decided
+        flops_floor = roofline_floor = None
+    if flops_floor is not None:
+        flops_floor = check_flops_floor(m, flops_floor.floor, flops_floor.origin)
+    if roofline_floor is not None:
+        roofline_floor = check_roofline_floor(m, roofline_floor.floor, roofline_floor.origin)
     baseline = _baseline(m, said.baseline)
     verdict = decide(
         baseline=baseline,
@@ -56,6 +65,8 @@ def recheck(row: Row) -> tuple[Row, str]:
         update_command=said.update_command,
         acceptance=acceptance,
         beyond_peak=said.beyond_peak,
+        flops_floor=flops_floor,
+        roofline_floor=roofline_floor,
     )
     if verdict.status == said.status:
         if said.baseline.baseline is not None and said.baseline.noise is None:
@@ -67,6 +78,12 @@ def recheck(row: Row) -> tuple[Row, str]:
             f"efficiency {m.efficiency:.2%} against the floor {floor.floor:.2%} is "
             f"{floor.status}, not {said.floor.status}"
         )
+    for mine, theirs in ((flops_floor, said.flops_floor), (roofline_floor, said.roofline_floor)):
+        if mine is not None and theirs is not None and mine.status != theirs.status:
+            why.append(
+                f"{mine.origin} {mine.efficiency:.2%} against the floor {mine.floor:.2%} is "
+                f"{mine.status}, not {theirs.status}"
+            )
     if baseline.outcome != said.baseline.outcome:
         why.append(
             f"against the stored baseline it is {baseline.outcome}, not {said.baseline.outcome}"

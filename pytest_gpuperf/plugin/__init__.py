@@ -89,6 +89,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's, which reads the option below
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"min_bw(fraction): {options.MIN_BW_HELP}")
+    config.addinivalue_line("markers", f"min_flops(fraction): {options.MIN_FLOPS_HELP}")
+    config.addinivalue_line("markers", f"min_roofline(fraction): {options.MIN_ROOFLINE_HELP}")
     config.addinivalue_line("markers", f"gpuperf(**settings): {options.GPUPERF_HELP}")
     cli = {spec.dest: config.getoption(spec.dest) for spec in options.OPTIONS}
     try:

@@ -264,7 +264,12 @@ def item_settings(settings: options.Settings, item: pytest.Item) -> options.Test
         ]
 
     return options.settings_for_test(
-        settings, item.nodeid, min_bw=marks("min_bw"), gpuperf=marks("gpuperf")
+        settings,
+        item.nodeid,
+        min_bw=marks("min_bw"),
+        gpuperf=marks("gpuperf"),
+        min_flops=marks("min_flops"),
+        min_roofline=marks("min_roofline"),
     )
 
 

@@ -64,6 +64,7 @@ def explain_test(item: pytest.Item, judgement: Judgement) -> dict[int, dict[str,
     if device.simulated and not asked:
         return {}  # the simulated device has no counters: nothing to say unless asked
     against = "" if settings.compare_ref else saved_commit(verdicts, Path(item.config.rootpath))
+    spec = device.match.spec
     request = ProfileRequest(
         nodeid=item.nodeid,
         pytest_args=tuple(_child_args(item.config, device.info.index, against)),
@@ -72,6 +73,11 @@ def explain_test(item: pytest.Item, judgement: Judgement) -> dict[int, dict[str,
         hot=all(m.cache == "hot" for m, _ in verdicts),
         timeout_s=settings.explain_timeout_s,
         output_options=_output_options(item.config),
+        # a measurement that declared its FLOPs: the pipes' utilisation and the FLOPs counted
+        compute=any(m.work is not None for m, _ in verdicts),
+        compute_units=int(device.info.compute_units),
+        # MI300-class parts have an XCD per 4 MB of L2: rocprofv3's GRBM counts each one
+        xcds=max(1, spec.l2_bytes // 2**22) if spec.arch == "gfx942" else 1,
     )
     profiled = item.config.stash.get(LASTING, None) or run_profile(request)
     if device.simulated and not settings.explain:  # only the declarations were asked about
@@ -81,9 +87,14 @@ def explain_test(item: pytest.Item, judgement: Judgement) -> dict[int, dict[str,
     l2_bytes = int(device.info.l2_bytes)
     return {
         position: explanation(
-            profiled, position, check_bytes=True, l2_bytes=l2_bytes, stored_commit=against
+            profiled,
+            position,
+            check_bytes=True,
+            l2_bytes=l2_bytes,
+            stored_commit=against,
+            work=measurement.work,
         )
-        for position in range(len(verdicts))
+        for position, (measurement, _) in enumerate(verdicts)
     }
 
 
@@ -162,13 +173,14 @@ def judgement_strict(item: pytest.Item) -> bool:
 
 
 def bytes_warnings(item: pytest.Item, explained: dict[int, dict[str, Any]]) -> list[str]:
-    """The bytes checks that warn: each is a warning, and under --gpuperf-strict (or the
-    test's strict=True) a failure of the test."""
+    """The declaration checks that warn (declared bytes, declared FLOPs): each is a warning,
+    and under --gpuperf-strict (or the test's strict=True) a failure of the test."""
     lines = []
     for explain in explained.values():
-        check = explain.get("bytes_check") or {}
-        if check.get("warns"):
-            lines.append(f"gpuperf: {check['line']}")
+        for name in ("bytes_check", "flops_check"):
+            check = explain.get(name) or {}
+            if check.get("warns"):
+                lines.append(f"gpuperf: {check['line']}")
     return lines
 
 

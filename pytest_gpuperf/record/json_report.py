@@ -120,6 +120,7 @@ def measurement_json(measurement: Measurement) -> dict[str, Any]:
         efficiency=to_plain(measurement.efficiency),
         efficiency_ci=to_plain(measurement.efficiency_ci),
         relative_ci=to_plain(measurement.relative_ci),
+        roofline=to_plain(measurement.roofline),  # null unless flops= declared its work
     )
     return dict(data)
 

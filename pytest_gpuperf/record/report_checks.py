@@ -24,6 +24,7 @@ from pytest_gpuperf.engine.results import CACHE_MODES
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.record.checks import AB_STATES, BASELINE_OUTCOMES
 from pytest_gpuperf.record.verdict import FAIL, MARGINAL, PASS, STATUSES
+from pytest_gpuperf.runtime.compute_peaks import MATH_TYPES
 
 FLOOR_STATUSES = (PASS, FAIL, MARGINAL)
 
@@ -115,6 +116,13 @@ class FieldChecks:
         samples = self.kind(m.get("samples_s"), f"{where}.samples_s", (list,))
         for n, sample in enumerate(samples):
             self.number(sample, f"{where}.samples_s[{n}]", low=0.0)
+        work = m.get("work")  # schema 4: the declared FLOPs (null or absent: none)
+        if work is not None:
+            self.kind(work, f"{where}.work", (dict,))
+            self.integer(work.get("flops"), f"{where}.work.flops", low=1)
+            self.choice(work.get("math"), f"{where}.work.math", MATH_TYPES)
+            peak = work.get("peak_flops_per_s")
+            self.number(peak, f"{where}.work.peak_flops_per_s", low=0.0, above=True)
 
     def verdict(self, verdict: Any, where: str) -> None:
         self.kind(verdict, where, (dict,))
@@ -134,11 +142,12 @@ class FieldChecks:
                 low=0.0,
                 above=True,
             )
-        floor = verdict.get("floor")
-        if floor is not None:
-            self.kind(floor, f"{where}.floor", (dict,))
-            self.number(floor.get("floor"), f"{where}.floor.floor", low=0.0, above=True)
-            self.choice(floor.get("status"), f"{where}.floor.status", FLOOR_STATUSES)
+        for name in ("floor", "flops_floor", "roofline_floor"):  # min_bw, the roofline's
+            floor = verdict.get(name)
+            if floor is not None:
+                self.kind(floor, f"{where}.{name}", (dict,))
+                self.number(floor.get("floor"), f"{where}.{name}.floor", low=0.0, above=True)
+                self.choice(floor.get("status"), f"{where}.{name}.status", FLOOR_STATUSES)
         comparison = verdict.get("comparison")
         if comparison is not None:
             self.kind(comparison, f"{where}.comparison", (dict,))

@@ -38,7 +38,12 @@ REPORT_SCHEMA = "pytest-gpuperf-report"
 # band (its basis: prior, history or pooled); a shard's plan (shard) and the merge's verdict
 # (merge); the tests that used gpu_bench with the kernel files each loaded (tests, rootdir),
 # and --gpuperf-head's revision (head); a failure's explanation (verdict.explain).
-REPORT_SCHEMA_VERSION = 3
+# 4: adds fields, removes none (docs/json-schema.md, "schema version 4"): the roofline: a
+# measurement's declared work (measurement.work: flops, math, the type's peak) and where it
+# stands (the derived measurement.roofline: TFLOP/s, intensity, the roof that binds and the
+# fraction of it); the verdict's roofline floors (flops_floor, roofline_floor) and their
+# failed checks ("min_flops", "min_roofline").
+REPORT_SCHEMA_VERSION = 4
 # Version 1 (plugin 0.1) had flat verdict fields that rows_from_json cannot read back.
 READABLE_VERSIONS = range(2, REPORT_SCHEMA_VERSION + 1)
 
@@ -46,7 +51,9 @@ BISECT_SCHEMA = "pytest-gpuperf-bisect"  # what gpuperf bisect --json writes
 BISECT_SCHEMA_VERSION = 1
 
 # The fields a measurement's JSON carries beyond the dataclass's own (derived on writing).
-DERIVED_FIELDS = frozenset({"bandwidth_bps", "efficiency", "efficiency_ci", "relative_ci"})
+DERIVED_FIELDS = frozenset(
+    {"bandwidth_bps", "efficiency", "efficiency_ci", "relative_ci", "roofline"}
+)
 
 
 @dataclass(frozen=True)

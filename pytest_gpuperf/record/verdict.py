@@ -135,6 +135,16 @@ class Verdict:
     # neither a stored baseline nor a floor (gate/decide.py). Its row says "not gated", never
     # a plain pass; --gpuperf-strict fails it.
     not_gated: bool = False
+    # The roofline's floors on a measurement that declared its work (gate/roofline.py):
+    # min_flops (compute efficiency) and min_roofline (the fraction of the roof that binds).
+    flops_floor: FloorCheck | None = None
+    roofline_floor: FloorCheck | None = None
+
+    @property
+    def floors(self) -> tuple[FloorCheck, ...]:
+        """Every floor the measurement was given: min_bw, min_flops, min_roofline."""
+        checks = (self.floor, self.flops_floor, self.roofline_floor)
+        return tuple(check for check in checks if check is not None)
 
     @property
     def unmeasured(self) -> tuple[str, ...]:
@@ -149,8 +159,9 @@ class Verdict:
 
     @property
     def failed_checks(self) -> tuple[str, ...]:
-        """Which checks failed the test: "beyond-peak", "floor", "regression", "ab",
-        "strict-baseline", "strict-ab", "strict-modelled", "drift" (strict)."""
+        """Which checks failed the test: "beyond-peak", "floor", "min_flops", "min_roofline",
+        "regression", "ab", "strict-baseline", "strict-ab", "strict-modelled", "drift"
+        (strict)."""
         return self.causes if self.status == FAIL else ()
 
     @property
@@ -166,6 +177,10 @@ class Verdict:
             causes.append("beyond-peak")
         if self.floor is not None and self.floor.status == FAIL:
             causes.append("floor")
+        if self.flops_floor is not None and self.flops_floor.status == FAIL:
+            causes.append("min_flops")
+        if self.roofline_floor is not None and self.roofline_floor.status == FAIL:
+            causes.append("min_roofline")
         if self.baseline.gating and self.baseline.outcome == REGRESSED:
             causes.append("regression")
         if (

@@ -16,6 +16,7 @@ from pytest_gpuperf.record.checks import (
     ComparisonCheck,
 )
 from pytest_gpuperf.record.verdict import Row, Verdict
+from pytest_gpuperf.report.roofline_words import tflops_text
 from pytest_gpuperf.report.text import (
     ab_cell,
     files_text,
@@ -36,9 +37,21 @@ def ab_decisive(m: Measurement, verdict: Verdict) -> list[tuple[str, str]]:
     if c.ratio is None or c.ratio_ci is None:  # strict: no base, or nothing reached
         return [("A/B", comparison_headline(c))]
     confirmation = [("confirmation", _comparison_confirmation(c))] if c.first_state else []
+    compute = []
+    if m.work is not None and c.base_time_s:  # the same declared FLOPs over each side's time
+        head_s = c.base_time_s * c.ratio
+        compute = [
+            (
+                "compute",
+                f"head {tflops_text(m.work.flops / head_s)} vs base "
+                f"{tflops_text(m.work.flops / c.base_time_s)} ({m.work.math}, the same "
+                f"{m.work.flops:,} declared operations)",
+            )
+        ]
     return [
         ("threshold", _threshold_origin(c)),
         ("pairs", _pairs_text(c)),
+        *compute,
         *confirmation,
     ]
 

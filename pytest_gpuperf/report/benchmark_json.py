@@ -16,6 +16,7 @@ from pytest_gpuperf.engine.plain import to_plain
 from pytest_gpuperf.record.meta import ReportMeta
 from pytest_gpuperf.record.verdict import Row
 from pytest_gpuperf.report.devices import devices
+from pytest_gpuperf.report.roofline_words import roofline_extra
 
 # The pytest-benchmark file layout we write (its "version" field): 5.x, read by 3.1 and later.
 PYTEST_BENCHMARK_FORMAT = "5.1.0"
@@ -83,6 +84,7 @@ def _benchmark(row: Row) -> dict[str, Any]:
             "delta": v.baseline.delta,
             "ab_state": comparison.state if comparison else None,
             "ab_ratio": comparison.ratio if comparison else None,
+            **roofline_extra(m),  # flops, math, tflops, the roof: where work was declared
         },
         "options": {
             "timer": f"{m.backend} device events ({m.queue_method})",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pytest_gpuperf.record.checks import OTHER_DEVICE, BaselineCheck
 from pytest_gpuperf.record.verdict import FAIL, MODELLED, Row
+from pytest_gpuperf.report.roofline_words import floor_cell, format_tflops, roof_cell
 from pytest_gpuperf.report.text import ab_cell, format_gbps, format_time, pct, verdict_label
 
 # Every column a row can have, in display order; renderers drop the empty ones.
@@ -13,6 +14,8 @@ COLUMNS = (
     "time ± CI",
     "GB/s",
     "eff",
+    "TFLOP/s",
+    "roof",
     "floor",
     "base",
     "delta",
@@ -28,6 +31,7 @@ HEADERS = {
     "allow": "allowance",
     "occ": "occupancy",
     "name": "measurement",
+    "roof": "of roof",
 }
 
 
@@ -44,13 +48,16 @@ def cells(row: Row) -> dict[str, str]:
         base = f"({baseline.info.efficiency:.1%})"
     else:
         base = "other dev" if baseline.outcome == OTHER_DEVICE else "—"
+    roofline = m.roofline  # None unless the test declared its FLOPs: the columns drop out
     return {
         "kernel": m.kernel or "—",
         "mode": m.cache,
         "time ± CI": f"{format_time(m.time_s)} ±{m.relative_ci:.1%}{throttled}",
         "GB/s": format_gbps(m.bandwidth_bps),
         "eff": pct(m.efficiency, 1),
-        "floor": f"{v.floor.floor:.0%}" if v.floor is not None else "—",
+        "TFLOP/s": format_tflops(roofline.flops_per_s) if roofline else "—",
+        "roof": roof_cell(roofline) if roofline else "—",
+        "floor": floor_cell(v),
         "base": base,
         "delta": f"{baseline.delta:+.1%}" if baseline.delta is not None else "—",
         "allow": _allowance(baseline),

@@ -17,6 +17,15 @@ from pytest_gpuperf.record.checks import AB_MODELLED, AB_REGRESSED, FloorCheck
 from pytest_gpuperf.record.verdict import ACCEPTABLE_CHECKS, FAIL, MARGINAL, Verdict
 from pytest_gpuperf.report.ab_words import ab_decisive, comparison_details, comparison_headline
 from pytest_gpuperf.report.code_change import code_rows
+from pytest_gpuperf.report.roofline_words import (
+    FLOPS_CHECK,
+    ROOFLINE_CHECK,
+    deciding_work_floors,
+    floor_headline,
+    floor_rows,
+    roofline_rows,
+    work_floor_checks,
+)
 from pytest_gpuperf.report.stored_words import (
     baseline_decisive,
     baseline_details,
@@ -102,6 +111,7 @@ def _deciding(verdict: Verdict) -> list[str]:
     floor = verdict.floor
     if floor is not None and ("floor" in failed or floor.status == MARGINAL):
         deciding.append(FLOOR_CHECK)
+    deciding += deciding_work_floors(verdict)  # min_flops, min_roofline
     unmeasured = verdict.unmeasured if "strict-modelled" in failed else ()
     stored_failed = any(c in failed for c in ("regression", "strict-baseline", "drift"))
     if stored_failed or "stored" in unmeasured:
@@ -151,9 +161,24 @@ def _peak_headline(verdict: Verdict) -> str:
     )
 
 
+def _flops_decisive(m: Measurement, verdict: Verdict) -> list[tuple[str, str]]:
+    assert verdict.flops_floor is not None
+    return [*floor_rows(FLOPS_CHECK, verdict.flops_floor, m), ("measured", measured_text(m))]
+
+
+def _roofline_decisive(m: Measurement, verdict: Verdict) -> list[tuple[str, str]]:
+    assert verdict.roofline_floor is not None
+    return [
+        *floor_rows(ROOFLINE_CHECK, verdict.roofline_floor, m),
+        ("measured", measured_text(m)),
+    ]
+
+
 _DECISIVE = {
     PEAK_CHECK: _peak_decisive,
     FLOOR_CHECK: _floor_decisive,
+    FLOPS_CHECK: _flops_decisive,
+    ROOFLINE_CHECK: _roofline_decisive,
     BASELINE_CHECK: baseline_decisive,
     AB_CHECK: ab_decisive,
 }
@@ -220,11 +245,16 @@ def _context(
     """What did not decide this verdict, for -v, as (what it is, its rows): the checks that
     passed or were only shown, and the measurement where no deciding check printed it."""
     groups: list[tuple[str, list[tuple[str, str]]]] = []
-    if not {PEAK_CHECK, FLOOR_CHECK, BASELINE_CHECK} & set(deciding):
-        groups.append(("the measurement", [("measured", measured_text(m))]))
+    shown = {PEAK_CHECK, FLOOR_CHECK, BASELINE_CHECK, FLOPS_CHECK, ROOFLINE_CHECK}
+    if not shown & set(deciding):
+        groups.append(("the measurement", [("measured", measured_text(m)), *roofline_rows(m)]))
     floor = verdict.floor
     if floor is not None and FLOOR_CHECK not in deciding:
         groups.append((f"the floor ({floor.status})", _floor_details(m, floor)))
+    for mark, work_floor in work_floor_checks(verdict):
+        if mark not in deciding:
+            rows = floor_rows(mark, work_floor, m)
+            groups.append((f"the {mark} floor ({work_floor.status})", rows))
     check = verdict.baseline
     if check.baseline is not None and BASELINE_CHECK not in deciding:
         state = check.outcome if check.gating else "shown, not gated"
@@ -262,6 +292,9 @@ def _headlines(m: Measurement, verdict: Verdict, *, everything: bool) -> list[st
     floor = verdict.floor
     if floor is not None and (everything or floor.status != "pass"):
         lines.append(_floor_headline(floor))
+    for mark, work_floor in work_floor_checks(verdict):
+        if everything or work_floor.status != "pass":
+            lines.append(floor_headline(mark, work_floor, m))
     baseline = verdict.baseline
     if everything or (baseline.gating and verdict.status == FAIL and _baseline_failed(verdict)):
         text = baseline_headline(baseline)

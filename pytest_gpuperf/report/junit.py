@@ -9,6 +9,7 @@ from xml.etree import ElementTree
 
 from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.record.verdict import FAIL, Row, Verdict
+from pytest_gpuperf.report.roofline_words import roofline_extra
 from pytest_gpuperf.report.visible import visible
 
 
@@ -39,6 +40,12 @@ def junit_properties(
         properties.append(("fingerprint", m.fingerprint))
     if verdict.floor is not None:
         properties.append(("floor", _number(verdict.floor.floor)))
+    for key, value in roofline_extra(m).items():  # where the test declared its FLOPs
+        properties.append((key, value if isinstance(value, str) else _number(value)))
+    if verdict.flops_floor is not None:
+        properties.append(("flops_floor", _number(verdict.flops_floor.floor)))
+    if verdict.roofline_floor is not None:
+        properties.append(("roofline_floor", _number(verdict.roofline_floor.floor)))
     baseline = verdict.baseline
     if baseline.baseline is not None:
         properties.append(("baseline", _number(baseline.baseline.efficiency)))

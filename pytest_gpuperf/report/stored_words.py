@@ -7,6 +7,7 @@ from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.record.checks import IMPROVED, REGRESSED, WITHIN_NOISE, BaselineCheck
 from pytest_gpuperf.record.verdict import Verdict
 from pytest_gpuperf.report.band_words import band_text
+from pytest_gpuperf.report.roofline_words import tflops_text
 from pytest_gpuperf.report.text import (
     difference_text,
     drift_text,
@@ -81,10 +82,13 @@ def baseline_details(m: Measurement, check: BaselineCheck) -> list[tuple[str, st
     noise = f"noise {pct(check.noise)}"
     if check.band is not None:
         noise += f" ({band_text(check.band)})"
+    work = ""
+    if m.work is not None and ref.time_s:  # the same declared FLOPs over the baseline's time
+        work = f" = {tflops_text(m.work.flops / ref.time_s)} ({m.work.math})"
     rows = [
         (
             "baseline",
-            f"expected {pct(ref.efficiency)} of peak = {gbps_text(ref.bandwidth_bps)} "
+            f"expected {pct(ref.efficiency)} of peak = {gbps_text(ref.bandwidth_bps)}{work} "
             f"({spread}, {ref.source}, cache={ref.cache})",
         ),
         ("vs baseline", difference_text(m.efficiency, ref.efficiency)),

@@ -18,7 +18,17 @@ from pytest_gpuperf.report.visible import visible
 
 TABLE_WIDTH = 160
 # Columns in the order they are dropped when a row does not fit (first dropped first).
-DROP_ORDER = ("kernel", "occ", "GB/s", "mode", "time ± CI", "allow", "delta", "floor")
+DROP_ORDER = (
+    "kernel",
+    "occ",
+    "GB/s",
+    "mode",
+    "time ± CI",
+    "allow",
+    "delta",
+    "floor",
+    "TFLOP/s",
+)
 # Short headers for the grouped layout of narrow terminals (legend under the table).
 SHORT_HEADERS = {
     "eff": "eff",
@@ -26,6 +36,7 @@ SHORT_HEADERS = {
     "allow": "allow",
     "occ": "occ",
     "name": "measurement",
+    "roof": "roof",
 }
 
 

@@ -46,6 +46,7 @@ from pytest_gpuperf.record.verdict import (
     Row,
     Verdict,
 )
+from pytest_gpuperf.report.roofline_words import roofline_text
 
 SIMULATED_BANNER = "SIMULATED device — numbers are not measurements"
 
@@ -113,6 +114,8 @@ def drift_text(drift: Drift, *, strict: bool = False) -> str:
 CAUSE_WORDS = {
     "beyond-peak": "beyond peak",
     "floor": "floor",
+    "min_flops": "compute floor",
+    "min_roofline": "roofline floor",
     "regression": "regression",
     "ab": "A/B",
     "strict-baseline": "no baseline",
@@ -393,10 +396,11 @@ def explain_notes(explain: Mapping[str, Any] | None) -> list[str]:
     facts it lacked (the same line for every test it names, so said once), and a declaration
     the counters contradict."""
     code = (explain or {}).get("code") or {}
-    traffic, check = (explain or {}).get("traffic") or {}, (explain or {}).get("bytes_check")
+    traffic = (explain or {}).get("traffic") or {}
+    checks = [(explain or {}).get(name) for name in ("bytes_check", "flops_check")]
     notes = [f"no code facts: {code['advice']}"] if code.get("advice") else []
     notes += [traffic["problem"]] if traffic.get("problem") else []
-    return notes + ([check["line"]] if check and check.get("warns") else [])
+    return notes + [check["line"] for check in checks if check and check.get("warns")]
 
 
 def row_notes(row: Row) -> list[str]:
@@ -412,7 +416,7 @@ def row_notes(row: Row) -> list[str]:
             "a floor in hot mode compares cache bandwidth with the HBM peak (hot runs can "
             "exceed 100%); floors belong to cold or rotate measurements"
         )
-    if v.floor is not None and v.floor.status == MARGINAL:
+    if any(floor.status == MARGINAL for floor in v.floors):
         notes.append(
             "marginal: the efficiency interval straddles the floor and the median reached it; "
             "a longer --gpuperf-budget or a steadier machine would settle it"
@@ -531,10 +535,12 @@ def measured_text(m: Measurement) -> str:
     as every message that quotes it says it."""
     low, high = m.efficiency_ci
     stopped = f", stopped by {m.stopped_by}" if m.stopped_by else ""
+    work = roofline_text(m)  # "" unless the test declared its FLOPs
     return (
         f"{pct(m.efficiency)} of peak = {gbps_text(m.bandwidth_bps)} "
         f"(95% CI {pct(low)} to {pct(high)}, +-{m.relative_ci:.2%}; "
         f"median {format_time(m.time_s)} of {len(m.samples_s)} samples{stopped})"
+        + (f"; {work}" if work else "")
     )
 
 

@@ -1,6 +1,7 @@
 """An explain pass's counters in words: the lines a failure text, the Markdown summary and
-the terminal add from a measurement's plain `explain` object (`traffic`, `bytes_check`, as
-explain/counters/measured.py builds it), so every renderer says the same thing."""
+the terminal add from a measurement's plain `explain` object (`traffic`, `bytes_check`,
+`flops_check`, as explain/counters/measured.py builds it), so every renderer says the same
+thing."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ def explain_lines(explain: dict[str, Any] | None) -> list[str]:
         lines += [f"{line}" for line in traffic["lines"]]
         if how and not traffic.get("problem"):
             lines[-1] += f" [{how}]"
-    check = explain.get("bytes_check")
-    if check:
-        lines.append(check["line"])
+    for name in ("bytes_check", "flops_check"):  # the declarations, against the counters
+        check = explain.get(name)
+        if check:
+            lines.append(check["line"])
     return lines
 
 

@@ -148,6 +148,7 @@ class SpeedModel:
     efficiency_from: str = field(default="", compare=False)
     slowdown: float = 1.0
     traffic: str = ""  # the registered traffic_bytes model; "" for every buffer once, whole
+    compute_efficiency: float = 0.0  # of the declared type's peak FLOP/s (the compute roof)
 
 
 class Backend(abc.ABC):
@@ -415,6 +416,11 @@ class Backend(abc.ABC):
         """False when the device launched `kernel` without computing its outputs (the
         simulated device, for a kernel it has no model of); True everywhere else."""
         return True
+
+    def declare_work(self, kernel: Kernel, flops: int, math: str) -> None:  # noqa: B027
+        """What a test declared `kernel` computes (`flops` operations in `math`): a device
+        that computes its times (the simulated one) times the kernel's launches from it; a
+        real device ignores it, its code sets the time."""
 
     def occupancy(
         self, kernel: Kernel, block_threads: int, shared_bytes: int = 0

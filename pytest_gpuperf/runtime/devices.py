@@ -71,7 +71,7 @@ _DESIGN = "pytest-gpuperf device table"
 # One row per device, in the order matching tries them. The vendor sets the warp size.
 # key, vendor, arch, compute units, L2 MiB, LLC MiB, peak B/s, memory GiB, clock MHz,
 # memory clock MHz, memory bus bits
-_Row = tuple[str, str, str, int, int, int, float, int, float, float | None, int | None]
+_Row = tuple[str, str, str, int, int, int, float, int, float | None, float | None, int | None]
 _ROWS: tuple[_Row, ...] = (
     ("mi300x", AMD, "gfx942", 304, 8 * 4, 256, 5.3e12, 192, 2100.0, 1300.0, 8192),
     ("mi325x", AMD, "gfx942", 304, 8 * 4, 256, 6.0e12, 256, 2100.0, None, None),
@@ -88,6 +88,7 @@ _ROWS: tuple[_Row, ...] = (
     ("a100-sxm-40gb", NVIDIA, "sm_80", 108, 40, 0, 1.555e12, 40, 1410.0, 1215.0, 5120),
     ("a100-pcie-80gb", NVIDIA, "sm_80", 108, 40, 0, 1.935e12, 80, 1410.0, None, None),
     ("a100-pcie-40gb", NVIDIA, "sm_80", 108, 40, 0, 1.555e12, 40, 1410.0, 1215.0, 5120),
+    ("b200", NVIDIA, "sm_100", 148, 126, 0, 7.7e12, 180, None, None, None),
 )
 
 # key: (name, name tokens, source)
@@ -173,6 +174,13 @@ _IDENTITY: dict[str, tuple[str, tuple[str, ...], str]] = {
         "NVIDIA A100 PCIe 40GB",
         ("A100", "A100-PCIE-40GB", "A100 PCIe 40GB"),
         "NVIDIA A100 data sheet (PCIe 40GB: 108 SMs, 1,555 GB/s, 40 MB L2)",
+    ),
+    "b200": (
+        "NVIDIA B200",
+        ("B200",),
+        "NVIDIA HGX B200 specifications (one Blackwell GPU: 180 GB HBM3E, 7.7 TB/s); 148 SMs "
+        "and 126 MB of L2 as Chips and Cheese's 'Nvidia's B200: Keeping the CUDA Juggernaut "
+        "Rolling' reports them (the runtime's larger L2, if it reports one, sizes the flush)",
     ),
 }
 

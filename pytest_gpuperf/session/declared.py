@@ -1,19 +1,29 @@
-"""What a test declares to `gpu_bench`, checked: the bytes a kernel must move, the file it names.
+"""What a test declares to `gpu_bench`, checked: the bytes a kernel must move, the work it must
+do, the file it names.
 
 `declared_bytes` turns `bytes=` or `reads=`/`writes=` into one byte count and refuses what
-would be silently wrong (a float, a bool, nothing at all); `resolve_kernel_path` finds the .hip
-file next to the test, under the rootdir or among the shipped kernels. No pytest import here.
+would be silently wrong (a float, a bool, nothing at all); `work_of` checks `flops=` and `math=`
+and finds the roofline floors that apply (a floor on work nobody declared is refused at
+setup); `resolve_kernel_path` finds the .hip file next to the test, under the rootdir or among
+the shipped kernels. No pytest import here.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pytest_gpuperf.config.floors import MIN_FLOPS, MIN_ROOFLINE
+from pytest_gpuperf.engine.roofline import Work, declared_work
 from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.gate.roofline import WorkFloors
 from pytest_gpuperf.runtime.compile import KERNELS_DIR
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.config.settings import TestSettings
+    from pytest_gpuperf.runtime.devices import DeviceSpec
 
 
 def declared_bytes(label: str, total: Any, reads: Any, writes: Any) -> int:
@@ -68,6 +78,37 @@ def _byte_count(item: Any, label: str, where: str) -> int:
     )
 
 
+def work_of(
+    test: TestSettings, spec: DeviceSpec, label: str, cache: str, flops: Any, math: Any
+) -> tuple[Work | None, WorkFloors]:
+    """The work measurement `label` declares (None: none) and the roofline floors of the
+    test's marks that apply to it; ConfigError, one line naming the test and the measurement,
+    for a declaration that cannot be right or a min_flops / min_roofline mark on a measurement
+    that declared no FLOPs (a floor on nothing would pass silently)."""
+    where = f"{test.test_id} [{label}]"
+    work = declared_work(flops, math, device_key=spec.key, device_name=spec.name, label=where)
+    flops_rule = test.floor_for(label, spec.key, cache, MIN_FLOPS)
+    roofline_rule = test.floor_for(label, spec.key, cache, MIN_ROOFLINE)
+    rule = flops_rule or roofline_rule
+    if work is None and rule is not None:
+        raise ConfigError(
+            f"{where}: @pytest.mark.{rule.origin} applies to this measurement, but it declared "
+            "no FLOPs: give gpu_bench(...) flops= and math= (e.g. flops=gpu_bench.gemm_flops("
+            "m, n, k), math='bf16'), or limit the mark to the measurements that do with name="
+        )
+    floors = WorkFloors()
+    if flops_rule is not None:
+        floors = WorkFloors(flops=flops_rule.value, flops_origin=flops_rule.origin)
+    if roofline_rule is not None:
+        floors = WorkFloors(
+            flops=floors.flops,
+            flops_origin=floors.flops_origin,
+            roofline=roofline_rule.value,
+            roofline_origin=roofline_rule.origin,
+        )
+    return work, floors
+
+
 def check_setup(setup: Any, label: str) -> None:
     """A `setup=` is something to call before each launch (refused before anything runs)."""
     if setup is not None and not callable(setup):
@@ -90,3 +131,15 @@ def resolve_kernel_path(path: str | Path, *, test_dir: Path | None, rootdir: Pat
             return candidate.resolve()
     tried = ", ".join(str(c) for c in dict.fromkeys(candidates))
     raise ConfigError(f"kernel source {str(path)!r} not found; looked for: {tried}")
+
+
+def relative_paths(paths: list[Path], rootdir: Path) -> list[str]:
+    """`paths` relative to `rootdir` where they lie under it (else absolute), as POSIX text:
+    the kernel files a test loaded, as reports name them."""
+    root = rootdir.resolve()
+    named = []
+    for path in paths:
+        resolved = path.resolve()
+        shown = resolved.relative_to(root) if resolved.is_relative_to(root) else resolved
+        named.append(shown.as_posix())
+    return named

@@ -28,13 +28,15 @@ from pytest_gpuperf.engine.launch import Launch
 from pytest_gpuperf.engine.measure import MeasureSettings
 from pytest_gpuperf.engine.policy import hard_limit_s
 from pytest_gpuperf.engine.results import Measurement
+from pytest_gpuperf.engine.roofline import attention_flops, gemm_flops
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
+from pytest_gpuperf.gate.roofline import WorkFloors
 from pytest_gpuperf.gate.static.run import expect_isa_spec  # gpuperf-static
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, DeviceInfo, Kernel
 from pytest_gpuperf.runtime.devices import DeviceSpec
 from pytest_gpuperf.session import callable_pairs, in_place, kernel_pairs, profile_child
-from pytest_gpuperf.session.bench_result import BenchResult
+from pytest_gpuperf.session.bench_result import BenchResult, progress_line
 from pytest_gpuperf.session.bench_session import BenchSession
 from pytest_gpuperf.session.buffers import (
     Unwritten,
@@ -44,7 +46,13 @@ from pytest_gpuperf.session.buffers import (
     unwritten_outputs,
 )
 from pytest_gpuperf.session.callable_base import BaseCallable, TestBody, ab_without_timing
-from pytest_gpuperf.session.declared import check_setup, declared_bytes, resolve_kernel_path
+from pytest_gpuperf.session.declared import (
+    check_setup,
+    declared_bytes,
+    relative_paths,
+    resolve_kernel_path,
+    work_of,
+)
 from pytest_gpuperf.session.device import OpenDevice
 from pytest_gpuperf.session.kernel_pairs import Recipe
 from pytest_gpuperf.session.profile_child import PROFILED_NOTE, child_plan
@@ -95,6 +103,10 @@ class GpuBench:
         if test.peak_bps is not None:
             spec = replace(spec, peak_bps=test.peak_bps, source=f"{spec.source}; peak_gbps marker")
         self._spec = spec
+
+    # The FLOPs of the common shapes, for flops= (engine/roofline.py)
+    gemm_flops = staticmethod(gemm_flops)
+    attention_flops = staticmethod(attention_flops)
 
     # -- what the test can look at -------------------------------------------------------
     @property
@@ -169,13 +181,7 @@ class GpuBench:
     def kernel_files(self, rootdir: Path) -> list[str]:
         """The work tree's kernel files this test asked for (a file that did not compile
         too), relative to `rootdir` where they lie under it: what a change can slow down."""
-        named = []
-        for path in self._kernel_files:
-            resolved = path.resolve()
-            root = rootdir.resolve()
-            shown = resolved.relative_to(root) if resolved.is_relative_to(root) else resolved
-            named.append(shown.as_posix())
-        return named
+        return relative_paths(self._kernel_files, rootdir)
 
     @property
     def loaded(self) -> tuple[tuple[Kernel, Mapping[str, tuple[str, ...]]], ...]:
@@ -289,11 +295,15 @@ class GpuBench:
         shared_bytes: int = 0,
         floor: float | None = None,
         setup: Callable[[], Any] | None = None,
+        flops: int | None = None,
+        math: str | None = None,
     ) -> BenchResult:
         """Measure `kernel` (under --gpuperf) or launch it once (otherwise).
 
         Declare the bytes the kernel must move: `bytes=` a count, or `reads=` / `writes=`
-        arrays, device buffers or byte counts (each read once, each written once).
+        arrays, device buffers or byte counts (each read once, each written once). A
+        compute-bound kernel also declares its work, `flops=` (gemm_flops(m, n, k)) and
+        `math=` ("bf16", ...), which puts it on the roofline (min_flops, min_roofline).
         `cache`: "cold" | "hot" | "rotate" (default: the gpuperf marker's, else
         --gpuperf-cache). `name` tells several measurements in one test apart. `floor` is this
         measurement's min_bw (it wins over the test's markers). `setup()` runs before every
@@ -306,6 +316,7 @@ class GpuBench:
         bytes_moved = declared_bytes(label, bytes, reads, writes)
         mode = self._cache(cache, label)
         floor_rule = self._floor(floor, label, mode)
+        work, work_floors = work_of(self.test, self._spec, label, mode, flops, math)
         check_setup(setup, label)
         launch = Launch.of(grid, block, args, shared_bytes=shared_bytes, setup=setup)
         if child_plan() is not None:  # an explain pass's child: one profiled launch a side
@@ -322,17 +333,20 @@ class GpuBench:
             self.backend.synchronize()
             return self._unmeasured(label, kernel, bytes_moved, mode, SMOKE_NOTE)
         common = {"bytes_moved": bytes_moved, "device": self._spec, "name": label}
+        if work is not None:  # the simulated device times the kernel from it; GPUs ignore it
+            self.backend.declare_work(kernel, work.flops, work.math)
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
             base, why, detail = self.base_of(kernel)
             settings = self._measure_settings(mode, label, bytes_moved, floor_rule[0])
             measurement, ab, paired = kernel_pairs.measure_kernel_ab(
                 self, kernel, launch, (base, why, detail), settings, common
             )
+        measurement = replace(measurement, work=work) if work else measurement
         paired_base = base if paired is not None else None
         recipe = Recipe(
             label, mode, common, kernel=kernel, base=paired_base, compared=base, launch=launch
         )
-        self._keep(measurement, floor_rule, ab, recipe)
+        self._keep(measurement, floor_rule, ab, recipe, work_floors)
         return self._record(
             BenchResult(
                 label,
@@ -356,8 +370,11 @@ class GpuBench:
         name: str | None = None,
         floor: float | None = None,
         setup: Callable[[], Any] | None = None,
+        flops: int | None = None,
+        math: str | None = None,
     ) -> BenchResult:
-        """Measure work that `fn()` launches on the default stream (PyTorch, Triton, CuPy).
+        """Measure work that `fn()` launches on the default stream (PyTorch, Triton, CuPy);
+        `flops=` and `math=` as for a kernel.
 
         The engine cannot see the callable's buffers, so cache="rotate" is refused. Under
         --gpuperf-compare its base is the test's own Python at the base revision, whose body
@@ -371,6 +388,7 @@ class GpuBench:
         bytes_moved = declared_bytes(label, bytes, reads, writes)
         mode = self._cache(cache, label)
         floor_rule = self._floor(floor, label, mode)
+        work, work_floors = work_of(self.test, self._spec, label, mode, flops, math)
         check_setup(setup, label)
         if child_plan() is not None:  # an explain pass's child: what fn (and base's) launches
             sides = callable_pairs.profiled_sides(self, label, (fn, setup))
@@ -408,8 +426,10 @@ class GpuBench:
             )
             in_place.last_call(self.backend, fn, setup, watched)
         measurement = in_place.noted(measurement, watched)
+        measurement = replace(measurement, work=work) if work else measurement
         base_fn = found if paired is not None else None
-        self._keep(measurement, floor_rule, ab, Recipe(label, mode, common, fn=fn, base_fn=base_fn))
+        recipe = Recipe(label, mode, common, fn=fn, base_fn=base_fn)
+        self._keep(measurement, floor_rule, ab, recipe, work_floors)
         return self._record(
             BenchResult(label, label, bytes_moved, mode, measurement, comparison=paired)
         )
@@ -474,10 +494,11 @@ class GpuBench:
         floor_rule: tuple[float | None, str],
         ab: AbResult | None,
         recipe: Recipe,
+        work_floors: WorkFloors,
     ) -> None:
         """Hand a measurement to the gate with the device facts its peak check reads (the
-        same for a kernel and a callable), and keep how to take it again at the same
-        position, where `confirm` looks for it."""
+        same for a kernel and a callable) and its roofline floors, and keep how to take it
+        again at the same position, where `confirm` looks for it."""
         self._taken.append(
             Taken(
                 measurement,
@@ -485,6 +506,7 @@ class GpuBench:
                 ab=ab,
                 cache_bytes=max(int(self._spec.cache_bytes), int(self.info.l2_bytes)),
                 device_peak_bps=self._device.match.spec.peak_bps,
+                work_floors=work_floors,
             )
         )
         self._recipes.append(recipe)
@@ -573,15 +595,7 @@ class GpuBench:
     def _record(self, result: BenchResult) -> BenchResult:
         self._results.append(result)
         if self._progress is not None and result.measurement is not None:
-            m = result.measurement
-            compared = ""
-            if result.comparison is not None:
-                compared = f", {result.comparison.ratio:.4f}x base's time"
-            self._progress(
-                f"gpuperf: measured {self.test.test_id} [{m.name}, {m.cache}]: "
-                f"{m.time_s * 1e6:.2f} us, {m.efficiency:.1%} of peak{compared} "
-                f"({len(m.samples_s)} samples, {m.wall_s:.2f} s)"
-            )
+            self._progress(progress_line(self.test.test_id, result))
         return result
 
 

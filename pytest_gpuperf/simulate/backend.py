@@ -36,6 +36,7 @@ from pytest_gpuperf.runtime.base import (
 from pytest_gpuperf.runtime.devices import AMD
 from pytest_gpuperf.runtime.info import ClockReport
 from pytest_gpuperf.simulate import kernel_models
+from pytest_gpuperf.simulate.compute_time import ComputeTimes, compute_efficiency
 from pytest_gpuperf.simulate.device_model import (
     DEFAULT_EFFICIENCY,
     HOST_EVENT_S,
@@ -62,6 +63,7 @@ from pytest_gpuperf.simulate.host_memory import (
 from pytest_gpuperf.simulate.source import (
     check_source,
     code_object,
+    compute_directives,
     directives,
     fingerprint,
     read_source,
@@ -121,6 +123,7 @@ class SimBackend(Backend):
         self._cache = LruCache(self.spec.cache_bytes)
         self._allocations: dict[int, Allocation] = {}
         self._executor = Executor(self._allocations, back=self._back)
+        self._compute = ComputeTimes(self.spec)  # the compute roof (compute_time.py)
         self._next_address = BASE_ADDRESS
         self._next_serial = 0
         self._loads = 0  # modules loaded so far: each load draws its own code drift
@@ -236,13 +239,18 @@ class SimBackend(Backend):
             name = getattr(model.traffic_bytes, "__qualname__", repr(model.traffic_bytes))
             traffic = f"{model.source}:{model.kernel}:{name}"
         slowdown = self.settings.slowdown(handle.fingerprint, kernel.name)
-        return SpeedModel(efficiency, found, slowdown, traffic)
+        return SpeedModel(efficiency, found, slowdown, traffic, compute_efficiency(handle))
 
     def outputs_computed(self, kernel: Kernel) -> bool:
         """False once `kernel` was launched without a model computing its outputs."""
         handle: SimKernel = kernel.handle
         where = str(handle.source) if handle.source is not None else "<string>"
         return (where, handle.name) not in self._executor.unmodelled
+
+    def declare_work(self, kernel: Kernel, flops: int, math: str) -> None:
+        """Time `kernel`'s launches from the FLOPs a test declared (when no model gives them):
+        at least flops / (the type's peak x compute efficiency)."""
+        self._compute.declare(kernel.handle, flops, math)
 
     def host_clock(self) -> float:
         """The virtual host clock in seconds; the measurement engine uses it as wall time."""
@@ -408,10 +416,11 @@ class SimBackend(Backend):
         text = read_source(source, name)
         signatures = check_source(text.text, text.name, text.directory)
         found = directives(text.text, text.name)
-        binary = code_object(text, found, options, defines)
+        compute = compute_directives(text.text, text.name)
+        binary = code_object(text, found, options, defines, compute)
         return Module(
             backend=self,
-            handle=(text.path, found, self._new_load()),
+            handle=(text.path, found, self._new_load(), compute),
             source_name=text.name,
             signatures=signatures,
             binary=binary,
@@ -424,18 +433,19 @@ class SimBackend(Backend):
 
     def _load_binary(self, module: Module) -> tuple:
         """A new load of the same code object: the same kernels, their own code drift."""
-        path, found, _ = module.handle
-        return (path, found, self._new_load())
+        path, found, _, compute = module.handle
+        return (path, found, self._new_load(), compute)
 
     def _get_function(self, module: Module, name: str) -> SimKernel:
         """The kernel's handle. Its models are those of the module's file, or, when the
         caller set `module.origin_path` before asking for kernels (an A/B comparison's base
         version, built from another revision's copy of a file), those of that file."""
-        path, found, load = module.handle
+        path, found, load, compute = module.handle
         origin = module.origin_path
         if origin is not None:
             path = Path(origin).resolve()
-        return SimKernel(name, fingerprint(module.binary, name), found.get(name), path, load)
+        print_ = fingerprint(module.binary, name)
+        return SimKernel(name, print_, found.get(name), path, load, compute.get(name))
 
     # -- execution --------------------------------------------------------------------------
     def _launch(self, call: LaunchCall) -> None:
@@ -459,13 +469,10 @@ class SimBackend(Backend):
             )
         shape = kernel_models.LaunchShape(call.grid, call.block, call.shared_bytes)
         accesses = self._executor.launch(kernel, args, shape)
+        compute_s = self._compute.seconds(handle, lambda: self._executor.views(kernel, args))
+        efficiency = self.efficiency_of(kernel)
         self._run(
-            handle.fingerprint,
-            kernel.name,
-            accesses,
-            self.efficiency_of(kernel),
-            queue,
-            code_key=handle.code_key,
+            handle.fingerprint, kernel.name, accesses, efficiency, queue, handle.code_key, compute_s
         )
 
     def _check_config(
@@ -493,9 +500,11 @@ class SimBackend(Backend):
         efficiency: float,
         queue: SimStream | None,
         code_key: str = "",
+        compute_s: float = 0.0,
     ) -> None:
         """Queue a command that touches `accesses`, timed by the model (`code_key`: what
-        owns its code drift, the fingerprint for the runtime's own copies and fills)."""
+        owns its code drift, the fingerprint for the runtime's own copies and fills); a
+        kernel with known FLOPs lasts at least their `compute_s` (the compute roof)."""
         settings = self.settings
         touched: dict[int, int] = {}
         for access in accesses:
@@ -508,6 +517,7 @@ class SimBackend(Backend):
         seconds = transfer_s(
             accesses, self._cache, self.spec.peak_bps, efficiency, settings.cache_speedup
         )
+        seconds = max(seconds, compute_s)
         self._enqueue(
             queue or self._default_stream, (settings.launch_overhead_s + seconds) * factor
         )

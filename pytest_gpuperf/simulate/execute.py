@@ -74,6 +74,7 @@ class SimKernel:
     efficiency: float | None = None
     source: Path | None = None
     load: int = 0
+    compute_efficiency: float | None = None  # its gpuperf-sim compute_efficiency directive
     plugin_kernel: bool = field(init=False)  # from the plugin's kernels/
     internal: bool = field(init=False)  # from the measurement engine's gpuperf_internal.hip
 
@@ -193,6 +194,10 @@ class Executor:
             total = kernel_models.check_traffic(self._call_traffic(model, get_views()), model)
             return self._spread(total, [b for _, b in buffers])
         return [self._access(b, b.nbytes) for _, b in buffers]
+
+    def views(self, kernel: Kernel, args: Sequence[Any]) -> list[Any]:
+        """A launch's arguments as a model sees them (pointers as typed flat views)."""
+        return [self._view(p, v) for p, v in zip(kernel.params, args, strict=True)]
 
     def _view(self, param: KernelParam, value: Any) -> Any:
         if not param.is_pointer:

@@ -20,10 +20,12 @@ from pytest_gpuperf.errors import ConfigError
 
 __all__ = [
     "Compute",
+    "FlopCount",
     "KernelModel",
     "LaunchShape",
     "SimulationWarning",
     "TrafficBytes",
+    "check_flops",
     "check_traffic",
     "lookup",
     "missing_model_message",
@@ -63,6 +65,10 @@ class LaunchShape:
 # buffers typed by the signature (float* -> float32), scalars as Python numbers.
 Compute = Callable[[list[Any], LaunchShape], None]
 TrafficBytes = Callable[[list[Any]], int]
+FlopCount = Callable[[list[Any]], int]
+# The math types a model may compute in: runtime/compute_peaks.py's, repeated here so that
+# importing `simulate` stays cheap (tests/unit/test_sim_models.py checks they agree).
+MATH_TYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,6 +82,9 @@ class KernelModel:
       else the default 0.80).
     reads_outputs: the kernel reads what it writes (x *= s, out += ...): such launches are
       always recomputed, never skipped because nothing changed.
+    flops, math: the operations a launch does, from its arguments, and the type it does them
+      in (None: the FLOPs the test declares, if any): a launch lasts at least its FLOPs at
+      the type's dense peak x `compute_efficiency` (None: the default, 0.70).
     """
 
     source: Path
@@ -84,6 +93,9 @@ class KernelModel:
     traffic_bytes: TrafficBytes | None = None
     efficiency: float | None = None
     reads_outputs: bool = False
+    flops: FlopCount | None = None
+    math: str | None = None
+    compute_efficiency: float | None = None
 
     @property
     def key(self) -> tuple[Path, str]:
@@ -128,6 +140,9 @@ def register(
     efficiency: float | None = None,
     reads_outputs: bool = False,
     relative_to: str | Path | None = None,
+    flops: FlopCount | None = None,
+    math: str | None = None,
+    compute_efficiency: float | None = None,
 ) -> KernelModel:
     """Register (or replace) the model of `kernel` in `source`; returns it.
 
@@ -149,6 +164,7 @@ def register(
             f"simulated kernel model for {kernel!r}: efficiency={efficiency!r} must be a "
             "fraction of peak bandwidth in (0, 1]"
         )
+    _check_work(kernel, flops, math, compute_efficiency)
     entry = KernelModel(
         source=_resolve(source, relative_to, 1),
         kernel=kernel,
@@ -156,6 +172,9 @@ def register(
         traffic_bytes=traffic_bytes,
         efficiency=None if efficiency is None else float(efficiency),
         reads_outputs=bool(reads_outputs),
+        flops=flops,
+        math=math,
+        compute_efficiency=None if compute_efficiency is None else float(compute_efficiency),
     )
     _MODELS[entry.key] = entry
     return entry
@@ -169,6 +188,9 @@ def model(
     efficiency: float | None = None,
     reads_outputs: bool = False,
     relative_to: str | Path | None = None,
+    flops: FlopCount | None = None,
+    math: str | None = None,
+    compute_efficiency: float | None = None,
 ) -> Callable[[Compute], Compute]:
     """Decorator form of `register`: the decorated function `(args, launch) -> None` is the
     model's compute; it is returned unchanged."""
@@ -183,10 +205,37 @@ def model(
             efficiency=efficiency,
             reads_outputs=reads_outputs,
             relative_to=base,
+            flops=flops,
+            math=math,
+            compute_efficiency=compute_efficiency,
         )
         return compute
 
     return decorate
+
+
+def _check_work(kernel: str, flops: Any, math: Any, compute_efficiency: Any) -> None:
+    """A model's compute part: flops a function of the arguments, with the math type it runs
+    in; compute_efficiency a fraction of that type's peak."""
+    where = f"simulated kernel model for {kernel!r}"
+    if flops is not None and not callable(flops):
+        raise ConfigError(
+            f"{where}: flops must be a function of the arguments, e.g. "
+            "flops=lambda args: 2 * args[3] * args[4] * args[5]"
+        )
+    if (flops is None) != (math is None):
+        raise ConfigError(f"{where}: flops= and math= go together (the FLOPs and their type)")
+    if math is not None and math not in MATH_TYPES:
+        raise ConfigError(
+            f"{where}: unknown math type {math!r}; valid types: {', '.join(MATH_TYPES)}"
+        )
+    if compute_efficiency is not None and not (
+        isinstance(compute_efficiency, (int, float)) and 0 < float(compute_efficiency) <= 1
+    ):
+        raise ConfigError(
+            f"{where}: compute_efficiency={compute_efficiency!r} must be a fraction of the "
+            "math type's peak FLOP/s in (0, 1]"
+        )
 
 
 def unregister(source: str | Path, kernel: str, *, relative_to: str | Path | None = None) -> bool:
@@ -245,6 +294,20 @@ def missing_model_message(name: str, source: Path | None, traffic_declared: bool
         f"so they are NOT computed (they keep what the buffers held) and {timing}; {how}. "
         'See "Models of your kernels" in pytest-gpuperf\'s docs/simulated-device.md.'
     )
+
+
+def check_flops(value: Any, entry: KernelModel) -> int:
+    """A flops result as an operation count; ConfigError naming the model otherwise."""
+    try:
+        count = int(value)
+    except (TypeError, ValueError):
+        count = -1
+    if isinstance(value, bool) or count < 0 or count != value:
+        raise ConfigError(
+            f"simulated kernel model {entry.describe()}: flops returned {value!r}, not an "
+            "operation count >= 0"
+        )
+    return count
 
 
 def check_traffic(value: Any, entry: KernelModel) -> int:

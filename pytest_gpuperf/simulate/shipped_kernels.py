@@ -178,6 +178,30 @@ def _rope_into(x: Any, cos: Any, sin: Any, y: Any, tokens: int, heads: int, half
 CHECK_CHUNK = 2**18  # elements per pass: the temporaries stay in the CPU's caches
 
 
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    """bf16 bit patterns (uint16) as the float32 values they are: the top half of a float32."""
+    return (np.asarray(bits, dtype=np.uint32) << 16).view(np.float32)
+
+
+def gemm_reference(a_bits: np.ndarray, b_bits: np.ndarray) -> np.ndarray:
+    """C = A @ B in float64 for bf16 A [m, k] and B [k, n] given as their bit patterns."""
+    return bf16_values(a_bits).astype(_F64) @ bf16_values(b_bits).astype(_F64)
+
+
+def _emulate_gemm(args: list, grid: Sequence[int] | int | None) -> None:
+    """gemm.hip's gemm_bf16_fp32: each block of the grid writes its 64 x 64 tile of C (fp32
+    sums; the grid's uncovered tiles keep what C held)."""
+    a, b, c, m, n, k = args
+    m, n, k = _count(m), _count(n), _count(k)
+    grid3 = tuple(grid) if isinstance(grid, (tuple, list)) else (_x(grid) or 1, 1, 1)
+    rows = m if grid is None else min(m, int(grid3[1]) * 64)
+    cols = n if grid is None else min(n, int(grid3[0]) * 64)
+    a_values = bf16_values(_span(a, m * k, "a")).reshape(m, k)
+    b_values = bf16_values(_span(b, k * n, "b")).reshape(k, n)
+    out = _span(c, m * n, "c").reshape(m, n)
+    out[:rows, :cols] = a_values[:rows] @ b_values[:, :cols]
+
+
 def wrong_elements(got: np.ndarray, expected: Any, rtol: float, atol: float) -> np.ndarray:
     """Flat indices of the elements outside |got - expected| <= atol + rtol |expected| (NaN,
     the poison, counts as wrong), as gpuperf_compare counts them. Worked in chunks with
@@ -290,6 +314,8 @@ def emulate(
         _emulate_elementwise(name, args, _threads_x(grid, block))
     elif name == "dot":
         _emulate_dot(args, _x(grid), _x(block))
+    elif name == "gemm_bf16_fp32":
+        _emulate_gemm(args, grid)
     elif name in _OTHERS:
         _OTHERS[name](args)
     else:
@@ -309,4 +335,4 @@ def _threads_x(grid: Sequence[int] | int | None, block: Sequence[int] | int | No
 
 
 # Every kernel `emulate` computes: the catalog's kernels and the check kernels.
-EMULATED = frozenset(_ELEMENTWISE | {"dot"} | set(_OTHERS) | CHECK_KERNELS)
+EMULATED = frozenset(_ELEMENTWISE | {"dot", "gemm_bf16_fp32"} | set(_OTHERS) | CHECK_KERNELS)

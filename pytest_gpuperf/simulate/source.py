@@ -182,8 +182,22 @@ def check_source(
     return signatures
 
 
+DIRECTIVE_SETTINGS = ("efficiency", "compute_efficiency")
+
+
 def directives(text: str, source_name: str) -> dict[str, float]:
     """`// gpuperf-sim: efficiency=0.55` before a kernel sets that kernel's efficiency."""
+    return _setting(text, source_name, "efficiency")
+
+
+def compute_directives(text: str, source_name: str) -> dict[str, float]:
+    """`// gpuperf-sim: compute_efficiency=0.4` before a kernel sets the fraction of the
+    declared math type's peak FLOP/s it computes at (simulate/compute_time.py)."""
+    return _setting(text, source_name, "compute_efficiency")
+
+
+def _setting(text: str, source_name: str, wanted: str) -> dict[str, float]:
+    """Each kernel's `wanted` setting of its gpuperf-sim directive (every setting checked)."""
     lines = _Lines(text)
     found: dict[str, float] = {}
     for directive in _DIRECTIVE_RE.finditer(text):
@@ -198,9 +212,10 @@ def directives(text: str, source_name: str) -> dict[str, float]:
         kernel = next(iter(following))
         for item in directive.group("body").replace(",", " ").split():
             key, _, value = item.partition("=")
-            if key != "efficiency":
+            if key not in DIRECTIVE_SETTINGS:
                 raise CompileError(
-                    f"unknown gpuperf-sim setting {item!r}; the one setting is efficiency=<0..1>",
+                    f"unknown gpuperf-sim setting {item!r}; the settings are "
+                    "efficiency=<0..1> and compute_efficiency=<0..1>",
                     source_path=source_name,
                     line=line,
                 )
@@ -210,11 +225,12 @@ def directives(text: str, source_name: str) -> dict[str, float]:
                 efficiency = math.nan
             if not 0 < efficiency <= 1:
                 raise CompileError(
-                    f"gpuperf-sim efficiency must be a fraction in (0, 1], got {value!r}",
+                    f"gpuperf-sim {key} must be a fraction in (0, 1], got {value!r}",
                     source_path=source_name,
                     line=line,
                 )
-            found[kernel] = efficiency
+            if key == wanted:
+                found[kernel] = efficiency
     return found
 
 
@@ -274,6 +290,7 @@ def code_object(
     kernel_directives: Mapping[str, float],
     options: Sequence[str] = (),
     defines: Mapping[str, str | int] | None = None,
+    compute: Mapping[str, float] | None = None,
 ) -> bytes:
     """The simulated device's binary: what would change the compiled code, and only that.
 
@@ -286,6 +303,10 @@ def code_object(
     parts.append("#options " + " ".join(options))
     parts += [f"#define {k}={v}" for k, v in sorted((defines or {}).items())]
     parts += [f"#gpuperf-sim {k} efficiency={v!r}" for k, v in sorted(kernel_directives.items())]
+    # compute_efficiency (the compute roof's speed) after them: a source without one keeps
+    # the code object (and fingerprint) it had before the setting existed
+    compute_items = sorted((compute or {}).items())
+    parts += [f"#gpuperf-sim {k} compute_efficiency={v!r}" for k, v in compute_items]
     return "\n".join(parts).encode()
 
 

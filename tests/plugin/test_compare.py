@@ -63,7 +63,7 @@ def test_forced_timing_of_identical_code_is_never_a_regression(repo):
     )
     result.assert_outcomes(passed=1)
     document = repo.report()
-    assert document["schema_version"] == 3
+    assert document["schema_version"] == 4
     measurement = document["results"][0]["measurement"]
     comparison = document["results"][0]["verdict"]["comparison"]
     assert comparison["state"] in ("pass", "inconclusive") and comparison["forced"] is True

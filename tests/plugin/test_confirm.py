@@ -50,7 +50,7 @@ def test_a_stored_regression_is_measured_again_and_both_rounds_are_reported(gp):
         ]
     )
     document = gp.report()
-    assert document["schema_version"] == 3
+    assert document["schema_version"] == 4
     baseline = document["results"][0]["verdict"]["baseline"]
     assert baseline["outcome"] == baseline["first_outcome"] == "regressed"
     assert baseline["confirmation"]["outcome"] == "regressed"

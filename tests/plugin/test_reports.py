@@ -41,7 +41,7 @@ def test_json_report_holds_every_measurement_and_verdict(gp):
     gp.test_file(TWO_MEASUREMENTS)
     gp.run("--gpuperf", "--gpuperf-json=out/report.json").assert_outcomes(passed=1, failed=1)
     report = json.loads((gp.path / "out" / "report.json").read_text())
-    assert report["schema"] == "pytest-gpuperf-report" and report["schema_version"] == 3
+    assert report["schema"] == "pytest-gpuperf-report" and report["schema_version"] == 4
     assert report["simulated"] is True
     summary = report["summary"]
     assert summary["passed"] == 2 and summary["failed"] == 1 and summary["tests"] == 2

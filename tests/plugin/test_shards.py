@@ -121,9 +121,9 @@ def test_the_merged_report_holds_every_test_once_at_the_unsharded_suite_budget(r
     shards = [json.loads(path.read_text()) for path in _shard_reports(runs)]
     # every shard judged its tests at the whole suite's budget, not its own share's
     for shard in shards:
-        assert shard["suite"]["checks"] == full["suite"]["checks"] == 17
+        assert shard["suite"]["checks"] == full["suite"]["checks"] == 18
         assert shard["suite"]["per_test_rate"] == full["suite"]["per_test_rate"]
-        assert len(shard["shard"]["measuring"]) < 17
+        assert len(shard["shard"]["measuring"]) < 18
     out = tmp_path / "merged"
     done = merge(
         *_shard_reports(runs),
@@ -137,7 +137,7 @@ def test_the_merged_report_holds_every_test_once_at_the_unsharded_suite_budget(r
     assert done.returncode == 0, done.stdout + done.stderr
     merged = json.loads((out / "merged.json").read_text())
     assert _keys(merged) == _keys(full)
-    assert len(set(_keys(merged))) == len(merged["results"]) == 19  # each exactly once
+    assert len(set(_keys(merged))) == len(merged["results"]) == 20  # each exactly once
     assert merged["suite"] == full["suite"] | {
         k: merged["suite"][k] for k in ("ab", "stored", "confirmations", "confirmed", "unconfirmed")
     }
@@ -163,8 +163,8 @@ def test_the_merged_report_holds_every_test_once_at_the_unsharded_suite_budget(r
     assert len(tests) == sum(len(s["shard"]["tests"]) for s in shards)
     assert all(t["outcome"] == "passed" for t in tests)
     assert (
-        f"merged 3 shards: {len(tests)} tests (17 measuring in the suite, 17 measured, "
-        f"19 measurements): {len(tests)} passed: PASSED"
+        f"merged 3 shards: {len(tests)} tests (18 measuring in the suite, 18 measured, "
+        f"20 measurements): {len(tests)} passed: PASSED"
     ) in done.stdout
     markdown = (out / "merged.md").read_text()
     assert markdown.startswith("<!-- pytest-gpuperf -->") and "#### Shards" in markdown
@@ -172,17 +172,17 @@ def test_the_merged_report_holds_every_test_once_at_the_unsharded_suite_budget(r
     xml = (out / "merged.xml").read_text()
     # a test case per measurement, and one per test without a measurement
     plain = sum(1 for t in tests if not t["measurements"])
-    assert xml.count("<testcase ") == 19 + plain and 'failures="0"' in xml
+    assert xml.count("<testcase ") == 20 + plain and 'failures="0"' in xml
 
 
 def test_the_shards_planned_costs_are_within_20_percent(runs):
     plans = [json.loads(path.read_text())["shard"] for path in _shard_reports(runs)]
     assert {plan["digest"] for plan in plans} == {plans[0]["digest"]}  # one plan, three runners
-    assert all(plan["basis"] == "baseline" and plan["costed"] == 17 for plan in plans)
+    assert all(plan["basis"] == "baseline" and plan["costed"] == 18 for plan in plans)
     costs = plans[0]["planned_cost_s"]
     # what each shard ran is its part of that plan, and the parts cover the suite once
     ran = [set(plan["measuring"]) for plan in plans]
-    assert sum(map(len, ran)) == len(set().union(*ran)) == 17
+    assert sum(map(len, ran)) == len(set().union(*ran)) == 18
     base = BaselineStore(runs / "base").load(DEVICE)
     recorded = {}
     for entry in base.entries.values():
@@ -246,7 +246,7 @@ def test_baselines_saved_by_the_shards_merge_into_the_unsharded_save(runs, tmp_p
     shutil.copytree(runs / "base", out)  # the merge job's checkout: the shards' common base
     done = merge("--baselines", *(runs / f"shard-{k}" for k in range(1, SHARDS + 1)), "--out", out)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"{out / (DEVICE + '.toml')}: 19 entries written" in done.stdout
+    assert f"{out / (DEVICE + '.toml')}: 20 entries written" in done.stdout
     merged = BaselineStore(out).load(DEVICE).entries
     unsharded = BaselineStore(runs / "full").load(DEVICE).entries
     base = BaselineStore(runs / "base").load(DEVICE).entries

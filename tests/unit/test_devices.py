@@ -34,6 +34,7 @@ REPORTED_NAMES = {
     "a100-sxm-40gb": "NVIDIA A100-SXM4-40GB",
     "a100-pcie-80gb": "NVIDIA A100 80GB PCIe",
     "a100-pcie-40gb": "NVIDIA A100-PCIE-40GB",
+    "b200": "NVIDIA B200",
 }
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from pytest_gpuperf.baseline.ref import BaselineRef, TrailPoint
 from pytest_gpuperf.engine.plain import from_plain, to_plain
 from pytest_gpuperf.engine.results import ClockReport, GpuIdentity, Measurement
+from pytest_gpuperf.engine.roofline import Work
 from pytest_gpuperf.record.checks import (
     BaselineCheck,
     ComparedFile,
@@ -65,6 +66,7 @@ def test_every_field_of_a_row_round_trips_through_json():
         clocks=filled(ClockReport),
         resources=filled(KernelResources),
         gpu=filled(GpuIdentity),
+        work=filled(Work),
     )
     point = filled(TrailPoint)
     ref = filled(BaselineRef, trail=(point, point))
@@ -96,6 +98,8 @@ def test_every_field_of_a_row_round_trips_through_json():
         notes=(Note("kind", ("x", "y")),),
         acceptance=filled(Acceptance),
         beyond_peak=filled(BeyondPeak),
+        flops_floor=filled(FloorCheck, origin="min_flops"),
+        roofline_floor=filled(FloorCheck, origin="min_roofline"),
     )
     traffic = {"lines": ["head moved +1.2% DRAM bytes"], "head": {"kernel": "k"}}
     explain = {"code": None, "traffic": traffic, "bytes_check": None}

@@ -299,7 +299,7 @@ def test_json_report_carries_every_field_reads_back_and_is_strict_json(tmp_path)
     meta = ReportMeta(device=info, commit="abc123", branch="main", command="pytest --gpuperf")
     document = report.to_json(data, meta)
     assert document["schema"] == "pytest-gpuperf-report"
-    assert document["schema_version"] == 3
+    assert document["schema_version"] == 4
     assert document["devices"][0]["arch"] == "gfx942"
     assert document["summary"]["failed"] == 2 and document["summary"]["tests"] == 4
     first = document["results"][0]

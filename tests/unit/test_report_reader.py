@@ -77,6 +77,18 @@ WRONG = [
     (_duplicate_result, "is given twice (also results[0])"),
     (_set("schema_version", value=99), "schema_version: a pytest-gpuperf report of schema"),
     (lambda d: d.pop("schema_version"), "schema_version: a pytest-gpuperf report of schema"),
+    (
+        _set("results", 0, "measurement", "work", value={"flops": -1, "math": "bf16"}),
+        "results[0].measurement.work.flops: expected an integer at least 1, got -1",
+    ),
+    (
+        _set("results", 0, "measurement", "work", value={"flops": 8, "math": "bf32"}),
+        "results[0].measurement.work.math: 'bf32' is not one of 'fp64'",
+    ),
+    (
+        _set("results", 0, "verdict", "flops_floor", value={"floor": 0.5, "status": "ok"}),
+        "results[0].verdict.flops_floor.status: 'ok' is not one of",
+    ),
 ]
 WRONG_IDS = [
     "commit-list",
@@ -92,6 +104,9 @@ WRONG_IDS = [
     "duplicate-measurement",
     "version-99",
     "version-missing",
+    "work-flops-negative",
+    "work-math-unknown",
+    "flops-floor-status",
 ]
 
 
@@ -139,7 +154,7 @@ def test_a_key_given_twice_is_refused_not_last_wins(runs, tmp_path):
 
 def test_a_report_as_written_reads_back(runs):
     report = read_report(runs[1][-1])
-    assert len(report.rows) == 4 and report.document["schema_version"] == 3
+    assert len(report.rows) == 4 and report.document["schema_version"] == 4
 
 
 def test_a_fifo_or_a_large_file_is_never_read_whole(runs, tmp_path, monkeypatch):

@@ -18,6 +18,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
+from pytest_gpuperf.commands.publish import roofline
 from pytest_gpuperf.commands.publish.plots import board_colours, series_plot, sparkline
 from pytest_gpuperf.commands.publish.series import STATES, Dashboard, Run, Series, regressions
 from pytest_gpuperf.record.history_model import Point
@@ -55,6 +56,7 @@ def render(
             _regressions(dashboard, ids),
             _bisect(bisect) if bisect is not None else "",
             _grid(dashboard, ids),
+            roofline.section(dashboard.roofline, ids),  # "" where no run declared work
             _plots(dashboard, ids),
             _runs(dashboard.runs),
         ]
@@ -119,12 +121,13 @@ def _grid(dashboard: Dashboard, ids: Mapping[Any, str]) -> str:
     by_file: dict[str, list[Series]] = {}
     for series in dashboard.series:
         by_file.setdefault(series.test_file, []).append(series)
+    work = roofline.latest(dashboard.roofline)
     for test_file, members in by_file.items():
         rows.append(
             f'<tbody class="group"><tr class="file"><th colspan="7">{escape(test_file)}</th></tr>'
         )
         for series in members:
-            rows.append(_grid_row(series, ids[series.key]))
+            rows.append(_grid_row(series, ids[series.key], work.get(series.key)))
         rows.append("</tbody>")
     return (
         '<section id="summary"><h2>Summary</h2><table class="grid"><thead><tr>'
@@ -134,9 +137,10 @@ def _grid(dashboard: Dashboard, ids: Mapping[Any, str]) -> str:
     )
 
 
-def _grid_row(series: Series, sid: str) -> str:
+def _grid_row(series: Series, sid: str, work: roofline.RooflinePoint | None = None) -> str:
     latest = series.latest
     latest_text = f"{latest.efficiency:.2%}" if latest else "–"
+    latest_text += roofline.grid_cell(work)  # TFLOP/s and the roof, where work was declared
     if series.expected is not None:
         floor = series.expected * (1 - series.allowance)
         band = f"{series.expected:.2%} ±{series.allowance:.2%} ({floor:.2%})"

@@ -22,6 +22,7 @@ from pytest_gpuperf.baseline.ref import TrailPoint
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.entry_level import entry_level
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE
+from pytest_gpuperf.publish.roofline import RooflinePoint, roofline_points
 from pytest_gpuperf.record.checks import Drift, NoiseBand
 from pytest_gpuperf.record.history_model import Point, judged_level, run_point, save_point
 from pytest_gpuperf.record.report_reader import ReadReport
@@ -104,6 +105,7 @@ class Dashboard:
     runs: tuple[Run, ...]
     series: tuple[Series, ...]
     baseline_files: tuple[str, ...]
+    roofline: tuple[RooflinePoint, ...] = ()  # the runs' rows that declared work (roofline.py)
 
 
 def device_key_of(row: Row) -> str:
@@ -127,6 +129,7 @@ def gather(
     run_points: dict[Key, list[Point]] = {}
     seen: dict[Key, tuple[str, bool]] = {}
     measured_devices: set[str] = set()
+    roofline: list[RooflinePoint] = []
     for index, report in enumerate(reports):
         run = _run(index, report)
         run_list.append(run)
@@ -138,6 +141,7 @@ def gather(
             )
             run_points.setdefault(key, []).append(point)
             seen[key] = (row.measurement.device_name, row.measurement.simulated)
+            roofline += roofline_points(key, row, run.index)
     entries: dict[Key, tuple[BaselineStore, BaselineEntry]] = {}
     for path in baseline_paths:
         store = BaselineStore(path.parent)
@@ -165,7 +169,8 @@ def gather(
             name = name or (entry.latest.device_name if entry.latest else "")
         points.sort(key=lambda p: (p.when, p.kind != "save"))
         series.append(_series(key, name, simulated, points, found, false_alarm_rate, tolerance))
-    return Dashboard(tuple(run_list), tuple(series), tuple(str(p) for p in baseline_paths))
+    paths = tuple(str(p) for p in baseline_paths)
+    return Dashboard(tuple(run_list), tuple(series), paths, tuple(roofline))
 
 
 def _series(

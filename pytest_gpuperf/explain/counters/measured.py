@@ -1,17 +1,21 @@
-"""One measurement's `explain.traffic` and `explain.bytes_check`, as plain data and lines.
+"""One measurement's `explain.traffic`, `explain.bytes_check` and `explain.flops_check`, as
+plain data and lines.
 
 `traffic` holds the profiler, how it treated the caches, what the pass cost, head's and
 base's counters and the lines that compare them (or `problem`, the one line that says why
-there are none); `bytes_check` holds the check of the declared bytes (None when not asked
-for, or nothing was counted). The failure text, the JSON report and the Markdown summary read
-the same lines.
+there are none), a compute-bound kernel's pipes and FLOPs first; `bytes_check` holds the
+check of the declared bytes and `flops_check` of the declared FLOPs (None when not asked
+for, nothing was counted, or no FLOPs were declared). The failure text, the JSON report and
+the Markdown summary read the same lines.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pytest_gpuperf.engine.roofline import Work
 from pytest_gpuperf.explain.counters.bytes_check import BytesCheck
+from pytest_gpuperf.explain.counters.flops_check import FlopsCheck
 from pytest_gpuperf.explain.counters.profile import LAUNCH_JOINER, NOTHING_LAUNCHED, Profiled
 from pytest_gpuperf.explain.counters.traffic import (
     CALLABLE_L2_STEADY,
@@ -29,11 +33,19 @@ _CACHE_WORDS = {
 
 
 def explanation(
-    profiled: Profiled, position: int, *, check_bytes: bool, l2_bytes: int, stored_commit: str = ""
+    profiled: Profiled,
+    position: int,
+    *,
+    check_bytes: bool,
+    l2_bytes: int,
+    stored_commit: str = "",
+    work: Work | None = None,
 ) -> dict[str, Any]:
-    """The `traffic` and `bytes_check` of measurement `position` of the test. `stored_commit`:
-    the base was built at that commit of a stored baseline's latest save (not at the run's
-    --gpuperf-compare REF), said in `traffic.against` and in a first line."""
+    """The `traffic`, `bytes_check` and `flops_check` of measurement `position` of the test.
+    `stored_commit`: the base was built at that commit of a stored baseline's latest save
+    (not at the run's --gpuperf-compare REF), said in `traffic.against` and in a first line.
+    `work`: what the measurement declared it computes (its counters then lead with the
+    pipes' utilisation, and its FLOPs are checked)."""
     traffic: dict[str, Any] = {
         "profiler": profiled.tool,
         "cache_control": _CACHE_WORDS.get(profiled.cache_control, profiled.cache_control),
@@ -43,16 +55,23 @@ def explanation(
         "base": None,
         "lines": [profiled.problem] if profiled.problem else [],
     }
+    unknown = [
+        f"{profiled.tool} does not know {metric.split('.', 1)[0]} on this GPU: not counted "
+        "(the other counters are)"
+        for metric in profiled.unknown_metrics
+    ]
     head, base = profiled.of(position, HEAD), profiled.of(position, BASE)
     planned = profiled.planned(position)
     if head is None or planned is None:
         if not profiled.problem:
             traffic["problem"] = "not explained: this measurement launched nothing to profile"
             traffic["lines"] = [traffic["problem"]]
-        return {"traffic": traffic, "bytes_check": None}
+        return {"traffic": traffic, "bytes_check": None, "flops_check": None}
     traffic["head"], traffic["base"] = head.plain(), None if base is None else base.plain()
     steady = CALLABLE_L2_STEADY if planned.kernel == CALLABLE else STEADY
-    traffic["lines"] = traffic_lines(head, base, l2_bytes=l2_bytes, l2_steady=steady)
+    compute = work is not None
+    lines = traffic_lines(head, base, l2_bytes=l2_bytes, l2_steady=steady, compute=compute)
+    traffic["lines"] = lines + (unknown if compute else [])
     if planned.kernel == CALLABLE and base is not None:
         # which kernels a callable launched is known to the profiler alone (a Triton or torch
         # launch bypasses the plugin): one launched twice as often is the likely cause
@@ -76,7 +95,10 @@ def explanation(
             uniform_args=planned.uniform_args,
             uniform_arg_bytes=planned.uniform_arg_bytes,
         ).plain()
-    return {"traffic": traffic, "bytes_check": check}
+    flops = None
+    if check_bytes and work is not None:
+        flops = FlopsCheck(work.flops, head.flops, work.math, head.tensor_flops).plain()
+    return {"traffic": traffic, "bytes_check": check, "flops_check": flops}
 
 
 def _launched(traffic: Traffic) -> list[str]:

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,9 @@ class Profiled:
     problem: str = ""
     lasting: bool = False  # the problem holds for the whole run (no profiler, refused)
     output_tail: tuple[str, ...] = field(default=(), compare=False)
+    # compute counters this profiler does not know on this GPU: not asked again in this
+    # process, each said in one line; the other counters are still reported
+    unknown_metrics: tuple[str, ...] = ()
 
     def of(self, position: int, side: str) -> Traffic | None:
         for planned, traffic in self.launches:
@@ -121,6 +124,9 @@ class ProfileRequest:
     hot: bool
     timeout_s: float
     output_options: tuple[str, ...] = ()
+    compute: bool = False  # a measurement declared its FLOPs: ask for the compute counters
+    compute_units: int = 0  # the device's CUs and XCDs: rocprofv3's MFMA utilisation
+    xcds: int = 1
 
 
 def missing_profiler_line(backend: str) -> str:
@@ -136,9 +142,31 @@ def missing_profiler_line(backend: str) -> str:
     )
 
 
+# The compute counters ncu refused in this process (ncu.refused_metrics): a card knows its
+# tensor-pipe metrics or it does not, so later tests do not ask again.
+_UNKNOWN_METRICS: set[str] = set()
+MAX_REFUSED_RETRIES = 4
+
+
 def run_profile(request: ProfileRequest) -> Profiled:
     """Profile the test in a child process; never raises for what the child or the profiler
-    did (the problem is the result's one line)."""
+    did (the problem is the result's one line). A compute counter ncu does not know on this
+    GPU is dropped: when its refusal failed the profile, the test is profiled once more
+    without it, and every refused counter is one line of the result (unknown_metrics)."""
+    profiled = _profile_once(request)
+    unknown, cost_s = profiled.unknown_metrics, profiled.cost_s
+    # an ncu that names one refused metric at a time needs a run for each, at most one each
+    for _ in range(MAX_REFUSED_RETRIES):
+        if not profiled.unknown_metrics or not profiled.problem or profiled.lasting:
+            break
+        profiled = _profile_once(request)
+        unknown = tuple(dict.fromkeys((*unknown, *profiled.unknown_metrics)))
+        cost_s += profiled.cost_s
+    return replace(profiled, cost_s=cost_s, unknown_metrics=unknown)
+
+
+def _profile_once(request: ProfileRequest) -> Profiled:
+    """One child run under the profiler (see run_profile)."""
     began = time.monotonic()
     cache_control = "none" if request.hot else "all"
     tool_path = ncu.find_ncu() if request.backend == "cuda" else rocprof.find_rocprofv3()
@@ -153,10 +181,19 @@ def run_profile(request: ProfileRequest) -> Profiled:
         work = Path(folder)
         plan, proof = make_plan(work)  # the child's proof that this parent started it
         log = work / "ncu.csv"
+        asked = ncu.metrics_for(request.compute, frozenset(_UNKNOWN_METRICS))
         if request.backend == "cuda":
-            command = ncu.ncu_command(tool_path, cache_control=cache_control, log_file=log)
+            command = ncu.ncu_command(
+                tool_path,
+                cache_control=cache_control,
+                log_file=log,
+                compute=request.compute,
+                unknown=frozenset(_UNKNOWN_METRICS),
+            )
         else:
-            command = rocprof.rocprof_command(tool_path, output_dir=work / "rocprof")
+            command = rocprof.rocprof_command(
+                tool_path, output_dir=work / "rocprof", compute=request.compute
+            )
         private = [
             f"{option}={work / f'child-output-{number}'}"
             for number, option in enumerate(request.output_options)
@@ -171,14 +208,20 @@ def run_profile(request: ProfileRequest) -> Profiled:
         )
         cost_s = time.monotonic() - began
         tail = tuple(output.strip().splitlines()[-15:])
+        unknown: tuple[str, ...] = ()
 
         def failed(line: str) -> Profiled:
-            return Profiled(tool, cache_control, cost_s, problem=line, output_tail=tail)
+            return Profiled(
+                tool, cache_control, cost_s, problem=line, output_tail=tail, unknown_metrics=unknown
+            )
 
         try:
             report = _read_text(log) if request.backend == "cuda" else ""
         except _TooLarge as large:
             return failed(f"not explained: {large}")
+        if request.backend == "cuda" and request.compute:
+            unknown = ncu.refused_metrics(output + "\n" + report, asked)
+            _UNKNOWN_METRICS.update(unknown)
         refused = ncu.refusal(output + "\n" + report)
         if refused:
             line = f"not explained: {refused}"
@@ -206,7 +249,10 @@ def run_profile(request: ProfileRequest) -> Profiled:
                 every = [ncu.traffic_of(launch) for launch in ncu.read_ncu_csv(report)]
             else:
                 files = rocprof.counter_files(work / "rocprof")
-                every = rocprof.read_rocprof_csv(_read_text(f) for f in files)
+                texts = (_read_text(f) for f in files)
+                every = rocprof.read_rocprof_csv(
+                    texts, compute_units=request.compute_units, xcds=request.xcds
+                )
                 every = _by_name(every, planned)
         except _TooLarge as large:
             return failed(f"not explained: {large}")
@@ -226,6 +272,7 @@ def run_profile(request: ProfileRequest) -> Profiled:
             time.monotonic() - began,
             launches=tuple((p, t) for p, t in launches if p.side != MARKER_SIDE),
             output_tail=tail,
+            unknown_metrics=unknown,
         )
 
 
@@ -277,7 +324,14 @@ def summed(launches: list[Traffic]) -> Traffic:
 
     registers = [t.registers_per_thread for t in launches if t.registers_per_thread is not None]
     shared = [t.shared_bytes_per_block for t in launches if t.shared_bytes_per_block is not None]
+    pipes = [t for t in launches if t.tensor_pipe is not None and t.time_s]
+    kinds = [t.tensor_pipe_kind for t in pipes if t.tensor_pipe_kind]
     return Traffic(
+        tensor_pipe=_time_weighted(launches, "tensor_pipe"),
+        tensor_pipe_kind=max(set(kinds), key=kinds.count) if kinds else "",
+        fma_pipe=_time_weighted(launches, "fma_pipe"),
+        flops=total("flops"),
+        tensor_flops=total("tensor_flops"),
         kernel=LAUNCH_JOINER.join(t.kernel for t in launches) or NOTHING_LAUNCHED,
         dram_read_bytes=total("dram_read_bytes"),
         dram_write_bytes=total("dram_write_bytes"),
@@ -288,6 +342,20 @@ def summed(launches: list[Traffic]) -> Traffic:
         local_bytes=total("local_bytes"),
         time_s=total("time_s"),
     )
+
+
+def _time_weighted(launches: list[Traffic], name: str) -> float | None:
+    """A utilisation over several launches: each launch's, weighted by its time (None when a
+    launch lacks either)."""
+    pairs: list[tuple[float, float]] = []
+    for launch in launches:
+        value, time_s = getattr(launch, name), launch.time_s
+        if value is None or not time_s:
+            return None
+        pairs.append((float(value), float(time_s)))
+    if not pairs:
+        return None
+    return sum(value * time_s for value, time_s in pairs) / sum(time_s for _, time_s in pairs)
 
 
 def _same_kernel(reported: str, launched: str) -> bool:

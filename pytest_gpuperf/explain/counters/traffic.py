@@ -49,6 +49,15 @@ class Traffic:
     scratch_per_thread_bytes: int | None = None  # scratch a work-item was given (AMD)
     time_s: float | None = None  # under the profiler's clock and cache control: not the gate's
     shared_bytes_per_block: int | None = None  # static + dynamic shared memory (NVIDIA)
+    # A compute-bound kernel's counters (asked for a test that declared its FLOPs): the
+    # tensor (matrix) pipe's utilisation, a fraction of its peak while the SM (CU) was
+    # active, and which instruction family kept it busiest; the FP32 FMA pipe's; the
+    # floating-point operations counted (vector and tensor) and the tensor part of them.
+    tensor_pipe: float | None = None
+    tensor_pipe_kind: str = ""
+    fma_pipe: float | None = None
+    flops: float | None = None
+    tensor_flops: float | None = None
 
     @property
     def dram_bytes(self) -> float | None:
@@ -80,17 +89,24 @@ def _moved(head: float, base: float, slack_bytes: float = 0.0) -> str:
 
 
 def traffic_lines(
-    head: Traffic, base: Traffic | None, *, l2_bytes: int = 0, l2_steady: float = STEADY
+    head: Traffic,
+    base: Traffic | None,
+    *,
+    l2_bytes: int = 0,
+    l2_steady: float = STEADY,
+    compute: bool = False,
 ) -> list[str]:
     """Head against base, one line a quantity that moved, the DRAM bytes first when they moved
     (else the counter that moved most against its noise, "... with the same DRAM bytes"):
     'head moved +1.5% DRAM bytes: read +1.5% (268.4 -> 272.5 MB), write unchanged (247.0 MB)'
     (the bytes that moved beyond the noise of each, over base's read and written bytes; a
     device with `l2_bytes` of L2 leaves some of the written bytes uncounted; L2 bytes are
-    unchanged within `l2_steady`). Without a base, what head moved."""
+    unchanged within `l2_steady`). Without a base, what head moved. `compute` (the test
+    declared its FLOPs): the pipes' utilisation and the FLOPs counted lead (compute_lines)."""
     if base is None:
-        return [_head_alone(head)]
-    lines = []
+        return [_head_alone(head), *([_compute_alone(head)] if compute else [])]
+    lines = compute_lines(head, base) if compute else []
+    lead = len(lines)
     h_read, b_read = head.dram_read_bytes, base.dram_read_bytes
     h_write, b_write = head.dram_write_bytes, base.dram_write_bytes
     if h_read is not None and b_read is not None and h_write is not None and b_write is not None:
@@ -138,15 +154,75 @@ def traffic_lines(
             )
         )
     lines += [line for _, line in others]
-    if len(lines) == 1 and "the same" in lines[0]:
-        lines[0] += "; no counter moved: the time changed without the traffic"
-    elif lines and "the same DRAM bytes" in lines[0] and others:
+    first = lines[lead] if len(lines) > lead else ""
+    if len(lines) == 1 and lead == 0 and "the same" in first:
+        lines[lead] += "; no counter moved: the time changed without the traffic"
+    elif "the same DRAM bytes" in first and others:
         # The bytes did not move: what moved most against its own noise leads (issue: an
         # `instructions executed +381%` listed fourth of five lines under unchanged bytes).
-        _, lead = max(others, key=lambda pair: pair[0])
-        lines.remove(lead)
-        lines.insert(0, f"{lead} with the same DRAM bytes")
+        _, moved = max(others, key=lambda pair: pair[0])
+        lines.remove(moved)
+        lines.insert(lead, f"{moved} with the same DRAM bytes")
     return lines
+
+
+# A pipe's utilisation moves by a point or so between profiled launches of the same code (as
+# achieved occupancy does): a move of less is not called one.
+PIPE_NOISE = 0.01
+
+
+def _flop_words(value: float) -> str:
+    """'1.10 PFLOP', '17.2 GFLOP', '0 FLOP'."""
+    for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.0f} FLOP"
+
+
+def compute_lines(head: Traffic, base: Traffic) -> list[str]:
+    """What a compute-bound kernel's counters say, head against base, the pipe that moved most
+    first: 'tensor pipe utilisation fell 78% -> 2% (wgmma (GMMA))', 'FP32 FMA pipe
+    utilisation rose 3% -> 71%', 'tensor-path FLOPs 1.1 TFLOP -> 0 FLOP', and the FLOP/s
+    the counted FLOPs give under the profiler."""
+    moves: list[tuple[float, str]] = []
+    busier = head if (head.tensor_pipe or 0.0) >= (base.tensor_pipe or 0.0) else base
+    for name, h, b, kind in (
+        ("tensor pipe", head.tensor_pipe, base.tensor_pipe, busier.tensor_pipe_kind),
+        ("FP32 FMA pipe", head.fma_pipe, base.fma_pipe, ""),
+    ):
+        if h is None or b is None or abs(h - b) < PIPE_NOISE:
+            continue
+        verb = "fell" if h < b else "rose"
+        detail = f" ({kind})" if kind else ""  # the instruction family of the busier side
+        moves.append((abs(h - b), f"{name} utilisation {verb} {b:.0%} -> {h:.0%}{detail}"))
+    lines = [line for _, line in sorted(moves, key=lambda pair: -pair[0])]
+    h_tensor, b_tensor = head.tensor_flops, base.tensor_flops
+    if h_tensor is not None and b_tensor is not None and abs(_change(h_tensor, b_tensor)) >= STEADY:
+        lines.append(f"tensor-path FLOPs {_flop_words(b_tensor)} -> {_flop_words(h_tensor)}")
+    rates = [
+        t.flops / t.time_s
+        for t in (base, head)
+        if t.flops is not None and t.time_s is not None and t.time_s > 0
+    ]
+    if len(rates) == 2:
+        lines.append(
+            f"counted FLOPs at the profiler's times: {rates[0] / 1e12:.1f} -> "
+            f"{rates[1] / 1e12:.1f} TFLOP/s"
+        )
+    return lines
+
+
+def _compute_alone(head: Traffic) -> str:
+    """A compute-bound launch's counters without a base to compare with."""
+    parts = []
+    if head.tensor_pipe is not None:
+        kind = f" ({head.tensor_pipe_kind})" if head.tensor_pipe_kind else ""
+        parts.append(f"tensor pipe utilisation {head.tensor_pipe:.0%}{kind}")
+    if head.fma_pipe is not None:
+        parts.append(f"FP32 FMA pipe utilisation {head.fma_pipe:.0%}")
+    if head.flops is not None:
+        parts.append(f"{_flop_words(head.flops)} counted")
+    return "compute: " + ("; ".join(parts) if parts else "no compute counter the profiler gave")
 
 
 def _head_alone(head: Traffic) -> str:
@@ -163,4 +239,12 @@ def _head_alone(head: Traffic) -> str:
     return "one launch moved " + ("; ".join(parts) if parts else "no counter the profiler gave")
 
 
-__all__ = ["CALLABLE_L2_STEADY", "STEADY", "Traffic", "megabytes", "traffic_lines"]
+__all__ = [
+    "CALLABLE_L2_STEADY",
+    "PIPE_NOISE",
+    "STEADY",
+    "Traffic",
+    "compute_lines",
+    "megabytes",
+    "traffic_lines",
+]

@@ -1,0 +1,302 @@
+"""The roofline on a GPU, end to end (issue 56's must-shows), in one scratch repository:
+
+1. a bf16 torch.matmul and a Triton matmul (a tiled `tl.dot` kernel written here, the grouped
+   order of Triton's matmul tutorial), 8192^3, measured through the plugin (a pytest process,
+   `--gpuperf-json`) and, in the same process right after, by `triton.testing.do_bench` for
+   the same call: achieved TFLOP/s both ways (within 1% of each other) and the fraction of
+   the data sheet's dense bf16 peak;
+2. a `min_flops` floor set halfway between the two kernels' compute efficiencies: the slower
+   one fails;
+3. an fp32 matmul whose pull request turns TF32 off (`torch.backends.cuda.matmul.allow_tf32 =
+   False`: the same FLOPs without tensor cores), through `--gpuperf-compare=HEAD` and through
+   a stored baseline (`--gpuperf-save` at the base commit, then a judged run): both fail, and
+   the explain pass (ncu) names the tensor pipe's utilisation that fell.
+
+One table last. About 3-4 minutes of GPU time (budgets of 0.5 s; the explain passes replay a
+few launches under ncu). Needs CUDA, torch, triton and Nsight Compute's ncu:
+
+  PYTHONPATH=. python3 bench/roofline.py --out $OUT
+
+--out keeps each run's pytest output and JSON report. Nothing here decides anything the gate
+decides: the verdicts are the plugin's, read from its JSON reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(1, str(BENCH.parent))
+
+from _common import REPO_ROOT, text_table  # noqa: E402
+
+from tests.git_repo import commit_all  # noqa: E402
+
+MM = """\
+import torch
+import triton
+import triton.language as tl
+
+GOOD = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, m, n, k, sam, sak, sbk, sbn, scm, scn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    tiles_m, tiles_n = tl.cdiv(m, BLOCK_M), tl.cdiv(n, BLOCK_N)
+    group = pid // (GROUP_M * tiles_n)
+    first = group * GROUP_M
+    size = min(tiles_m - first, GROUP_M)
+    tile_m = first + (pid % (GROUP_M * tiles_n)) % size
+    tile_n = (pid % (GROUP_M * tiles_n)) // size
+    rows = (tile_m * BLOCK_M + tl.arange(0, BLOCK_M)) % m
+    cols = (tile_n * BLOCK_N + tl.arange(0, BLOCK_N)) % n
+    depth = tl.arange(0, BLOCK_K)
+    a = a_ptr + rows[:, None] * sam + depth[None, :] * sak
+    b = b_ptr + depth[:, None] * sbk + cols[None, :] * sbn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for step in range(0, tl.cdiv(k, BLOCK_K)):
+        left = k - step * BLOCK_K
+        acc = tl.dot(tl.load(a, mask=depth[None, :] < left, other=0.0),
+                     tl.load(b, mask=depth[:, None] < left, other=0.0), acc)
+        a += BLOCK_K * sak
+        b += BLOCK_K * sbk
+    out_rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    out_cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (out_rows[:, None] < m) & (out_cols[None, :] < n)
+    tl.store(c_ptr + out_rows[:, None] * scm + out_cols[None, :] * scn,
+             acc.to(tl.bfloat16), mask=mask)
+
+
+def triton_matmul(a, b, c, config=GOOD):
+    m, k = a.shape
+    n = b.shape[1]
+    grid = (triton.cdiv(m, config["BLOCK_M"]) * triton.cdiv(n, config["BLOCK_N"]),)
+    matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                        c.stride(0), c.stride(1), **config, num_warps=8, num_stages=3)
+"""
+
+TEST_BF16 = """\
+import json
+import os
+
+import pytest
+import torch
+import triton.testing
+
+import mm
+
+SIZE = 8192
+FLOOR = float(os.environ.get("ROOFLINE_FLOOR", "0"))
+floor = [pytest.mark.min_flops(FLOOR)] if FLOOR else []
+
+
+@pytest.mark.parametrize("kernel", ["torch", "triton"])
+@pytest.mark.parametrize("_", [pytest.param(0, marks=floor)], ids=["8192"])
+def test_matmul_bf16(gpu_bench, kernel, _):
+    device = torch.device("cuda", gpu_bench.info.index)
+    generator = torch.Generator(device=device).manual_seed(56)
+    a = torch.randn(SIZE, SIZE, device=device, dtype=torch.bfloat16, generator=generator)
+    b = torch.randn(SIZE, SIZE, device=device, dtype=torch.bfloat16, generator=generator)
+    c = torch.empty(SIZE, SIZE, device=device, dtype=torch.bfloat16)
+    if kernel == "torch":
+        fn = lambda: torch.matmul(a, b, out=c)  # noqa: E731
+    else:
+        fn = lambda: mm.triton_matmul(a, b, c)  # noqa: E731
+    gpu_bench.run(fn, reads=(a, b), writes=(c,), flops=gpu_bench.gemm_flops(SIZE, SIZE, SIZE),
+                  math="bf16", cache="cold", name=kernel)
+    torch.cuda.synchronize(device)
+    expected = a[:256].float() @ b.float()  # a slice: enough to catch a wrong kernel
+    torch.testing.assert_close(c[:256].float(), expected, rtol=2e-2, atol=0.5)
+    path = os.environ.get("ROOFLINE_DO_BENCH")
+    if path:  # the same call, right after, in the same process and the same thermal state
+        ms = triton.testing.do_bench(fn, warmup=100, rep=500, return_mode="median")
+        with open(path, "a") as out:
+            out.write(json.dumps({"kernel": kernel, "ms": ms}) + "\\n")
+"""
+
+TEST_TF32 = """\
+import torch
+
+TF32 = True  # the pull request sets it False: the same fp32 FLOPs without tensor cores
+SIZE = 4096
+
+
+def test_matmul_fp32(gpu_bench):
+    device = torch.device("cuda", gpu_bench.info.index)
+    generator = torch.Generator(device=device).manual_seed(56)
+    a = torch.randn(SIZE, SIZE, device=device, generator=generator)
+    b = torch.randn(SIZE, SIZE, device=device, generator=generator)
+    c = torch.empty(SIZE, SIZE, device=device)
+
+    def matmul():  # the flag is read at each call: set it in the call, not the test body
+        torch.backends.cuda.matmul.allow_tf32 = TF32
+        torch.matmul(a, b, out=c)
+
+    gpu_bench.run(matmul, reads=(a, b), writes=(c,), math="tf32",
+                  flops=gpu_bench.gemm_flops(SIZE, SIZE, SIZE), cache="cold", name="fp32")
+    torch.cuda.synchronize(device)
+    torch.testing.assert_close(c[:64], a[:64].double().matmul(b.double()).float(),
+                               rtol=1e-2, atol=1e-1)
+"""
+
+
+def run_pytest(root: Path, name: str, args: list[str], out: Path | None, env: dict) -> dict:
+    """One pytest process in the scratch repository; its JSON report (an empty one when the
+    run wrote none) and its output, kept under --out."""
+    report = root / f"{name}.json"
+    plugin = [] if plugin_installed() else ["-p", "pytest_gpuperf.plugin"]
+    command = [sys.executable, "-m", "pytest", *plugin, "-q", "-p", "no:cacheprovider",
+               "--gpuperf-backend=cuda", "--gpuperf-budget=0.5", f"--gpuperf-json={report}",
+               "--gpuperf-explain-timeout=300", *args]  # fmt: skip
+    began = time.monotonic()
+    done = subprocess.run(
+        command, cwd=root, env={**os.environ, **env}, capture_output=True, text=True, check=False
+    )
+    took = time.monotonic() - began
+    print(f"[{name}] exit {done.returncode} in {took:.0f} s: {' '.join(args)}", flush=True)
+    if out is not None:
+        (out / f"{name}.txt").write_text(done.stdout + done.stderr)
+        if report.exists():
+            (out / f"{name}.json").write_text(report.read_text())
+    if not report.exists():
+        print(done.stdout[-4000:] + done.stderr[-2000:], file=sys.stderr)
+        return {"results": [], "devices": []}
+    return json.loads(report.read_text())
+
+
+def plugin_installed() -> bool:
+    """Whether pytest loads the plugin by its entry point (an install); on the GPU machine the
+    package runs from the checkout (`PYTHONPATH=.`), and the runs name it with -p."""
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
+    entries = importlib.metadata.entry_points(group="pytest11")
+    return any(entry.value.split(":")[0] == "pytest_gpuperf.plugin" for entry in entries)
+
+
+def rows_of(document: dict) -> dict[str, dict]:
+    return {row["measurement"]["name"]: row for row in document.get("results", [])}
+
+
+def explain_line(row: dict | None, words: str) -> str:
+    """The first line of the row's explanation that contains `words` ("" when none)."""
+    explain = ((row or {}).get("verdict") or {}).get("explain") or {}
+    lines = (explain.get("traffic") or {}).get("lines") or []
+    return next((line for line in lines if words in line), "")
+
+
+Row = list[object]
+
+
+def plugin_against_do_bench(root: Path, out: Path | None, env: dict) -> tuple[str, list[Row], dict]:
+    """Step 1: each bf16 kernel's TFLOP/s by the plugin and by do_bench, and its compute
+    efficiency (for step 2)."""
+    timings = root / "do_bench.jsonl"
+    document = run_pytest(
+        root, "bf16", ["test_bf16.py"], out, {**env, "ROOFLINE_DO_BENCH": str(timings)}
+    )
+    device = (document.get("devices") or [{}])[0].get("name", "?")
+    lines = timings.read_text().splitlines() if timings.exists() else []
+    bench_ms = {entry["kernel"]: entry["ms"] for entry in map(json.loads, lines)}
+    rows: list[Row] = []
+    efficiencies = {}
+    for kernel, row in rows_of(document).items():
+        roofline = row["measurement"]["roofline"]
+        ms = bench_ms.get(kernel)
+        do_bench = roofline["flops"] / (ms * 1e-3) if ms else float("nan")
+        gap = roofline["flops_per_s"] / do_bench - 1.0
+        efficiencies[kernel] = roofline["compute_efficiency"]
+        tflops = f"{roofline['flops_per_s'] / 1e12:.1f} vs {do_bench / 1e12:.1f} TFLOP/s"
+        peak = f"the dense bf16 peak {roofline['peak_flops_per_s'] / 1e12:.1f}"
+        result = f"{tflops} ({gap:+.2%}); {roofline['compute_efficiency']:.1%} of {peak}"
+        verdict = "ok" if abs(gap) <= 0.01 else "OFF BY MORE THAN 1%"
+        rows.append([f"{kernel} bf16 8192^3: plugin vs do_bench", result, verdict])
+    return device, rows, efficiencies
+
+
+def floor_between(root: Path, out: Path | None, env: dict, efficiencies: dict) -> list[Row]:
+    """Step 2: a min_flops floor halfway between the two kernels; the slower must fail."""
+    if len(efficiencies) != 2:
+        return [["min_flops between the kernels", "step 1 measured fewer than two", "NOT SHOWN"]]
+    floor = round(sum(efficiencies.values()) / 2, 3)
+    document = run_pytest(
+        root, "floor", ["test_bf16.py"], out, {**env, "ROOFLINE_FLOOR": str(floor)}
+    )
+    slower = min(efficiencies, key=efficiencies.__getitem__)
+    rows: list[Row] = []
+    for kernel, row in rows_of(document).items():
+        status = row["verdict"]["status"]
+        expected = "fail" if kernel == slower else "pass"
+        efficiency = (row["verdict"]["flops_floor"] or {}).get("efficiency", 0.0)
+        result = f"{status}: compute efficiency {efficiency:.1%}"
+        rows.append(
+            [
+                f"min_flops({floor}): {kernel}",
+                result,
+                "ok" if status == expected else f"EXPECTED {expected}",
+            ]
+        )
+    return rows
+
+
+def tf32_off(root: Path, out: Path | None, env: dict) -> list[Row]:
+    """Step 3: TF32 turned off in the pull request, through the A/B and the stored gate."""
+    saved = run_pytest(root, "save", ["test_tf32.py", "--gpuperf-save"], out, env)
+    print(f"[save] {len(saved.get('results', []))} baseline(s) saved", flush=True)
+    commit_all(root, "baseline saved")
+    tf32 = (root / "test_tf32.py").read_text()
+    (root / "test_tf32.py").write_text(tf32.replace("TF32 = True", "TF32 = False"))
+    rows: list[Row] = []
+    for name, args, check, what in (
+        ("ab", ["--gpuperf-compare=HEAD"], "comparison", "A/B against HEAD"),
+        ("stored", ["--gpuperf"], "baseline", "stored baseline"),
+    ):
+        document = run_pytest(root, name, ["test_tf32.py", *args, "--gpuperf-explain"], out, env)
+        row = rows_of(document).get("fp32")
+        verdict = (row or {}).get("verdict") or {}
+        state = (verdict.get(check) or {}).get("state" if check == "comparison" else "outcome")
+        fell = explain_line(row, "tensor pipe utilisation fell")
+        shown = verdict.get("status") == "fail" and state == "regressed" and fell
+        result = f"{verdict.get('status')} ({state}); explain: {fell or 'no tensor-pipe line'}"
+        rows.append([f"TF32 off, {what}", result, "ok" if shown else "NOT SHOWN"])
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", help="a folder for each run's pytest output and JSON report")
+    options = parser.parse_args()
+    out = Path(options.out) if options.out else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    env = {"PYTHONPATH": path}
+    with tempfile.TemporaryDirectory(prefix="gpuperf-roofline-") as folder:
+        root = Path(folder)
+        (root / "mm.py").write_text(MM)
+        (root / "test_bf16.py").write_text(TEST_BF16)
+        (root / "test_tf32.py").write_text(TEST_TF32)
+        (root / "pytest.ini").write_text("[pytest]\n")
+        commit_all(root, "base")
+        device, table, efficiencies = plugin_against_do_bench(root, out, env)
+        table += floor_between(root, out, env, efficiencies)
+        table += tf32_off(root, out, env)
+    print()
+    print(f"device: {device}")
+    print(text_table(["check", "result", "verdict"], table))
+    return 0 if table and all(row[2] == "ok" for row in table) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,206 @@
+"""The dashboard's roofline: arithmetic intensity against FLOP/s, one point per measurement
+that declared its work (the newest run's), under its device's two roofs (the memory roof,
+intensity x peak bandwidth, up to the ridge point; the compute roof, the declared type's
+dense peak, beyond it). One plot per device and math type, an SVG written by hand on log
+axes as the other plots are (plots.py); each point names itself on hover (an SVG <title>).
+Absent from a page none of whose runs declared work.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from pytest_gpuperf.engine.roofline import COMPUTE_BOUND
+from pytest_gpuperf.record.verdict import FAIL, Row
+
+# (device key, test id, measurement name, cache mode): series.py's Key, a tuple of these
+Key = tuple[str, str, str, str]
+
+WIDTH, HEIGHT = 620, 360
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 18, 44
+ROOF_COLOUR, POINT_COLOUR, FAILED_COLOUR = "#444444", "#1f77b4", "#d62728"
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    """One measurement of one run on its device's roofline."""
+
+    key: Key
+    run: int
+    math: str
+    intensity: float  # FLOP per declared byte
+    flops_per_s: float
+    peak_flops_per_s: float
+    peak_bps: float
+    bound: str
+    roofline_efficiency: float
+    failed: bool = False
+
+    @property
+    def tflops(self) -> float:
+        return self.flops_per_s / 1e12
+
+
+def roofline_points(key: Key, row: Row, run: int) -> list[RooflinePoint]:
+    """The row's point on the roofline ([] when its test declared no work)."""
+    roofline = row.measurement.roofline
+    if roofline is None:
+        return []
+    return [
+        RooflinePoint(
+            key=key,
+            run=run,
+            math=roofline.math,
+            intensity=roofline.intensity,
+            flops_per_s=roofline.flops_per_s,
+            peak_flops_per_s=roofline.peak_flops_per_s,
+            peak_bps=roofline.peak_bps,
+            bound=roofline.bound,
+            roofline_efficiency=roofline.roofline_efficiency,
+            failed=row.verdict.status == FAIL,
+        )
+    ]
+
+
+def latest(points: Iterable[RooflinePoint]) -> dict[Key, RooflinePoint]:
+    """Each measurement's point from its newest run."""
+    found: dict[Key, RooflinePoint] = {}
+    for point in points:
+        if point.key not in found or point.run >= found[point.key].run:
+            found[point.key] = point
+    return found
+
+
+def section(points: Sequence[RooflinePoint], ids: Mapping[Any, str]) -> str:
+    """The page's roofline section: one plot per (device, math type, peaks); "" for none."""
+    newest = latest(points)
+    if not newest:
+        return ""
+    groups: dict[tuple[str, str, float, float], list[RooflinePoint]] = {}
+    for point in newest.values():
+        roof = (point.key[0], point.math, point.peak_flops_per_s, point.peak_bps)
+        groups.setdefault(roof, []).append(point)
+    figures = []
+    for (device, math_type, peak_flops, peak_bps), members in sorted(groups.items()):
+        title = (
+            f"{device}, {math_type}: compute roof {peak_flops / 1e12:,.1f} TFLOP/s, memory "
+            f"roof {peak_bps / 1e12:.2f} TB/s, ridge {peak_flops / peak_bps:,.1f} FLOP/B"
+        )
+        figures.append(
+            f'<figure class="roofline"><figcaption>{escape(title)}</figcaption>'
+            f"{svg(members, peak_flops, peak_bps, ids)}</figure>"
+        )
+    legend = (
+        '<p class="legend">One point per measurement that declared its FLOPs (its newest '
+        "run): arithmetic intensity (declared FLOPs per declared byte) against achieved FLOP/s, "
+        'under the device\'s roofs; <b class="failed">●</b> a failed run. Point at one for '
+        "its numbers.</p>"
+    )
+    return f'<section id="roofline"><h2>Roofline</h2>{legend}{"".join(figures)}</section>'
+
+
+def svg(
+    points: Sequence[RooflinePoint],
+    peak_flops_per_s: float,
+    peak_bps: float,
+    ids: Mapping[Any, str] | None = None,
+) -> str:
+    """One roofline plot: log-log axes, the two roofs and the points."""
+    ridge = peak_flops_per_s / peak_bps
+    low_x = _decade_below(min([ridge, *(p.intensity for p in points)]) / 4)
+    high_x = _decade_above(max([ridge, *(p.intensity for p in points)]) * 4)
+    low_y = _decade_below(min([low_x * peak_bps, *(p.flops_per_s for p in points)]) / 2)
+    high_y = _decade_above(peak_flops_per_s * 1.5)
+
+    def x(value: float) -> float:
+        span = math.log10(high_x) - math.log10(low_x)
+        return LEFT + (math.log10(value) - math.log10(low_x)) / span * (WIDTH - LEFT - RIGHT)
+
+    def y(value: float) -> float:
+        span = math.log10(high_y) - math.log10(low_y)
+        fraction = (math.log10(value) - math.log10(low_y)) / span
+        return HEIGHT - BOTTOM - fraction * (HEIGHT - TOP - BOTTOM)
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
+        f'width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="roofline">',
+        f'<rect x="{LEFT}" y="{TOP}" width="{WIDTH - LEFT - RIGHT}" '
+        f'height="{HEIGHT - TOP - BOTTOM}" fill="none" stroke="#ccc"/>',
+    ]
+    for exponent in range(round(math.log10(low_x)), round(math.log10(high_x)) + 1):
+        at = x(10.0**exponent)
+        parts.append(
+            f'<line x1="{at:.1f}" y1="{TOP}" x2="{at:.1f}" y2="{HEIGHT - BOTTOM}" stroke="#eee"/>'
+            f'<text x="{at:.1f}" y="{HEIGHT - BOTTOM + 14}" font-size="10" '
+            f'text-anchor="middle">{_tick(10.0**exponent)}</text>'
+        )
+    for exponent in range(round(math.log10(low_y)), round(math.log10(high_y)) + 1):
+        at = y(10.0**exponent)
+        parts.append(
+            f'<line x1="{LEFT}" y1="{at:.1f}" x2="{WIDTH - RIGHT}" y2="{at:.1f}" stroke="#eee"/>'
+            f'<text x="{LEFT - 4}" y="{at + 3:.1f}" font-size="10" '
+            f'text-anchor="end">{_tick(10.0**exponent / 1e12)}</text>'
+        )
+    parts.append(
+        f'<text x="{(LEFT + WIDTH - RIGHT) / 2}" y="{HEIGHT - 8}" font-size="11" '
+        'text-anchor="middle">arithmetic intensity (FLOP/byte)</text>'
+        f'<text x="14" y="{(TOP + HEIGHT - BOTTOM) / 2}" font-size="11" text-anchor="middle" '
+        f'transform="rotate(-90 14 {(TOP + HEIGHT - BOTTOM) / 2})">TFLOP/s</text>'
+    )
+    roof = [(low_x, low_x * peak_bps), (ridge, peak_flops_per_s), (high_x, peak_flops_per_s)]
+    path = " ".join(f"{x(a):.1f},{y(b):.1f}" for a, b in roof)
+    parts.append(
+        f'<polyline class="roof" points="{path}" fill="none" stroke="{ROOF_COLOUR}" '
+        'stroke-width="2"/>'
+    )
+    for point in sorted(points, key=lambda p: p.intensity):
+        colour = FAILED_COLOUR if point.failed else POINT_COLOUR
+        sid = (ids or {}).get(point.key, "")
+        roof_words = (
+            f"the {point.math} compute roof" if point.bound == COMPUTE_BOUND else "the memory roof"
+        )
+        _, test_id, name, cache = point.key
+        tip = (
+            f"{test_id} [{name}, {cache}]: "
+            f"{point.tflops:,.1f} TFLOP/s at {point.intensity:,.1f} FLOP/B, "
+            f"{point.roofline_efficiency:.1%} of {roof_words}"
+            + (" (failed)" if point.failed else "")
+        )
+        parts.append(
+            f'<circle class="point" data-sid="{sid}" cx="{x(point.intensity):.1f}" '
+            f'cy="{y(point.flops_per_s):.1f}" r="4" fill="{colour}">'
+            f"<title>{escape(tip)}</title></circle>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _decade_below(value: float) -> float:
+    return 10.0 ** math.floor(math.log10(value))
+
+
+def _decade_above(value: float) -> float:
+    return 10.0 ** math.ceil(math.log10(value))
+
+
+def _tick(value: float) -> str:
+    """'0.01', '1', '1,000', '1e+06'."""
+    if value >= 1e6 or value < 1e-3:
+        return f"{value:.0e}"
+    return f"{value:,.0f}" if value >= 1 else f"{value:g}"
+
+
+def grid_cell(point: RooflinePoint | None) -> str:
+    """The summary grid's addition to a measurement's latest value: ' · 612.3 TFLOP/s, 78.1% of
+    the bf16 roof' ("" without declared work)."""
+    if point is None:
+        return ""
+    which = point.math if point.bound == COMPUTE_BOUND else "memory"
+    return f" · {point.tflops:,.1f} TFLOP/s, {point.roofline_efficiency:.1%} of the {which} roof"
+
+
+__all__ = ["RooflinePoint", "grid_cell", "latest", "roofline_points", "section", "svg"]
