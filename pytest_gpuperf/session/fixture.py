@@ -26,7 +26,6 @@ from pytest_gpuperf.config.settings import TestSettings
 from pytest_gpuperf.engine.deadline import Deadline
 from pytest_gpuperf.engine.launch import Launch
 from pytest_gpuperf.engine.measure import MeasureSettings
-from pytest_gpuperf.engine.policy import hard_limit_s
 from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.engine.roofline import attention_flops, gemm_flops
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
@@ -56,7 +55,7 @@ from pytest_gpuperf.session.declared import (
 from pytest_gpuperf.session.device import OpenDevice
 from pytest_gpuperf.session.kernel_pairs import Recipe
 from pytest_gpuperf.session.profile_child import PROFILED_NOTE, child_plan
-from pytest_gpuperf.session.stop_targets import measure_settings  # sequential rule
+from pytest_gpuperf.session.stop_targets import measure_settings, round_deadline
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
 
@@ -558,13 +557,8 @@ class GpuBench:
         return (rule.value, rule.origin) if rule is not None else (None, "")
 
     def deadline(self, pairs: bool = False) -> Deadline:
-        """A hard limit starting now (engine/deadline.py): --gpuperf-hard-limit x the budget
-        (an A/B pair's, several of one kernel's, for a round that pairs)."""
-        budget_s = self.test.budget_s
-        if pairs:
-            budget_s *= self._session.pair_policy.budgets
-        limit_s = hard_limit_s(budget_s, self._session.settings.hard_limit)
-        return Deadline(limit_s, self.backend.host_clock, simulated=self.simulated)
+        """A hard limit starting now, a pair's where the round `pairs` (stop_targets.py)."""
+        return round_deadline(self._session, self.test, self.backend, pairs=pairs)
 
     def _measure_settings(
         self, cache: str, label: str, bytes_moved: int, floor: float | None

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pytest_gpuperf.engine.deadline import Deadline
 from pytest_gpuperf.engine.policy import (
     STORED_MIN_SAMPLES,
     MeasureSettings,
@@ -29,6 +30,7 @@ from pytest_gpuperf.gate.stop_target import stop_target_for
 
 if TYPE_CHECKING:
     from pytest_gpuperf.config.settings import TestSettings
+    from pytest_gpuperf.runtime.base import Backend
     from pytest_gpuperf.runtime.devices import DeviceSpec
     from pytest_gpuperf.runtime.info import DeviceInfo
     from pytest_gpuperf.session.bench_session import BenchSession
@@ -44,6 +46,16 @@ class MeasurePlan:
     stop: StopTarget | None
     min_sampling_s: float
     spread_placements: bool = False
+
+
+def round_deadline(
+    session: BenchSession, test: TestSettings, backend: Backend, *, pairs: bool
+) -> Deadline:
+    """A hard limit starting now (engine/deadline.py): --gpuperf-hard-limit x the budget of
+    `test` (an A/B pair's, several budgets of one kernel, for a round that `pairs`)."""
+    budget_s = test.budget_s * (session.pair_policy.budgets if pairs else 1)
+    limit_s = hard_limit_s(budget_s, session.settings.hard_limit)
+    return Deadline(limit_s, backend.host_clock, simulated=backend.info.simulated)
 
 
 def measure_settings(

@@ -11,10 +11,10 @@ import json
 
 import numpy as np
 import pytest
-from pytest_gpuperf.publish import roofline as published
 
 import pytest_gpuperf  # noqa: F401 (registers the simulated device, "sim")
 from pytest_gpuperf import report
+from pytest_gpuperf.commands.publish import roofline as published
 from pytest_gpuperf.engine.roofline import Work
 from pytest_gpuperf.explain.counters import ncu, rocprof
 from pytest_gpuperf.explain.counters.flops_check import FlopsCheck

@@ -19,10 +19,10 @@ from typing import NamedTuple
 
 from pytest_gpuperf.baseline import BaselineEntry, BaselineStore
 from pytest_gpuperf.baseline.ref import TrailPoint
+from pytest_gpuperf.commands.publish.roofline import RooflinePoint, roofline_points
 from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.gate.entry_level import entry_level
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE, FALSE_ALARM_RATE
-from pytest_gpuperf.publish.roofline import RooflinePoint, roofline_points
 from pytest_gpuperf.record.checks import Drift, NoiseBand
 from pytest_gpuperf.record.history_model import Point, judged_level, run_point, save_point
 from pytest_gpuperf.record.report_reader import ReadReport
