@@ -37,7 +37,8 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(1, str(BENCH.parent))
 
-from _common import REPO_ROOT, text_table  # noqa: E402
+from lab import REPO_ROOT  # noqa: E402
+from lab.tables import text_table  # noqa: E402
 
 from tests.git_repo import commit_all  # noqa: E402
 
