@@ -205,7 +205,7 @@ def plugin_against_do_bench(root: Path, out: Path | None, env: dict) -> tuple[st
     efficiency (for step 2)."""
     timings = root / "do_bench.jsonl"
     document = run_pytest(
-        root, "bf16", ["test_bf16.py"], out, {**env, "ROOFLINE_DO_BENCH": str(timings)}
+        root, "bf16", ["test_bf16.py", "--gpuperf"], out, {**env, "ROOFLINE_DO_BENCH": str(timings)}
     )
     device = (document.get("devices") or [{}])[0].get("name", "?")
     lines = timings.read_text().splitlines() if timings.exists() else []
@@ -232,7 +232,7 @@ def floor_between(root: Path, out: Path | None, env: dict, efficiencies: dict) -
         return [["min_flops between the kernels", "step 1 measured fewer than two", "NOT SHOWN"]]
     floor = round(sum(efficiencies.values()) / 2, 3)
     document = run_pytest(
-        root, "floor", ["test_bf16.py"], out, {**env, "ROOFLINE_FLOOR": str(floor)}
+        root, "floor", ["test_bf16.py", "--gpuperf"], out, {**env, "ROOFLINE_FLOOR": str(floor)}
     )
     slower = min(efficiencies, key=efficiencies.__getitem__)
     rows: list[Row] = []
