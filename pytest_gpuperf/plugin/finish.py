@@ -93,6 +93,15 @@ def _finish(session: pytest.Session) -> None:
             output["gpuperf_interrupted"] = state.interrupted
             output["gpuperf_shard"] = state.shard.to_json() if state.shard is not None else None
             return
+        if state.stop_reason:  # a collection error, pytest.exit: named, not called Ctrl-C
+            from pytest_gpuperf.report.faults import stopped_by_pytest_line
+
+            smoke = sum(state.smoke.values())
+            state.problems.append(
+                stopped_by_pytest_line(
+                    state.stop_reason, state.collect_errors, state.all_rows, smoke
+                )
+            )
         _mark_unsaved(state)
         _confirm_saves(state, stopped=stopped or state.interrupted)
         if not (stopped or state.interrupted):  # pruning writes: not after Ctrl-C

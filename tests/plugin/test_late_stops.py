@@ -308,3 +308,41 @@ def test_sigterm_between_the_steps_of_our_end_still_writes_the_reports(gp):
     assert "gpuperf: ERROR: interrupted (SIGTERM) at the end of the run" in output
     document = json.loads((gp.path / "report.json").read_text())
     assert document["interrupted"] is True
+
+
+# -- pytest's own stops: named, not called Ctrl-C -----------------------------------------------
+
+
+def test_a_collection_error_is_named_not_called_ctrl_c(gp):
+    """A test file that does not import stopped the run with "interrupted (Ctrl-C)" in the
+    summary and `"interrupted": true` in the JSON report."""
+    gp.test_file(PLAIN)
+    gp.pytester.makepyfile(test_broken="import no_such_module_here\n")
+    result = gp.run("--gpuperf", "--gpuperf-json=report.json", "--gpuperf-markdown=summary.md")
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # pytest's own status for it
+    out = result.stdout.str()
+    assert "Ctrl-C" not in out and "SIGTERM" not in out, out
+    line = (
+        "gpuperf: ERROR: pytest stopped the run: 1 error during collection (test_broken.py: "
+        "ModuleNotFoundError: No module named 'no_such_module_here'); no test ran: nothing "
+        "was measured or saved (fix the file, or --continue-on-collection-errors runs the "
+        "other tests)"
+    )
+    result.stdout.fnmatch_lines([line])
+    report = gp.report()
+    assert report["interrupted"] is False
+    assert report["problems"] == [line.removeprefix("gpuperf: ERROR: ")]
+    summary = (gp.path / "summary.md").read_text()
+    assert "Ctrl-C" not in summary and "test_broken.py: ModuleNotFoundError" in summary
+
+
+def test_pytest_exit_is_named_with_its_message(gp):
+    gp.test_file(PLAIN + "\n\ndef test_stop():\n    pytest.exit('the suite asked to stop')\n")
+    result = gp.run("--gpuperf", "--gpuperf-json=report.json")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "Ctrl-C" not in result.stdout.str()
+    result.stdout.fnmatch_lines(
+        ["gpuperf: ERROR: pytest stopped the run: pytest.exit('the suite asked to stop'); 1 "
+         "measurement taken (above); the tests after it did not run and nothing was saved"]
+    )  # fmt: skip
+    assert gp.report()["interrupted"] is False
