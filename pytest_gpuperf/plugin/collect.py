@@ -38,6 +38,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             state.session.check_baseline_files()
         except BaselineError as broken:
             raise pytest.UsageError(f"pytest-gpuperf: {broken}") from None
+        _no_baseline_folder(state)
     if state.settings.measure or state.settings.save:
         from pytest_gpuperf.baseline.shared_lock import (
             GPU_LOCK_NAMES,
@@ -79,6 +80,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if is_xdist_controller(session.config):
         _share_sim_seed(session.config, state)
         _probe_gpus(session.config, state)
+
+
+def _no_baseline_folder(state: PluginState) -> None:
+    """A measuring run whose baseline folder, given by option or ini key, does not exist
+    judges nothing against a stored baseline: under --gpuperf-strict that stops it before
+    the first test; otherwise finish.py says it once in the summary (which runs count:
+    PluginState's `missing_baseline_folder`)."""
+    if state.settings.strict and state.missing_baseline_folder():
+        from pytest_gpuperf.report.faults import missing_baseline_dir_line
+        from pytest_gpuperf.session.bench_session import relative
+
+        shown = relative(state.settings.baseline_dir, state.rootdir)
+        raise pytest.UsageError(f"pytest-gpuperf: {missing_baseline_dir_line(shown, strict=True)}")
 
 
 def _narrowed_by(config: pytest.Config) -> str:

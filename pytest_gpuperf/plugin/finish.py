@@ -441,7 +441,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         writer.write_line(f"gpuperf: {line}")
     if missing_base:
         writer.write_line(missing_base, yellow=True)
-    for line in _accept_warnings(state):
+    for line in (*_baseline_dir_warning(state), *_accept_warnings(state)):
         writer.write_line(f"gpuperf: WARNING: {line}", yellow=True)
     for problem in state.problems:
         writer.write_line(f"gpuperf: ERROR: {problem}", red=True)
@@ -477,6 +477,17 @@ def _accept_warnings(state: PluginState) -> tuple[str, ...]:
         *filter(None, (too_broad(rule, measuring) for rule in rules)),
         *(unmatched_line(r) for r in unmatched(rules, sorted(state.collected))),
     )
+
+
+def _baseline_dir_warning(state: PluginState) -> tuple[str, ...]:
+    """A measuring run whose baseline folder does not exist (collect.py stops a strict one)."""
+    from pytest_gpuperf.report.faults import missing_baseline_dir_line
+    from pytest_gpuperf.session.bench_session import relative
+
+    if not state.missing_baseline_folder():
+        return ()
+    shown = relative(state.settings.baseline_dir, state.rootdir)
+    return (missing_baseline_dir_line(shown, strict=False),)
 
 
 def _missing_base_line(state: PluginState) -> str:

@@ -111,6 +111,19 @@ class PluginState:
         this so that it never opens a device (and compiles nothing) only to close it."""
         return self._session
 
+    def missing_baseline_folder(self) -> bool:
+        """Whether stored baselines would gate from a folder that is not there: one given by
+        --gpuperf-baseline-dir or the ini key (the default `baselines/` of a project with
+        floors only, or of a first run, is no mistake: the summary names the tests without a
+        baseline), in a measuring run that neither saves (a save creates it) nor compares
+        (the A/B gates)."""
+        settings = self.settings
+        if not settings.measure or settings.save or settings.compare_ref:
+            return False
+        folder = settings.baseline_dir
+        default = self.rootdir / options.DEFAULT_BASELINE_DIR
+        return folder.resolve() != default.resolve() and not folder.exists()
+
     def count_checks(self, checks: int) -> None:
         self.suite_checks = max(self.suite_checks, checks)
         if self._session is not None:

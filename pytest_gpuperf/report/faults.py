@@ -92,6 +92,23 @@ def interrupted_line(rows: Sequence[Row], smoke: int, *, during_tests: bool) -> 
     )
 
 
+def missing_baseline_dir_line(shown: str, *, strict: bool) -> str:
+    """A measuring run's baseline folder that does not exist (`--gpuperf-baseline-dir=nope`,
+    a CI typo): every test has "no baseline" and passes, which only the header's folder
+    hinted at. A warning, or under --gpuperf-strict the reason the run stops."""
+    what = (
+        f"the baseline folder {shown} does not exist, so no test is judged against a stored "
+        "baseline"
+    )
+    way_out = (
+        "give the folder that holds them (--gpuperf-baseline-dir, gpuperf_baseline_dir), or "
+        "record them there with --gpuperf-save"
+    )
+    if strict:
+        return f"--gpuperf-strict: {what} (each test would fail on it); {way_out}"
+    return f"{what}: a typo? {way_out}"
+
+
 def collect_error_line(where: str, longrepr: str) -> str:
     """'test_b.py: ModuleNotFoundError: No module named 'nosuchmodule'': a file that could not
     be collected and the last line pytest gives for why (its `E   ` line)."""
