@@ -57,6 +57,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         if problem:
             raise pytest.UsageError(f"pytest-gpuperf: {problem}")
     if state.settings.measure or state.settings.static:
+        from pytest_gpuperf.session.base_tree import cache_in_checkout
+
+        problem = cache_in_checkout(state.rootdir)
+        if problem:
+            raise pytest.UsageError(f"pytest-gpuperf: {problem}")
         try:
             state.session.check_compare_ref()
             state.session.check_head_ref()

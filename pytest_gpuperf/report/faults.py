@@ -114,7 +114,8 @@ def collect_error_line(where: str, longrepr: str) -> str:
     be collected and the last line pytest gives for why (its `E   ` line)."""
     lines = [line.strip() for line in longrepr.splitlines() if line.strip()]
     errors = [line.removeprefix("E").strip() for line in lines if line.startswith("E ")]
-    why = (errors or lines or ["no reason given"])[-1]
+    said = [line for line in errors if line and not line.startswith("HINT")] or errors
+    why = (said or lines or ["no reason given"])[-1]
     return f"{where}: {why if len(why) <= 200 else why[:197] + '...'}"
 
 

@@ -64,6 +64,29 @@ class BaseTree:
         return base, "", ""
 
 
+def cache_in_checkout(rootdir: Path) -> str:
+    """Why `$GPUPERF_CACHE_DIR` cannot be used by this run ("" when it can): a folder inside
+    the rootdir or its repository, where the trees of the base revision extracted under it
+    would be collected by pytest (their conftest.py run, their tests "import file mismatch")
+    and listed by `git status`. Asked only when the variable is set: the default lies in the
+    user's cache home."""
+    from pytest_gpuperf.runtime.compile import CACHE_ENV, cache_dir
+
+    if not os.environ.get(CACHE_ENV):
+        return ""
+    folder = cache_dir().resolve()
+    toplevel = run_git(rootdir, "rev-parse", "--show-toplevel")
+    for checkout in (rootdir.resolve(), *([Path(toplevel).resolve()] if toplevel else [])):
+        if folder.is_relative_to(checkout):
+            return (
+                f"{CACHE_ENV}={os.environ[CACHE_ENV]}: {folder} lies inside the checkout "
+                f"{checkout}, where pytest would collect the base revision's tests and "
+                "conftest.py extracted there and `git status` lists it; choose a folder "
+                "outside it (unset, it is ~/.cache/pytest-gpuperf/kernels)"
+            )
+    return ""
+
+
 def resolve_ref(ref: str, start: Path) -> tuple[Path, str]:
     """(the repository's top level, REF's commit); `RefUnresolved` quotes git and says how to
     fetch the ref when git cannot resolve it."""
