@@ -88,6 +88,7 @@ def _finish(session: pytest.Session) -> None:
             output["gpuperf_gpu"] = facts
             output["gpuperf_worker"] = os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
             output["gpuperf_problems"] = list(state.problems)
+            output["gpuperf_tree_notes"] = _tree_notes(state)
             output["gpuperf_unsaved"] = dict(state.unsaved)
             output["gpuperf_collected"] = sorted(state.collected)
             output["gpuperf_interrupted"] = state.interrupted
@@ -221,6 +222,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     if error is not None:
         state.crashed[_worker_id(node)] = _crash_words(error)
     state.problems.extend(output.get("gpuperf_problems", ()))
+    state.tree_notes.extend(output.get("gpuperf_tree_notes", ()))
     state.unsaved.update(output.get("gpuperf_unsaved", {}))
     state.collected.update(output.get("gpuperf_collected", ()))
     state.interrupted = state.interrupted or bool(output.get("gpuperf_interrupted"))
@@ -441,7 +443,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         writer.write_line(f"gpuperf: {line}")
     if missing_base:
         writer.write_line(missing_base, yellow=True)
-    for line in (*_baseline_dir_warning(state), *_accept_warnings(state)):
+    trees = dict.fromkeys([*state.tree_notes, *_tree_notes(state)])  # each tree once
+    for line in (*trees, *_baseline_dir_warning(state), *_accept_warnings(state)):
         writer.write_line(f"gpuperf: WARNING: {line}", yellow=True)
     for problem in state.problems:
         writer.write_line(f"gpuperf: ERROR: {problem}", red=True)
@@ -477,6 +480,17 @@ def _accept_warnings(state: PluginState) -> tuple[str, ...]:
         *filter(None, (too_broad(rule, measuring) for rule in rules)),
         *(unmatched_line(r) for r in unmatched(rules, sorted(state.collected))),
     )
+
+
+def _tree_notes(state: PluginState) -> list[str]:
+    """The revisions' trees this process found changed in the cache (session/base_tree.py),
+    from the trees the run already made: none is extracted here."""
+    opened, settings = state.opened_session, state.settings
+    if opened is None or not (settings.measure or settings.static):
+        return []
+    trees = [opened.base_tree()] if settings.compare_ref else []
+    trees += [opened.head_tree()] if settings.head_ref else []
+    return [tree.note for tree in trees if tree.note]
 
 
 def _baseline_dir_warning(state: PluginState) -> tuple[str, ...]:

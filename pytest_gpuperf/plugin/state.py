@@ -86,6 +86,9 @@ class PluginState:
     # what stopped the run when pytest itself did (a collection error, pytest.exit), in words;
     # "" for Ctrl-C or SIGTERM; and the collection errors, one line each (finish.py)
     stop_reason: str = ""
+    # an extracted revision's tree found changed in the cache and extracted again (an xdist
+    # controller gets its workers'): said as a warning in the summary
+    tree_notes: list[str] = field(default_factory=list)
     collect_errors: list[str] = field(default_factory=list)
     _session: BenchSession | None = None
 

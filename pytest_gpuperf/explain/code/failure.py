@@ -170,6 +170,8 @@ def _stored_base(session: BenchSession, head: Kernel, commit: str) -> tuple[Kern
     from pytest_gpuperf.session.base_tree import materialise
 
     tree = materialise(sha, session.rootdir, cache_dir() / "trees")
+    if tree.note:  # the cached tree was changed, and extracted again: this one is git's
+        dirty = "; ".join(filter(None, [dirty, tree.note]))
     if not tree.commit:
         return None, (
             f"base code not available: commit {sha[:12]}, which the baseline was saved from, is "
