@@ -201,9 +201,14 @@ def pytest_configure_node(node: Any) -> None:
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
-    """Deselected tests exist: their baseline entries are not orphans."""
+    """Deselected tests exist: their baseline entries are not orphans; the measuring ones
+    among them are remembered, for a strict run to name (--gpuperf-shard takes them out
+    again: another shard measures them)."""
     if items:
-        state_of(items[0].config).collected.update(item.nodeid for item in items)
+        state = state_of(items[0].config)
+        state.collected.update(item.nodeid for item in items)
+        measuring = (item.nodeid for item in items if FIXTURE in getattr(item, "fixturenames", ()))
+        state.deselected.update(dict.fromkeys(measuring))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -271,6 +276,8 @@ def _select_shard(config: pytest.Config, state: PluginState, items: list[pytest.
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if item.nodeid in keep]
+        for item in deselected:  # measured by the shard the plan gave it
+            state.deselected.pop(item.nodeid, None)
     state.shard = plan
     state.count_checks(plan.suite_tests)
 

@@ -89,6 +89,7 @@ def _finish(session: pytest.Session) -> None:
             output["gpuperf_worker"] = os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
             output["gpuperf_problems"] = list(state.problems)
             output["gpuperf_tree_notes"] = _tree_notes(state)
+            output["gpuperf_deselected"] = list(state.deselected)
             output["gpuperf_unsaved"] = dict(state.unsaved)
             output["gpuperf_collected"] = sorted(state.collected)
             output["gpuperf_interrupted"] = state.interrupted
@@ -223,6 +224,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
         state.crashed[_worker_id(node)] = _crash_words(error)
     state.problems.extend(output.get("gpuperf_problems", ()))
     state.tree_notes.extend(output.get("gpuperf_tree_notes", ()))
+    state.deselected.update(dict.fromkeys(output.get("gpuperf_deselected", ())))
     state.unsaved.update(output.get("gpuperf_unsaved", {}))
     state.collected.update(output.get("gpuperf_collected", ()))
     state.interrupted = state.interrupted or bool(output.get("gpuperf_interrupted"))
@@ -444,7 +446,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if missing_base:
         writer.write_line(missing_base, yellow=True)
     trees = dict.fromkeys([*state.tree_notes, *_tree_notes(state)])  # each tree once
-    for line in (*trees, *_baseline_dir_warning(state), *_accept_warnings(state)):
+    warnings = (*trees, *_deselected_warning(state), *_baseline_dir_warning(state))
+    for line in (*warnings, *_accept_warnings(state)):
         writer.write_line(f"gpuperf: WARNING: {line}", yellow=True)
     for problem in state.problems:
         writer.write_line(f"gpuperf: ERROR: {problem}", red=True)
@@ -480,6 +483,54 @@ def _accept_warnings(state: PluginState) -> tuple[str, ...]:
         *filter(None, (too_broad(rule, measuring) for rule in rules)),
         *(unmatched_line(r) for r in unmatched(rules, sorted(state.collected))),
     )
+
+
+def _deselected_warning(state: PluginState) -> tuple[str, ...]:
+    """Under --gpuperf-strict, the measuring tests this run's selection left unmeasured,
+    named: a strict gate that a `--deselect` in addopts (or a `-k`) narrowed said nothing of
+    what it did not measure. --lf leaves the passed tests of a file uncollected rather than
+    deselected: those with a stored baseline are named from the baseline file."""
+    settings = state.settings
+    if not (settings.strict and settings.measure):
+        return ()
+    from pytest_gpuperf.record.plural import counted
+    from pytest_gpuperf.report.visible import visible
+
+    names = list(state.deselected) + [
+        test for test in _stored_but_not_collected(state) if test not in state.deselected
+    ]
+    if not names:
+        return ()
+    shown = ", ".join(visible(name) for name in names[:_NAMED])
+    if len(names) > _NAMED:
+        shown += f" and {len(names) - _NAMED} more"
+    how = f" ({state.narrowed})" if state.narrowed else ""
+    return (
+        f"--gpuperf-strict names what it did not measure: {counted(len(names), 'measuring test')}"
+        f" left out by this run's selection{how}: {shown}",
+    )
+
+
+def _stored_but_not_collected(state: PluginState) -> list[str]:
+    """The tests of the measured devices' baseline files that a run narrowed by --lf or node
+    ids did not collect (a run of whole files collects every test it could measure)."""
+    if not any(way in state.narrowed for way in ("--lf", "node ids")) or not state.all_rows:
+        return []
+    from pytest_gpuperf.gate.judge import baseline_keys
+
+    store = state.session.baselines()
+    found: dict[str, None] = {}
+    try:
+        for key in dict.fromkeys(baseline_keys(row.measurement)[0] for row in state.all_rows):
+            for entry in store.load(key).entries.values():
+                if entry.test_id not in state.collected:
+                    found[entry.test_id] = None
+    except GpuPerfError:  # a file that cannot be read says so elsewhere
+        return []
+    return list(found)
+
+
+_NAMED = 10  # deselected tests named before "and N more"
 
 
 def _tree_notes(state: PluginState) -> list[str]:

@@ -89,6 +89,9 @@ class PluginState:
     # an extracted revision's tree found changed in the cache and extracted again (an xdist
     # controller gets its workers'): said as a warning in the summary
     tree_notes: list[str] = field(default_factory=list)
+    # measuring tests a selection of this run deselected (-k, -m, --deselect, --lf, a
+    # conftest), not --gpuperf-shard's own: a strict run names them (finish.py)
+    deselected: dict[str, None] = field(default_factory=dict)
     collect_errors: list[str] = field(default_factory=list)
     _session: BenchSession | None = None
 

@@ -105,7 +105,7 @@ def missing_baseline_dir_line(shown: str, *, strict: bool) -> str:
         "record them there with --gpuperf-save"
     )
     if strict:
-        return f"--gpuperf-strict: {what} (each test would fail on it); {way_out}"
+        return f"--gpuperf-strict stops the run: {what} (each test would fail on it); {way_out}"
     return f"{what}: a typo? {way_out}"
 
 

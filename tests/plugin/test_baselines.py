@@ -388,7 +388,8 @@ def test_under_strict_a_baseline_folder_that_does_not_exist_stops_the_run(gp):
     result = gp.run("--gpuperf", "--gpuperf-strict", "--gpuperf-json=report.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["ERROR: pytest-gpuperf: --gpuperf-strict: the baseline folder nope does not exist, so "
+        ["ERROR: pytest-gpuperf: --gpuperf-strict stops the run: the baseline folder nope does "
+         "not exist, so "
          "no test is judged against a stored baseline (each test would fail on it); give the "
          "folder that holds them (--gpuperf-baseline-dir, gpuperf_baseline_dir), or record "
          "them there with --gpuperf-save"]
