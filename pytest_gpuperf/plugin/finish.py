@@ -184,18 +184,25 @@ def _confirm_saves(state: PluginState, *, stopped: bool) -> None:
     from pytest_gpuperf.gate import save_check
     from pytest_gpuperf.session.bench_session import relative
 
-    try:
-        checked = save_check.confirm_saves(
+    def confirmed(*, locked: bool) -> save_check.Checked:
+        return save_check.confirm_saves(
             state.rows,
             state.session.baselines(),
             workers=state.row_workers,
             crashed=state.crashed,
-            stopped=stopped,
+            stopped=stopped or not locked,
             where=lambda path: relative(path, state.rootdir),
+            locked=locked,
         )
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while reading the files back
-        state.interrupted = True
-        checked = save_check.unconfirmed(state.rows)
+
+    try:
+        checked = confirmed(locked=True)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while reading the files back: read them
+        state.interrupted = True  # once more without waiting for their lock (they were
+        try:  # saved, or not: "not saved" for a save in the file was a wrong claim)
+            checked = confirmed(locked=False)
+        except (KeyboardInterrupt, GpuPerfError):  # a second stop: nothing is claimed
+            checked = save_check.unconfirmed(state.rows)
     state.rows = checked.rows
     state.problems += checked.problems
 

@@ -169,23 +169,28 @@ def pytest_terminal_summary(terminalreporter):
 """
 
 
-def test_sigterm_after_the_reports_is_noted_not_a_traceback(gp):
+@pytest.mark.parametrize(
+    ("stop", "words"), [(signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "Ctrl-C")], ids=["term", "int"]
+)
+def test_sigterm_after_the_reports_is_noted_not_a_traceback(gp, stop, words):
     """After our end of the run only printing is left: a SIGTERM there is noted (exit 2, one
-    line) instead of a `Terminated` traceback out of pytest's terminal summary."""
+    line) instead of a `Terminated` traceback out of pytest's terminal summary; so is a
+    Ctrl-C (bench/save_signals.py: 16 of 100 random Ctrl-Cs ended in a KeyboardInterrupt
+    traceback out of our summary's code, after the saves and the reports)."""
     gp.test_file(PLAIN)
     conftest = inject(gp)
     conftest.write_text(conftest.read_text() + LATE_SUMMARY)
     marker = gp.path / "summary"
     process = start(gp, "--gpuperf", "--gpuperf-json=report.json", marker=marker)
     wait_for(gp.path / "summary.summary", process)
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(stop)
     time.sleep(0.2)
     (gp.path / "summary.go").touch()
     code, output = finish(process)
     assert code == pytest.ExitCode.INTERRUPTED, output
     no_traceback(output)
     assert "the summary went on" in output
-    assert "gpuperf: SIGTERM arrived after the saves and the reports were written" in output
+    assert f"gpuperf: {words} arrived after the saves and the reports were written" in output
     assert json.loads((gp.path / "report.json").read_text())["interrupted"] is False
 
 
@@ -346,3 +351,33 @@ def test_pytest_exit_is_named_with_its_message(gp):
          "measurement taken (above); the tests after it did not run and nothing was saved"]
     )  # fmt: skip
     assert gp.report()["interrupted"] is False
+
+
+STOP_WHILE_READING_BACK = """
+
+from pytest_gpuperf.baseline import store as _store
+
+_read_back = _store.BaselineStore.read_back
+
+
+def _stopped_once(self, device_key):
+    _store.BaselineStore.read_back = _read_back  # the next read is not stopped
+    raise KeyboardInterrupt  # Ctrl-C (or SIGTERM) while the saves are read back
+
+
+_store.BaselineStore.read_back = _stopped_once
+"""
+
+
+def test_a_stop_while_the_saves_are_read_back_still_says_what_the_file_holds(gp):
+    """SIGTERM while the run read its saves back under the lock (bench/save_signals.py found
+    it): every row said "not saved" though the file held every save."""
+    gp.test_file(PLAIN)
+    conftest = gp.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + STOP_WHILE_READING_BACK)
+    result = gp.run("--gpuperf-save", "--gpuperf-json=report.json")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    (row,) = gp.report()["results"]
+    assert row["verdict"]["save"]["saved"] is True, row["verdict"]["save"]
+    assert "test_perf.py::test_add" in (gp.path / "baselines" / "mi300x-sim.toml").read_text()
+    assert "Traceback" not in result.stdout.str()
