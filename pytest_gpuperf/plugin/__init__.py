@@ -270,9 +270,11 @@ def _stopped_after_the_end(state: PluginState | None) -> None:
     import sys
 
     state.ended.exitstatus = pytest.ExitCode.INTERRUPTED
+    from pytest_gpuperf.errors import stop_words
+
     print(
-        "gpuperf: SIGTERM arrived after the saves and the reports were written; they are "
-        "complete (exit 2)",
+        f"gpuperf: {stop_words()} arrived after the saves and the reports were written; they "
+        "are complete (exit 2)",
         file=sys.stderr,
     )
 
