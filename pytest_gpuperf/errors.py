@@ -205,6 +205,7 @@ def stop_on_sigterm(forward: Callable[[], Iterable[int]] = tuple) -> Callable[[]
         if signal.getsignal(signal.SIGINT) is _noted:
             signal.signal(signal.SIGINT, signal.default_int_handler)
         _ours.clear()
+        _received.clear()  # this run's: a pytest run in the same process starts afresh
 
     return restore
 
@@ -243,6 +244,11 @@ def defer_sigterm() -> None:
 def sigterm_after_the_end() -> bool:
     """Whether a SIGTERM (or a Ctrl-C) arrived after defer_sigterm."""
     return bool(_late)
+
+
+def sigterm_received() -> bool:
+    """Whether a SIGTERM reached stop_on_sigterm's handler (or its note) in this run."""
+    return signal.SIGTERM in _received
 
 
 def stop_words() -> str:

@@ -381,3 +381,42 @@ def test_a_stop_while_the_saves_are_read_back_still_says_what_the_file_holds(gp)
     assert row["verdict"]["save"]["saved"] is True, row["verdict"]["save"]
     assert "test_perf.py::test_add" in (gp.path / "baselines" / "mi300x-sim.toml").read_text()
     assert "Traceback" not in result.stdout.str()
+
+
+SWALLOWED = """
+import gc
+import signal
+import weakref
+
+from gpuperf_helpers import add
+
+
+def test_add(gpu_bench):
+    add(gpu_bench)
+
+    class Held:
+        pass
+
+    held = Held()
+    # SIGTERM's handler runs inside a weakref callback, as a signal arriving there does:
+    # Python reports the stop it raises as "unraisable" and goes on
+    ref = weakref.ref(held, lambda _: signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None))
+    del held
+    gc.collect()
+    assert ref() is None
+"""
+
+
+def test_a_sigterm_python_swallows_still_ends_the_run_interrupted(gp):
+    """bench/save_signals.py, once in 100 runs: a SIGTERM whose stop Python swallowed (raised
+    in a cleanup callback) let the run save, report and exit 0, as if no job had been
+    cancelled."""
+    gp.pytester.makepyfile(test_swallowed=SWALLOWED)
+    result = gp.run("--gpuperf-save", "--gpuperf-json=report.json", "-W", "ignore")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert (
+        "gpuperf: SIGTERM arrived where Python could not stop the run (a cleanup callback), "
+        "which went on to its end; the saves and the reports are complete (exit 2)"
+    ) in result.stderr.str()
+    (row,) = gp.report()["results"]
+    assert row["verdict"]["save"]["saved"] is True

@@ -15,9 +15,10 @@ import pytest_gpuperf
 REPO = Path(__file__).resolve().parents[2]
 # A guard against bench data coming back, with room for the package to grow a little. What
 # the sdist holds is the package, the docs' Markdown and the tests (1.151 MB on 2026-11-28,
-# after the callables' explain pass and its measured results); under 1 MB needs them smaller
+# after the callables' explain pass and its measured results; 1.185 MB on 2026-11-29, after
+# issue 55's merge levels, cache checks and their tests); under 1 MB needs them smaller
 # (issue 47), not more left out.
-MAX_SDIST_BYTES = 1_165_000
+MAX_SDIST_BYTES = 1_200_000
 BENCH_DATA = ("docs/measurements/", "docs/img/")
 
 
