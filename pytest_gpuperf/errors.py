@@ -228,19 +228,25 @@ def stop_on_sigterm(forward: Callable[[], Iterable[int]] = tuple) -> Callable[[]
     def restore() -> None:
         if signal.getsignal(signal.SIGTERM) in (stop, _noted):
             signal.signal(signal.SIGTERM, previous)
+        if signal.getsignal(signal.SIGINT) is _noted:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         _ours.clear()
+        _received.clear()  # this run's: a pytest run in the same process starts afresh
 
     return restore
 
 
 _ours: list[Callable[[int, FrameType | None], None]] = []  # stop_on_sigterm's handler
-_late: list[int] = []  # SIGTERMs noted after defer_sigterm
+_late: list[int] = []  # SIGTERMs and SIGINTs noted after defer_sigterm
 
 
 def _noted(signum: int, frame: FrameType | None) -> None:
-    """A SIGTERM once the reports are written: noted, not raised; a second one ends the
-    process as SIGTERM's default would (a runner that insists is obeyed)."""
+    """A SIGTERM or Ctrl-C once the reports are written: noted, not raised; a second one
+    stops the process as the first would have (a runner or a user that insists is obeyed)."""
     if _late:
+        if signum == signal.SIGINT:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
         return
@@ -249,17 +255,26 @@ def _noted(signum: int, frame: FrameType | None) -> None:
 
 
 def defer_sigterm() -> None:
-    """From now on a SIGTERM is noted, not raised: the saves and the reports are done, only
-    pytest's printing is left, and a stop raised there would end the run in a traceback
-    (`sigterm_after_the_end` tells the exit status). Only over stop_on_sigterm's handler."""
+    """From now on a SIGTERM, and a Ctrl-C, is noted, not raised: the saves and the reports
+    are done, only pytest's printing is left, and a stop raised there ended the run in a
+    traceback through the summary's code (bench/save_signals.py found Ctrl-C's: 16 runs in
+    100); `sigterm_after_the_end` tells the exit status. Only over stop_on_sigterm's handler,
+    and Ctrl-C only where Python's own handler is in place."""
     _late.clear()
     if _ours and signal.getsignal(signal.SIGTERM) is _ours[0]:
         signal.signal(signal.SIGTERM, _noted)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _noted)
 
 
 def sigterm_after_the_end() -> bool:
-    """Whether a SIGTERM arrived after defer_sigterm."""
+    """Whether a SIGTERM (or a Ctrl-C) arrived after defer_sigterm."""
     return bool(_late)
+
+
+def sigterm_received() -> bool:
+    """Whether a SIGTERM reached stop_on_sigterm's handler (or its note) in this run."""
+    return signal.SIGTERM in _received
 
 
 def stop_words() -> str:

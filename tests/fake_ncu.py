@@ -5,7 +5,8 @@ child process, the plan and the parsing, not the counters: its numbers are SIMUL
 FAKE_NCU_MODE picks what it does: "ok" runs the application and writes a raw-page CSV with one
 row per planned launch (DRAM read = the declared bytes x FAKE_NCU_READ_SCALE, base's x 1.0);
 "perm" prints ncu's ERR_NVGPUCTRPERM refusal and runs the application unprofiled, as ncu does;
-"dcgm" prints the refusal of counters held by another tool; "hang" sleeps; "fail" exits 3.
+"dcgm" prints the refusal of counters held by another tool; "hang" sleeps; "fail" exits 3;
+"garbage" runs the application and then prints bytes that are no CSV (and no text), exit 0.
 FAKE_NCU_GRANDCHILD=<pid file> first starts a grandchild in a session of its own that keeps
 the profiler's output open for a minute (as a profiler's helper may), its pid in that file;
 FAKE_NCU_FLOOD_MB=<n> first prints n MB of output.
@@ -75,6 +76,11 @@ def main() -> int:
             flush=True,
         )
     done = subprocess.run(application, check=False)
+    if mode == "garbage":
+        sys.stdout.flush()
+        sys.stdout.buffer.write(bytes(range(256)) * 64 + b'\n"ID","Kernel Name"\n"x",\xff\xfe\n')
+        sys.stdout.flush()
+        return 0
     if mode != "ok":
         return done.returncode
     plan = os.environ["GPUPERF_PROFILE_PLAN"]

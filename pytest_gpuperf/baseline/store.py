@@ -246,6 +246,15 @@ class BaselineStore:
         self._cache.forget(path)
         return path
 
+    def read_now(self, device_key: str) -> BaselineFile:
+        """The device's file as it is on disk now, without its lock (read_back's fallback
+        after a stop: a save renames a whole file into place, so this is one save's)."""
+        path = self.path_for(device_key)
+        self._cache.forget(path)
+        if not path.exists():
+            return BaselineFile(path=path, device_key=device_key)
+        return _read(path, device_key)
+
     def read_back(self, device_key: str) -> BaselineFile:
         """The device's file as it is on disk now, read under its lock (no save of another
         process is half-done): what a run checks its saves against before calling them made.

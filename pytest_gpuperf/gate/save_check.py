@@ -37,10 +37,13 @@ def confirm_saves(
     crashed: Mapping[str, str],
     stopped: bool,
     where: Callable[[Path], str],
+    locked: bool = True,
 ) -> Checked:
     """`rows` by test id with every planned save checked against its file. `workers` maps a
     test id to the xdist worker that ran it, `crashed` the workers that died to xdist's words;
-    `stopped`: Ctrl-C or SIGTERM stopped the run; `where` shortens a path."""
+    `stopped`: Ctrl-C or SIGTERM stopped the run; `where` shortens a path. `locked` False
+    reads the files without their lock (after a stop while waiting for it: a save replaces a
+    file whole, so the file read is one save's, and no save of this run is still to come)."""
     planned = {
         row.verdict.save.path: row.verdict.save.device_key
         for test_rows in rows.values()
@@ -53,7 +56,7 @@ def confirm_saves(
     contents = {}
     for path, device_key in sorted(planned.items()):
         try:
-            contents[path] = store.read_back(device_key)
+            contents[path] = store.read_back(device_key) if locked else store.read_now(device_key)
         except GpuPerfError as problem:
             checked.problems.append(f"{problem}; its saves are not confirmed")
     lost: dict[str, int] = {}  # a line of the summary's errors -> measurements it covers

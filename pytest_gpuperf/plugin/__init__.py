@@ -92,8 +92,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"min_flops(fraction): {options.MIN_FLOPS_HELP}")
     config.addinivalue_line("markers", f"min_roofline(fraction): {options.MIN_ROOFLINE_HELP}")
     config.addinivalue_line("markers", f"gpuperf(**settings): {options.GPUPERF_HELP}")
-    cli = {spec.dest: config.getoption(spec.dest) for spec in options.OPTIONS}
     try:
+        flag_note = _settle_measuring_flags(config)
+        cli = {spec.dest: config.getoption(spec.dest) for spec in options.OPTIONS}
         ini = {spec.ini: _getini(config, spec.ini) for spec in options.OPTIONS if spec.ini}
         built = options.build_settings(
             cli,
@@ -106,6 +107,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _quiet_pytest_benchmark(config, built)
     state = PluginState(built, Path(config.rootpath), options.xdist_worker_number())
     state.notify = terminal_notifier(config)
+    state.flag_note = flag_note
     probe_file = getattr(config, "workerinput", {}).get("gpuperf_probe_file")
     if probe_file is not None:  # the controller's degraded-GPU probe (pytest_configure_node)
         path, controller_pid = probe_file
@@ -134,6 +136,41 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gpuperf.plugin.static_gate import PLUGIN_NAME, StaticPlugin
 
         config.pluginmanager.register(StaticPlugin(state), PLUGIN_NAME)
+
+
+def _settle_measuring_flags(config: pytest.Config) -> str:
+    """`--no-gpuperf` against `--gpuperf` (or `--gpuperf-save`, `--gpuperf-compare`) from
+    different places: the one typed on the command line wins over PYTEST_ADDOPTS and the
+    ini file's addopts (config/flag_origins.py); the loser is cleared from pytest's options,
+    which the xdist workers then receive as settled. The line saying so, or "" (a
+    ConfigError when neither side was typed, or both were)."""
+    if hasattr(config, "workerinput"):
+        return ""  # the controller settled them
+    import shlex
+
+    from pytest_gpuperf.config import flag_origins
+
+    try:
+        env_args = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    except ValueError:  # pytest itself has split it already; unreadable here is not given
+        env_args = []
+    ini_args = [str(arg) for arg in config.getini("addopts") or ()]
+    typed = [str(arg) for arg in config.invocation_params.args]
+    ini_name = config.inipath.name if config.inipath is not None else "the ini file"
+    given = {
+        flag: flag_origins.origins(
+            flag,
+            command_line=typed,
+            env_addopts=env_args,
+            ini_addopts=ini_args,
+            ini_name=ini_name,
+        )
+        for flag in (flag_origins.NO_GPUPERF, *flag_origins.MEASURING_FLAGS)
+    }
+    settled = flag_origins.settle(given)
+    for dest in settled.dropped:
+        setattr(config.option, dest, None)
+    return settled.note
 
 
 def _ignored_profile_plan(config: pytest.Config) -> None:
@@ -173,15 +210,20 @@ def _quiet_pytest_benchmark(config: pytest.Config, settings: options.Settings) -
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    settings = state_of(config).settings
+    state = state_of(config)
+    settings = state.settings
     if settings.static:  # gpuperf-static: plugin/static_gate.py writes the header
         return []
+    flags = [f"gpuperf: {state.flag_note}"] if state.flag_note else []
     if not settings.measure:
         return [
+            *flags,
             "gpuperf: smoke mode (each gpu_bench call launches once, no timing, no gate); "
-            "--gpuperf measures and gates"
+            "--gpuperf measures and gates",
         ]
-    lines = [f"gpuperf: {line}" for line in options.describe(settings, Path(config.rootpath))]
+    lines = flags + [
+        f"gpuperf: {line}" for line in options.describe(settings, Path(config.rootpath))
+    ]
     backends = settings.allowed_backends
     if "sim" in backends:
         which = (
@@ -201,7 +243,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if shared is not None:
         os.environ.pop(shared[0], None)
     state = config.stash.get(STATE, None)
-    _stopped_after_the_end(state)
+    if config.stash.get(RESTORE_SIGTERM, None) is not None:  # this run handled SIGTERM
+        _stopped_after_the_end(state)
     _stopped_before_the_start(config, state)
     restore = config.stash.get(RESTORE_SIGTERM, None)
     if restore is not None:
@@ -222,18 +265,28 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _stopped_after_the_end(state: PluginState | None) -> None:
-    """A SIGTERM after the saves and the reports (errors.defer_sigterm): nothing was lost,
+    """A SIGTERM after the saves and the reports (errors.defer_sigterm), or one whose stop
+    Python swallowed (raised inside a cleanup callback, reported as "unraisable", and the run
+    went on to its end: bench/save_signals.py saw it once in 100 runs): nothing was lost,
     and the exit status still says the run was stopped."""
-    from pytest_gpuperf.errors import sigterm_after_the_end
+    from pytest_gpuperf.errors import sigterm_after_the_end, sigterm_received, stop_words
 
-    if state is None or state.ended is None or not sigterm_after_the_end():
+    if state is None or state.ended is None:
+        return
+    late = sigterm_after_the_end()
+    swallowed = sigterm_received() and state.ended.exitstatus != pytest.ExitCode.INTERRUPTED
+    if not (late or swallowed):
         return
     import sys
 
     state.ended.exitstatus = pytest.ExitCode.INTERRUPTED
+    when = (
+        "after the saves and the reports were written"
+        if late
+        else "where Python could not stop the run (a cleanup callback), which went on to its end"
+    )
     print(
-        "gpuperf: SIGTERM arrived after the saves and the reports were written; they are "
-        "complete (exit 2)",
+        f"gpuperf: {stop_words()} arrived {when}; the saves and the reports are complete (exit 2)",
         file=sys.stderr,
     )
 

@@ -38,6 +38,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             state.session.check_baseline_files()
         except BaselineError as broken:
             raise pytest.UsageError(f"pytest-gpuperf: {broken}") from None
+        _no_baseline_folder(state)
     if state.settings.measure or state.settings.save:
         from pytest_gpuperf.baseline.shared_lock import (
             GPU_LOCK_NAMES,
@@ -56,6 +57,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         if problem:
             raise pytest.UsageError(f"pytest-gpuperf: {problem}")
     if state.settings.measure or state.settings.static:
+        from pytest_gpuperf.session.base_tree import cache_in_checkout
+
+        problem = cache_in_checkout(state.rootdir)
+        if problem:
+            raise pytest.UsageError(f"pytest-gpuperf: {problem}")
         try:
             state.session.check_compare_ref()
             state.session.check_head_ref()
@@ -79,6 +85,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if is_xdist_controller(session.config):
         _share_sim_seed(session.config, state)
         _probe_gpus(session.config, state)
+
+
+def _no_baseline_folder(state: PluginState) -> None:
+    """A measuring run whose baseline folder, given by option or ini key, does not exist
+    judges nothing against a stored baseline: under --gpuperf-strict that stops it before
+    the first test; otherwise finish.py says it once in the summary (which runs count:
+    PluginState's `missing_baseline_folder`)."""
+    if state.settings.strict and state.missing_baseline_folder():
+        from pytest_gpuperf.report.faults import missing_baseline_dir_line
+        from pytest_gpuperf.session.bench_session import relative
+
+        shown = relative(state.settings.baseline_dir, state.rootdir)
+        raise pytest.UsageError(f"pytest-gpuperf: {missing_baseline_dir_line(shown, strict=True)}")
 
 
 def _narrowed_by(config: pytest.Config) -> str:
@@ -182,9 +201,14 @@ def pytest_configure_node(node: Any) -> None:
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
-    """Deselected tests exist: their baseline entries are not orphans."""
+    """Deselected tests exist: their baseline entries are not orphans; the measuring ones
+    among them are remembered, for a strict run to name (--gpuperf-shard takes them out
+    again: another shard measures them)."""
     if items:
-        state_of(items[0].config).collected.update(item.nodeid for item in items)
+        state = state_of(items[0].config)
+        state.collected.update(item.nodeid for item in items)
+        measuring = (item.nodeid for item in items if FIXTURE in getattr(item, "fixturenames", ()))
+        state.deselected.update(dict.fromkeys(measuring))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -252,6 +276,8 @@ def _select_shard(config: pytest.Config, state: PluginState, items: list[pytest.
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if item.nodeid in keep]
+        for item in deselected:  # measured by the shard the plan gave it
+            state.deselected.pop(item.nodeid, None)
     state.shard = plan
     state.count_checks(plan.suite_tests)
 

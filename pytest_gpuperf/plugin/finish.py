@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf.errors import GpuPerfError, SaveInterrupted, defer_sigterm, stop_words
+from pytest_gpuperf.plugin import run_warnings
 from pytest_gpuperf.plugin.state import (
     EXIT_NOW,
     MAIN_WORKER,
@@ -88,11 +89,22 @@ def _finish(session: pytest.Session) -> None:
             output["gpuperf_gpu"] = facts
             output["gpuperf_worker"] = os.environ.get("PYTEST_XDIST_WORKER", MAIN_WORKER)
             output["gpuperf_problems"] = list(state.problems)
+            output["gpuperf_tree_notes"] = run_warnings.tree_notes(state)
+            output["gpuperf_deselected"] = list(state.deselected)
             output["gpuperf_unsaved"] = dict(state.unsaved)
             output["gpuperf_collected"] = sorted(state.collected)
             output["gpuperf_interrupted"] = state.interrupted
             output["gpuperf_shard"] = state.shard.to_json() if state.shard is not None else None
             return
+        if state.stop_reason:  # a collection error, pytest.exit: named, not called Ctrl-C
+            from pytest_gpuperf.report.faults import stopped_by_pytest_line
+
+            smoke = sum(state.smoke.values())
+            state.problems.append(
+                stopped_by_pytest_line(
+                    state.stop_reason, state.collect_errors, state.all_rows, smoke
+                )
+            )
         _mark_unsaved(state)
         _confirm_saves(state, stopped=stopped or state.interrupted)
         if not (stopped or state.interrupted):  # pruning writes: not after Ctrl-C
@@ -173,18 +185,25 @@ def _confirm_saves(state: PluginState, *, stopped: bool) -> None:
     from pytest_gpuperf.gate import save_check
     from pytest_gpuperf.session.bench_session import relative
 
-    try:
-        checked = save_check.confirm_saves(
+    def confirmed(*, locked: bool) -> save_check.Checked:
+        return save_check.confirm_saves(
             state.rows,
             state.session.baselines(),
             workers=state.row_workers,
             crashed=state.crashed,
-            stopped=stopped,
+            stopped=stopped or not locked,
             where=lambda path: relative(path, state.rootdir),
+            locked=locked,
         )
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while reading the files back
-        state.interrupted = True
-        checked = save_check.unconfirmed(state.rows)
+
+    try:
+        checked = confirmed(locked=True)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while reading the files back: read them
+        state.interrupted = True  # once more without waiting for their lock (they were
+        try:  # saved, or not: "not saved" for a save in the file was a wrong claim)
+            checked = confirmed(locked=False)
+        except (KeyboardInterrupt, GpuPerfError):  # a second stop: nothing is claimed
+            checked = save_check.unconfirmed(state.rows)
     state.rows = checked.rows
     state.problems += checked.problems
 
@@ -212,6 +231,8 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     if error is not None:
         state.crashed[_worker_id(node)] = _crash_words(error)
     state.problems.extend(output.get("gpuperf_problems", ()))
+    state.tree_notes.extend(output.get("gpuperf_tree_notes", ()))
+    state.deselected.update(dict.fromkeys(output.get("gpuperf_deselected", ())))
     state.unsaved.update(output.get("gpuperf_unsaved", {}))
     state.collected.update(output.get("gpuperf_collected", ()))
     state.interrupted = state.interrupted or bool(output.get("gpuperf_interrupted"))
@@ -358,7 +379,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = state_of(config)
     rows = state.all_rows
     smoke = sum(state.smoke.values())
-    missing_base = _missing_base_line(state)
+    missing_base = run_warnings.missing_base_line(state)
     # a measuring run stopped before its first measurement still says so (and what was saved)
     settings = state.settings
     stopped_early = ctrl_c_stopped(config) and (
@@ -441,7 +462,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         writer.write_line(f"gpuperf: {line}")
     if missing_base:
         writer.write_line(missing_base, yellow=True)
-    for line in _accept_warnings(state):
+    trees = dict.fromkeys([*state.tree_notes, *run_warnings.tree_notes(state)])  # each tree once
+    warnings = (
+        *trees,
+        *run_warnings.deselected_warning(state),
+        *run_warnings.baseline_dir_warning(state),
+    )
+    for line in (*warnings, *run_warnings.accept_warnings(state)):
         writer.write_line(f"gpuperf: WARNING: {line}", yellow=True)
     for problem in state.problems:
         writer.write_line(f"gpuperf: ERROR: {problem}", red=True)
@@ -457,39 +484,6 @@ def _save_note(opened: BenchSession) -> list[str]:
 
     note = save_note(opened.rootdir, opened.git().commit, opened.compiled_sources())
     return [f"NOTE: {note}"] if note else []
-
-
-def _accept_warnings(state: PluginState) -> tuple[str, ...]:
-    """Accept rules that name no test of the run (a typo excuses nothing, silently otherwise),
-    rules that name too much (every test, or most of the measuring ones), and Gpuperf-Accept
-    trailers refused for want of a reason."""
-    if not state.settings.measure:
-        return ()
-    from pytest_gpuperf.gate.accept import too_broad, unmatched, unmatched_line
-
-    try:
-        rules, refused = state.session.accept_rules()
-    except GpuPerfError as problem:
-        return (f"accept rules not read: {problem}",)
-    measuring = {row.test_id for row in state.all_rows}
-    return (
-        *refused,
-        *filter(None, (too_broad(rule, measuring) for rule in rules)),
-        *(unmatched_line(r) for r in unmatched(rules, sorted(state.collected))),
-    )
-
-
-def _missing_base_line(state: PluginState) -> str:
-    """Said once when --gpuperf-compare-missing-ok let a run go on without its base."""
-    settings = state.settings
-    if not (settings.compare_ref and settings.compare_missing_ok):
-        return ""
-    if not (settings.measure or settings.static) or state.session.base_tree().commit:
-        return ""
-    return (
-        f"gpuperf: nothing was compared with {settings.compare_ref}: git cannot resolve it here, "
-        "and --gpuperf-compare-missing-ok runs on without a base (every A/B is 'no base')"
-    )
 
 
 def _meta(config: pytest.Config, state: PluginState) -> ReportMeta:
@@ -525,7 +519,7 @@ def _meta(config: pytest.Config, state: PluginState) -> ReportMeta:
         gpus=state.gpu_records(),
         probe=to_plain(state.probe) if state.probe is not None else None,
         wall_s=time.monotonic() - state.began_s,
-        accept_warnings=_accept_warnings(state),
+        accept_warnings=run_warnings.accept_warnings(state),
         shard=_shard_json(state),
         head_ref=head,
         head_commit=head_commit,

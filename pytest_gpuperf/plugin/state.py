@@ -82,6 +82,19 @@ class PluginState:
     began_s: float = field(default_factory=time.monotonic)
     # Says a GPU-lock wait on the terminal past pytest's capture (terminal_notifier)
     notify: Callable[[str], None] | None = None
+    # --gpuperf on the command line over --no-gpuperf from addopts, or the reverse: the line
+    # that says which one this run obeys (config/flag_origins.py; "" when they agree)
+    flag_note: str = ""
+    # what stopped the run when pytest itself did (a collection error, pytest.exit), in words;
+    # "" for Ctrl-C or SIGTERM; and the collection errors, one line each (finish.py)
+    stop_reason: str = ""
+    # an extracted revision's tree found changed in the cache and extracted again (an xdist
+    # controller gets its workers'): said as a warning in the summary
+    tree_notes: list[str] = field(default_factory=list)
+    # measuring tests a selection of this run deselected (-k, -m, --deselect, --lf, a
+    # conftest), not --gpuperf-shard's own: a strict run names them (finish.py)
+    deselected: dict[str, None] = field(default_factory=dict)
+    collect_errors: list[str] = field(default_factory=list)
     _session: BenchSession | None = None
 
     @property
@@ -105,6 +118,19 @@ class PluginState:
         """The session if a test or hook has opened it, else None: the end of the run asks
         this so that it never opens a device (and compiles nothing) only to close it."""
         return self._session
+
+    def missing_baseline_folder(self) -> bool:
+        """Whether stored baselines would gate from a folder that is not there: one given by
+        --gpuperf-baseline-dir or the ini key (the default `baselines/` of a project with
+        floors only, or of a first run, is no mistake: the summary names the tests without a
+        baseline), in a measuring run that neither saves (a save creates it) nor compares
+        (the A/B gates)."""
+        settings = self.settings
+        if not settings.measure or settings.save or settings.compare_ref:
+            return False
+        folder = settings.baseline_dir
+        default = self.rootdir / options.DEFAULT_BASELINE_DIR
+        return folder.resolve() != default.resolve() and not folder.exists()
 
     def count_checks(self, checks: int) -> None:
         self.suite_checks = max(self.suite_checks, checks)
@@ -148,6 +174,25 @@ class PluginState:
         """Every test collected, before any hook narrows the list: one that a conftest drops
         without pytest_deselected exists all the same (its entries are not orphans)."""
         self.collected.update(item.nodeid for item in items)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A file that could not be collected, in one line (an xdist controller gets its
+        workers' failed collection reports too): the run it stops is named by it."""
+        if report.failed:
+            from pytest_gpuperf.report.faults import collect_error_line
+
+            where = report.nodeid or str(getattr(report, "fspath", ""))
+            self.collect_errors.append(collect_error_line(where, report.longreprtext))
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """pytest stops a run through its KeyboardInterrupt path for reasons of its own (errors
+        during collection, `pytest.exit`, `--sw`): which one is kept, so the summary and the
+        reports name it instead of "interrupted (Ctrl-C)"; Ctrl-C and SIGTERM leave none."""
+        stop = excinfo.value
+        if isinstance(stop, pytest.exit.Exception):
+            self.stop_reason = f"pytest.exit({stop.msg!r})"
+        elif isinstance(stop, pytest.Session.Interrupted):
+            self.stop_reason = str(stop) or "pytest stopped the run"
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.settings.shard is not None:
@@ -237,8 +282,10 @@ def state_of(config: pytest.Config) -> PluginState:
 
 
 def ctrl_c_stopped(config: pytest.Config) -> bool:
-    """Whether Ctrl-C stopped the tests (`Stash.get` is typed loosely on pytest 8.0)."""
-    return STOPPED in config.stash and config.stash[STOPPED]
+    """Whether Ctrl-C or SIGTERM stopped the tests, not pytest itself (a collection error,
+    `pytest.exit`: `PluginState.stop_reason`) (`Stash.get` is typed loosely on pytest 8.0)."""
+    stopped = STOPPED in config.stash and config.stash[STOPPED]
+    return bool(stopped) and not (STATE in config.stash and config.stash[STATE].stop_reason)
 
 
 def terminal_notifier(config: pytest.Config) -> Callable[[str], None]:

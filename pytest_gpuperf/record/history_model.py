@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_gpuperf.baseline.ref import TrailPoint
-from pytest_gpuperf.record.checks import NO_BASELINE, OTHER_DEVICE, Drift, NoiseBand
+from pytest_gpuperf.record.checks import NO_BASELINE, OTHER_DEVICE, REGRESSED, Drift, NoiseBand
 from pytest_gpuperf.record.verdict import ACCEPTED, Row
 
 SAVE, RUN = "save", "run"
@@ -39,6 +39,15 @@ class Point:
     # the false-alarm rate and tolerance the run's stored check was judged at (0: none)
     false_alarm_rate: float = 0.0
     tolerance: float = 0.0
+    # a stored check's first round, when a second round decided otherwise ("regressed": this
+    # run fell below the band, its second measurement did not), and that round's change
+    first_outcome: str = ""
+    second_delta: float | None = None
+
+    @property
+    def unconfirmed(self) -> bool:
+        """A run below the line in its first round that its second round did not confirm."""
+        return self.first_outcome == REGRESSED and self.outcome != REGRESSED
 
     @property
     def label(self) -> str:
@@ -85,6 +94,8 @@ def run_point(row: Row, *, when: str, commit: str, run: int = -1) -> Point:
         reason=reason,
         false_alarm_rate=rate if judged else 0.0,
         tolerance=check.tolerance,
+        first_outcome=check.first_outcome,
+        second_delta=check.confirmation.delta if check.confirmation is not None else None,
     )
 
 

@@ -92,6 +92,55 @@ def interrupted_line(rows: Sequence[Row], smoke: int, *, during_tests: bool) -> 
     )
 
 
+def missing_baseline_dir_line(shown: str, *, strict: bool) -> str:
+    """A measuring run's baseline folder that does not exist (`--gpuperf-baseline-dir=nope`,
+    a CI typo): every test has "no baseline" and passes, which only the header's folder
+    hinted at. A warning, or under --gpuperf-strict the reason the run stops."""
+    what = (
+        f"the baseline folder {shown} does not exist, so no test is judged against a stored "
+        "baseline"
+    )
+    way_out = (
+        "give the folder that holds them (--gpuperf-baseline-dir, gpuperf_baseline_dir), or "
+        "record them there with --gpuperf-save"
+    )
+    if strict:
+        return f"--gpuperf-strict stops the run: {what} (each test would fail on it); {way_out}"
+    return f"{what}: a typo? {way_out}"
+
+
+def collect_error_line(where: str, longrepr: str) -> str:
+    """'test_b.py: ModuleNotFoundError: No module named 'nosuchmodule'': a file that could not
+    be collected and the last line pytest gives for why (its `E   ` line)."""
+    lines = [line.strip() for line in longrepr.splitlines() if line.strip()]
+    errors = [line.removeprefix("E").strip() for line in lines if line.startswith("E ")]
+    said = [line for line in errors if line and not line.startswith("HINT")] or errors
+    why = (said or lines or ["no reason given"])[-1]
+    return f"{where}: {why if len(why) <= 200 else why[:197] + '...'}"
+
+
+def stopped_by_pytest_line(
+    reason: str, collect_errors: Sequence[str], rows: Sequence[Row], smoke: int
+) -> str:
+    """The line of a run pytest itself stopped (errors during collection, `pytest.exit`):
+    what stopped it, named, and what that cost; a collection error is not Ctrl-C."""
+    shown = "; ".join(collect_errors[:3])
+    if len(collect_errors) > 3:
+        shown += f"; and {len(collect_errors) - 3} more"
+    what = f"{reason} ({shown})" if shown else reason
+    if rows or smoke:
+        done = f"{_count(len(rows))} taken (above)" if rows else f"{smoke} smoke launch(es)"
+        cost = f"{done}; the tests after it did not run and nothing was saved"
+    else:
+        cost = "no test ran: nothing was measured or saved"
+    fix = (
+        " (fix the file, or --continue-on-collection-errors runs the other tests)"
+        if "during collection" in reason
+        else ""
+    )
+    return f"pytest stopped the run: {what}; {cost}{fix}"
+
+
 def _count(n: int) -> str:
     return f"{n} measurement{'s' if n != 1 else ''}"
 

@@ -181,13 +181,25 @@ def source_request(
     return CompileRequest(compiler, text, source_name, arch, tuple(flags), (*shipped, *local))
 
 
+CACHE_ENV = "GPUPERF_CACHE_DIR"
+
+
 def cache_dir() -> Path:
-    """`$GPUPERF_CACHE_DIR`, else `$XDG_CACHE_HOME/pytest-gpuperf/kernels`."""
-    env = os.environ.get("GPUPERF_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return base / "pytest-gpuperf" / "kernels"
+    """`$GPUPERF_CACHE_DIR`, else `$XDG_CACHE_HOME/pytest-gpuperf/kernels` (`~/.cache` when
+    XDG_CACHE_HOME is unset or relative, as the XDG specification says).
+
+    A relative `$GPUPERF_CACHE_DIR` (after `~` expansion) is taken inside that cache home
+    (`GPUPERF_CACHE_DIR=kcache` is `~/.cache/kcache`), never the current directory, as the
+    lock folder takes a relative `$GPUPERF_LOCK_DIR` inside the temp dir: in the checkout,
+    pytest collected the base revision's tests and conftest.py extracted under it ("import
+    file mismatch") and `git status` listed it; and a test that changed directory moved it."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    home = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    given = os.environ.get(CACHE_ENV)
+    if not given:
+        return home / "pytest-gpuperf" / "kernels"
+    folder = Path(os.path.expanduser(given))
+    return folder if folder.is_absolute() else home / folder
 
 
 def compiler_version(compiler: str) -> str:

@@ -2,9 +2,13 @@
 
 REF is resolved to a commit once per session and its tree is extracted with `git archive`
 into a cache directory outside the work tree (keyed by the commit, so it is reused across runs
-and shared by pytest-xdist workers under a lock). Nothing in the work tree, the index or the
-repository's refs is touched. A kernel's base source is the file at the same path relative to
-the repository's top level, compiled with its includes as they were at REF.
+and shared by pytest-xdist workers under a lock). A tree found there is checked against a fresh
+`git archive` before the session uses it: a file edited in the cache (a runner that keeps its
+home, a restored CI cache) turned a +61% regression into "-41.5% faster, pass" for every later
+pull request against that base, so a tree that differs is extracted again and the run names
+what differed. Nothing in the work tree, the index or the repository's refs is touched. A
+kernel's base source is the file at the same path relative to the repository's top level,
+compiled with its includes as they were at REF.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ class BaseTree:
     toplevel: Path | None = None
     root: Path | None = None
     problem: str = ""
+    # the cached tree differed from git and was extracted again: what differed, in words
+    note: str = ""
 
     def source_for(self, path: Path) -> tuple[Path | None, str, str]:
         """(the base version of `path`, "", "") or (None, NO_BASE_*, what is missing).
@@ -62,6 +68,29 @@ class BaseTree:
         if not base.is_file():
             return None, NO_BASE_FILE, f"{relative.as_posix()} does not exist at {self.ref}"
         return base, "", ""
+
+
+def cache_in_checkout(rootdir: Path) -> str:
+    """Why `$GPUPERF_CACHE_DIR` cannot be used by this run ("" when it can): a folder inside
+    the rootdir or its repository, where the trees of the base revision extracted under it
+    would be collected by pytest (their conftest.py run, their tests "import file mismatch")
+    and listed by `git status`. Asked only when the variable is set: the default lies in the
+    user's cache home."""
+    from pytest_gpuperf.runtime.compile import CACHE_ENV, cache_dir
+
+    if not os.environ.get(CACHE_ENV):
+        return ""
+    folder = cache_dir().resolve()
+    toplevel = run_git(rootdir, "rev-parse", "--show-toplevel")
+    for checkout in (rootdir.resolve(), *([Path(toplevel).resolve()] if toplevel else [])):
+        if folder.is_relative_to(checkout):
+            return (
+                f"{CACHE_ENV}={os.environ[CACHE_ENV]}: {folder} lies inside the checkout "
+                f"{checkout}, where pytest would collect the base revision's tests and "
+                "conftest.py extracted there and `git status` lists it; choose a folder "
+                "outside it (unset, it is ~/.cache/pytest-gpuperf/kernels)"
+            )
+    return ""
 
 
 def resolve_ref(ref: str, start: Path) -> tuple[Path, str]:
@@ -119,7 +148,7 @@ def materialise(ref: str, start: Path, cache_root: Path) -> BaseTree:
         return BaseTree(ref, problem=str(unresolved))
     target = cache_root / commit
     try:
-        _extract(toplevel, commit, target)
+        changed = _extract(toplevel, commit, target)
     except (OSError, subprocess.SubprocessError, tarfile.TarError) as failure:
         return BaseTree(
             ref,
@@ -127,33 +156,39 @@ def materialise(ref: str, start: Path, cache_root: Path) -> BaseTree:
             toplevel=toplevel,
             problem=f"could not extract {ref} ({commit[:12]}) with git archive: {failure}",
         )
-    return BaseTree(ref, commit=commit, toplevel=toplevel, root=target)
+    note = ""
+    if changed:
+        shown = ", ".join(changed[:_NAMED]) + (
+            f" and {len(changed) - _NAMED} more" if len(changed) > _NAMED else ""
+        )
+        note = (
+            f"the cached tree of {ref} ({commit[:12]}) in the kernel cache was not git's: {shown}; "
+            "it was extracted again, and this run compared with git's (who else writes that "
+            "cache?)"
+        )
+    return BaseTree(ref, commit=commit, toplevel=toplevel, root=target, note=note)
 
 
-def _extract(toplevel: Path, commit: str, target: Path) -> None:
-    """`git archive <commit>` into `target`, once: other processes wait on the lock and reuse
-    it; a half-extracted tree is never seen (extract next to it, then rename)."""
-    if (target / _COMPLETE).exists():
-        return
+_NAMED = 5  # differing files named before "and N more"
+
+
+def _extract(toplevel: Path, commit: str, target: Path) -> list[str]:
+    """`git archive <commit>` into `target`: other processes wait on the lock and reuse it; a
+    half-extracted tree is never seen (extract next to it, then rename). A tree already
+    there is compared with the archive first and extracted again when it differs; the files
+    that differed are returned ([] when it was git's, or new)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with filelock.FileLock(f"{target}.lock", timeout=ARCHIVE_TIMEOUT_S):
+        archive = _archive(toplevel, commit)
+        changed: list[str] = []
         if (target / _COMPLETE).exists():
-            return
-        archive = subprocess.run(
-            ["git", "archive", "--format=tar", commit],
-            cwd=toplevel,
-            capture_output=True,
-            timeout=ARCHIVE_TIMEOUT_S,
-            check=False,
-        )
-        if archive.returncode != 0:
-            raise subprocess.SubprocessError(archive.stderr.decode(errors="replace").strip())
+            changed = _differences(archive, target)
+            if not changed:
+                return []
         staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{commit[:12]}-"))
         try:
-            # An empty tree (a first commit with no files) archives to a tar the reader
-            # cannot open: nothing to extract, every kernel then has no base.
-            if run_git(toplevel, "ls-tree", "--name-only", commit) != "":
-                with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            if archive:
+                with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
                     _safe_extract(tar, staging)
             (staging / _COMPLETE).write_text(commit + "\n")
             if target.exists():
@@ -162,6 +197,63 @@ def _extract(toplevel: Path, commit: str, target: Path) -> None:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+        return changed
+
+
+def _archive(toplevel: Path, commit: str) -> bytes:
+    """The commit's tree as `git archive` makes it (b"" for an empty tree: a first commit
+    with no files archives to a tar the reader cannot open, and every kernel then has no
+    base)."""
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", commit],
+        cwd=toplevel,
+        capture_output=True,
+        timeout=ARCHIVE_TIMEOUT_S,
+        check=False,
+    )
+    if archive.returncode != 0:
+        raise subprocess.SubprocessError(archive.stderr.decode(errors="replace").strip())
+    if run_git(toplevel, "ls-tree", "--name-only", commit) == "":
+        return b""
+    return archive.stdout
+
+
+def _differences(archive: bytes, root: Path) -> list[str]:
+    """The paths under `root` that are not as `archive` has them: a file whose bytes differ,
+    a link that points elsewhere, anything missing, of another kind or not in the archive
+    (a header added where a kernel's include would find it). git archive's own output is the
+    reference, so what it does to a file (export-subst, eol) is what the tree should hold."""
+    expected = {_COMPLETE}
+    found = []
+    if archive:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            for member in tar:
+                name = member.name.rstrip("/")
+                expected.update(parent.as_posix() for parent in Path(name).parents)
+                expected.add(name)
+                if not _same(tar, member, root / name):
+                    found.append(name)
+    for folder, dirs, files in os.walk(root):
+        for entry in (*dirs, *files):
+            name = (Path(folder) / entry).relative_to(root).as_posix()
+            if name not in expected:
+                found.append(f"{name} (not in git)")
+    return sorted(found)
+
+
+def _same(tar: tarfile.TarFile, member: tarfile.TarInfo, path: Path) -> bool:
+    if member.issym():
+        return path.is_symlink() and os.readlink(path) == member.linkname
+    if path.is_symlink():
+        return False
+    if member.isdir():
+        return path.is_dir()
+    if not member.isfile():
+        return True  # git archive makes files, folders and links only
+    if not path.is_file() or path.stat().st_size != member.size:
+        return False
+    data = tar.extractfile(member)
+    return data is not None and path.read_bytes() == data.read()
 
 
 def _safe_extract(tar: tarfile.TarFile, destination: Path) -> None:

@@ -25,15 +25,18 @@ class GitFacts:
         return f"{self.commit}-dirty" if self.commit and self.dirty else self.commit
 
 
-def run_git(directory: Path, *args: str, timeout_s: float = 10.0) -> str | None:
-    """git's stdout (stripped), or None when git is missing, fails or hangs."""
+def run_git(directory: Path, *args: str, timeout_s: float = 10.0, strip: bool = True) -> str | None:
+    """git's stdout (stripped unless `strip` is False: `status --porcelain` starts a line with
+    a blank that means something), or None when git is missing, fails or hangs."""
     try:
         done = subprocess.run(
             ["git", *args], cwd=directory, capture_output=True, text=True, timeout=timeout_s
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() if strip else done.stdout
 
 
 def git_facts(directory: Path, *, ignore: Sequence[Path] = ()) -> GitFacts:
@@ -81,13 +84,37 @@ def save_note(directory: Path, commit: str, sources: Sequence[Path]) -> str:
             f"saved before the repository's first commit: the baselines record no commit, so a "
             f"later failure cannot show the code they were saved from; commit {names} and re-save"
         )
+    # -z: one entry a NUL, unquoted; not stripped: the first entry's status may begin with a
+    # blank (" M kernels/scale.hip"), and stripping it cut the path's first letter
     status = run_git(
-        directory, "status", "--porcelain", "--untracked-files=all", "--", *sorted(inside)
+        directory,
+        "status",
+        "--porcelain",
+        "-z",
+        "--untracked-files=all",
+        "--",
+        *sorted(inside),
+        strip=False,
     )
-    changed = sorted({line[3:] for line in (status or "").splitlines() if len(line) > 3})
+    changed = sorted({entry[3:] for entry in _porcelain_entries(status or "")})
     if not changed:
         return ""
     return (
         f"saved at {commit[:12]} + uncommitted changes to {', '.join(changed)}: the base code a "
         f"later failure is explained against is {commit[:12]}'s; commit them and re-save"
     )
+
+
+def _porcelain_entries(text: str) -> list[str]:
+    """`git status --porcelain -z`'s entries ("XY path"), a rename's source path (the word
+    after it) left out."""
+    words = text.split("\0")
+    entries, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+            continue
+        if len(word) > 3:
+            entries.append(word)
+            skip = word[0] in "RC"  # renamed or copied: the next word is where it came from
+    return entries

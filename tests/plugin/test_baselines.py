@@ -360,3 +360,48 @@ def test_a_baselines_provenance_reaches_the_failure_escaped(gp):
     out = result.stdout.str()
     assert "\x1b]0;" not in out and "\x1b[2J" not in out and "\r" not in out
     assert "a blog\\x1b]0;owned\\x07\\x1b[2J\\rPASSED" in out
+
+
+# -- a baseline folder that does not exist ------------------------------------------------------
+
+
+def test_a_baseline_folder_that_does_not_exist_is_a_warning_in_the_summary(gp):
+    """`--gpuperf-baseline-dir=nope` (a CI typo): every test had "no baseline" and the run
+    was green, with only the header naming the folder."""
+    gp.test_file("def test_add(gpu_bench):\n    add(gpu_bench)\n")
+    gp.baseline("mi300x-sim", [{"id": "test_perf.py::test_add", "efficiency": 0.9}])
+    result = gp.run("--gpuperf", "--gpuperf-baseline-dir=nope")
+    result.assert_outcomes(passed=1)
+    warnings = [line for line in result.stdout.lines if "does not exist" in line]
+    assert warnings == [
+        "gpuperf: WARNING: the baseline folder nope does not exist, so no test is judged "
+        "against a stored baseline: a typo? give the folder that holds them "
+        "(--gpuperf-baseline-dir, gpuperf_baseline_dir), or record them there with "
+        "--gpuperf-save"
+    ], result.stdout.str()
+    assert not (gp.path / "nope").exists()
+
+
+def test_under_strict_a_baseline_folder_that_does_not_exist_stops_the_run(gp):
+    gp.test_file("def test_add(gpu_bench):\n    add(gpu_bench)\n")
+    gp.pytester.makeini("[pytest]\ngpuperf_baseline_dir = nope\n")
+    result = gp.run("--gpuperf", "--gpuperf-strict", "--gpuperf-json=report.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: pytest-gpuperf: --gpuperf-strict stops the run: the baseline folder nope does "
+         "not exist, so "
+         "no test is judged against a stored baseline (each test would fail on it); give the "
+         "folder that holds them (--gpuperf-baseline-dir, gpuperf_baseline_dir), or record "
+         "them there with --gpuperf-save"]
+    )  # fmt: skip
+    assert not (gp.path / "report.json").exists()
+
+
+def test_the_default_folder_missing_or_a_save_into_a_new_folder_warns_of_nothing(gp):
+    gp.test_file("def test_add(gpu_bench):\n    add(gpu_bench)\n")
+    first = gp.run("--gpuperf")  # a first run, or a project of floors only
+    saved = gp.run("--gpuperf", "--gpuperf-save", "--gpuperf-baseline-dir=new")
+    for result in (first, saved):
+        result.assert_outcomes(passed=1)
+        assert "does not exist" not in result.stdout.str()
+    assert (gp.path / "new" / "mi300x-sim.toml").exists()

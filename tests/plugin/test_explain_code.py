@@ -205,3 +205,34 @@ def test_without_clang_each_row_is_short_and_the_advice_is_said_once(gp, no_clan
         code = row["verdict"]["explain"]["code"]
         assert code["unavailable"] == "the code facts need clang-19"
         assert code["advice"].startswith("no clang on PATH cannot compile HIP for gfx942: ")
+
+
+def test_a_base_that_does_not_compile_is_named_as_git_names_it_never_by_a_runners_path(
+    gp, tmp_path
+):
+    """The baseline's commit holds a kernel that does not compile (saved from a fixed, dirty
+    tree): the `code:` row quoted the compiler's absolute path of the extracted tree, the
+    runner's cache folder, into the failure, the JSON and the Markdown summary."""
+    gp.test_file(PLAIN)
+    path = gp.path / "vadd.hip"
+    good = path.read_text()
+    path.write_text(good.replace("c[i] = a[i] + b[i];", "c[i] = a[i] + b[i] + flaot(0);"))
+    commit = commit_all(gp.path, "a base that does not compile")
+    path.write_text(good)
+    stored = gp.baseline("mi300x-sim", [{"id": "test_perf.py::test_add", "efficiency": 0.9}])
+    stored.write_text(
+        stored.read_text().replace('note = "written by hand"', f'commit = "{commit}-dirty"')
+    )
+    result = gp.run("--gpuperf", "--gpuperf-json=report.json", "--gpuperf-markdown=summary.md")
+    result.assert_outcomes(failed=1)
+    short = commit[:12]
+    result.stdout.fnmatch_lines(
+        [f"  code:*base code not available (stored baseline from {short}): {short}:vadd.hip:4: "
+         "does not compile (clang *): error: use of undeclared identifier 'flaot'"]
+    )  # fmt: skip
+    code = gp.report()["results"][0]["verdict"]["explain"]["code"]
+    markdown = (gp.path / "summary.md").read_text()
+    rows = "\n".join(line for line in result.stdout.lines if "code" in line)
+    for text in (rows, str(code), markdown):
+        assert str(tmp_path) not in text and str(gp.path) + "/" not in text
+    assert f"{short}:vadd.hip:4: does not compile" in markdown

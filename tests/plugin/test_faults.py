@@ -345,6 +345,36 @@ def test_a_relative_lock_dir_lies_in_the_temp_dir_not_in_the_checkout(gp):
         shutil.rmtree(Path(tempfile.gettempdir()) / name, ignore_errors=True)
 
 
+def test_a_relative_cache_dir_lies_in_the_cache_home_not_in_the_checkout(repo, tmp_path):
+    """`GPUPERF_CACHE_DIR=kcache` extracted the base revision's tree inside the checkout:
+    the next run collected its test file ("import file mismatch") and ran its conftest.py,
+    and `git status` listed the folder."""
+    from tests.git_repo import git
+
+    repo.monkeypatch.setenv("GPUPERF_CACHE_DIR", "kcache")
+    repo.monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    for _ in range(2):  # the second run is the one that collected the extracted tree
+        result = repo.run("--gpuperf", "--gpuperf-compare=HEAD")
+        result.assert_outcomes(passed=1)
+    assert not (repo.path / "kcache").exists()
+    assert git(repo.path, "status", "--short", "--", ":!.locks") == ""  # the fixture's locks
+    assert list((tmp_path / "xdg" / "kcache" / "trees").iterdir())  # taken in the cache home
+
+
+def test_a_cache_dir_inside_the_checkout_stops_a_measuring_run(repo):
+    inside = repo.path / "kernel-cache"
+    repo.monkeypatch.setenv("GPUPERF_CACHE_DIR", str(inside))
+    result = repo.run("--gpuperf", "--gpuperf-compare=HEAD")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: pytest-gpuperf: GPUPERF_CACHE_DIR={inside}: * lies inside the checkout *, "
+         "where pytest would collect the base revision's tests and conftest.py extracted "
+         "there and `git status` lists it; choose a folder outside it (unset, it is "
+         "~/.cache/pytest-gpuperf/kernels)"]
+    )  # fmt: skip
+    assert not inside.exists()
+
+
 HOLD_THE_SIM_GPU = """
 import os, sys, time
 os.environ["PYTEST_XDIST_WORKER"] = "gw5"

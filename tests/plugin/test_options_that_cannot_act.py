@@ -122,5 +122,66 @@ def test_no_gpuperf_and_compare_contradict_each_other(repo):
     result = repo.run("--no-gpuperf", "--gpuperf-compare=HEAD")
     assert result.ret == USAGE
     result.stderr.fnmatch_lines(
-        ["ERROR: pytest-gpuperf: --no-gpuperf and --gpuperf-compare contradict each other"]
+        ["ERROR: pytest-gpuperf: --no-gpuperf (the command line) and --gpuperf-compare (the "
+         "command line) contradict each other: remove one*"]
+    )  # fmt: skip
+
+
+# -- --no-gpuperf from addopts or PYTEST_ADDOPTS against a flag typed on the command line ----
+
+
+def test_addopts_no_gpuperf_cannot_turn_the_gate_off(gp):
+    """A pull request's pytest.ini with `addopts = --no-gpuperf` made CI's `pytest --gpuperf
+    --gpuperf-strict` a smoke run: "nothing timed", exit 0, a JSON report with no results,
+    and strict's error said "add --gpuperf", which was given."""
+    gp.pytester.makefile(".ini", pytest="[pytest]\naddopts = --no-gpuperf\n")
+    gp.test_file(PLAIN)
+    result = gp.run("--gpuperf", "--gpuperf-strict", "--gpuperf-json=report.json")
+    result.stdout.fnmatch_lines(
+        ["gpuperf: --gpuperf on the command line overrides --no-gpuperf (addopts in "
+         "pytest.ini): this run measures"]
+    )  # fmt: skip
+    assert "smoke mode" not in result.stdout.str()
+    assert len(gp.report()["results"]) == 1  # measured and judged
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # strict: no baseline for this device
+
+
+def test_pytest_addopts_no_gpuperf_cannot_turn_the_gate_off(gp):
+    gp.monkeypatch.setenv("PYTEST_ADDOPTS", "--no-gpuperf")
+    gp.test_file(PLAIN)
+    result = gp.run("--gpuperf", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["gpuperf: --gpuperf on the command line overrides --no-gpuperf (PYTEST_ADDOPTS): "
+         "this run measures"]
+    )  # fmt: skip
+    assert len(gp.report()["results"]) == 1
+
+
+def test_no_gpuperf_typed_wins_over_gpuperf_in_addopts_and_says_so(gp):
+    gp.pytester.makefile(".ini", pytest="[pytest]\naddopts = --gpuperf\n")
+    gp.test_file(PLAIN)
+    result = gp.run("--no-gpuperf")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "gpuperf: --no-gpuperf on the command line overrides --gpuperf (addopts in "
+            "pytest.ini): this run does not measure",
+            "gpuperf: smoke mode*",
+        ]
     )
+
+
+def test_contradicting_flags_none_of_them_typed_stop_the_run_naming_where_each_came_from(gp):
+    gp.pytester.makefile(".ini", pytest="[pytest]\naddopts = --no-gpuperf\n")
+    gp.monkeypatch.setenv("PYTEST_ADDOPTS", "--gpuperf")
+    gp.test_file(PLAIN)
+    result = gp.run("--gpuperf-json=report.json")
+    assert result.ret == USAGE
+    result.stderr.fnmatch_lines(
+        ["ERROR: pytest-gpuperf: --no-gpuperf (addopts in pytest.ini) and --gpuperf "
+         "(PYTEST_ADDOPTS) contradict each other: remove one (a flag typed on the command line "
+         "wins over PYTEST_ADDOPTS and the ini file's addopts)"]
+    )  # fmt: skip
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+    assert not (gp.path / "report.json").exists()

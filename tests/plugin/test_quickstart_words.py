@@ -40,6 +40,18 @@ def test_a_save_of_uncommitted_kernels_says_what_it_records(gp):
     assert _notes(clean) == []  # committed: the save records the code it measured
 
 
+def test_a_save_of_a_modified_kernel_names_its_path_whole(gp):
+    """A committed kernel edited since (git's status line " M vadd.hip" begins with a blank):
+    the note said "uncommitted changes to add.hip", its first letter cut."""
+    gp.test_file(ONE_TEST)
+    first = commit_all(gp.path, "the project")
+    gp.write_kernel(0.5)  # edited, not committed
+    result = gp.run("--gpuperf", "--gpuperf-save")
+    result.assert_outcomes(passed=1)
+    (note,) = _notes(result)
+    assert f"saved at {first[:12]} + uncommitted changes to vadd.hip:" in note, note
+
+
 def test_a_save_before_the_first_commit_says_it_records_none(gp):
     gp.test_file(ONE_TEST)
     git(gp.path, "init", "-q")

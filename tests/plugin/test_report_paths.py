@@ -74,8 +74,9 @@ def test_a_report_in_the_lock_folder_or_the_kernel_cache_is_refused(gp):
     locks.mkdir()
     result = gp.run("--gpuperf", f"--gpuperf-json={locks / 'pci-0000-c1-00.0.lock'}")
     refused(result, "*: is in the GPU lock folder*")
-    gp.monkeypatch.setenv("GPUPERF_CACHE_DIR", str(gp.path / "kernels"))
-    result = gp.run("--gpuperf", "--gpuperf-markdown=kernels/report.md")
+    kernels = gp.path.parent / f"{gp.path.name}-kernels"  # never inside the checkout
+    gp.monkeypatch.setenv("GPUPERF_CACHE_DIR", str(kernels))
+    result = gp.run("--gpuperf", f"--gpuperf-markdown={kernels / 'report.md'}")
     refused(result, "*--gpuperf-markdown=*report.md: is in the kernel cache*")
 
 

@@ -173,6 +173,11 @@ def test_the_merged_report_holds_every_test_once_at_the_unsharded_suite_budget(r
     # a test case per measurement, and one per test without a measurement
     plain = sum(1 for t in tests if not t["measurements"])
     assert xml.count("<testcase ") == 20 + plain and 'failures="0"' in xml
+    # judged again against the baseline files the shards were judged against (their copies'
+    # levels recomputed from the files: the same verdicts)
+    against_files = merge(*_shard_reports(runs), "--baseline-dir", runs / "base")
+    assert against_files.returncode == 0, against_files.stdout + against_files.stderr
+    assert "does not hold" not in against_files.stdout
 
 
 def test_the_shards_planned_costs_are_within_20_percent(runs):

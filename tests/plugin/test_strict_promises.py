@@ -84,6 +84,14 @@ PROMISES = {
     "(--gpuperf-strict fails a measurement not taken)": (
         "test_real_code::test_under_strict_a_measurement_not_taken_fails"
     ),
+    # a baseline folder given that does not exist (issue 55 item 7)
+    "--gpuperf-strict stops the run: ": (
+        "test_baselines::test_under_strict_a_baseline_folder_that_does_not_exist_stops_the_run"
+    ),
+    # measuring tests a selection left out, named (issue 55 item 10)
+    "--gpuperf-strict names what it did not measure: ": (
+        "test_xdist_and_reruns::test_a_strict_run_names_the_measuring_tests_its_selection_left_out"
+    ),
     # an accept rule never excuses a strict failure
     "never a floor or a --gpuperf-strict rule": "test_accept::test_a_floor_is_never_accepted",
 }

@@ -161,3 +161,35 @@ def test_time_ticks_step_by_the_span_and_are_labelled_for_their_step(span, label
         )
     ]
     assert ticks == labels
+
+
+def test_a_run_below_the_band_that_its_second_round_did_not_confirm_is_not_ok(history, tmp_path):
+    """The newest run of k001 fell below its "fails below" line in its first round and its
+    second round did not confirm it (the test passed): the grid said "ok" under a plot whose
+    last point lay below the line."""
+    from pytest_gpuperf.publish.series import gather
+
+    from pytest_gpuperf.record.report_reader import read_report
+
+    baseline, reports = history
+    document = json.loads(reports[-1].read_text())
+    (result,) = [r for r in document["results"] if r["measurement"]["name"] == "k001"]
+    check = result["verdict"]["baseline"]
+    second = dict(check, delta=-0.004, outcome="within-noise")
+    check.update(
+        outcome="within-noise",
+        first_outcome="regressed",
+        delta=-(check["allowance"] + 0.02),
+        confirmation=second,
+    )
+    changed = tmp_path / "newest.json"
+    changed.write_text(json.dumps(document))
+    inputs = [*reports[:-1], changed]
+    dashboard = gather([baseline], [read_report(p) for p in inputs])
+    k001 = next(s for s in dashboard.series if s.name == "k001")
+    assert k001.state == "not confirmed"
+    out = tmp_path / "page.html"
+    assert publish_cli.main([str(baseline), *map(str, inputs), "-o", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert '<span class="state s-not-confirmed">not confirmed</span>' in page
+    assert "1 run below the band in a first round that the second round did not confirm" in page

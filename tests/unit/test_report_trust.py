@@ -278,3 +278,150 @@ def test_merge_renders_a_check_whose_noise_was_removed(tmp_path, capsys, status)
     assert code == 1 and "Traceback" not in out.err + out.out, out
     assert "1 test failed the gate: b" in out.out
     assert "#### Failures" in markdown.read_text()
+
+
+# -- the levels a stored check is judged at come from the run, never from the shard --------------
+
+
+def _confirmed_regression():
+    """An honest shard's row: 75% against 90% at the run's level, confirmed by a second
+    round (the gate's own functions)."""
+    from pytest_gpuperf.gate.confirm import confirm_baseline
+    from pytest_gpuperf.gate.stored import check_baseline
+    from pytest_gpuperf.gate.suite import SuiteBudget
+    from tests.unit.test_merge_reports import _row
+
+    measured = _row("b").measurement
+    rate = SuiteBudget(0.01, 2).stored_rate(1)  # the shards' suite (test_merge_reports._shard)
+    first = check_baseline(measured, REFERENCE, tolerance=0.05, false_alarm_rate=rate)
+    second = check_baseline(measured, REFERENCE, tolerance=0.05, false_alarm_rate=rate)
+    confirmed = confirm_baseline(first, second)
+    assert confirmed.outcome == "regressed" and decide(baseline=confirmed).status == "fail"
+    return measured, confirmed
+
+
+FORGED_LEVELS = {
+    "gating-false": (
+        {"gating": False},
+        "(its stored check gates (no A/B with a base ran), not 'gating: false')",
+    ),
+    "allowance-and-noise-0.5": (
+        {"allowance": 0.5, "noise": 0.5, "outcome": "within-noise"},
+        "(against the stored baseline it is regressed, not within-noise)",
+    ),
+    "tolerance-0.9": (
+        {"tolerance": 0.9, "allowance": 0.9, "outcome": "within-noise"},
+        "(against the stored baseline it is regressed, not within-noise; its tolerance 0.9 is "
+        "outside [0, 0.5], which the options refuse: judged at 0.01)",
+    ),
+}
+
+
+@pytest.mark.parametrize(("forged", "words"), FORGED_LEVELS.values(), ids=FORGED_LEVELS)
+def test_merge_judges_a_stored_check_at_the_runs_levels_not_the_shards(tmp_path, forged, words):
+    """A confirmed regression whose check was edited to `gating = false`, to an allowance and
+    noise of 0.5, or to a tolerance of 0.9 (which the options refuse) merged as PASSED."""
+    from dataclasses import replace
+
+    measured, confirmed = _confirmed_regression()
+    second = confirmed.confirmation
+    assert second is not None
+    edited = replace(confirmed, **forged, confirmation=replace(second, **forged))
+    verdict = decide(baseline=edited)
+    assert verdict.status == "pass"  # what the forged shard says
+    merged = _merged(tmp_path, Row("b", measured, verdict, "passed"))
+    assert merged.verdict == "failed", merged.reasons
+    assert any(
+        reason.endswith(f"b [k, cold]: the report says pass, its numbers say fail {words}")
+        for reason in merged.reasons
+    ), merged.reasons
+    assert any("1 test failed the gate: b" in reason for reason in merged.reasons)
+
+
+def test_merge_passes_an_honest_stored_check_as_the_gate_judged_it(tmp_path):
+    """The levels the merge computes are the gate's own: an honest check's allowance comes
+    out the same, and a pass stays a pass."""
+    from pytest_gpuperf.gate.stored import check_baseline
+    from pytest_gpuperf.gate.suite import SuiteBudget
+    from tests.unit.test_merge_reports import _row
+
+    measured = _row("b").measurement
+    near = replace_efficiency(REFERENCE, measured.efficiency * 1.01)
+    rate = SuiteBudget(0.01, 2).stored_rate(1)
+    check = check_baseline(measured, near, tolerance=0.05, false_alarm_rate=rate)
+    merged = _merged(tmp_path, Row("b", measured, decide(baseline=check), "passed"))
+    assert merged.verdict == "passed", merged.reasons
+    (row,) = [row for row in merged.rows if row.test_id == "b"]
+    assert row.verdict.baseline.allowance == check.allowance
+
+
+def replace_efficiency(reference, efficiency: float):
+    from dataclasses import replace
+
+    return replace(reference, efficiency=efficiency)
+
+
+def test_merge_judges_against_the_baseline_folder_when_given_it(tmp_path):
+    """The shard's copy of its entry edited to the efficiency it measured (a 17% drop read as
+    no change): against the folder's file, the regression it is."""
+    from dataclasses import replace
+
+    from pytest_gpuperf.merge.shards import merge_reports, read_shard
+
+    from pytest_gpuperf.gate.stored import check_baseline
+    from tests.plugin.conftest import baseline_toml
+    from tests.unit.test_merge_reports import _row, _shard
+
+    measured = _row("b").measurement
+    copy = replace(REFERENCE, efficiency=measured.efficiency)
+    check = check_baseline(measured, copy, tolerance=0.05)
+    assert decide(baseline=check).status == "pass"
+    (tmp_path / "baselines").mkdir()
+    (tmp_path / "baselines" / "mi300x-sim.toml").write_text(
+        baseline_toml("mi300x-sim", [{"id": "b", "name": "k", "efficiency": 0.9}])
+    )
+    one, two = tmp_path / "1.json", tmp_path / "2.json"
+    one.write_text(json.dumps(_shard(1)))
+    row = Row("b", measured, decide(baseline=check), "passed")
+    two.write_text(json.dumps(_shard(2, tests=("b",), rows=[row])))
+    shards = [read_shard(one), read_shard(two)]
+    assert merge_reports(shards).verdict == "passed"  # the copies agree with themselves
+    merged = merge_reports(shards, baseline_dir=tmp_path / "baselines")
+    assert merged.verdict == "failed"
+    assert any("its numbers say fail (against the stored baseline it is regressed" in reason
+               for reason in merged.reasons), merged.reasons  # fmt: skip
+    # an entry the folder does not hold: the report compared with one the run never had
+    (tmp_path / "baselines" / "mi300x-sim.toml").write_text(baseline_toml("mi300x-sim", []))
+    merged = merge_reports(shards, baseline_dir=tmp_path / "baselines")
+    assert any("it compared with an entry that" in reason and "does not hold" in reason
+               for reason in merged.reasons), merged.reasons  # fmt: skip
+
+
+def test_merge_fails_when_the_measuring_counts_do_not_add_up(tmp_path):
+    """A measuring test's row and its `shard.measuring` entry removed together: the merge
+    said "2 measuring in the suite, 1 measured" and PASSED."""
+    from pytest_gpuperf.merge.shards import merge_reports, read_shard
+
+    from tests.unit.test_merge_reports import _shard
+
+    one, two = tmp_path / "1.json", tmp_path / "2.json"
+    one.write_text(json.dumps(_shard(1, planned_tests=[1, 1])))
+    edited = _shard(2, tests=("b",), measuring=(), planned_tests=[1, 1])
+    two.write_text(json.dumps(edited))
+    merged = merge_reports([read_shard(one), read_shard(two)])
+    assert merged.verdict == "failed"
+    assert any("lists 0 measuring tests where its plan counts 1" in r for r in merged.reasons)
+    assert any("the shards list 1 measuring test, the suite has 2" in r for r in merged.reasons)
+
+
+def test_merge_refuses_a_baseline_dir_that_is_not_there_in_one_line(tmp_path, capsys):
+    from pytest_gpuperf.merge.__main__ import main
+
+    from tests.unit.test_merge_reports import _shard
+
+    (tmp_path / "1.json").write_text(json.dumps(_shard(1)))
+    (tmp_path / "2.json").write_text(json.dumps(_shard(2, tests=("b",))))
+    reports = [str(tmp_path / "1.json"), str(tmp_path / "2.json")]
+    assert main([*reports, "--baseline-dir", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--baseline-dir" in err[0] and "does not exist" in err[0], err

@@ -15,12 +15,12 @@ import pytest_gpuperf
 REPO = Path(__file__).resolve().parents[2]
 # A guard against bench data coming back, with room for the package to grow a little. What
 # the sdist holds is the package, the docs' Markdown and the tests (1.151 MB on 2026-11-28,
-# after the callables' explain pass and its measured results; 1.314 MB on 2026-11-29 with
-# the static gate's bf16/fp16 headers, gpu_bench.copy, the gpuperf script, the users' CI
-# template, the device table, the roofline, the real-code mechanism, the recorded "same code"
-# and their tests and docs: no data); under 1 MB needs them smaller (issue 47), not more left
-# out.
-MAX_SDIST_BYTES = 1_340_000
+# after the callables' explain pass and its measured results; about 1.34 MB on 2026-11-29
+# with the static gate's bf16/fp16 headers, gpu_bench.copy, the gpuperf script, the users' CI
+# template, the device table, the roofline, the real-code mechanism, the recorded "same code",
+# issue 55's trust fixes and their tests and docs: no data); under 1 MB needs them smaller
+# (issue 47), not more left out.
+MAX_SDIST_BYTES = 1_370_000
 BENCH_DATA = ("docs/measurements/", "docs/img/")
 
 

@@ -2,6 +2,7 @@
 runners (`pytest --gpuperf --gpuperf-shard=K/N --gpuperf-json=shard-K.json` on each):
 
     gpuperf merge shard-*.json [--json OUT] [--markdown OUT] [--junit OUT]
+        [--baseline-dir baselines/]
     gpuperf merge --baselines SHARD_DIR... --out baselines/
 
 Reports: exit 0 when every shard 1..N is there, agrees on the run (commit, device key, suite
@@ -55,6 +56,14 @@ def _parser() -> CommandParser:
     )
     parser.add_argument("--junit", type=Path, metavar="OUT", help="write JUnit XML")
     parser.add_argument(
+        "--baseline-dir",
+        type=Path,
+        metavar="DIR",
+        help="judge the shards' stored-baseline checks against DIR's files (the baselines of "
+        "the commit the shards ran, as they were before any save) instead of each check's own "
+        "copy of its entry. Default: the copies",
+    )
+    parser.add_argument(
         "--baselines",
         nargs="+",
         metavar="SHARD_DIR",
@@ -81,6 +90,8 @@ def _run(
     parser: argparse.ArgumentParser, options: argparse.Namespace, argv: Sequence[str] | None
 ) -> int:
     if options.baselines is not None:
+        if options.baseline_dir is not None:
+            parser.error("--baseline-dir goes with the reports: --baselines merges the folders")
         if options.reports or options.json or options.markdown or options.junit:
             parser.error("--baselines merges baselines only: give the reports in another call")
         if options.out is None:
@@ -164,7 +175,16 @@ def _merge_reports(options: argparse.Namespace, command: str) -> int:
     from pytest_gpuperf.report.junit import junit_xml
     from pytest_gpuperf.report.visible import visible
 
-    merged = merge_reports([read_shard(path) for path in options.reports], command=command)
+    baseline_dir = options.baseline_dir
+    if baseline_dir is not None and not baseline_dir.is_dir():
+        what = "is not a directory" if baseline_dir.exists() else "does not exist"
+        raise ConfigError(
+            f"--baseline-dir {baseline_dir}: {what}; give the baseline folder of the commit the "
+            "shards ran (as it was before any save), or leave the option out"
+        )
+    merged = merge_reports(
+        [read_shard(path) for path in options.reports], command=command, baseline_dir=baseline_dir
+    )
     rows, meta = list(merged.rows), merged.meta
     lines = merged.lines()
     written: list[str] = []

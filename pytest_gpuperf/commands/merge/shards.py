@@ -18,11 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf.baseline.store import BaselineStore
+from pytest_gpuperf.config.ranges import SUITE_ALARM, TOLERANCE
 from pytest_gpuperf.errors import ConfigError
-from pytest_gpuperf.gate.recheck import recheck
-from pytest_gpuperf.gate.suite import SuiteBudget
+from pytest_gpuperf.gate.recheck import RunLevels, recheck
+from pytest_gpuperf.gate.suite import DEFAULT_SUITE_ALARM, SuiteBudget
 from pytest_gpuperf.record.meta import ReportMeta
 from pytest_gpuperf.record.plural import counted
 from pytest_gpuperf.record.shard_reader import ShardReport, read_shard
@@ -75,22 +78,37 @@ class MergedReport:
         return lines
 
 
-def merge_reports(shards: Sequence[ShardReport], *, command: str = "") -> MergedReport:
-    """One report of `shards` (in any order) and its verdict."""
+def merge_reports(
+    shards: Sequence[ShardReport], *, command: str = "", baseline_dir: Path | None = None
+) -> MergedReport:
+    """One report of `shards` (in any order) and its verdict. `baseline_dir`: the baseline
+    folder the shards' stored checks are judged against again (None: each check's own copy of
+    its entry)."""
     if not shards:
         raise ConfigError("no shard reports given")
     problems = []
     checked = []
+    levels, level_problems = _run_levels(shards, baseline_dir)
     for shard in sorted(shards, key=lambda s: (s.index, s.path)):
+        per_test: dict[str, int] = {}
+        for row in shard.rows:
+            per_test[row.test_id] = per_test.get(row.test_id, 0) + 1
         rows = []
         for row in shard.rows:
-            decided, why = recheck(row)
+            decided, why = recheck(row, levels, per_test[row.test_id])
             rows.append(decided)
             if why:
                 problems.append(f"shard {shard.label} ({shard.path}): {why}")
         checked.append(replace(shard, rows=tuple(rows)))
     ordered = tuple(checked)
-    problems = _disagreements(ordered) + _missing(ordered) + _overlaps(ordered) + problems
+    problems = (
+        _disagreements(ordered)
+        + _missing(ordered)
+        + _overlaps(ordered)
+        + _counts(ordered)
+        + level_problems
+        + problems
+    )
     reasons = list(problems)
     for shard in ordered:
         reasons += [f"shard {shard.label} ({shard.path}): {why}" for why in failures(shard)]
@@ -154,6 +172,63 @@ def merge_reports(shards: Sequence[ShardReport], *, command: str = "") -> Merged
         reasons=tuple(reasons),
         shards=ordered,
     )
+
+
+def _run_levels(
+    shards: Sequence[ShardReport], baseline_dir: Path | None
+) -> tuple[RunLevels, list[str]]:
+    """The levels the stored checks are judged at again (gate/recheck.py): the suite's
+    false-alarm target (within the range the option accepts) over its measuring tests, the
+    tolerances the options accept, the baseline folder's entries."""
+    first = min(shards, key=lambda s: (s.index, s.path))
+    target = float((first.document.get("suite") or {}).get("target") or DEFAULT_SUITE_ALARM)
+    problems = []
+    if target not in SUITE_ALARM:
+        problems.append(
+            f"the suite false-alarm target {target:g} is outside {SUITE_ALARM.text}, which "
+            f"--gpuperf-suite-alarm refuses: judged at {DEFAULT_SUITE_ALARM:g}"
+        )
+        target = DEFAULT_SUITE_ALARM
+    checks = max(int(first.shard.get("suite_tests") or 0), 1)
+    entries = None
+    if baseline_dir is not None:
+        entries = BaselineStore(baseline_dir, shown_from=Path.cwd())
+    levels = RunLevels(
+        SuiteBudget(target, checks), (TOLERANCE.low, TOLERANCE.high), entries=entries
+    )
+    return levels, problems
+
+
+def _counts(shards: Sequence[ShardReport]) -> list[str]:
+    """The plans' counts of measuring tests, which must add up: each shard's list against
+    its plan's count for it, and every shard's together against the suite's (a measuring
+    test whose results and whose place in `shard.measuring` were both removed merged as
+    passed, while the merge said "2 measuring in the suite, 1 measured")."""
+    lines = []
+    suite = int(shards[0].shard.get("suite_tests") or 0)
+    listed = set()
+    for shard in shards:
+        measuring = list(shard.shard["measuring"])
+        listed.update(measuring)
+        planned = shard.shard.get("planned_tests") or []
+        if len(planned) >= shard.index and int(planned[shard.index - 1]) != len(measuring):
+            lines.append(
+                f"shard {shard.label} ({shard.path}) lists "
+                f"{counted(len(measuring), 'measuring test')} where its plan counts "
+                f"{planned[shard.index - 1]}: a measuring test was removed from the report?"
+            )
+        if planned and sum(int(n) for n in planned) != suite:
+            lines.append(
+                f"shard {shard.label} ({shard.path}): its plan's shards hold "
+                f"{sum(int(n) for n in planned)} measuring tests, its suite {suite}"
+            )
+    count = max(shard.count for shard in shards)
+    if len({shard.index for shard in shards}) == count and len(listed) != suite:
+        lines.append(
+            f"the shards list {counted(len(listed), 'measuring test')}, the suite has {suite}: "
+            "the counts do not add up (a measuring test was removed from a report?)"
+        )
+    return lines
 
 
 def every_test(shards: Sequence[ShardReport]) -> list[dict[str, Any]]:

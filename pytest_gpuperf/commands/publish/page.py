@@ -299,6 +299,14 @@ def _caption(series: Series) -> str:
         )
     if series.drift is not None:
         lines.append(drift_text(series.drift))
+    unconfirmed = [p for p in series.points if p.kind == "run" and p.unconfirmed]
+    if unconfirmed:
+        last = unconfirmed[-1]
+        lines.append(
+            f"{counted(len(unconfirmed), 'run')} below the band in a first round that the "
+            f"second round did not confirm (the test passed), the last {_short(last.when)}, "
+            f"commit {last.commit[:12]}"
+        )
     accepted: dict[str, list[Point]] = {}
     for point in series.points:
         if point.status == ACCEPTED:
@@ -347,6 +355,12 @@ def _tip(point: Point, runs: Sequence[Run]) -> str:
         if point.status == FAIL and point.checks:
             verdict += f"; failed: {', '.join(point.checks)}"
         lines.append(verdict)
+        if point.unconfirmed:
+            second = f" ({point.second_delta:+.2%})" if point.second_delta is not None else ""
+            lines.append(
+                "below the band in its first round; measured again, its second round"
+                f"{second} was not: not confirmed, the test passed"
+            )
         if point.reason:
             lines.append(f"accepted: {point.reason}")
     lines.append(f"board {_board(point.board)}")

@@ -30,8 +30,18 @@ from pytest_gpuperf.record.verdict import ACCEPTED, FAIL, Row
 
 # The states of the summary grid, worst first (the grid sorts by them within a test file).
 REGRESSED_STATE, DRIFT_STATE, ACCEPTED_STATE = "regressed", "drift", "accepted"
+# the latest run fell below the band in its first round and its second round did not confirm
+# it: shown as "ok" it contradicted its own plot (a point under the "fails below" line)
+UNCONFIRMED_STATE = "not confirmed"
 NO_BASELINE_STATE, OK_STATE = "no baseline", "ok"
-STATES = (REGRESSED_STATE, DRIFT_STATE, ACCEPTED_STATE, NO_BASELINE_STATE, OK_STATE)
+STATES = (
+    REGRESSED_STATE,
+    DRIFT_STATE,
+    ACCEPTED_STATE,
+    UNCONFIRMED_STATE,
+    NO_BASELINE_STATE,
+    OK_STATE,
+)
 
 
 class Key(NamedTuple):
@@ -222,6 +232,8 @@ def _with_state(series: Series, latest_run: Point | None) -> Series:
         state = ACCEPTED_STATE
     elif series.drift is not None:
         state = DRIFT_STATE
+    elif latest_run is not None and latest_run.unconfirmed:
+        state = UNCONFIRMED_STATE
     elif series.expected is None:
         state = NO_BASELINE_STATE
     return replace(series, state=state)

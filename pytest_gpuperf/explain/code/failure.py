@@ -15,6 +15,8 @@ changes a verdict and never fails a test.
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
 import time
 from collections.abc import Sequence
@@ -49,7 +51,9 @@ def explain_verdicts(
     for measurement, verdict in verdicts:
         if needs_explaining(verdict) or (every and verdict.comparison is not None):
             started = time.perf_counter()
-            code = code_explanation(session, bench, measurement, verdict)
+            code = _named_as_git_does(
+                code_explanation(session, bench, measurement, verdict), session
+            )
             code["cost_s"] = round(time.perf_counter() - started, 3)
             explain = dict(verdict.explain or {})
             explain["code"] = code
@@ -58,6 +62,36 @@ def explain_verdicts(
             verdict = with_explanation(verdict, explain)
         out.append((measurement, verdict))
     return tuple(out)
+
+
+def _named_as_git_does(code: dict[str, Any], session: BenchSession) -> dict[str, Any]:
+    """The explanation's words with each path as the repository names it: a file of an
+    extracted revision as git's `<commit>:<path>`, a work-tree file relative to the rootdir.
+    A compiler's message quotes the file it read by its absolute path, which put the runner's
+    cache and checkout folders into the failure, the JSON and the Markdown summary (a pull
+    request's comment: docs/ci.md says files are named relative to the repository)."""
+    from pytest_gpuperf.runtime.compile import cache_dir
+
+    trees = cache_dir() / "trees"
+    tree_paths = {str(trees), str(trees.resolve())}
+    root_paths = {str(session.rootdir), str(session.rootdir.resolve())}
+
+    def named(text: str) -> str:
+        for folder in tree_paths:
+            text = re.sub(
+                re.escape(folder + os.sep) + r"([0-9a-f]{7,64})" + re.escape(os.sep),
+                lambda found: f"{found.group(1)[:12]}:",
+                text,
+            )
+        for folder in root_paths:
+            text = text.replace(folder + os.sep, "")
+        return text
+
+    for key in ("against", "unavailable", "advice"):
+        if isinstance(code.get(key), str):
+            code[key] = named(code[key])
+    code["changes"] = [named(str(line)) for line in code.get("changes") or ()]
+    return code
 
 
 def code_explanation(
@@ -136,6 +170,8 @@ def _stored_base(session: BenchSession, head: Kernel, commit: str) -> tuple[Kern
     from pytest_gpuperf.session.base_tree import materialise
 
     tree = materialise(sha, session.rootdir, cache_dir() / "trees")
+    if tree.note:  # the cached tree was changed, and extracted again: this one is git's
+        dirty = "; ".join(filter(None, [dirty, tree.note]))
     if not tree.commit:
         return None, (
             f"base code not available: commit {sha[:12]}, which the baseline was saved from, is "
