@@ -192,6 +192,10 @@ def op_rows(library: str, gate: str, run: Run, ops: list[str]) -> list[OpRow]:
     for name in ops or sorted(run.cases):
         case = run.cases.get(name)
         measured = run.rows_of(name)
+        if run.returncode is not None and case is None and not measured and run.cases:
+            rows.append(OpRow(library, name, gate, "not run", "not selected (-k, --explain-k)",
+                              None, None))  # fmt: skip
+            continue
         if run.returncode is None or (case is None and not measured):
             why = run.problem or _tail(run.output)
             rows.append(OpRow(library, name, gate, "timeout" if run.returncode is None

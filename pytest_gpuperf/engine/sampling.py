@@ -76,15 +76,24 @@ class Sampler:
         self.graph_batches = False
         self.graph_refused = ""
         # the hard limit (engine/deadline.py): an A/B round's, or this measurement's own
-        self.deadline = settings.deadline or Deadline(
-            settings.hard_limit_s or hard_limit_s(settings.budget_s),
-            backend.host_clock,
-            simulated=backend.info.simulated,
-        )
+        self.deadline = settings.deadline or self._own_deadline()
         # what the limit's words report: where the measurement is, and what it dropped
         self.phase = "its first calls"
         self.dropped = 0
         self.as_it_runs_why = ""
+
+    def _own_deadline(self) -> Deadline:
+        settings = self.settings
+        limit_s = settings.hard_limit_s or hard_limit_s(settings.budget_s)
+        return Deadline(limit_s, self.backend.host_clock, simulated=self.backend.info.simulated)
+
+    def first_calls_done(self) -> None:
+        """The work's first calls are made: its own hard limit starts now. A first call
+        compiles and autotunes (a Triton autotuner timed 18 configs in a DyT op's, and its save
+        was stopped at 5 s, H200 2026-11-29); an A/B round's limit, which its captures share,
+        keeps counting."""
+        if self.settings.deadline is None:
+            self.deadline = self._own_deadline()
 
     def close(self) -> None:
         """Free the copies and graphs; a device that already failed must not hide the error
@@ -191,6 +200,7 @@ class Sampler:
                 item.setup()
             item.launch_next(0)
         backend.synchronize()
+        self.first_calls_done()
         self.phase = "the probe"
         self._probe(timed)
         if pair is not None:  # both sides get the same launches per event pair

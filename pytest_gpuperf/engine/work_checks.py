@@ -24,6 +24,7 @@ def check_queues_work(sampler: Sampler, work: Timed) -> None:
     nothing = Timed("nothing", lambda _args: None, [[()]], 1)
     work.launch_next(0)  # first call: lazy compiles and module loads stay out of it
     sampler.backend.synchronize()
+    sampler.first_calls_done()
     batch = run_batch(
         sampler.engine, [work, nothing], 5, cold=False, spin_s=2e-3, clock=sampler.clock
     )

@@ -247,8 +247,11 @@ def load_base(
         "compared": compared.files,
         "incomplete": compared.incomplete,
     }
-    if compared.missing:
-        return BaseCallable(why=NO_BASE_CALLABLE, detail=compared.missing, **common)
+    test_path = module_file(module)
+    assert test_path is not None  # checked above
+    if tree.source_for(test_path)[0] is None:  # a test new in head: nothing to run at REF
+        detail = tree.source_for(test_path)[2]
+        return BaseCallable(why=NO_BASE_CALLABLE, detail=detail, **common)
     if not compared.changed and not force and not compared.incomplete:
         return BaseCallable(same_code=True, **common)
     modules = user_modules(module, toplevel)
@@ -270,7 +273,7 @@ def load_base(
     try:
         with watching_opens() as opened:
             base_test = tree.source_for(modules[module.__name__])[0]
-            assert base_test is not None  # every file was found by compare()
+            assert base_test is not None  # the test module is at REF (checked above)
             captured = _capture_base(
                 module.__name__, base_test, function, body, loading, made, bench, capture
             )

@@ -158,15 +158,14 @@ def _fingerprint_files(files: Iterable[tuple[str, Path]]) -> str:
 
 @dataclass(frozen=True)
 class Compared:
-    """A callable's files against REF: each with how it came in, those that differ, both
-    fingerprints; `missing` (one line) when a file has no version at REF, `incomplete` why
-    the set may lack a file the test ran ("" when it is complete)."""
+    """A callable's files against REF: each with how it came in, those that differ (a file
+    new in head among them, "path (new)"), both fingerprints, `incomplete` why the set may
+    lack a file the test ran ("" when it is complete)."""
 
     files: tuple[ComparedFile, ...] = ()
     changed: tuple[str, ...] = ()
     head_fingerprint: str = ""
     base_fingerprint: str = ""
-    missing: str = ""
     incomplete: str = ""
     changed_paths: frozenset[Path] = field(default=frozenset(), compare=False)
 
@@ -221,7 +220,10 @@ def code_files(
 def compare(found: dict[Path, set[str]], tree: BaseTree, incomplete: str) -> Compared:
     """`found` (code_files) against REF's `tree`. A file only opened that REF lacks and git
     does not track (a cache, an output the test reads back) is not the repository's code and
-    is left out; any other file REF lacks means no base."""
+    is left out; any other file REF lacks is new in head: a change (a library's release adds
+    modules: Liger-Kernel 0.8 its backends/, FlagGems 5.0 its fused/FLA/, and their A/B
+    against the release before had no base, 2026-11-29). The test module itself must be at
+    REF (callable_base.py says so)."""
     assert tree.toplevel is not None
     toplevel = tree.toplevel
     absent = [p for p in found if tree.source_for(p)[0] is None]
@@ -234,10 +236,12 @@ def compare(found: dict[Path, set[str]], tree: BaseTree, incomplete: str) -> Com
         relative = path.relative_to(toplevel).as_posix()
         ways = tuple(w for w in _WAY_ORDER if w in found[path])
         files.append(ComparedFile(relative, ways))
-        base_path, _, detail = tree.source_for(path)
-        if base_path is None:
-            return Compared(files=(ComparedFile(relative, ways),), missing=detail)
+        base_path, _, _ = tree.source_for(path)
         heads.append((relative, path))
+        if base_path is None:  # new in head: base's code never reaches it
+            changed.append(f"{relative} (new)")
+            changed_paths.add(path)
+            continue
         bases.append((relative, base_path))
         if not filecmp.cmp(path, base_path, shallow=False):
             changed.append(relative)

@@ -251,18 +251,43 @@ def test_an_edit_that_does_not_change_the_launches_passes_the_ab(gp, monkeypatch
     assert comparison["state"] in ("pass", "inconclusive") and comparison["pairs"] > 0
 
 
-def test_a_launcher_module_new_in_head_has_no_base_with_one_line_why(
-    gp, monkeypatch, tmp_path_factory
-):
+def test_a_module_new_in_head_is_a_change_the_ab_measures(gp, monkeypatch, tmp_path_factory):
+    """A library's release adds modules (Liger-Kernel 0.8 its backends/, FlagGems 5.0 its
+    fused/FLA/): a file the base revision lacks is new code, compared and timed, not a reason
+    for no base (on an H200 both libraries' A/B against the release before had no base)."""
     callable_repo(gp, monkeypatch, tmp_path_factory)
     (gp.path / "helper2.py").write_text("EXTRA = 0\n")
     path = gp.path / "mykern.py"
     path.write_text("import helper2\n" + path.read_text())
     result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
     result.assert_outcomes(passed=1)
+    comparison = gp.report()["results"][0]["verdict"]["comparison"]
+    assert comparison["state"] in ("pass", "inconclusive"), comparison
+    assert comparison["changed_files"] == ["helper2.py (new)", "mykern.py"]
+
+
+def test_a_module_new_in_head_that_makes_the_callable_slower_regresses(
+    gp, monkeypatch, tmp_path_factory
+):
+    callable_repo(gp, monkeypatch, tmp_path_factory)
+    (gp.path / "helper2.py").write_text("LAUNCHES = 2\n")  # the new release's new module
+    path = gp.path / "mykern.py"
+    path.write_text(
+        "import helper2\n" + path.read_text().replace("LAUNCHES = 1", "LAUNCHES = helper2.LAUNCHES")
+    )
+    result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)
+    comparison = gp.report()["results"][0]["verdict"]["comparison"]
+    assert comparison["state"] == "regressed" and "helper2.py (new)" in comparison["changed_files"]
+
+
+def test_a_test_module_new_in_head_has_no_base_with_one_line_why(gp, monkeypatch, tmp_path_factory):
+    new_callable_test(gp, monkeypatch, tmp_path_factory)
+    result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "*A/B: no base — the test's Python at HEAD could not be loaded: helper2.py does not "
+            "*A/B: no base — the test's Python at HEAD could not be loaded: test_op.py does not "
             "exist at HEAD*"
         ]
     )

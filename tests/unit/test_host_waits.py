@@ -210,3 +210,22 @@ def test_a_pairs_hard_limit_grows_with_its_budget():
     assert paired.budget_s == policy.budgets * 0.5
     assert paired.hard_limit_s == policy.budgets * 5.0
     assert policy.settings(MeasureSettings(budget_s=0.5), 0.95).hard_limit_s is None
+
+
+def test_a_first_call_that_autotunes_is_outside_the_measurements_hard_limit(sim):
+    # A first call compiles and autotunes (a Triton DyT op's save was stopped at its 5 s limit
+    # on an H200 by its autotuner's 18 configs): the limit starts after it.
+    backend, kernel, args = sim
+    calls = [0]
+
+    def tuned():
+        calls[0] += 1
+        for _ in range(1 if calls[0] > 1 else 12_000):  # the first call: "autotuning"
+            backend.launch(kernel, N // 256, 256, args)
+        backend.synchronize() if calls[0] == 1 else None
+
+    result = measure_callable(
+        backend, tuned, bytes_moved=12 * N, device=get_device("mi300x"),
+        settings=MeasureSettings(cache="cold", budget_s=0.002, hard_limit_s=0.02),
+    )  # fmt: skip
+    assert len(result.samples_s) >= 10

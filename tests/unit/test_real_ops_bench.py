@@ -371,3 +371,13 @@ def test_the_closing_table_is_one_line_per_op_with_a_column_per_gate():
                                 "lock", "s", "(max)"]  # fmt: skip
     assert lines[2].split() == ["liger", "ce", "pass", "improved", "5.50", "0.75"]
     assert lines[3].split() == ["liger", "rope", "skipped", "-", "0.00", "-"]
+
+
+def test_an_op_the_explain_gate_did_not_select_is_not_run_not_a_failure():
+    # on an H200 the ops --explain-k left out read "fail" with pytest's "1 passed, 3 deselected"
+    bench, runs = _bench(), _runs()
+    run = runs.Run("explain", 0, 1.0, "1 passed, 3 deselected", cases={
+        "test_softmax": runs.Case("test_softmax", "passed"),
+    })  # fmt: skip
+    rows = bench.op_rows("flaggems", "explain", run, ["test_softmax", "test_layer_norm"])
+    assert [(row.op, row.outcome) for row in rows][1] == ("test_layer_norm", "not run")
