@@ -95,7 +95,9 @@ def test_the_hip_gemm_counts_its_declared_fp32_flops_on_the_fma_pipe(cuda_backen
     check, head = explain["flops_check"], explain["traffic"]["head"]
     assert check["outcome"] == "within", (check, output[-3000:])
     assert head["fma_pipe"] is not None and head["fma_pipe"] > 0.2, head
-    assert not head["tensor_pipe"], head  # no tensor instruction: its roof is fp32's
+    # no tensor instruction: its roof is fp32's (H200 2026-11-29: 0.18% of the tensor pipe
+    # counted active, not 0: a sliver of whatever else the SM issued)
+    assert head["tensor_pipe"] < 0.01, head
     assert document["results"][0]["measurement"]["roofline"]["bound"] == "compute"
     print(f"\ngemm.hip 1024^3: {check['line']}; FMA pipe {head['fma_pipe']:.0%}")
 
