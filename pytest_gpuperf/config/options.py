@@ -102,8 +102,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--gpuperf-require",
         "gpuperf_require",
-        "gpu, hip or cuda: none fails the run (no skip, no sim); static: with "
-        "--gpuperf-static. Default: none.",
+        "gpu, hip or cuda: none fails the run; static: only with --gpuperf-static "
+        "(alone: exit 4). Default: none.",
         ini="gpuperf_require",
         metavar="KIND",
     ),

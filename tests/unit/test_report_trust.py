@@ -366,7 +366,7 @@ def test_merge_judges_against_the_baseline_folder_when_given_it(tmp_path):
     no change): against the folder's file, the regression it is."""
     from dataclasses import replace
 
-    from pytest_gpuperf.merge.shards import merge_reports, read_shard
+    from pytest_gpuperf.commands.merge.shards import merge_reports, read_shard
 
     from pytest_gpuperf.gate.stored import check_baseline
     from tests.plugin.conftest import baseline_toml
@@ -400,7 +400,7 @@ def test_merge_judges_against_the_baseline_folder_when_given_it(tmp_path):
 def test_merge_fails_when_the_measuring_counts_do_not_add_up(tmp_path):
     """A measuring test's row and its `shard.measuring` entry removed together: the merge
     said "2 measuring in the suite, 1 measured" and PASSED."""
-    from pytest_gpuperf.merge.shards import merge_reports, read_shard
+    from pytest_gpuperf.commands.merge.shards import merge_reports, read_shard
 
     from tests.unit.test_merge_reports import _shard
 
@@ -415,7 +415,7 @@ def test_merge_fails_when_the_measuring_counts_do_not_add_up(tmp_path):
 
 
 def test_merge_refuses_a_baseline_dir_that_is_not_there_in_one_line(tmp_path, capsys):
-    from pytest_gpuperf.merge.__main__ import main
+    from pytest_gpuperf.commands.merge.__main__ import main
 
     from tests.unit.test_merge_reports import _shard
 
