@@ -30,6 +30,7 @@ import difflib
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,3 +132,112 @@ def section_code(path: Path, heading: str, language: str) -> str:
     found = re.search(rf"```{language}\n(.*?)```", section, re.S)
     assert found, f"{path.name}: no {language} block under {heading!r}"
     return found.group(1)
+
+
+# -- python blocks that run as tests ----------------------------------------------------------
+#
+# A page whose python blocks are each a test module (docs/triton-pytorch.md) states what each
+# test does in comments: `print(x)  # LINE` (or `print(x)` followed by comment lines that make
+# LINE) is a line the test prints, `# fails: LINE` a test that fails with LINE. `…` in a LINE
+# stands for a run's numbers; every other character is checked as written.
+
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.M | re.S)
+TEST_FUNCTION = re.compile(r"^def (test_\w+)\(", re.M)
+FAILS = "# fails: "
+
+
+@dataclass(frozen=True)
+class SampleTest:
+    """One test function of a python block and what the page says it does."""
+
+    name: str
+    prints: tuple[str, ...]  # lines it prints, each somewhere in its captured output
+    fails: str | None  # the line it fails with (None: it passes)
+
+
+def python_blocks(path: Path) -> list[str]:
+    """Every ```python block of `path`, in order."""
+    return [match.group(1) for match in PYTHON_BLOCK.finditer(path.read_text(encoding="utf-8"))]
+
+
+def sample_tests(block: str) -> list[SampleTest]:
+    """The test functions of `block` with their expected prints and failure; a `print` that
+    says nothing of what it prints is an error here (the page must say it)."""
+    starts = [match.start() for match in TEST_FUNCTION.finditer(block)]
+    tests = []
+    for start, end in zip(starts, [*starts[1:], len(block)], strict=True):
+        body = block[start:end].splitlines()
+        name = TEST_FUNCTION.match(body[0])
+        assert name, body[0]
+        prints, fails = [], None
+        for position, line in enumerate(body):
+            stripped = line.strip()
+            if stripped.startswith(FAILS):
+                fails = stripped[len(FAILS) :]
+            if not stripped.startswith("print("):
+                continue
+            said = stripped.split("  # ", 1)[1] if "  # " in stripped else ""
+            following = []
+            for after in body[position + 1 :]:
+                if not after.strip().startswith("#") or after.strip().startswith(FAILS):
+                    break
+                following.append(after.strip()[1:].strip())
+            said = " ".join([said, *following]).strip()
+            assert said, f"{name[1]}: {stripped!r} does not say what it prints"
+            prints.append(said)
+        tests.append(SampleTest(name[1], tuple(prints), fails))
+    return tests
+
+
+def block_runner(block: str) -> str | None:
+    """Where a block can run: "sim" (no GPU library: the simulated device), "torch" (torch
+    and Triton on a GPU), "cupy" (CuPy on a GPU); None for a mix no test provides."""
+    imported = set(re.findall(r"^(?:import|from) (\w+)", block, re.M))
+    needs = imported & {"torch", "triton", "cupy"}
+    if not needs:
+        return "sim"
+    if needs <= {"torch", "triton"}:
+        return "torch"
+    return "cupy" if needs == {"cupy"} else None
+
+
+def line_pattern(line: str) -> re.Pattern[str]:
+    """A documented line as a pattern: `…` matches a run's numbers (anything on one line)."""
+    return re.compile("[^\n]+?".join(re.escape(part) for part in line.split("…")))
+
+
+def per_test_sections(output: str) -> dict[str, str]:
+    """A pytest output's per-test sections (its failures, and with -rP its passes' captured
+    output), keyed by test name."""
+    sections: dict[str, str] = {}
+    name = None
+    for line in output.splitlines():
+        header = re.fullmatch(r"_{3,} (\S+) _{3,}", line)
+        if header:
+            name = header[1]
+            sections.setdefault(name, "")
+        elif re.match(r"={3,} ", line):
+            name = None
+        elif name is not None:
+            sections[name] += line + "\n"
+    return sections
+
+
+def sample_problems(tests: list[SampleTest], outcomes: dict[str, tuple[str, str]], output: str):
+    """What differs between what the page says of `tests` and a run: `outcomes` maps a test
+    name to its (outcome, error line) from the JSON report, `output` is pytest's with -rA."""
+    sections = per_test_sections(output)
+    problems = []
+    for test in tests:
+        outcome, error = outcomes.get(test.name, ("not run", ""))
+        want = "failed" if test.fails else "passed"
+        if outcome != want:
+            problems.append(f"{test.name}: {outcome}, the page says {want} ({error})")
+        elif test.fails and not line_pattern(test.fails).search(error):
+            problems.append(f"{test.name}: failed with {error!r}, not {test.fails!r}")
+        for line in test.prints:
+            pattern = line_pattern(line)
+            printed = sections.get(test.name, "").splitlines()
+            if not any(pattern.fullmatch(text) for text in printed):
+                problems.append(f"{test.name}: printed no line {line!r}")
+    return problems
