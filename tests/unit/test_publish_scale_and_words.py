@@ -168,7 +168,6 @@ def test_a_run_below_the_band_that_its_second_round_did_not_confirm_is_not_ok(hi
     second round did not confirm it (the test passed): the grid said "ok" under a plot whose
     last point lay below the line."""
     from pytest_gpuperf.commands.publish.series import gather
-
     from pytest_gpuperf.record.report_reader import read_report
 
     baseline, reports = history

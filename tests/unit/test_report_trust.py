@@ -367,7 +367,6 @@ def test_merge_judges_against_the_baseline_folder_when_given_it(tmp_path):
     from dataclasses import replace
 
     from pytest_gpuperf.commands.merge.shards import merge_reports, read_shard
-
     from pytest_gpuperf.gate.stored import check_baseline
     from tests.plugin.conftest import baseline_toml
     from tests.unit.test_merge_reports import _row, _shard
@@ -401,7 +400,6 @@ def test_merge_fails_when_the_measuring_counts_do_not_add_up(tmp_path):
     """A measuring test's row and its `shard.measuring` entry removed together: the merge
     said "2 measuring in the suite, 1 measured" and PASSED."""
     from pytest_gpuperf.commands.merge.shards import merge_reports, read_shard
-
     from tests.unit.test_merge_reports import _shard
 
     one, two = tmp_path / "1.json", tmp_path / "2.json"
@@ -416,7 +414,6 @@ def test_merge_fails_when_the_measuring_counts_do_not_add_up(tmp_path):
 
 def test_merge_refuses_a_baseline_dir_that_is_not_there_in_one_line(tmp_path, capsys):
     from pytest_gpuperf.commands.merge.__main__ import main
-
     from tests.unit.test_merge_reports import _shard
 
     (tmp_path / "1.json").write_text(json.dumps(_shard(1)))
