@@ -55,7 +55,7 @@ from pytest_gpuperf.session.declared import (
 from pytest_gpuperf.session.device import OpenDevice
 from pytest_gpuperf.session.kernel_pairs import Recipe
 from pytest_gpuperf.session.profile_child import PROFILED_NOTE, child_plan
-from pytest_gpuperf.session.stop_targets import measure_settings, round_deadline
+from pytest_gpuperf.session.stop_targets import measure_plan, measure_settings, round_deadline
 
 SMOKE_NOTE = "not measured: launched once as a correctness check (run with --gpuperf to measure)"
 
@@ -564,10 +564,13 @@ class GpuBench:
         self, cache: str, label: str, bytes_moved: int, floor: float | None
     ) -> MeasureSettings:
         # sequential rule: how long to sample follows from the decision the measurement serves
-        return measure_settings(
+        plan = measure_plan(
             self._session, self.test, self.info, self._spec, label=label, cache=cache,
-            bytes_moved=bytes_moved, floor=floor, heartbeat=self._heartbeat,
+            bytes_moved=bytes_moved, floor=floor,
         )  # fmt: skip
+        return measure_settings(
+            self._session, self.test, plan, cache=cache, heartbeat=self._heartbeat
+        )
 
     def _profile(
         self, label: str, mode: str, profile: Callable[..., None], *args: Any, **kw: Any

@@ -61,18 +61,14 @@ def round_deadline(
 def measure_settings(
     session: BenchSession,
     test: TestSettings,
-    info: DeviceInfo,
-    spec: DeviceSpec,
+    plan: MeasurePlan,
     *,
-    label: str,
     cache: str,
-    bytes_moved: int,
-    floor: float | None,
     heartbeat: Callable[[str], None] | None,
 ) -> MeasureSettings:
-    """The engine's settings for measurement `label` of `test`: its budget and hard limit
-    (--gpuperf-hard-limit x the budget), the plan below, and its progress lines, which
-    `heartbeat` prints (None: quiet)."""
+    """The engine's settings for a measurement of `test` in mode `cache`: its budget and hard
+    limit (--gpuperf-hard-limit x the budget), its `plan` (measure_plan below), and its
+    progress lines, which `heartbeat` prints (None: quiet)."""
     progress = None
     if heartbeat is not None:
         say = heartbeat
@@ -80,9 +76,6 @@ def measure_settings(
         def progress(line: str) -> None:
             say(f"gpuperf: {test.test_id}: {line}")
 
-    plan = measure_plan(
-        session, test, info, spec, label=label, cache=cache, bytes_moved=bytes_moved, floor=floor
-    )
     return MeasureSettings(
         cache=cache,
         budget_s=test.budget_s,
