@@ -41,7 +41,7 @@ import tempfile
 from pathlib import Path
 
 from lab.projects import git, write_files, write_project
-from lab.pytest_runs import NAMED_PLUGIN, PytestRun, gpuperf_args, run_pytest
+from lab.pytest_runs import NAMED_PLUGIN, Run, gpuperf_args, run_pytest
 
 KERNEL = """
 @triton.jit
@@ -194,7 +194,7 @@ def make_repository(root: Path, kind: str = "copy", stored: str = "") -> None:
 
 def run_once(
     root: Path, report: Path, explain: bool, select: str = "", options: tuple[str, ...] = ()
-) -> PytestRun:
+) -> Run:
     """One pytest process, as CI runs a pull request (`options`: instead of the compare)."""
     args = ["-q", *NAMED_PLUGIN, *gpuperf_args("cuda"), *(options or ("--gpuperf-compare=HEAD~1",))]
     args += ["--gpuperf-explain"] if explain else []
@@ -236,14 +236,14 @@ def main(argv: list[str] | None = None) -> int:
     ratios: dict[str, list[float]] = collections.defaultdict(list)
     walls: list[float] = []
     locks: list[float] = []
-    last: PytestRun | None = None
+    last: Run | None = None
     for number in range(args.runs):
         explain = number == args.runs - 1 and not args.no_explain
         run = run_once(root, out / f"run-{number:02d}.json", explain, args.select, options)
         walls.append(run.wall_s)
         last = run
         if run.report is None:
-            print(f"run {number}: {run.problem}\n{run.finished.output[-3000:]}", flush=True)
+            print(f"run {number}: {run.problem}\n{run.output[-3000:]}", flush=True)
             continue
         for row in run.rows:
             c = row.verdict.comparison
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{getattr(c, 'loads', None)}",
                 flush=True,
             )
-        lock_s = (run.document.get("timing") or {}).get("gpu_lock_held_s") or 0.0
+        lock_s = run.lock_s or 0.0
         measured = len(run.rows)
         locks.append(lock_s / max(measured, 1))
         print(
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {row.test_id.split('::')[-1]}:")
             print("\n".join(f"    {line}" for line in lines))
     print("\nits output, the end:")
-    print(last.finished.output[-2000:] if last is not None else "")
+    print(last.output[-2000:] if last is not None else "")
     return 0
 
 

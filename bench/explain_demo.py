@@ -127,7 +127,7 @@ def main() -> int:
              f"--gpuperf-markdown={options.out / 'summary.md'}"],
             options.out / "report.json", cwd=root, timeout_s=560,
         )  # fmt: skip
-    (options.out / "pytest.txt").write_text(run.finished.output)
+    (options.out / "pytest.txt").write_text(run.output)
     rows = []
     for row in run.rows:
         variant = row.test_id.split("[")[-1].rstrip("]").split("::")[-1]

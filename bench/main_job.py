@@ -124,11 +124,11 @@ def run_job(
         "summary": done.summary,
     }
     if done.report is None:
-        run["error"] = f"{done.problem}\n{done.finished.output}"[-3000:]
+        run["error"] = f"{done.problem}\n{done.output}"[-3000:]
         return run
     timing = done.document.get("timing") or {}
     run["report_wall_s"] = timing.get("wall_s")
-    run["gpu_lock_held_s"] = timing.get("gpu_lock_held_s")
+    run["gpu_lock_held_s"] = done.lock_s
     run["gpu_lock_waited_s"] = timing.get("gpu_lock_waited_s")
     devices = done.document.get("devices", ())
     run["gpu_lock_holds"] = sum(d.get("lock_holds") or 0 for d in devices)

@@ -43,16 +43,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _scratch_runs import (
-    CORPUS,
-    REPO_ROOT,
-    bounded,
-    commit_all,
-    first_line,
-    run_pytest,
-    vendor,
-    write_project,
-)
+from lab import REPO_ROOT
+from lab.children import run as run_command
+from lab.projects import CORPUS, commit_all, corpus_project, vendor
+from lab.pytest_runs import first_line, plugin_env, run_test_file
 from lab.runs import write_json
 from lab.tables import text_table
 
@@ -302,7 +296,7 @@ def run_commit(entry: dict[str, str], args: argparse.Namespace, work: Path) -> l
     src = args.src
     base, head = src / entry["base_dir"], src / entry["head_dir"]
     root = work / entry["name"]
-    write_project(root, CORPUS / entry["test"], args.budget)
+    corpus_project(root, CORPUS / entry["test"], args.budget)
     out = args.out / entry["name"]
     truth = None
     if not args.no_truth:
@@ -324,7 +318,7 @@ def run_commit(entry: dict[str, str], args: argparse.Namespace, work: Path) -> l
             )  # fmt: skip
         else:
             ab = ("--gpuperf-compare=HEAD~1",)
-            run = run_pytest(root, entry["test"], ab, out, direction, timeout_s)
+            run = run_test_file(root, entry["test"], ab, out, direction, timeout_s)
             row = gate_row(entry["name"], direction, run, seen)
         rows.append(row)
         print(render([row], header=False), flush=True)
@@ -348,25 +342,17 @@ def run_truth(
         sys.executable, __file__, "truth", "--test", str(CORPUS / entry["test"]),
         "--base", str(base / "src"), "--head", str(head / "src"), "--rounds", str(args.rounds),
     ]  # fmt: skip
-    code, output, wall_s = bounded(command, REPO_ROOT, _env(), timeout_s)
+    done = run_command(command, env=plugin_env(), timeout_s=timeout_s, merged=True)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "truth.log").write_text(output)
-    if code is None:
+    (out / "truth.log").write_text(done.output)
+    if done.returncode is None:
         return None, f"killed at its bound of {timeout_s:.0f} s"
-    found = [line for line in output.splitlines() if line.startswith("{")]
-    if code or not found:
-        last = output.strip().splitlines()[-1] if output.strip() else "no output"
-        return None, f"exit {code}: {first_line(last)}"
+    found = [line for line in done.output.splitlines() if line.startswith("{")]
+    if done.returncode or not found:
+        last = done.output.strip().splitlines()[-1] if done.output.strip() else "no output"
+        return None, f"exit {done.returncode}: {first_line(last)}"
     data = json.loads(found[-1])
-    return Truth(data["ratio"], data["low"], data["high"], data["rounds"]), f"{wall_s:.0f} s"
-
-
-def _env() -> dict[str, str]:
-    import os
-
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO_ROOT), env.get("PYTHONPATH"))))
-    return env
+    return Truth(data["ratio"], data["low"], data["high"], data["rounds"]), f"{done.wall_s:.0f} s"
 
 
 def _truth(truth: Truth | None) -> str:

@@ -44,16 +44,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _scratch_runs import (
-    CORPUS,
-    Case,
-    Run,
-    commit_all,
-    release_name,
-    run_pytest,
-    vendor,
-    write_project,
-)
+from lab.projects import CORPUS, commit_all, corpus_project, release_name, vendor
+from lab.pytest_runs import Case, Run, run_test_file
 from lab.runs import write_json
 from lab.tables import text_table
 
@@ -125,7 +117,7 @@ def build_repository(
     """The scratch repository: the older release (or torch's test as it is), then the newer
     (or torch's edit) as HEAD."""
     package, test_name = LIBRARIES[library]
-    write_project(root, CORPUS / test_name, budget_s)
+    corpus_project(root, CORPUS / test_name, budget_s)
     if releases is None:
         commit_all(root, "the ops as they are")
         test = root / test_name
@@ -239,7 +231,7 @@ def run_library(
             ]  # fmt: skip
         else:
             timeout_s = min(args.timeout, left_s)
-            run = run_pytest(
+            run = run_test_file(
                 root, test_name, (*options, *chosen), args.out / library, label, timeout_s
             )
             runs.append(run)

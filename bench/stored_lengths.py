@@ -93,7 +93,7 @@ def run_pytest(
         report, cwd=project, env=plugin_env(Path(options.plugin_root).resolve(), **env),
     )  # fmt: skip
     if run.report is None:
-        return {"error": f"{run.problem}\n{run.finished.output}"[-3000:], "wall_s": run.wall_s}
+        return {"error": f"{run.problem}\n{run.output}"[-3000:], "wall_s": run.wall_s}
     return {"exit": run.returncode, "wall_s": run.wall_s, "results": [_result(r) for r in run.rows]}
 
 

@@ -119,7 +119,7 @@ def run_process(
     record: dict[str, Any] = {"role": role, "index": index, "exit": run.returncode}
     record["wall_s"] = round(run.wall_s, 2)
     if run.report is None or not benchmark_json.is_file():
-        record["error"] = f"{run.problem}\n{run.finished.output}"[-3000:]
+        record["error"] = f"{run.problem}\n{run.output}"[-3000:]
         return record
     record["pytest_benchmark"] = {
         re.search(r"\[(\w+)\]", b["name"]).group(1): {  # type: ignore[union-attr]

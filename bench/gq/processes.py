@@ -56,7 +56,7 @@ def one_process(
     trials = trials_from_rows(run.rows)
     device = next((d.get("name", "") for d in run.document.get("devices", ())), "")
     if problem or any(not trial.valid for trial in trials.values()) or len(trials) < points:
-        tail = "\n".join(run.finished.output.strip().splitlines()[-25:])
+        tail = "\n".join(run.output.strip().splitlines()[-25:])
         problem = problem or "some measurements were not valid comparisons"
         print(f"  process {index}: {problem}\n{tail}", file=sys.stderr)
     return ProcessRecord(index, seed, run.wall_s, run.returncode, trials, problem, device)

@@ -39,20 +39,18 @@ def run(
     *,
     cwd: Path = REPO_ROOT,
     env: Mapping[str, str] | None = None,
-    timeout_s: float = 300.0,
+    timeout_s: float | None = 300.0,
+    merged: bool = False,
 ) -> Finished:
     """Run `command` in a process group of its own; killed with its group when `timeout_s`
-    passes (returncode None) and whenever this returns or is interrupted."""
+    passes (returncode None; None: no bound) and whenever this returns or is interrupted.
+    `merged`: its stderr in its stdout, in the order written, as a terminal shows them (a
+    log kept for reading)."""
     began = time.monotonic()
     child = subprocess.Popen(
-        list(command),
-        cwd=cwd,
-        env=None if env is None else dict(env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+        list(command), cwd=cwd, env=None if env is None else dict(env), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merged else subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
     returncode: int | None = None
     try:
         stdout, stderr = child.communicate(timeout=timeout_s)

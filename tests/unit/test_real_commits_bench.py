@@ -214,8 +214,8 @@ def test_the_truth_times_each_side_under_its_own_library_interleaved(tmp_path, m
 def test_no_process_starts_past_the_deadline(tmp_path, monkeypatch):
     bench = _bench()
     started = []
-    monkeypatch.setattr(bench, "run_pytest", lambda *args: started.append(args))
-    monkeypatch.setattr(bench, "bounded", lambda *args: started.append(args))
+    monkeypatch.setattr(bench, "run_test_file", lambda *args: started.append(args))
+    monkeypatch.setattr(bench, "run_command", lambda *args: started.append(args))
     entry = {"name": "c1", "base_dir": "a", "head_dir": "b", "base_sha": "a", "head_sha": "b",
              "test": "test_commit_dyt_fwd.py"}  # fmt: skip
     for side in ("a", "b"):

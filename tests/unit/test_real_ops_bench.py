@@ -1,4 +1,4 @@
-"""bench/real_ops.py and its helpers (bench/_scratch_runs.py): the scratch repositories it
+"""bench/real_ops.py and the harness it stands on (bench/lab/): the scratch repositories it
 builds (a release vendored from a wheel or a folder, torch's edited test), one op's outcome
 at each gate from a report read back through the plugin's reader, pytest's JUnit XML, the
 table, and the hard bound on a process. The GPU run itself is the lead's (docs/benchmarks.md,
@@ -37,9 +37,9 @@ def _bench():
 
 def _runs():
     _bench()  # puts bench/ on sys.path
-    import _scratch_runs
+    from lab import pytest_runs
 
-    return _scratch_runs
+    return pytest_runs
 
 
 def _row(name: str, **verdict) -> Row:
@@ -57,7 +57,7 @@ def _read_back(tmp_path: Path, rows: list[Row]):
     """The rows as a report file, read back through the plugin's one reader."""
     path = tmp_path / "report.json"
     path.write_text(json.dumps(to_json(rows, ReportMeta(commit="c0ffee"))))
-    report, problem = _runs().read_report_or_why(path)
+    report, problem = _runs().read_report(path)
     assert problem == ""
     return report
 
@@ -205,7 +205,9 @@ def _wheel(path: Path, package: str, version: str) -> Path:
 
 
 def test_a_release_is_vendored_from_a_wheel_or_a_folder(tmp_path):
-    runs = _runs()
+    _bench()  # puts bench/ on sys.path
+    from lab import projects as runs  # the vendoring is lab's
+
     root = tmp_path / "repo"
     runs.vendor(_wheel(tmp_path / "lib-1.0-py3-none-any.whl", "lib", "1.0"), "lib", root)
     assert (root / "vendor/lib/__init__.py").read_text() == "VERSION = '1.0'\n"
@@ -267,7 +269,9 @@ def test_torch_ab_compares_the_test_file_with_its_edit(tmp_path):
 
 
 def test_a_process_past_its_bound_is_killed_with_what_it_started(tmp_path):
-    runs = _runs()
+    _bench()  # puts bench/ on sys.path
+    from lab import children  # the bound on a process is lab's
+
     marker = tmp_path / "grandchild-alive"
     late = tmp_path / "late.py"
     late.write_text(f"import time\ntime.sleep(3)\nopen({str(marker)!r}, 'w')\n")
@@ -278,7 +282,8 @@ def test_a_process_past_its_bound_is_killed_with_what_it_started(tmp_path):
         "time.sleep(60)\n"
     )
     started = time.monotonic()
-    code, output, wall_s = runs.bounded([sys.executable, "-c", script], tmp_path, {}, 1.0)
+    done = children.run([sys.executable, "-c", script], cwd=tmp_path, env={}, timeout_s=1.0)
+    code, output, wall_s = done.returncode, done.output, done.wall_s
     assert code is None and "started" in output
     assert wall_s < 10 and time.monotonic() - started < 10
     time.sleep(3.5)
@@ -317,7 +322,7 @@ def test_each_process_runs_the_options_of_the_gates_asked_for(tmp_path, monkeypa
         cases = {"test_softmax": runs.Case("test_softmax", "passed")}
         return runs.Run(label, 0, 1.0, "", cases=cases)
 
-    monkeypatch.setattr(bench, "run_pytest", fake_run)
+    monkeypatch.setattr(bench, "run_test_file", fake_run)
     monkeypatch.setattr(bench, "build_repository", lambda *args: None)
     args = bench.parse(
         ["--torch", "--gates", "save,judge", "-k", "softmax", "--out", str(tmp_path / "o")]
