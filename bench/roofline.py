@@ -24,23 +24,18 @@ decides: the verdicts are the plugin's, read from its JSON reports.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
-import os
-import subprocess
+import shutil
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-sys.path.insert(1, str(BENCH.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # lab, run from anywhere
 
-from lab import REPO_ROOT  # noqa: E402
-from lab.tables import text_table  # noqa: E402
-
-from tests.git_repo import commit_all  # noqa: E402
+from lab.projects import commit_all, write_project
+from lab.pytest_runs import NAMED_PLUGIN, plugin_env
+from lab.pytest_runs import run_pytest as lab_pytest
+from lab.runs import scratch
+from lab.tables import text_table
 
 MM = """\
 import torch
@@ -153,37 +148,23 @@ def test_matmul_fp32(gpu_bench):
 """
 
 
-def run_pytest(root: Path, name: str, args: list[str], out: Path | None, env: dict) -> dict:
-    """One pytest process in the scratch repository; its JSON report (an empty one when the
-    run wrote none) and its output, kept under --out."""
+def run_pytest(root: Path, name: str, args: list[str], out: Path | None, **env: str) -> dict:
+    """One pytest process in the scratch repository (with the variables `env`): its JSON
+    report as written, checked by the plugin's reader (an empty one when the run wrote none
+    or one the reader refuses), and its output, kept under --out."""
     report = root / f"{name}.json"
-    plugin = [] if plugin_installed() else ["-p", "pytest_gpuperf.plugin"]
-    command = [sys.executable, "-m", "pytest", *plugin, "-q", "-p", "no:cacheprovider",
-               "--gpuperf-backend=cuda", "--gpuperf-budget=0.5", f"--gpuperf-json={report}",
+    options = [*NAMED_PLUGIN, "-q", "--gpuperf-backend=cuda", "--gpuperf-budget=0.5",
                "--gpuperf-explain-timeout=300", *args]  # fmt: skip
-    began = time.monotonic()
-    done = subprocess.run(
-        command, cwd=root, env={**os.environ, **env}, capture_output=True, text=True, check=False
-    )
-    took = time.monotonic() - began
-    print(f"[{name}] exit {done.returncode} in {took:.0f} s: {' '.join(args)}", flush=True)
+    run = lab_pytest(options, report, cwd=root, env=plugin_env(**env), timeout_s=None)
+    print(f"[{name}] exit {run.returncode} in {run.wall_s:.0f} s: {' '.join(args)}", flush=True)
     if out is not None:
-        (out / f"{name}.txt").write_text(done.stdout + done.stderr)
+        (out / f"{name}.txt").write_text(run.output)
         if report.exists():
-            (out / f"{name}.json").write_text(report.read_text())
-    if not report.exists():
-        print(done.stdout[-4000:] + done.stderr[-2000:], file=sys.stderr)
+            shutil.copyfile(report, out / f"{name}.json")
+    if run.report is None:
+        print(f"{run.problem}\n{run.output[-6000:]}", file=sys.stderr)
         return {"results": [], "devices": []}
-    return json.loads(report.read_text())
-
-
-def plugin_installed() -> bool:
-    """Whether pytest loads the plugin by its entry point (an install); on the GPU machine the
-    package runs from the checkout (`PYTHONPATH=.`), and the runs name it with -p."""
-    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-        return False
-    entries = importlib.metadata.entry_points(group="pytest11")
-    return any(entry.value.split(":")[0] == "pytest_gpuperf.plugin" for entry in entries)
+    return run.document
 
 
 def rows_of(document: dict) -> dict[str, dict]:
@@ -200,12 +181,12 @@ def explain_line(row: dict | None, words: str) -> str:
 Row = list[object]
 
 
-def plugin_against_do_bench(root: Path, out: Path | None, env: dict) -> tuple[str, list[Row], dict]:
+def plugin_against_do_bench(root: Path, out: Path | None) -> tuple[str, list[Row], dict]:
     """Step 1: each bf16 kernel's TFLOP/s by the plugin and by do_bench, and its compute
     efficiency (for step 2)."""
     timings = root / "do_bench.jsonl"
     document = run_pytest(
-        root, "bf16", ["test_bf16.py", "--gpuperf"], out, {**env, "ROOFLINE_DO_BENCH": str(timings)}
+        root, "bf16", ["test_bf16.py", "--gpuperf"], out, ROOFLINE_DO_BENCH=str(timings)
     )
     device = (document.get("devices") or [{}])[0].get("name", "?")
     lines = timings.read_text().splitlines() if timings.exists() else []
@@ -226,13 +207,13 @@ def plugin_against_do_bench(root: Path, out: Path | None, env: dict) -> tuple[st
     return device, rows, efficiencies
 
 
-def floor_between(root: Path, out: Path | None, env: dict, efficiencies: dict) -> list[Row]:
+def floor_between(root: Path, out: Path | None, efficiencies: dict) -> list[Row]:
     """Step 2: a min_flops floor halfway between the two kernels; the slower must fail."""
     if len(efficiencies) != 2:
         return [["min_flops between the kernels", "step 1 measured fewer than two", "NOT SHOWN"]]
     floor = round(sum(efficiencies.values()) / 2, 3)
     document = run_pytest(
-        root, "floor", ["test_bf16.py", "--gpuperf"], out, {**env, "ROOFLINE_FLOOR": str(floor)}
+        root, "floor", ["test_bf16.py", "--gpuperf"], out, ROOFLINE_FLOOR=str(floor)
     )
     slower = min(efficiencies, key=efficiencies.__getitem__)
     rows: list[Row] = []
@@ -241,19 +222,14 @@ def floor_between(root: Path, out: Path | None, env: dict, efficiencies: dict) -
         expected = "fail" if kernel == slower else "pass"
         efficiency = (row["verdict"]["flops_floor"] or {}).get("efficiency", 0.0)
         result = f"{status}: compute efficiency {efficiency:.1%}"
-        rows.append(
-            [
-                f"min_flops({floor}): {kernel}",
-                result,
-                "ok" if status == expected else f"EXPECTED {expected}",
-            ]
-        )
+        verdict = "ok" if status == expected else f"EXPECTED {expected}"
+        rows.append([f"min_flops({floor}): {kernel}", result, verdict])
     return rows
 
 
-def tf32_off(root: Path, out: Path | None, env: dict) -> list[Row]:
+def tf32_off(root: Path, out: Path | None) -> list[Row]:
     """Step 3: TF32 turned off in the pull request, through the A/B and the stored gate."""
-    saved = run_pytest(root, "save", ["test_tf32.py", "--gpuperf-save"], out, env)
+    saved = run_pytest(root, "save", ["test_tf32.py", "--gpuperf-save"], out)
     print(f"[save] {len(saved.get('results', []))} baseline(s) saved", flush=True)
     commit_all(root, "baseline saved")
     tf32 = (root / "test_tf32.py").read_text()
@@ -263,7 +239,7 @@ def tf32_off(root: Path, out: Path | None, env: dict) -> list[Row]:
         ("ab", ["--gpuperf-compare=HEAD"], "comparison", "A/B against HEAD"),
         ("stored", ["--gpuperf"], "baseline", "stored baseline"),
     ):
-        document = run_pytest(root, name, ["test_tf32.py", *args, "--gpuperf-explain"], out, env)
+        document = run_pytest(root, name, ["test_tf32.py", *args, "--gpuperf-explain"], out)
         row = rows_of(document).get("fp32")
         verdict = (row or {}).get("verdict") or {}
         state = (verdict.get(check) or {}).get("state" if check == "comparison" else "outcome")
@@ -281,18 +257,13 @@ def main() -> int:
     out = Path(options.out) if options.out else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
-    env = {"PYTHONPATH": path}
-    with tempfile.TemporaryDirectory(prefix="gpuperf-roofline-") as folder:
-        root = Path(folder)
-        (root / "mm.py").write_text(MM)
-        (root / "test_bf16.py").write_text(TEST_BF16)
-        (root / "test_tf32.py").write_text(TEST_TF32)
-        (root / "pytest.ini").write_text("[pytest]\n")
-        commit_all(root, "base")
-        device, table, efficiencies = plugin_against_do_bench(root, out, env)
-        table += floor_between(root, out, env, efficiencies)
-        table += tf32_off(root, out, env)
+    with scratch("gpuperf-roofline") as folder:
+        root = folder / "project"
+        files = {"mm.py": MM, "test_bf16.py": TEST_BF16, "test_tf32.py": TEST_TF32}
+        write_project(root, files, "base")
+        device, table, efficiencies = plugin_against_do_bench(root, out)
+        table += floor_between(root, out, efficiencies)
+        table += tf32_off(root, out)
     print()
     print(f"device: {device}")
     print(text_table(["check", "result", "verdict"], table))
