@@ -25,26 +25,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # lab, run from anywhere
 
-from pytest_gpuperf.baseline.store import BaselineStore  # noqa: E402
-from tests.plugin.conftest import (  # noqa: E402
-    INNER_CONFTEST,
-    INNER_HELPERS,
-    VADD,
-    baseline_toml,
-)
+from lab.children import run
+from lab.pytest_runs import plugin_env, pytest_command
+from lab.runs import scratch
+
+from pytest_gpuperf.baseline.store import BaselineStore
+from tests.plugin.conftest import INNER_CONFTEST, INNER_HELPERS, VADD, baseline_toml
 
 DEVICE = "mi300x-sim"
 TESTS = 8  # measuring tests: a save of 8 entries into a file of 9
@@ -79,21 +75,20 @@ def make_project(folder: Path) -> None:
     (folder / "baselines").mkdir()
 
 
-def pytest_command(*extra: str) -> list[str]:
-    return [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
-        "--gpuperf-backend=sim", "-o", "gpuperf_budget=0.02", "--gpuperf-save", *extra,
-    ]  # fmt: skip
+def save_command(*extra: str) -> list[str]:
+    return pytest_command(
+        "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "--gpuperf-backend=sim",
+        "-o", "gpuperf_budget=0.02", "--gpuperf-save", *extra,
+    )  # fmt: skip
 
 
 def environment(folder: Path, marker: Path | None) -> dict[str, str]:
-    env = dict(os.environ, GPUPERF_LOCK_DIR=str(folder / ".locks"))
-    env["GPUPERF_CACHE_DIR"] = str(folder.parent / "kernel-cache")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["SAVE_SIGNALS_MARKER"] = str(marker or "")
-    env.pop("GITHUB_STEP_SUMMARY", None)
-    env.pop("PYTEST_ADDOPTS", None)
-    return env
+    """The plugin of this checkout, loaded as an installed one is (the command names none),
+    a lock folder and kernel cache of the run's own; no PYTEST_ADDOPTS of the caller's."""
+    return plugin_env(
+        autoload=True, PYTEST_ADDOPTS=None, SAVE_SIGNALS_MARKER=str(marker or ""),
+        GPUPERF_LOCK_DIR=str(folder / ".locks"), GPUPERF_CACHE_DIR=str(folder.parent / "cache"),
+    )  # fmt: skip
 
 
 def entries(path: Path) -> dict[str, tuple[str, ...]]:
@@ -117,7 +112,7 @@ def one_run(work: Path, seed_file: Path, rng: random.Random, early: bool) -> dic
     which = rng.choice([signal.SIGTERM, signal.SIGINT])
     began = time.monotonic()
     process = subprocess.Popen(
-        pytest_command(f"--gpuperf-json={report}"),
+        save_command(f"--gpuperf-json={report}"),
         cwd=folder,
         env=environment(folder, marker),
         stdout=subprocess.PIPE,
@@ -200,16 +195,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every run's findings here")
     options = parser.parse_args(argv)
     rng = random.Random(options.seed)
-    with tempfile.TemporaryDirectory(prefix="save-signals-") as temp:
-        work = Path(temp)
+    with scratch("save-signals") as work:
         folder = work / "project"
         folder.mkdir()
         make_project(folder)
         # the suite's entries from an earlier save, and one entry no test of the run makes
-        first = subprocess.run(
-            pytest_command(), cwd=folder, env=environment(folder, None), capture_output=True,
-            text=True, timeout=GUARD_S,
-        )  # fmt: skip
+        first = run(save_command(), cwd=folder, env=environment(folder, None), timeout_s=GUARD_S)
         baseline = folder / "baselines" / f"{DEVICE}.toml"
         if first.returncode != 0 or not baseline.exists():
             print(f"the first save failed:\n{first.stdout}{first.stderr}", file=sys.stderr)
