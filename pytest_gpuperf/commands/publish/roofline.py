@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from pytest_gpuperf.engine.roofline import COMPUTE_BOUND
+from pytest_gpuperf.engine.roofline import COMPUTE_BOUND, Roofline
 from pytest_gpuperf.record.verdict import FAIL, Row
 
 # (device key, test id, measurement name, cache mode): series.py's Key, a tuple of these
@@ -27,22 +27,13 @@ ROOF_COLOUR, POINT_COLOUR, FAILED_COLOUR = "#444444", "#1f77b4", "#d62728"
 
 @dataclass(frozen=True)
 class RooflinePoint:
-    """One measurement of one run on its device's roofline."""
+    """One measurement of one run on its device's roofline: the measurement's own Roofline
+    (its intensity, FLOP/s, peaks, bound), where it stands and whether the run failed."""
 
     key: Key
     run: int
-    math: str
-    intensity: float  # FLOP per declared byte
-    flops_per_s: float
-    peak_flops_per_s: float
-    peak_bps: float
-    bound: str
-    roofline_efficiency: float
+    roofline: Roofline
     failed: bool = False
-
-    @property
-    def tflops(self) -> float:
-        return self.flops_per_s / 1e12
 
 
 def roofline_points(key: Key, row: Row, run: int) -> list[RooflinePoint]:
@@ -50,20 +41,7 @@ def roofline_points(key: Key, row: Row, run: int) -> list[RooflinePoint]:
     roofline = row.measurement.roofline
     if roofline is None:
         return []
-    return [
-        RooflinePoint(
-            key=key,
-            run=run,
-            math=roofline.math,
-            intensity=roofline.intensity,
-            flops_per_s=roofline.flops_per_s,
-            peak_flops_per_s=roofline.peak_flops_per_s,
-            peak_bps=roofline.peak_bps,
-            bound=roofline.bound,
-            roofline_efficiency=roofline.roofline_efficiency,
-            failed=row.verdict.status == FAIL,
-        )
-    ]
+    return [RooflinePoint(key, run, roofline, failed=row.verdict.status == FAIL)]
 
 
 def latest(points: Iterable[RooflinePoint]) -> dict[Key, RooflinePoint]:
@@ -82,7 +60,8 @@ def section(points: Sequence[RooflinePoint], ids: Mapping[Any, str]) -> str:
         return ""
     groups: dict[tuple[str, str, float, float], list[RooflinePoint]] = {}
     for point in newest.values():
-        roof = (point.key[0], point.math, point.peak_flops_per_s, point.peak_bps)
+        at = point.roofline
+        roof = (point.key[0], at.math, at.peak_flops_per_s, at.peak_bps)
         groups.setdefault(roof, []).append(point)
     figures = []
     for (device, math_type, peak_flops, peak_bps), members in sorted(groups.items()):
@@ -111,9 +90,9 @@ def svg(
 ) -> str:
     """One roofline plot: log-log axes, the two roofs and the points."""
     ridge = peak_flops_per_s / peak_bps
-    low_x = _decade_below(min([ridge, *(p.intensity for p in points)]) / 4)
-    high_x = _decade_above(max([ridge, *(p.intensity for p in points)]) * 4)
-    low_y = _decade_below(min([low_x * peak_bps, *(p.flops_per_s for p in points)]) / 2)
+    low_x = _decade_below(min([ridge, *(p.roofline.intensity for p in points)]) / 4)
+    high_x = _decade_above(max([ridge, *(p.roofline.intensity for p in points)]) * 4)
+    low_y = _decade_below(min([low_x * peak_bps, *(p.roofline.flops_per_s for p in points)]) / 2)
     high_y = _decade_above(peak_flops_per_s * 1.5)
 
     def x(value: float) -> float:
@@ -157,22 +136,22 @@ def svg(
         f'<polyline class="roof" points="{path}" fill="none" stroke="{ROOF_COLOUR}" '
         'stroke-width="2"/>'
     )
-    for point in sorted(points, key=lambda p: p.intensity):
+    for point in sorted(points, key=lambda p: p.roofline.intensity):
+        at = point.roofline
         colour = FAILED_COLOUR if point.failed else POINT_COLOUR
         sid = (ids or {}).get(point.key, "")
         roof_words = (
-            f"the {point.math} compute roof" if point.bound == COMPUTE_BOUND else "the memory roof"
+            f"the {at.math} compute roof" if at.bound == COMPUTE_BOUND else "the memory roof"
         )
         _, test_id, name, cache = point.key
         tip = (
             f"{test_id} [{name}, {cache}]: "
-            f"{point.tflops:,.1f} TFLOP/s at {point.intensity:,.1f} FLOP/B, "
-            f"{point.roofline_efficiency:.1%} of {roof_words}"
-            + (" (failed)" if point.failed else "")
+            f"{at.tflops:,.1f} TFLOP/s at {at.intensity:,.1f} FLOP/B, "
+            f"{at.roofline_efficiency:.1%} of {roof_words}" + (" (failed)" if point.failed else "")
         )
         parts.append(
-            f'<circle class="point" data-sid="{sid}" cx="{x(point.intensity):.1f}" '
-            f'cy="{y(point.flops_per_s):.1f}" r="4" fill="{colour}">'
+            f'<circle class="point" data-sid="{sid}" cx="{x(at.intensity):.1f}" '
+            f'cy="{y(at.flops_per_s):.1f}" r="4" fill="{colour}">'
             f"<title>{escape(tip)}</title></circle>"
         )
     parts.append("</svg>")
@@ -199,8 +178,9 @@ def grid_cell(point: RooflinePoint | None) -> str:
     the bf16 roof' ("" without declared work)."""
     if point is None:
         return ""
-    which = point.math if point.bound == COMPUTE_BOUND else "memory"
-    return f" · {point.tflops:,.1f} TFLOP/s, {point.roofline_efficiency:.1%} of the {which} roof"
+    at = point.roofline
+    which = at.math if at.bound == COMPUTE_BOUND else "memory"
+    return f" · {at.tflops:,.1f} TFLOP/s, {at.roofline_efficiency:.1%} of the {which} roof"
 
 
 __all__ = ["RooflinePoint", "grid_cell", "latest", "roofline_points", "section", "svg"]
