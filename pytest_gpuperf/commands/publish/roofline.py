@@ -60,8 +60,8 @@ def section(points: Sequence[RooflinePoint], ids: Mapping[Any, str]) -> str:
         return ""
     groups: dict[tuple[str, str, float, float], list[RooflinePoint]] = {}
     for point in newest.values():
-        at = point.roofline
-        roof = (point.key[0], at.math, at.peak_flops_per_s, at.peak_bps)
+        measured = point.roofline
+        roof = (point.key[0], measured.math, measured.peak_flops_per_s, measured.peak_bps)
         groups.setdefault(roof, []).append(point)
     figures = []
     for (device, math_type, peak_flops, peak_bps), members in sorted(groups.items()):
@@ -137,21 +137,24 @@ def svg(
         'stroke-width="2"/>'
     )
     for point in sorted(points, key=lambda p: p.roofline.intensity):
-        at = point.roofline
+        measured = point.roofline
         colour = FAILED_COLOUR if point.failed else POINT_COLOUR
         sid = (ids or {}).get(point.key, "")
         roof_words = (
-            f"the {at.math} compute roof" if at.bound == COMPUTE_BOUND else "the memory roof"
+            f"the {measured.math} compute roof"
+            if measured.bound == COMPUTE_BOUND
+            else "the memory roof"
         )
         _, test_id, name, cache = point.key
         tip = (
             f"{test_id} [{name}, {cache}]: "
-            f"{at.tflops:,.1f} TFLOP/s at {at.intensity:,.1f} FLOP/B, "
-            f"{at.roofline_efficiency:.1%} of {roof_words}" + (" (failed)" if point.failed else "")
+            f"{measured.tflops:,.1f} TFLOP/s at {measured.intensity:,.1f} FLOP/B, "
+            f"{measured.roofline_efficiency:.1%} of {roof_words}"
+            + (" (failed)" if point.failed else "")
         )
         parts.append(
-            f'<circle class="point" data-sid="{sid}" cx="{x(at.intensity):.1f}" '
-            f'cy="{y(at.flops_per_s):.1f}" r="4" fill="{colour}">'
+            f'<circle class="point" data-sid="{sid}" cx="{x(measured.intensity):.1f}" '
+            f'cy="{y(measured.flops_per_s):.1f}" r="4" fill="{colour}">'
             f"<title>{escape(tip)}</title></circle>"
         )
     parts.append("</svg>")
@@ -178,9 +181,11 @@ def grid_cell(point: RooflinePoint | None) -> str:
     the bf16 roof' ("" without declared work)."""
     if point is None:
         return ""
-    at = point.roofline
-    which = at.math if at.bound == COMPUTE_BOUND else "memory"
-    return f" · {at.tflops:,.1f} TFLOP/s, {at.roofline_efficiency:.1%} of the {which} roof"
+    measured = point.roofline
+    which = measured.math if measured.bound == COMPUTE_BOUND else "memory"
+    return (
+        f" · {measured.tflops:,.1f} TFLOP/s, {measured.roofline_efficiency:.1%} of the {which} roof"
+    )
 
 
 __all__ = ["RooflinePoint", "grid_cell", "latest", "roofline_points", "section", "svg"]
