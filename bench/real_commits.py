@@ -35,8 +35,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,6 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lab import REPO_ROOT
 from lab.children import run as run_command
+from lab.cli import bounded_processes, scratch_out, time_left
 from lab.projects import CORPUS, commit_all, corpus_project, vendor
 from lab.pytest_runs import first_line, plugin_env, run_test_file
 from lab.runs import write_json
@@ -54,7 +53,6 @@ PACKAGE = "liger_kernel"
 MIRROR = Path("/work/.mirror/linkedin+Liger-Kernel/repo")
 REALOPS = REPO_ROOT / ".realops"
 DEFAULT_THRESHOLD = 0.005  # the A/B threshold when a report gives none (docs/ci.md)
-MIN_PROCESS_S = 20.0  # no process starts with less of the --deadline left
 
 
 @dataclass(frozen=True)
@@ -325,13 +323,6 @@ def run_commit(entry: dict[str, str], args: argparse.Namespace, work: Path) -> l
     return rows
 
 
-def time_left(args: argparse.Namespace) -> float | None:
-    """The bound of the next process: --timeout, or what is left of --deadline; None when
-    less than MIN_PROCESS_S is left (the process is not started)."""
-    left_s = args.deadline - (time.monotonic() - args.started)
-    return None if left_s < MIN_PROCESS_S else min(args.timeout, left_s)
-
-
 def run_truth(
     entry: dict[str, str], base: Path, head: Path, out: Path, args: argparse.Namespace
 ) -> tuple[Truth | None, str]:
@@ -391,16 +382,10 @@ def main(argv: list[str] | None = None) -> int:
     prep.add_argument("--wheels", type=Path, default=None, help="copy *.whl to .realops/whl")
     run = commands.add_parser("run", help="the gate and the truth, on the GPU machine")
     run.add_argument("--src", type=Path, default=REALOPS / "liger")
-    run.add_argument("--out", type=Path, default=None, help="raw output (default: temp)")
     run.add_argument("--commits", default="", help="comma-separated names (default: all)")
     run.add_argument("--rounds", type=int, default=8)
-    run.add_argument("--timeout", type=float, default=180.0, help="bound of one process, s")
-    run.add_argument("--budget", type=float, default=0.5, help="gpuperf_budget, s")
     run.add_argument("--no-truth", action="store_true", help="the gate alone")
-    run.add_argument(
-        "--deadline", type=float, default=math.inf,
-        help="seconds the whole run may take: no process starts after it, none runs past it",
-    )  # fmt: skip
+    bounded_processes(run, budget=0.5)
     truth = commands.add_parser("truth", help="(internal) both revisions in one process")
     truth.add_argument("--test", required=True)
     truth.add_argument("--base", required=True)
@@ -409,17 +394,14 @@ def main(argv: list[str] | None = None) -> int:
     truth.add_argument("--warmup-ms", type=float, default=25.0)
     truth.add_argument("--rep-ms", type=float, default=100.0)
     args = parser.parse_args(argv)
-    args.started = time.monotonic()
     if args.command == "prepare":
         prepare(args.mirror, args.out.resolve(), args.wheels)
         return 0
-    if args.command == "truth":
-        if args.rounds < 8:
-            parser.error("--rounds: at least 8")
-        print(json.dumps(measure_truth(args)), flush=True)
-        return 0
     if args.rounds < 8:
         parser.error("--rounds: at least 8")
+    if args.command == "truth":
+        print(json.dumps(measure_truth(args)), flush=True)
+        return 0
     listing = args.src / "commits.json"
     if not listing.is_file():
         parser.error(f"{listing}: not there; run `bench/real_commits.py prepare` first")
@@ -428,9 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = wanted - {e["name"] for e in entries}
     if unknown:
         parser.error(f"--commits: unknown {', '.join(sorted(unknown))}")
-    work = Path(tempfile.mkdtemp(prefix="real-commits-"))
-    args.src, args.out = args.src.resolve(), (args.out or work / "out").resolve()
-    print(f"scratch repositories under {work}; raw output under {args.out}", flush=True)
+    args.src = args.src.resolve()
+    work = scratch_out(args, "real-commits")
     rows = []
     for entry in entries:
         if not wanted or entry["name"] in wanted:

@@ -24,7 +24,7 @@ was not measured, the test's wall seconds and the GPU lock its measurements held
 summary line. Raw output (each process's log, JSON report and JUnit XML, and rows.json, kept
 up to date after every process) goes under --out, a temporary folder by default, never into
 the repository. `--deadline S` bounds the whole run: no process starts once less than
-MIN_PROCESS_S of it is left, none runs past it, and the gates not run are rows that say so.
+lab.cli.MIN_PROCESS_S of it is left, none runs past it, and the gates not run are rows that say so.
 
     PYTHONPATH=. python3 bench/real_ops.py --liger OLD NEW --flaggems OLD NEW --torch --out DIR
 
@@ -34,16 +34,14 @@ OLD and NEW are wheels (liger_kernel-0.6.5-py3-none-any.whl) or unpacked folders
 from __future__ import annotations
 
 import argparse
-import math
 import sys
-import tempfile
-import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lab.cli import bounded_processes, scratch_out, time_left
 from lab.projects import CORPUS, commit_all, corpus_project, release_name, vendor
 from lab.pytest_runs import Case, Run, run_test_file
 from lab.runs import write_json
@@ -72,7 +70,6 @@ PROCESSES = (
     ("explain", EXPLAIN, ("explain",)),
 )
 GATE_NAMES = ("smoke", "measure", "save", "judge", "explain", "ab")
-MIN_PROCESS_S = 20.0  # no pytest process starts with less of the --deadline left
 # torch's pull request: (what the test file says, what the edit makes of it)
 TORCH_EDITS = (
     (
@@ -222,15 +219,14 @@ def run_library(
         if not wanted:
             continue
         chosen = ("-k", args.explain_k) if label == "explain" and args.explain_k else selected
-        left_s = args.deadline - (time.monotonic() - args.started)
-        if left_s < MIN_PROCESS_S:
+        timeout_s = time_left(args)
+        if timeout_s is None:
             gate_rows = [
                 OpRow(library, name, label if gate == "save" else gate, "not run",
                       "the run's --deadline came first", None, None)
                 for gate in wanted for name in ops or ["(all)"]
             ]  # fmt: skip
         else:
-            timeout_s = min(args.timeout, left_s)
             run = run_test_file(
                 root, test_name, (*options, *chosen), args.out / library, label, timeout_s
             )
@@ -304,20 +300,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--liger", nargs=2, type=Path, metavar=("OLD", "NEW"))
     parser.add_argument("--flaggems", nargs=2, type=Path, metavar=("OLD", "NEW"))
     parser.add_argument("--torch", action="store_true", help="torch's own ops, A/B of an edit")
-    parser.add_argument("--out", type=Path, default=None, help="raw output (default: temp)")
-    parser.add_argument("--timeout", type=float, default=180.0, help="bound of one process, s")
-    parser.add_argument("--budget", type=float, default=0.25, help="gpuperf_budget, s")
+    bounded_processes(parser, budget=0.25)
     parser.add_argument(
         "--gates", default=",".join(GATE_NAMES), help=f"a subset of {','.join(GATE_NAMES)}"
     )
     parser.add_argument("-k", default="", help="pytest -k expression (a subset of the ops)")
     parser.add_argument("--explain-k", default="", help="-k of the explain gate (default: -k)")
-    parser.add_argument(
-        "--deadline", type=float, default=math.inf,
-        help="seconds the whole run may take: no process starts after it, none runs past it",
-    )  # fmt: skip
     args = parser.parse_args(argv)
-    args.started = time.monotonic()
     args.gates = set(args.gates.split(","))
     unknown = args.gates - set(GATE_NAMES)
     if unknown:
@@ -333,9 +322,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    work = Path(tempfile.mkdtemp(prefix="real-ops-"))
-    args.out = (args.out or work / "out").resolve()
-    print(f"scratch repositories under {work}; raw output under {args.out}", flush=True)
+    work = scratch_out(args, "real-ops")
     plan = [("liger", args.liger), ("flaggems", args.flaggems), ("torch", None)]
     rows: list[OpRow] = []
     runs: list[Run] = []

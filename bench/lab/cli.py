@@ -1,10 +1,15 @@
 """The options the scripts share, spelled once: the backend, where a raw run goes (--out),
-a saved run printed again instead of measuring (--render), Markdown for the docs."""
+a saved run printed again instead of measuring (--render), Markdown for the docs; and for a
+script of bounded pytest processes, each one's bound and the whole run's deadline."""
 
 from __future__ import annotations
 
 import argparse
+import math
+import tempfile
+import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from lab.devices import BACKENDS
@@ -44,3 +49,36 @@ def measured_or_rendered(
     document = measure(options)
     write_json(options.out, document)
     return document
+
+
+MIN_PROCESS_S = 20.0  # no bounded process starts with less of the --deadline left
+
+
+def bounded_processes(made: argparse.ArgumentParser, budget: float) -> argparse.ArgumentParser:
+    """The options of a script whose pytest processes each run under a hard bound: raw
+    output (--out), the bound (--timeout), gpuperf_budget (--budget) and the whole run's
+    --deadline (time_left reads them; the run starts as the parser is made)."""
+    made.add_argument("--out", type=Path, default=None, help="raw output (default: temp)")
+    made.add_argument("--timeout", type=float, default=180.0, help="bound of one process, s")
+    made.add_argument("--budget", type=float, default=budget, help="gpuperf_budget, s")
+    made.add_argument("--deadline", type=float, default=math.inf,
+                      help="seconds the whole run may take: no process starts after it, none "
+                      "runs past it")  # fmt: skip
+    made.set_defaults(started=time.monotonic())
+    return made
+
+
+def time_left(options: argparse.Namespace) -> float | None:
+    """The bound of the next process: --timeout, or what is left of --deadline; None when
+    less than MIN_PROCESS_S is left (the process is not started)."""
+    left_s = options.deadline - (time.monotonic() - options.started)
+    return None if left_s < MIN_PROCESS_S else min(options.timeout, left_s)
+
+
+def scratch_out(options: argparse.Namespace, prefix: str) -> Path:
+    """A scratch folder for the run's repositories, kept (the raw output goes in it unless
+    --out names another place: options.out resolved), both said on the first line."""
+    work = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
+    options.out = (options.out or work / "out").resolve()
+    print(f"scratch repositories under {work}; raw output under {options.out}", flush=True)
+    return work

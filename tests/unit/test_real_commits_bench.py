@@ -213,6 +213,8 @@ def test_the_truth_times_each_side_under_its_own_library_interleaved(tmp_path, m
 
 def test_no_process_starts_past_the_deadline(tmp_path, monkeypatch):
     bench = _bench()
+    from lab import cli  # the deadline is lab's (lab.cli.time_left)
+
     started = []
     monkeypatch.setattr(bench, "run_test_file", lambda *args: started.append(args))
     monkeypatch.setattr(bench, "run_command", lambda *args: started.append(args))
@@ -223,14 +225,14 @@ def test_no_process_starts_past_the_deadline(tmp_path, monkeypatch):
         (tmp_path / "src" / side / "liger_kernel" / "__init__.py").write_text("")
     args = SimpleNamespace(src=tmp_path / "src", out=tmp_path / "out", budget=0.5, rounds=8,
                            timeout=180.0, deadline=30.0, started=0.0, no_truth=False)  # fmt: skip
-    monkeypatch.setattr(bench.time, "monotonic", lambda: 15.0)  # 15 s left of 30
+    monkeypatch.setattr(cli.time, "monotonic", lambda: 15.0)  # 15 s left of 30
     rows = bench.run_commit(entry, args, tmp_path / "work")
     assert started == []
     assert [(r.direction, r.state, r.agreement) for r in rows] == [
         ("commit", "not run", "not run"),
         ("revert", "not run", "not run"),
     ]
-    monkeypatch.setattr(bench.time, "monotonic", lambda: 5.0)  # 25 s left: bounded by them
+    monkeypatch.setattr(cli.time, "monotonic", lambda: 5.0)  # 25 s left: bounded by them
     assert bench.time_left(args) == 25.0
     args.deadline = math.inf
     assert bench.time_left(args) == 180.0
