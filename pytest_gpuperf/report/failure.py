@@ -22,6 +22,7 @@ from pytest_gpuperf.report.roofline_words import (
     ROOFLINE_CHECK,
     deciding_work_floors,
     floor_headline,
+    floor_noise,
     floor_rows,
     roofline_rows,
     work_floor_checks,
@@ -349,16 +350,6 @@ def _device(m: Measurement) -> str:
 
 
 def _floor_details(m: Measurement, floor: FloorCheck) -> list[tuple[str, str]]:
-    low, high = floor.efficiency_ci
-    interval = f"the 95% interval {pct(low)} to {pct(high)}"
-    if low >= floor.floor:
-        noise = f"{interval} lies at or above the floor"
-    elif high < floor.floor:
-        noise = f"{interval} lies entirely below the floor: not noise"
-    elif floor.efficiency >= floor.floor:
-        noise = f"{interval} straddles the floor; decided on the median, which reaches it"
-    else:
-        noise = f"{interval} straddles the floor; decided on the median, which misses it"
     return [
         (
             "floor",
@@ -366,7 +357,7 @@ def _floor_details(m: Measurement, floor: FloorCheck) -> list[tuple[str, str]]:
             f"({floor.origin})",
         ),
         ("vs floor", difference_text(floor.efficiency, floor.floor)),
-        ("floor noise", noise),
+        ("floor noise", floor_noise(floor, pct)),
     ]
 
 

@@ -8,6 +8,7 @@ engine/roofline.py's; nothing here decides.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pytest_gpuperf.engine.plain import to_plain
@@ -124,21 +125,25 @@ def floor_headline(check: str, floor: FloorCheck, m: Measurement) -> str:
     return text
 
 
+def floor_noise(floor: FloorCheck, percent: Callable[[float], str] = "{:.2%}".format) -> str:
+    """A floor's "floor noise" row, for the bandwidth floor (report/failure.py) and the
+    roofline's: where the 95% interval lies against the floor, and what decided."""
+    low, high = floor.efficiency_ci
+    interval = f"the 95% interval {percent(low)} to {percent(high)}"
+    if low >= floor.floor:
+        return f"{interval} lies at or above the floor"
+    if high < floor.floor:
+        return f"{interval} lies entirely below the floor: not noise"
+    decided = "reaches" if floor.efficiency >= floor.floor else "misses"
+    return f"{interval} straddles the floor; decided on the median, which {decided} it"
+
+
 def floor_rows(check: str, floor: FloorCheck, m: Measurement) -> list[tuple[str, str]]:
     """The rows that bear on a roofline floor's decision: what it expects, the interval
     against it, and where the measurement stands on the roofline."""
     roofline = m.roofline
     assert roofline is not None
     roof = roofline.peak_flops_per_s if check == FLOPS_CHECK else roofline.attainable_flops_per_s
-    low, high = floor.efficiency_ci
-    interval = f"the 95% interval {low:.2%} to {high:.2%}"
-    if low >= floor.floor:
-        noise = f"{interval} lies at or above the floor"
-    elif high < floor.floor:
-        noise = f"{interval} lies entirely below the floor: not noise"
-    else:
-        decided = "reaches" if floor.efficiency >= floor.floor else "misses"
-        noise = f"{interval} straddles the floor; decided on the median, which {decided} it"
     return [
         (
             "floor",
@@ -146,7 +151,7 @@ def floor_rows(check: str, floor: FloorCheck, m: Measurement) -> list[tuple[str,
             f"{tflops_text(floor.floor * roof)} ({floor.origin})",
         ),
         ("vs floor", f"{(floor.efficiency - floor.floor) * 100:+.2f} points"),
-        ("floor noise", noise),
+        ("floor noise", floor_noise(floor)),
         *roofline_rows(m),
     ]
 
@@ -211,6 +216,7 @@ __all__ = [
     "deciding_work_floors",
     "floor_cell",
     "floor_headline",
+    "floor_noise",
     "floor_rows",
     "format_tflops",
     "intensity_text",
