@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_gpuperf.engine.roofline import COMPUTE_BOUND, Roofline
 from pytest_gpuperf.record.verdict import FAIL, Row
+from pytest_gpuperf.report.roofline_words import roof_name
 
 # (device key, test id, measurement name, cache mode): series.py's Key, a tuple of these
 Key = tuple[str, str, str, str]
@@ -140,16 +141,11 @@ def svg(
         measured = point.roofline
         colour = FAILED_COLOUR if point.failed else POINT_COLOUR
         sid = (ids or {}).get(point.key, "")
-        roof_words = (
-            f"the {measured.math} compute roof"
-            if measured.bound == COMPUTE_BOUND
-            else "the memory roof"
-        )
         _, test_id, name, cache = point.key
         tip = (
             f"{test_id} [{name}, {cache}]: "
             f"{measured.tflops:,.1f} TFLOP/s at {measured.intensity:,.1f} FLOP/B, "
-            f"{measured.roofline_efficiency:.1%} of {roof_words}"
+            f"{measured.roofline_efficiency:.1%} of {roof_name(measured)}"
             + (" (failed)" if point.failed else "")
         )
         parts.append(
