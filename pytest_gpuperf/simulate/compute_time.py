@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.errors import ConfigError, GpuPerfError, LaunchError
+from pytest_gpuperf.errors import ConfigError
 from pytest_gpuperf.runtime.compute_peaks import peaks_of
 from pytest_gpuperf.runtime.devices import DeviceSpec
 from pytest_gpuperf.simulate import kernel_models
@@ -46,7 +46,7 @@ class ComputeTimes:
         `views` gives the launch's arguments as a model sees them."""
         model = handle.model()
         if model is not None and model.flops is not None and model.math is not None:
-            flops, math = kernel_models.check_flops(_counted(model, views()), model), model.math
+            flops, math = kernel_models.counted(model, "flops", views()), model.math
         elif (handle.source, handle.name) in self._declared:
             flops, math = self._declared[(handle.source, handle.name)]
         else:
@@ -70,20 +70,6 @@ def compute_efficiency(handle: SimKernel) -> float:
     if model is not None and model.compute_efficiency is not None:
         return model.compute_efficiency
     return DEFAULT_COMPUTE_EFFICIENCY
-
-
-def _counted(model: kernel_models.KernelModel, views: list[Any]) -> Any:
-    """The model's flops for one launch; its failure is one LaunchError naming the model."""
-    assert model.flops is not None
-    try:
-        return model.flops(views)
-    except GpuPerfError:
-        raise
-    except Exception as failure:
-        raise LaunchError(
-            f"flops of the simulated model {model.describe()} raised "
-            f"{type(failure).__name__}: {failure}"
-        ) from failure
 
 
 __all__ = ["DEFAULT_COMPUTE_EFFICIENCY", "ComputeTimes"]

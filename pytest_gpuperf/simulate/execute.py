@@ -191,7 +191,7 @@ class Executor:
             self._unmodelled(handle, model, kernel, args)
         buffers = [(p, v) for p, v in zip(params, args, strict=True) if isinstance(v, DeviceBuffer)]
         if model is not None and model.traffic_bytes is not None:
-            total = kernel_models.check_traffic(self._call_traffic(model, get_views()), model)
+            total = kernel_models.counted(model, "traffic_bytes", get_views())
             return self._spread(total, [b for _, b in buffers])
         return [self._access(b, b.nbytes) for _, b in buffers]
 
@@ -344,18 +344,6 @@ class Executor:
                 f"the simulated model {model.describe()} raised {type(failure).__name__}: "
                 f"{failure}; fix the model (it gets the arguments as NumPy views and numbers, "
                 "in the kernel's parameter order)"
-            ) from failure
-
-    def _call_traffic(self, model: kernel_models.KernelModel, views: list[Any]) -> Any:
-        assert model.traffic_bytes is not None
-        try:
-            return model.traffic_bytes(views)
-        except GpuPerfError:
-            raise
-        except Exception as failure:
-            raise LaunchError(
-                f"traffic_bytes of the simulated model {model.describe()} raised "
-                f"{type(failure).__name__}: {failure}"
             ) from failure
 
     def _unmodelled(

@@ -14,9 +14,9 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pytest_gpuperf.errors import ConfigError
+from pytest_gpuperf.errors import ConfigError, GpuPerfError, LaunchError
 
 __all__ = [
     "Compute",
@@ -25,8 +25,8 @@ __all__ = [
     "LaunchShape",
     "SimulationWarning",
     "TrafficBytes",
-    "check_flops",
     "check_traffic",
+    "counted",
     "lookup",
     "missing_model_message",
     "model",
@@ -296,29 +296,41 @@ def missing_model_message(name: str, source: Path | None, traffic_declared: bool
     )
 
 
-def check_flops(value: Any, entry: KernelModel) -> int:
-    """A flops result as an operation count; ConfigError naming the model otherwise."""
+# What a model's count functions give, as their errors word it
+_COUNTS = {"flops": "an operation count", "traffic_bytes": "a byte count"}
+
+
+def counted(entry: KernelModel, part: Literal["flops", "traffic_bytes"], views: list[Any]) -> int:
+    """What the model's `part` (a function of the arguments) counts for one launch, given its
+    argument `views`: a failure of the function is one LaunchError naming the model, a result
+    that is not a whole count >= 0 one ConfigError."""
+    function = getattr(entry, part)
+    assert function is not None
     try:
-        count = int(value)
-    except (TypeError, ValueError):
-        count = -1
-    if isinstance(value, bool) or count < 0 or count != value:
-        raise ConfigError(
-            f"simulated kernel model {entry.describe()}: flops returned {value!r}, not an "
-            "operation count >= 0"
-        )
-    return count
+        value = function(views)
+    except GpuPerfError:
+        raise
+    except Exception as failure:
+        raise LaunchError(
+            f"{part} of the simulated model {entry.describe()} raised "
+            f"{type(failure).__name__}: {failure}"
+        ) from failure
+    return _checked(value, entry, part)
 
 
 def check_traffic(value: Any, entry: KernelModel) -> int:
     """A traffic_bytes result as a byte count; ConfigError naming the model otherwise."""
+    return _checked(value, entry, "traffic_bytes")
+
+
+def _checked(value: Any, entry: KernelModel, part: str) -> int:
     try:
         count = int(value)
     except (TypeError, ValueError):
         count = -1
     if isinstance(value, bool) or count < 0 or count != value:
         raise ConfigError(
-            f"simulated kernel model {entry.describe()}: traffic_bytes returned {value!r}, "
-            "not a byte count >= 0"
+            f"simulated kernel model {entry.describe()}: {part} returned {value!r}, not "
+            f"{_COUNTS[part]} >= 0"
         )
     return count
