@@ -14,15 +14,19 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pytest_gpuperf.errors import ConfigError, GpuPerfError, LaunchError
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's from Python 3.11
 
 __all__ = [
     "Compute",
     "FlopCount",
     "KernelModel",
     "LaunchShape",
+    "ModelOptions",
     "SimulationWarning",
     "TrafficBytes",
     "check_traffic",
@@ -180,35 +184,30 @@ def register(
     return entry
 
 
+class ModelOptions(TypedDict, total=False):
+    """The keywords of a model that `register` and its decorator form `model` both take."""
+
+    traffic_bytes: TrafficBytes | None
+    efficiency: float | None
+    reads_outputs: bool
+    flops: FlopCount | None
+    math: str | None
+    compute_efficiency: float | None
+
+
 def model(
     source: str | Path,
     kernel: str,
     *,
-    traffic_bytes: TrafficBytes | None = None,
-    efficiency: float | None = None,
-    reads_outputs: bool = False,
     relative_to: str | Path | None = None,
-    flops: FlopCount | None = None,
-    math: str | None = None,
-    compute_efficiency: float | None = None,
+    **options: Unpack[ModelOptions],
 ) -> Callable[[Compute], Compute]:
-    """Decorator form of `register`: the decorated function `(args, launch) -> None` is the
-    model's compute; it is returned unchanged."""
+    """Decorator form of `register`, with its keywords: the decorated function
+    `(args, launch) -> None` is the model's compute; it is returned unchanged."""
     base = Path(relative_to) if relative_to is not None else _caller_directory(1)
 
     def decorate(compute: Compute) -> Compute:
-        register(
-            source,
-            kernel,
-            compute,
-            traffic_bytes=traffic_bytes,
-            efficiency=efficiency,
-            reads_outputs=reads_outputs,
-            relative_to=base,
-            flops=flops,
-            math=math,
-            compute_efficiency=compute_efficiency,
-        )
+        register(source, kernel, compute, relative_to=base, **options)
         return compute
 
     return decorate
