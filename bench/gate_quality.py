@@ -96,128 +96,61 @@ def _on_signal(signum: int, _frame: Any) -> None:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The options, grouped in --help by the part they steer."""
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--backend",
-        default="sim",
-        choices=["sim", "cuda", "hip"],
-        help="cuda/hip: the processes part on that GPU; sim: the library part (sim)",
-    )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="the processes part, small (with --backend sim: the smoke test of the GPU run: "
-        "8 processes, 4M and 256K elements)",
-    )
-    parser.add_argument("--processes", type=int, help="processes part: pytest processes (cuda: 50)")
-    parser.add_argument(
-        "--budget", type=float, default=1.0, help="--gpuperf-budget per measurement, s (1.0)"
-    )
-    parser.add_argument(
-        "--deadline",
-        type=float,
-        help="processes part: start no process that would end past this many seconds from the "
-        "start (cuda: 520, to fit `timeout 560`; 0: none)",
-    )
-    parser.add_argument(
-        "--process-timeout", type=float, default=150.0, help="per pytest process, s (150)"
-    )
-    parser.add_argument(
-        "--long-elements", type=int, help=f"the long kernel's fp32 elements ({LONG_ELEMENTS})"
-    )
-    parser.add_argument(
-        "--mid-elements",
-        type=int,
-        help=f"processes part: the mid kernel's fp32 elements ({MID_ELEMENTS}; 0: no mid size)",
-    )
-    parser.add_argument(
-        "--short-elements", type=int, help=f"the short kernel's fp32 elements ({SHORT_ELEMENTS})"
-    )
-    parser.add_argument(
-        "--plan-from",
-        metavar="JSON",
-        help="processes part: take the plan (sizes, extra bytes per point) of an earlier part's "
-        "--out file instead of calibrating, so the parts can be merged",
-    )
-    parser.add_argument(
-        "--merge",
-        nargs="+",
-        metavar="JSON",
-        help="join the processes of several --out files of the same plan into one document "
-        "(written to --out, printed, and with --update-docs written into the docs)",
-    )
-    parser.add_argument(
-        "--no-calibrate",
-        dest="calibrate",
-        action="store_false",
-        help="x%% more bytes for an x%% slowdown instead of the measured time slope",
-    )
-    parser.add_argument(
-        "--history-trials", type=int, default=200, help="processes part: history trials (200)"
-    )
-    parser.add_argument("--trials", type=int, help="library part: trials per point (500)")
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=os.cpu_count() or 1,
-        help="library part: processes in the pool (the CPU count; 1: no pool)",
-    )
-    parser.add_argument(
-        "--run-spread",
-        type=float,
-        default=0.07,
-        help="library part: open_sim's run_spread, +-95%% (0.07, the seed's MI300X figure)",
-    )
-    parser.add_argument(
-        "--common-fraction", type=float, help="library part: open_sim's (default: its own)"
-    )
-    parser.add_argument(
-        "--code-shares",
-        type=lambda text: [float(v) for v in text.split(",")],
-        default=list(CODE_SHARES),
-        help="library part: the run-to-run variance's share per code object, a grid "
-        f"(default {','.join(map(str, CODE_SHARES))})",
-    )
-    parser.add_argument(
-        "--history-share",
-        type=float,
-        default=0.05,
-        help="library part: the code share of the history path's model (0.05)",
-    )
-    parser.add_argument(
-        "--sim-device",
-        type=sim_device_key,
-        default="mi300x",
-        help="library part: the simulated device, a key of the device table (mi300x; a "
-        "device with smaller caches, e.g. mi250x, has a smaller cold-mode flush buffer)",
-    )
-    parser.add_argument(
-        "--sim-option",
-        action="append",
-        default=[],
-        help="library part: another open_sim option, KEY=VALUE (repeatable)",
-    )
-    parser.add_argument(
-        "--seed", type=int, default=20260101, help="seeds every draw of the script (20260101)"
-    )
-    parser.add_argument("--keep", action="store_true", help="keep the temporary project")
-    parser.add_argument(
-        "--out", help="write every trial and the scores as JSON (after every process)"
-    )
-    parser.add_argument("--markdown", action="store_true", help="print the Markdown tables too")
-    parser.add_argument(
-        "--update-docs", action="store_true", help="write the tables into docs/benchmarks.md"
-    )
-    parser.add_argument(
-        "--render",
-        metavar="JSON",
-        help="print (and with --update-docs, write) the tables of a saved --out file instead "
-        "of running, e.g. one the GPU machine wrote",
-    )
-    parser.add_argument("--child", choices=["calibrate"], help=argparse.SUPPRESS)
-    parser.add_argument("child_args", nargs="?", help=argparse.SUPPRESS)
+    add = parser.add_argument
+    processes = parser.add_argument_group("the processes part").add_argument
+    library = parser.add_argument_group("the library part").add_argument
+    # fmt: off
+    add("--backend", default="sim", choices=["sim", "cuda", "hip"],
+        help="cuda/hip: the processes part on that GPU; sim: the library part (sim)")
+    add("--quick", action="store_true", help="the processes part, small (with --backend sim: "
+        "the smoke test of the GPU run: 8 processes, 4M and 256K elements)")
+    add("--budget", type=float, default=1.0, help="--gpuperf-budget per measurement, s (1.0)")
+    add("--long-elements", type=int, help=f"the long kernel's fp32 elements ({LONG_ELEMENTS})")
+    add("--short-elements", type=int, help=f"the short kernel's fp32 elements ({SHORT_ELEMENTS})")
+    add("--seed", type=int, default=20260101, help="seeds every draw of the script (20260101)")
+    add("--keep", action="store_true", help="keep the temporary project")
+    add("--out", help="write every trial and the scores as JSON (after every process)")
+    add("--markdown", action="store_true", help="print the Markdown tables too")
+    add("--update-docs", action="store_true", help="write the tables into docs/benchmarks.md")
+    add("--render", metavar="JSON", help="print (and with --update-docs, write) the tables of a "
+        "saved --out file instead of running, e.g. one the GPU machine wrote")
+    add("--child", choices=["calibrate"], help=argparse.SUPPRESS)
+    add("child_args", nargs="?", help=argparse.SUPPRESS)
+    processes("--processes", type=int, help="pytest processes (cuda: 50)")
+    processes("--deadline", type=float, help="start no process that would end past this many "
+              "seconds from the start (cuda: 520, to fit `timeout 560`; 0: none)")
+    processes("--process-timeout", type=float, default=150.0, help="per pytest process, s (150)")
+    processes("--mid-elements", type=int,
+              help=f"the mid kernel's fp32 elements ({MID_ELEMENTS}; 0: no mid size)")
+    processes("--plan-from", metavar="JSON", help="take the plan (sizes, extra bytes per point) "
+              "of an earlier part's --out file instead of calibrating, so the parts can be merged")
+    processes("--merge", nargs="+", metavar="JSON", help="join the processes of several --out "
+              "files of the same plan into one document (written to --out, printed, and with "
+              "--update-docs written into the docs)")
+    processes("--no-calibrate", dest="calibrate", action="store_false",
+              help="x%% more bytes for an x%% slowdown instead of the measured time slope")
+    processes("--history-trials", type=int, default=200, help="history trials (200)")
+    library("--trials", type=int, help="trials per point (500)")
+    library("--workers", type=int, default=os.cpu_count() or 1,
+            help="processes in the pool (the CPU count; 1: no pool)")
+    library("--run-spread", type=float, default=0.07,
+            help="open_sim's run_spread, +-95%% (0.07, the seed's MI300X figure)")
+    library("--common-fraction", type=float, help="open_sim's (default: its own)")
+    library("--code-shares", type=lambda text: [float(v) for v in text.split(",")],
+            default=list(CODE_SHARES), help="the run-to-run variance's share per code object, "
+            f"a grid (default {','.join(map(str, CODE_SHARES))})")
+    library("--history-share", type=float, default=0.05,
+            help="the code share of the history path's model (0.05)")
+    library("--sim-device", type=sim_device_key, default="mi300x", help="the simulated device, "
+            "a key of the device table (mi300x; a device with smaller caches, e.g. mi250x, has "
+            "a smaller cold-mode flush buffer)")
+    library("--sim-option", action="append", default=[],
+            help="another open_sim option, KEY=VALUE (repeatable)")
+    # fmt: on
     options = parser.parse_args(argv)
     options.part = "processes" if options.backend != "sim" or options.quick else "library"
     quick = options.quick
