@@ -155,16 +155,11 @@ def run_sweep(
                     started = clock()
                     try:
                         measurement = measure_kernel(
-                            backend,
-                            compiled[name],
-                            grid=(n + BLOCK - 1) // BLOCK,
-                            block=BLOCK,
-                            args=args,
-                            bytes_moved=size * spec.buffers,
-                            device=device,
+                            backend, compiled[name], grid=(n + BLOCK - 1) // BLOCK, block=BLOCK,
+                            args=args, bytes_moved=size * spec.buffers, device=device,
                             settings=MeasureSettings(cache=cache, budget_s=measure_budget_s),
                             name=f"{name} {cache}",
-                        )
+                        )  # fmt: skip
                     except GpuPerfError as failure:
                         skipped.append(SweepSkip(name, cache, size, str(failure)))
                         continue
@@ -176,20 +171,11 @@ def run_sweep(
                                 f"sweep: {name} {cache} at {human_bytes(size)} wrote wrong "
                                 "results; a bandwidth of a wrong kernel means nothing"
                             )
+                    m = measurement
                     row = SweepRow(
-                        kernel=name,
-                        cache=cache,
-                        size_bytes=size,
-                        bytes_moved=measurement.bytes_moved,
-                        time_s=measurement.time_s,
-                        time_ci_s=measurement.time_ci_s,
-                        bandwidth_bps=measurement.bandwidth_bps,
-                        efficiency=measurement.efficiency,
-                        samples=len(measurement.samples_s),
-                        stopped_by=measurement.stopped_by,
-                        wall_s=clock() - started,
-                        output_checked=checked,
-                    )
+                        name, cache, size, m.bytes_moved, m.time_s, m.time_ci_s, m.bandwidth_bps,
+                        m.efficiency, len(m.samples_s), m.stopped_by, clock() - started, checked,
+                    )  # fmt: skip
                     rows.append(row)
                     log(
                         f"{name:>10} {cache:>6} {human_bytes(size):>7}  "
@@ -221,35 +207,17 @@ def _free(buffers: Sequence[Any]) -> None:
 
 # -- output ------------------------------------------------------------------------------
 
-HEADERS = [
-    "kernel",
-    "cache",
-    "size (B/buffer)",
-    "bytes moved",
-    "time (us)",
-    "GB/s",
-    "efficiency",
-    "samples",
-    "stopped by",
-]
+HEADERS = ["kernel", "cache", "size (B/buffer)", "bytes moved", "time (us)", "GB/s",
+           "efficiency", "samples", "stopped by"]  # fmt: skip
 
 
 def table_rows(result: SweepResult) -> list[list[Any]]:
     ordered = sorted(result.rows, key=lambda r: (r.kernel, r.cache, r.size_bytes))
     return [
-        [
-            r.kernel,
-            r.cache,
-            r.size_bytes,
-            r.bytes_moved,
-            f"{r.time_s * 1e6:.2f}",
-            f"{r.bandwidth_bps / 1e9:.1f}",
-            f"{r.efficiency:.1%}",
-            r.samples,
-            r.stopped_by,
-        ]
+        [r.kernel, r.cache, r.size_bytes, r.bytes_moved, f"{r.time_s * 1e6:.2f}",
+         f"{r.bandwidth_bps / 1e9:.1f}", f"{r.efficiency:.1%}", r.samples, r.stopped_by]
         for r in ordered
-    ]
+    ]  # fmt: skip
 
 
 def title(result: SweepResult) -> str:
@@ -320,22 +288,17 @@ LINE_STYLES = {"cold": "-", "hot": "--", "rotate": ":"}
 def from_json(data: dict[str, Any]) -> SweepResult:
     """The result a previous `--out` file holds, so that the table and the plot can be made
     again (on another machine, say) without measuring again."""
+
+    def known(kind: type, found: dict[str, Any]) -> dict[str, Any]:
+        """The fields of `kind` that `found` holds (a file holds more: title, gbps)."""
+        return {name: found[name] for name in kind.__dataclass_fields__ if name in found}
+
     rows = tuple(
-        SweepRow(
-            **{
-                name: tuple(row[name]) if name == "time_ci_s" else row[name]
-                for name in SweepRow.__dataclass_fields__
-            }
-        )
+        SweepRow(**{**known(SweepRow, row), "time_ci_s": tuple(row["time_ci_s"])})
         for row in data["rows"]
     )
     skipped = tuple(SweepSkip(**skip) for skip in data["skipped"])
-    fields = {
-        name: data[name]
-        for name in SweepResult.__dataclass_fields__
-        if name not in ("rows", "skipped") and name in data
-    }
-    return SweepResult(rows=rows, skipped=skipped, **fields)
+    return SweepResult(**{**known(SweepResult, data), "rows": rows, "skipped": skipped})
 
 
 def plot(result: SweepResult, path: Path) -> None:
@@ -359,23 +322,16 @@ def plot(result: SweepResult, path: Path) -> None:
     for (kernel, cache), rows in sorted(series.items()):
         rows.sort(key=lambda r: r.bytes_moved)
         axes.plot(
-            [r.bytes_moved for r in rows],
-            [r.bandwidth_bps / 1e9 for r in rows],
-            marker="o" if kernel == "copy" else "s",
-            linestyle=LINE_STYLES.get(cache, "-"),
-            markersize=4,
-            label=f"{kernel} ({cache})",
-        )
+            [r.bytes_moved for r in rows], [r.bandwidth_bps / 1e9 for r in rows],
+            marker="o" if kernel == "copy" else "s", linestyle=LINE_STYLES.get(cache, "-"),
+            markersize=4, label=f"{kernel} ({cache})",
+        )  # fmt: skip
     peak_gbps = result.peak_bps / 1e9
     axes.axhline(peak_gbps, color="black", linestyle=":", linewidth=1.2)
     axes.annotate(
-        f"roofline: {peak_gbps:.0f} GB/s (datasheet peak)",
-        xy=(0.01, peak_gbps),
-        xycoords=("axes fraction", "data"),
-        xytext=(0, 4),
-        textcoords="offset points",
-        fontsize=8,
-    )
+        f"roofline: {peak_gbps:.0f} GB/s (datasheet peak)", xy=(0.01, peak_gbps),
+        xycoords=("axes fraction", "data"), xytext=(0, 4), textcoords="offset points", fontsize=8,
+    )  # fmt: skip
     marks = [(result.l2_bytes, "L2")]
     if result.cache_bytes > result.l2_bytes:
         marks.append((result.cache_bytes, "L2 + last-level cache"))
@@ -383,15 +339,10 @@ def plot(result: SweepResult, path: Path) -> None:
         if capacity:
             axes.axvline(capacity, color="grey", linestyle="-.", linewidth=0.8)
             axes.annotate(
-                f"{label} ({human_bytes(capacity)})",
-                xy=(capacity, 0.5),
-                xycoords=("data", "axes fraction"),
-                rotation=90,
-                fontsize=7,
-                color="grey",
-                xytext=(3, 0),
+                f"{label} ({human_bytes(capacity)})", xy=(capacity, 0.5), rotation=90,
+                xycoords=("data", "axes fraction"), fontsize=7, color="grey", xytext=(3, 0),
                 textcoords="offset points",
-            )
+            )  # fmt: skip
     axes.set_xscale("log", base=2)
     axes.set_yscale("log")
     axes.xaxis.set_major_formatter(
@@ -418,37 +369,25 @@ def plot(result: SweepResult, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", default="cuda", choices=BACKENDS)
-    parser.add_argument(
-        "--device", help="device key (sim: the model, default mi300x; GPU: override the match)"
-    )
-    parser.add_argument("--kernels", default="copy,vector_add", help="default: copy,vector_add")
-    parser.add_argument(
-        "--cache", default="hot,cold", help="cache modes, comma-separated (default: hot,cold)"
-    )
-    parser.add_argument("--min-bytes", default="4K", help="smallest buffer (default 4K)")
-    parser.add_argument("--max-bytes", default="2G", help="largest buffer (default 2G)")
-    parser.add_argument(
-        "--budget",
-        type=float,
-        default=300.0,
-        help="wall seconds for the whole sweep; later sizes are skipped and listed (default 300)",
-    )
-    parser.add_argument(
-        "--measure-budget",
-        type=float,
-        default=0.5,
-        help="sampling budget per measurement in seconds, MeasureSettings.budget_s (default 0.5)",
-    )
-    parser.add_argument("--seed", type=int, help="simulated device seed (default: random)")
-    parser.add_argument("--out", help="write the rows as JSON to this path")
-    parser.add_argument("--plot", help="write the plot to this .png or .svg path (matplotlib)")
-    parser.add_argument("--markdown", help="write the table into this Markdown file's section")
-    parser.add_argument(
-        "--from-json",
-        metavar="PATH",
-        help="do not measure: print, plot and write the result of an earlier --out file",
-    )
+    add = parser.add_argument
+    # fmt: off
+    add("--backend", default="cuda", choices=BACKENDS)
+    add("--device", help="device key (sim: the model, default mi300x; GPU: override the match)")
+    add("--kernels", default="copy,vector_add", help="default: copy,vector_add")
+    add("--cache", default="hot,cold", help="cache modes, comma-separated (default: hot,cold)")
+    add("--min-bytes", default="4K", help="smallest buffer (default 4K)")
+    add("--max-bytes", default="2G", help="largest buffer (default 2G)")
+    add("--budget", type=float, default=300.0,
+        help="wall seconds for the whole sweep; later sizes are skipped and listed (default 300)")
+    add("--measure-budget", type=float, default=0.5,
+        help="sampling budget per measurement in seconds, MeasureSettings.budget_s (default 0.5)")
+    add("--seed", type=int, help="simulated device seed (default: random)")
+    add("--out", help="write the rows as JSON to this path")
+    add("--plot", help="write the plot to this .png or .svg path (matplotlib)")
+    add("--markdown", help="write the table into this Markdown file's section")
+    add("--from-json", metavar="PATH",
+        help="do not measure: print, plot and write the result of an earlier --out file")
+    # fmt: on
     options = parser.parse_args(argv)
 
     kernels = [k.strip() for k in options.kernels.split(",") if k.strip()]
@@ -472,14 +411,9 @@ def main(argv: list[str] | None = None) -> int:
         device = open_device(options.backend, options.device, **seed)
         try:
             result = run_sweep(
-                device.backend,
-                device.spec,
-                kernels=kernels,
-                caches=caches,
-                sizes=sizes,
-                measure_budget_s=options.measure_budget,
-                wall_budget_s=options.budget,
-            )
+                device.backend, device.spec, kernels=kernels, caches=caches, sizes=sizes,
+                measure_budget_s=options.measure_budget, wall_budget_s=options.budget,
+            )  # fmt: skip
         finally:
             device.close()
         arguments = argv if argv is not None else sys.argv[1:]
