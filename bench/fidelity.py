@@ -79,61 +79,39 @@ def engine_child(backend_name: str, ops: list[str], sizes: list[int]) -> None:
                 method = f"engine {cache}" + ("" if graphs else " (stream launches)")
                 began = time.perf_counter()
                 try:
-                    measurement = measure_kernel(
-                        backend,
-                        kernel,
-                        grid=grid,
-                        block=BLOCK,
-                        args=args,
+                    m = measure_kernel(
+                        backend, kernel, grid=grid, block=BLOCK, args=args, device=device,
                         bytes_moved=row["bytes_moved"],
-                        device=device,
                         settings=MeasureSettings(cache=cache, graphs=graphs),
-                    )
+                    )  # fmt: skip
                 except ConfigError as refused:  # rotate of a tiny working set
                     emit({**row, "method": method, "skipped": str(refused)})
                     continue
-                emit(
-                    {
-                        **row,
-                        "method": method,
-                        "efficiency": measurement.efficiency,
-                        "time_s": measurement.time_s,
-                        "wall_s": time.perf_counter() - began,
-                        "stopped_by": measurement.stopped_by,
-                        "samples": len(measurement.samples_s),
-                        "queue_method": measurement.queue_method,
-                    }
-                )
+                timed(row, method, began, m.time_s, device.peak_bps, efficiency=m.efficiency,
+                      stopped_by=m.stopped_by, samples=len(m.samples_s),
+                      queue_method=m.queue_method)  # fmt: skip
             if n <= 1 << 24:  # the real output must be in the caller's buffer after rotate
                 got = output.download(np.float32)
                 ok = np.allclose(got, op.expected(inputs), rtol=1e-6)
                 emit({**row, "method": "output check", "ok": bool(ok)})
             began = time.perf_counter()
             time_s = _events_around_single_launches(backend, kernel, grid, args)
-            emit(
-                {
-                    **row,
-                    "method": "events (single launch)",
-                    "efficiency": row["bytes_moved"] / time_s / device.peak_bps,
-                    "time_s": time_s,
-                    "wall_s": time.perf_counter() - began,
-                }
-            )
+            timed(row, "events (single launch)", began, time_s, device.peak_bps)
             if backend.supports_graphs:
                 began = time.perf_counter()
                 launches = 100 if row["bytes_moved"] <= 1 << 26 else 10
                 time_s = _graph_replay(backend, kernel, grid, args, launches)
-                emit(
-                    {
-                        **row,
-                        "method": "graph replay (same kernel)",
-                        "efficiency": row["bytes_moved"] / time_s / device.peak_bps,
-                        "time_s": time_s,
-                        "wall_s": time.perf_counter() - began,
-                    }
-                )
+                timed(row, "graph replay (same kernel)", began, time_s, device.peak_bps)
             for buffer in (*buffers, output):
                 buffer.free()
+
+
+def timed(row: dict, method: str, began: float, time_s: float, peak_bps: float, **more) -> None:
+    """Emit one method's row of (op, size): its time, the wall since `began`, its efficiency
+    (the declared bytes over `time_s` against `peak_bps`), and `more` (the engine's own)."""
+    efficiency = row["bytes_moved"] / time_s / peak_bps
+    emit({**row, "method": method, "efficiency": efficiency, "time_s": time_s,
+          "wall_s": time.perf_counter() - began, **more})  # fmt: skip
 
 
 def _graph_replay(backend, kernel, grid, args, launches: int) -> float:
@@ -237,35 +215,16 @@ def _triton_case(torch, triton, kernel, op_name: str, size: int, peak_bps: float
     ]
     if engine is not None:
         backend, device, settings_type, measure_callable = engine
-        for cache in ("cold", "hot"):
-            settings = settings_type(cache=cache)
-            timings.append(
-                (
-                    f"engine callable {cache}",
-                    lambda settings=settings: (
-                        measure_callable(
-                            backend,
-                            launch,
-                            bytes_moved=row["bytes_moved"],
-                            device=device,
-                            settings=settings,
-                            name=f"triton {op_name}",
-                        ).time_s
-                    ),
-                )
-            )
+
+        def engine_s(cache: str) -> float:
+            return measure_callable(backend, launch, bytes_moved=row["bytes_moved"], device=device,
+                                    settings=settings_type(cache=cache),
+                                    name=f"triton {op_name}").time_s  # fmt: skip
+
+        timings += [(f"engine callable {c}", lambda c=c: engine_s(c)) for c in ("cold", "hot")]
     for method, timing in timings:
         began = time.perf_counter()
-        time_s = timing()
-        emit(
-            {
-                **row,
-                "method": method,
-                "time_s": time_s,
-                "wall_s": time.perf_counter() - began,
-                "efficiency": row["bytes_moved"] / time_s / peak_bps,
-            }
-        )
+        timed(row, method, began, timing(), peak_bps)
 
 
 def _triton_launch(torch, triton, kernel, op: StreamOp, n: int):
@@ -313,33 +272,21 @@ def aggregate(rows: list[dict]) -> list[dict]:
     for (op_name, size, method), items in sorted(groups.items()):
         efficiencies = [r["efficiency"] for r in items]
         mean = statistics.fmean(efficiencies)
-        summary.append(
-            {
-                "op": op_name,
-                "size": size,
-                "method": method,
-                "efficiency": statistics.median(efficiencies),
-                "cv": statistics.stdev(efficiencies) / mean if len(items) > 1 else None,
-                "wall_s": statistics.median(r["wall_s"] for r in items),
-                "processes": len(items),
-            }
-        )
+        summary.append({
+            "op": op_name, "size": size, "method": method,
+            "efficiency": statistics.median(efficiencies),
+            "cv": statistics.stdev(efficiencies) / mean if len(items) > 1 else None,
+            "wall_s": statistics.median(r["wall_s"] for r in items), "processes": len(items),
+        })  # fmt: skip
     return summary
 
 
 def _table_rows(summary: list[dict]) -> list[list]:
     return [
-        [
-            s["op"],
-            human_bytes(s["size"]),
-            s["method"],
-            f"{100 * s['efficiency']:.3g}%",
-            "-" if s["cv"] is None else f"{s['cv']:.2%}",
-            f"{s['wall_s']:.3f}",
-            s["processes"],
-        ]
+        [s["op"], human_bytes(s["size"]), s["method"], f"{100 * s['efficiency']:.3g}%",
+         "-" if s["cv"] is None else f"{s['cv']:.2%}", f"{s['wall_s']:.3f}", s["processes"]]
         for s in summary
-    ]
+    ]  # fmt: skip
 
 
 HEADERS = ["op", "working set", "method", "efficiency", "run-to-run CV", "wall s", "procs"]
@@ -353,12 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, help="separate processes (default 8; 2 quick)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and processes")
     parser.add_argument("--no-triton", action="store_true", help="skip the Triton/torch child")
-    parser.add_argument(
-        "--time-budget-s",
-        type=float,
-        default=480.0,
-        help="stop starting processes after this long (default 480)",
-    )
+    parser.add_argument("--time-budget-s", type=float, default=480.0,
+                        help="stop starting processes after this long (default 480)")  # fmt: skip
     parser.add_argument("--out", help="write all rows and the summary as JSON")
     parser.add_argument("--markdown", help="write the table into this Markdown file's section")
     parser.add_argument("--child", choices=["engine", "triton"], help=argparse.SUPPRESS)
@@ -389,17 +332,8 @@ def main(argv: list[str] | None = None) -> int:
             left_s = options.time_budget_s - (time.perf_counter() - began)
             if left_s <= 0:
                 break
-            child_args = [
-                __file__,
-                "--child",
-                kind,
-                "--backend",
-                options.backend,
-                "--sizes",
-                ",".join(map(str, sizes)),
-                "--ops",
-                ",".join(ops),
-            ]
+            child_args = [__file__, "--child", kind, "--backend", options.backend,
+                          "--sizes", ",".join(map(str, sizes)), "--ops", ",".join(ops)]  # fmt: skip
             for row in run_child(child_args, timeout_s=max(left_s, 30.0)):
                 rows.append({**row, "process": process})
         else:
