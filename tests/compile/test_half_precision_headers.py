@@ -206,6 +206,49 @@ def test_the_conversions_and_arithmetic_round_as_integer_arithmetic_says(clang19
     pytest.fail(f"{said} (entry #{index[1] if index else '?'} of its table)", pytrace=False)
 
 
+NAN_RULE = r"""
+#include <hip/hip_bf16.h>
+#include <hip/hip_fp16.h>
+
+// The index of the first case whose __hmax or __hmin disagrees, else -1.
+constexpr int first_wrong_nan_rule() {
+    const __half n = __ushort_as_half(0x7E01), m = __ushort_as_half(0xFE02);
+    const __half one = __ushort_as_half(0x3C00), two = __ushort_as_half(0x4000);
+    const __hip_bfloat16 bn = __ushort_as_bfloat16(0x7FC1), bm = __ushort_as_bfloat16(0xFFC2);
+    const __hip_bfloat16 b1 = __ushort_as_bfloat16(0x3F80), b2 = __ushort_as_bfloat16(0x4000);
+    const bool right[] = {
+        __half_as_ushort(__hmax(n, one)) == 0x3C00,
+        __half_as_ushort(__hmax(one, n)) == 0x3C00,
+        __half_as_ushort(__hmin(n, two)) == 0x4000,
+        __half_as_ushort(__hmin(two, m)) == 0x4000,
+        __half_as_ushort(__hmax(n, m)) == 0x7FFF,
+        __half_as_ushort(__hmin(n, m)) == 0x7FFF,
+        __half_as_ushort(__hmax(one, two)) == 0x4000,
+        __half_as_ushort(__hmin(one, two)) == 0x3C00,
+        __bfloat16_as_ushort(__hmax(bn, b1)) == 0x3F80,
+        __bfloat16_as_ushort(__hmin(b2, bm)) == 0x4000,
+        __bfloat16_as_ushort(__hmax(bn, bm)) == 0x7FFF,
+        __bfloat16_as_ushort(__hmin(bn, bm)) == 0x7FFF,
+        __bfloat16_as_ushort(__hmax(b1, b2)) == 0x4000,
+        __bfloat16_as_ushort(__hmin(b1, b2)) == 0x3F80,
+    };
+    for (int i = 0; i < (int)(sizeof(right) / sizeof(right[0])); ++i)
+        if (!right[i]) return i;
+    return -1;
+}
+static_assert(first_wrong_nan_rule() == -1, "__hmax or __hmin treats a NaN differently");
+"""
+
+
+def test_hmax_and_hmin_return_the_other_operand_of_a_nan_and_a_canonical_nan_of_two(
+    clang19, tmp_path, monkeypatch
+):
+    """ROCm's rule for __hmax and __hmin, on both types, evaluated by clang-19 for gfx942:
+    one NaN operand gives the other operand, two give the canonical NaN 0x7FFF."""
+    monkeypatch.setenv("GPUPERF_CACHE_DIR", str(tmp_path / "cache"))
+    compile_static(NAN_RULE, "gfx942", clang=clang19, name="nan_rule.hip", use_cache=False)
+
+
 def test_the_reference_is_itself_right(tmp_path):
     """The integer reference agrees with NumPy's float16 conversion (IEEE's rounding) on
     every non-NaN input, and bf16_bits with the definition on a hand-checked few."""

@@ -47,21 +47,16 @@ using __gp_if_arithmetic = typename __gp_enable_if<__is_arithmetic(T)>::type;
         return T(__builtin_bit_cast(NATIVE, (unsigned short)(                                    \
             __builtin_bit_cast(unsigned short, a.__gp_v) & 0x7FFFu)));                           \
     }                                                                                             \
+    __device__ __forceinline__ constexpr T __gp_nan_operand(T a, T b) {                           \
+        return __hisnan(a) && __hisnan(b)                                                         \
+                   ? T(__builtin_bit_cast(NATIVE, (unsigned short)(NAN_BITS)))                    \
+                   : (__hisnan(a) ? b : a);                                                       \
+    }                                                                                             \
     __device__ __forceinline__ constexpr T __hmax(T a, T b) {                                     \
-        if (__hisnan(a) || __hisnan(b)) {                                                         \
-            return __hisnan(a) && __hisnan(b)                                                     \
-                       ? T(__builtin_bit_cast(NATIVE, (unsigned short)(NAN_BITS)))                \
-                       : (__hisnan(a) ? b : a);                                                   \
-        }                                                                                         \
-        return a.__gp_v > b.__gp_v ? a : b;                                                       \
+        return __hisnan(a) || __hisnan(b) ? __gp_nan_operand(a, b) : a.__gp_v > b.__gp_v ? a : b; \
     }                                                                                             \
     __device__ __forceinline__ constexpr T __hmin(T a, T b) {                                     \
-        if (__hisnan(a) || __hisnan(b)) {                                                         \
-            return __hisnan(a) && __hisnan(b)                                                     \
-                       ? T(__builtin_bit_cast(NATIVE, (unsigned short)(NAN_BITS)))                \
-                       : (__hisnan(a) ? b : a);                                                   \
-        }                                                                                         \
-        return a.__gp_v < b.__gp_v ? a : b;                                                       \
+        return __hisnan(a) || __hisnan(b) ? __gp_nan_operand(a, b) : a.__gp_v < b.__gp_v ? a : b; \
     }                                                                                             \
     __device__ __forceinline__ constexpr bool __heq(T a, T b) { return a.__gp_v == b.__gp_v; }  \
     __device__ __forceinline__ constexpr bool __hne(T a, T b) { return a.__gp_v != b.__gp_v; }  \
