@@ -38,9 +38,9 @@ from pytest_gpuperf.gate.confirm import confirm_baseline
 from pytest_gpuperf.gate.decide import decide
 from pytest_gpuperf.gate.floor import check_floor
 from pytest_gpuperf.gate.judge import baseline_keys
-from pytest_gpuperf.gate.noise import stored_band
 from pytest_gpuperf.gate.policy import DEFAULT_TOLERANCE
 from pytest_gpuperf.gate.roofline import check_flops_floor, check_roofline_floor
+from pytest_gpuperf.gate.stored import stored_judgement
 from pytest_gpuperf.gate.suite import SuiteBudget
 from pytest_gpuperf.record.checks import (
     AB_NO_BASE,
@@ -190,25 +190,16 @@ def _baseline(
     spread = _sim_board_spread(m)
 
     def judged(efficiency: float, measured_rel_ci: float, said: BaselineCheck) -> BaselineCheck:
-        band = stored_band(
-            reference, measured_rel_ci, false_alarm_rate=rate, simulated_board_spread=spread
-        )
-        allowance = max(tolerance, band.noise)
-        delta = efficiency / reference.efficiency - 1.0
-        outcome = _outcome(delta, allowance)
-        return replace(
-            said,
-            outcome=outcome,
-            baseline=reference,
-            delta=delta,
-            allowance=allowance,
-            noise=band.noise,
-            band=band,
+        judgement = stored_judgement(
+            m,
+            reference,
+            efficiency,
+            measured_rel_ci,
             tolerance=tolerance,
-            gating=gating,
             false_alarm_rate=rate,
-            modelled=outcome == WITHIN_NOISE and _modelled(m, reference.fingerprint),
+            simulated_board_spread=spread,
         )
+        return replace(said, tolerance=tolerance, gating=gating, false_alarm_rate=rate, **judgement)
 
     first = replace(judged(m.efficiency, m.relative_ci, check), first_outcome="", confirmation=None)
     second = check.confirmation
@@ -232,11 +223,6 @@ def _no_entry(check: BaselineCheck) -> str:
     )
 
 
-def _modelled(m: Measurement, fingerprint: str) -> bool:
-    """gate/stored.py's rule: the simulated device timed other code than the entry's."""
-    return m.simulated and bool(m.fingerprint and fingerprint) and m.fingerprint != fingerprint
-
-
 def _sim_board_spread(m: Measurement) -> float:
     """The simulated device's spread between its GPUs, which the judge adds on a board the
     saves were not made on (its setting, known exactly; 0 for a real device)."""
@@ -245,9 +231,3 @@ def _sim_board_spread(m: Measurement) -> float:
     from pytest_gpuperf.simulate.device_model import DEFAULT_GPU_SPREAD
 
     return DEFAULT_GPU_SPREAD
-
-
-def _outcome(delta: float, allowance: float) -> str:
-    if delta < -allowance:
-        return REGRESSED
-    return IMPROVED if delta > allowance else WITHIN_NOISE

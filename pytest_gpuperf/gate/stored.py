@@ -59,23 +59,17 @@ def check_baseline(
     if baseline is None:
         outcome = OTHER_DEVICE if elsewhere else NO_BASELINE
         return BaselineCheck(outcome=outcome, elsewhere=elsewhere, **common)
-    delta = measurement.efficiency / baseline.efficiency - 1.0
-    band = stored_band(
+    judgement = stored_judgement(
+        measurement,
         baseline,
+        measurement.efficiency,
         measurement.relative_ci,
-        confidence=confidence,
+        tolerance=tolerance,
         false_alarm_rate=false_alarm_rate,
+        confidence=confidence,
         prior_df=prior_df,
         simulated_board_spread=simulated_board_spread,
     )
-    noise = band.noise
-    allowance = max(tolerance, noise)
-    if delta < -allowance:
-        outcome = REGRESSED
-    elif delta > allowance:
-        outcome = IMPROVED
-    else:
-        outcome = WITHIN_NOISE
     drift = None
     if baseline.source == "measured":
         drift = drift_of(
@@ -84,17 +78,51 @@ def check_baseline(
             false_alarm_rate=false_alarm_rate,
             simulated_board_spread=simulated_board_spread,
         )
-    return BaselineCheck(
-        outcome=outcome,
-        baseline=baseline,
-        delta=delta,
-        allowance=allowance,
-        noise=noise,
-        band=band,
-        modelled=outcome == WITHIN_NOISE and _modelled(measurement, baseline),
-        drift=drift,
-        **common,
+    return BaselineCheck(drift=drift, **judgement, **common)
+
+
+def stored_judgement(
+    measurement: Measurement,
+    baseline: BaselineRef,
+    efficiency: float,
+    relative_ci: float,
+    *,
+    tolerance: float,
+    false_alarm_rate: float,
+    confidence: float = 0.95,
+    prior_df: float | None = None,
+    simulated_board_spread: float = 0.0,
+) -> dict[str, Any]:
+    """The BaselineCheck fields the stored rule decides for `efficiency` (its interval
+    `relative_ci`) of `measurement` against `baseline` (check_baseline's words say how): the
+    delta, the band and allowance, the outcome, whether it was only modelled. What
+    check_baseline gives a measurement, and gate/recheck.py a report's numbers (a confirming
+    round's too)."""
+    delta = efficiency / baseline.efficiency - 1.0
+    band = stored_band(
+        baseline,
+        relative_ci,
+        confidence=confidence,
+        false_alarm_rate=false_alarm_rate,
+        prior_df=prior_df,
+        simulated_board_spread=simulated_board_spread,
     )
+    allowance = max(tolerance, band.noise)
+    if delta < -allowance:
+        outcome = REGRESSED
+    elif delta > allowance:
+        outcome = IMPROVED
+    else:
+        outcome = WITHIN_NOISE
+    return {
+        "outcome": outcome,
+        "baseline": baseline,
+        "delta": delta,
+        "allowance": allowance,
+        "noise": band.noise,
+        "band": band,
+        "modelled": outcome == WITHIN_NOISE and _modelled(measurement, baseline),
+    }
 
 
 def _modelled(measurement: Measurement, baseline: BaselineRef) -> bool:
