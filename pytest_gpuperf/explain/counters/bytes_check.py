@@ -13,8 +13,9 @@ input's own size goes: a 4-byte uniform scalar buffer cannot hide a 270 MB short
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from pytest_gpuperf.engine.plain import to_plain
 from pytest_gpuperf.explain.counters.traffic import megabytes
 
 BOUND = 0.05  # a gap beyond this fraction of the declaration is reported
@@ -122,19 +123,34 @@ class BytesCheck:
         )
 
     def plain(self) -> dict[str, Any]:
-        return {
-            "declared_bytes": self.declared_bytes,
-            "read_bytes": self.read_bytes,
-            "written_bytes": self.written_bytes,
-            "gap": self.gap,
-            "l2_bytes": self.l2_bytes,
-            "cache": self.cache,
-            "uniform_args": list(self.uniform_args),
-            "uniform_arg_bytes": list(self.uniform_arg_bytes),
-            "outcome": self.outcome,
-            "warns": self.warns,
-            "line": self.line(),
-        }
+        return plain_check(self)
 
 
-__all__ = ["BOUND", "BytesCheck"]
+class CheckedDeclaration(Protocol):
+    """A declaration checked against the counters: BytesCheck, flops_check.FlopsCheck."""
+
+    @property
+    def gap(self) -> float | None: ...
+
+    @property
+    def outcome(self) -> str: ...
+
+    @property
+    def warns(self) -> bool: ...
+
+    def line(self) -> str: ...
+
+
+def plain_check(check: CheckedDeclaration) -> dict[str, Any]:
+    """A check as plain data (the JSON report's explain.bytes_check, explain.flops_check): its
+    fields, as engine.plain.to_plain gives every result's, then what it found."""
+    return {
+        **to_plain(check),
+        "gap": check.gap,
+        "outcome": check.outcome,
+        "warns": check.warns,
+        "line": check.line(),
+    }
+
+
+__all__ = ["BOUND", "BytesCheck", "CheckedDeclaration", "plain_check"]

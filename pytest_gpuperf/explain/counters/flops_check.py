@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_gpuperf.explain.counters.bytes_check import plain_check
+
 BOUND = 0.05
 WITHIN, OVER, UNDER, NOT_CHECKED = "within", "over", "under", "not-checked"
 # Types whose work runs on the tensor (matrix) path: without its counter the vector counters
@@ -96,16 +98,7 @@ class FlopsCheck:
         )
 
     def plain(self) -> dict[str, Any]:
-        return {
-            "declared_flops": self.declared_flops,
-            "counted_flops": self.counted_flops,
-            "tensor_flops": self.tensor_flops,
-            "math": self.math,
-            "gap": self.gap,
-            "outcome": self.outcome,
-            "warns": self.warns,
-            "line": self.line(),
-        }
+        return plain_check(self)
 
 
 __all__ = ["BOUND", "FlopsCheck"]
