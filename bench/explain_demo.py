@@ -103,12 +103,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--budget", default="0.5")
     parser.add_argument("-k", default="", help="pytest's -k: which of the project's tests")
-    parser.add_argument(
-        "--stored",
-        action="store_true",
-        help="no --gpuperf-compare: three saves of the base "
-        "first, then head judged against them (the failure explained against the saved commit)",
-    )
+    parser.add_argument("--stored", action="store_true", help="no --gpuperf-compare: three "
+                        "saves of the base first, then head judged against them (the failure "
+                        "explained against the saved commit)")  # fmt: skip
     options = parser.parse_args()
     options.out.mkdir(parents=True, exist_ok=True)
     with scratch("explain-demo") as folder:
@@ -137,18 +134,13 @@ def main() -> int:
         measured = None
         if head.get("dram_read_bytes") and base.get("dram_read_bytes"):
             measured = head["dram_read_bytes"] / base["dram_read_bytes"] - 1
-        rows.append(
-            {
-                "variant": variant,
-                "truth_read_change": HEADS.get(variant, 0) / 1000,
-                "measured_read_change": measured,
-                "verdict": row.verdict.status,
-                "lines": traffic.get("lines"),
-                "cost_s": traffic.get("cost_s"),
-                "problem": traffic.get("problem"),
-                "bytes_check": (explain.get("bytes_check") or {}).get("line"),
-            }
-        )
+        rows.append({
+            "variant": variant, "truth_read_change": HEADS.get(variant, 0) / 1000,
+            "measured_read_change": measured, "verdict": row.verdict.status,
+            "lines": traffic.get("lines"), "cost_s": traffic.get("cost_s"),
+            "problem": traffic.get("problem"),
+            "bytes_check": (explain.get("bytes_check") or {}).get("line"),
+        })  # fmt: skip
     summary = {"exit": run.returncode, "wall_s": run.wall_s, "rows": rows}
     (options.out / "explain.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))

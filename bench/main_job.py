@@ -234,17 +234,9 @@ def render(document: Mapping[str, Any], markdown: bool = False) -> str:
         run = document.get(name)
         if not run:
             continue
-        rows.append(
-            (
-                name,
-                run["exit"],
-                f"{run['wall_s']:.1f} s",
-                _s(run.get("session_s")),
-                _s(run.get("gpu_lock_held_s"), 2),
-                run.get("gpu_lock_holds", "-"),
-                run.get("summary", "")[-60:],
-            )
-        )
+        rows.append((name, run["exit"], f"{run['wall_s']:.1f} s", _s(run.get("session_s")),
+                     _s(run.get("gpu_lock_held_s"), 2), run.get("gpu_lock_holds", "-"),
+                     run.get("summary", "")[-60:]))  # fmt: skip
     head = ("run", "exit", "wall", "pytest session", "GPU lock held", "holds", "summary")
     lines = [f"{document.get('title', '')}, {document.get('label', '')}, {document['started']}"]
     lines += [table(head, rows, markdown)]
@@ -276,16 +268,10 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any], markdown: bool)
         band = m.get("allowance") or was.get("allowance")
         inside = band is None or abs(change) <= band
         outside += not inside
-        rows.append(
-            (
-                m["key"].replace("tests/perf/", ""),
-                f"{was['efficiency']:.2%}",
-                f"{m['efficiency']:.2%}",
-                f"{change:+.2%}",
-                "-" if band is None else f"±{band:.2%}",
-                "yes" if inside else "NO",
-            )
-        )
+        rows.append((m["key"].replace("tests/perf/", ""), f"{was['efficiency']:.2%}",
+                     f"{m['efficiency']:.2%}", f"{change:+.2%}",
+                     "-" if band is None else f"±{band:.2%}",
+                     "yes" if inside else "NO"))  # fmt: skip
     head = ("measurement", "before", "after", "change", "band", "within")
     return f"{table(head, rows, markdown)}\n{len(rows)} measurements, {outside} outside their band"
 

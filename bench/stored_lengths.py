@@ -183,18 +183,11 @@ def _scenario(options: argparse.Namespace, root: Path) -> dict[str, Any]:
             runs += [r for r in pool.map(judge, jobs) if not r.get("skipped")]
     return {
         "title": "the stored gate at three lengths (bench/stored_lengths.py)",
-        "label": options.label,
-        "backend": options.backend,
-        "simulated": options.backend == "sim",
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "sizes": dict(sizes),
-        "extra": options.extra,
-        "budget": options.budget,
-        "jobs": options.jobs,
-        "runs": runs,
-        "files": files,
-        "wall_s": time.monotonic() - started,
-    }
+        "label": options.label, "backend": options.backend, "simulated": options.backend == "sim",
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "sizes": dict(sizes),
+        "extra": options.extra, "budget": options.budget, "jobs": options.jobs, "runs": runs,
+        "files": files, "wall_s": time.monotonic() - started,
+    }  # fmt: skip
 
 
 def analyse(document: Mapping[str, Any]) -> list[dict[str, Any]]:

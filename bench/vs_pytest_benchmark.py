@@ -195,6 +195,7 @@ def score(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     for record in records:
         if "error" not in record:
             by_trial.setdefault(record["index"] // len(ROLES), {})[record["role"]] = record
+    ok = [r for r in records if "error" not in r]
     sizes: dict[str, Any] = {}
     for size in SIZES:
         row: dict[str, Any] = {}
@@ -203,21 +204,13 @@ def score(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             for trial in by_trial.values():
                 if not all(role in trial for role in ROLES):
                     continue
-                base = trial["base"]["pytest_benchmark"][size]["median_s"]
+                limit = _pb_median(trial["base"], size) * (1 + threshold)
                 pairs += 1
-                alarms += trial["same"]["pytest_benchmark"][size]["median_s"] > base * (
-                    1 + threshold
-                )
-                detections += trial["more"]["pytest_benchmark"][size]["median_s"] > base * (
-                    1 + threshold
-                )
+                alarms += _pb_median(trial["same"], size) > limit
+                detections += _pb_median(trial["more"], size) > limit
             row[f"pb_{threshold:g}"] = {"alarms": alarms, "detections": detections, "of": pairs}
-        unchanged = [
-            r["gpu_bench"][size]
-            for r in records
-            if "error" not in r and r["role"] in ("base", "same")
-        ]
-        slower = [r["gpu_bench"][size] for r in records if "error" not in r and r["role"] == "more"]
+        unchanged = [r["gpu_bench"][size] for r in ok if r["role"] in ("base", "same")]
+        slower = [r["gpu_bench"][size] for r in ok if r["role"] == "more"]
         row["gpu_bench"] = {
             "alarms": sum(m["test_outcome"] == "failed" for m in unchanged),
             "unchanged": len(unchanged),
@@ -226,23 +219,21 @@ def score(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "inconclusive": sum(m["state"] == "inconclusive" for m in unchanged + slower),
             "more_ratio": _median([m["ratio"] for m in slower if m["ratio"]]),
         }
-        ok = [r for r in records if "error" not in r]
-        row["pb_median_s"] = _median(
-            [r["pytest_benchmark"][size]["median_s"] for r in ok if r["role"] != "more"]
-        )
+        row["pb_median_s"] = _median([_pb_median(r, size) for r in ok if r["role"] != "more"])
+        both = [t for t in by_trial.values() if "more" in t and "base" in t]
         row["pb_more_ratio"] = _median(
-            [
-                t["more"]["pytest_benchmark"][size]["median_s"]
-                / t["base"]["pytest_benchmark"][size]["median_s"]
-                for t in by_trial.values()
-                if "more" in t and "base" in t
-            ]
+            [_pb_median(t["more"], size) / _pb_median(t["base"], size) for t in both]
         )
         row["gpu_bench_median_s"] = _median(
             [r["gpu_bench"][size]["time_s"] for r in ok if r["role"] != "more"]
         )
         sizes[size] = row
     return sizes
+
+
+def _pb_median(record: Mapping[str, Any], size: str) -> float:
+    """The median pytest-benchmark reported for `size` in one process's record."""
+    return record["pytest_benchmark"][size]["median_s"]
 
 
 def _median(values: Sequence[float]) -> float | None:
