@@ -137,20 +137,14 @@ def main() -> int:
     found = {}
     if (options.out / "bisect.json").is_file():
         found = read_bisect(options.out / "bisect.json")
+    named = (found.get("culprit") or {}).get("sha")
     summary = {
-        "backend": options.backend,
-        "commits": options.commits,
-        "culprit_index": options.culprit,
-        "culprit_expected": culprit_sha,
-        "culprit_found": (found.get("culprit") or {}).get("sha"),
-        "named": (found.get("culprit") or {}).get("sha") == culprit_sha,
-        "probes": len(found.get("probes", ())),
-        "candidates": len(found.get("candidates", ())),
-        "wall_s": round(done.wall_s, 1),
-        "exit_status": done.returncode,
-        "story": story,
+        "backend": options.backend, "commits": options.commits, "culprit_index": options.culprit,
+        "culprit_expected": culprit_sha, "culprit_found": named, "named": named == culprit_sha,
+        "probes": len(found.get("probes", ())), "candidates": len(found.get("candidates", ())),
+        "wall_s": round(done.wall_s, 1), "exit_status": done.returncode, "story": story,
         "device": found.get("device"),
-    }
+    }  # fmt: skip
     (options.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "story"}, indent=2))
     return 0 if summary["named"] else 1

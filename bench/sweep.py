@@ -186,17 +186,12 @@ def run_sweep(
                 _free(buffers)
     info = backend.info
     return SweepResult(
-        device_key=device.key,
-        device_name=device.name,
-        backend=info.backend,
-        simulated=bool(info.simulated),
-        peak_bps=float(device.peak_bps),
-        l2_bytes=int(device.l2_bytes),
-        cache_bytes=int(device.cache_bytes),
-        date=datetime.now(timezone.utc).date().isoformat(),
-        rows=tuple(rows),
+        device_key=device.key, device_name=device.name, backend=info.backend,
+        simulated=bool(info.simulated), peak_bps=float(device.peak_bps),
+        l2_bytes=int(device.l2_bytes), cache_bytes=int(device.cache_bytes),
+        date=datetime.now(timezone.utc).date().isoformat(), rows=tuple(rows),
         skipped=tuple(skipped),
-    )
+    )  # fmt: skip
 
 
 def _free(buffers: Sequence[Any]) -> None:
