@@ -24,14 +24,8 @@ def ab_row(label: str, kind: str, trials: Sequence[Trial], target: str = "") -> 
         return count[state] / n if n else math.nan
 
     return {
-        "point": label,
-        "kind": kind,
-        "trials": n,
-        "invalid": len(trials) - n,
-        "regressed": rate("regressed"),
-        "improved": rate("improved"),
-        "inconclusive": rate("inconclusive"),
-        "pass": rate("pass"),
+        "point": label, "kind": kind, "trials": n, "invalid": len(trials) - n,
+        **{state: rate(state) for state in ("regressed", "improved", "inconclusive", "pass")},
         "median_ratio": finite_median(t.ratio for t in valid),
         "median_ci_half": finite_median((t.ratio_ci[1] - t.ratio_ci[0]) / 2 for t in valid),
         "median_pairs": finite_median(t.pairs for t in valid),
@@ -39,9 +33,8 @@ def ab_row(label: str, kind: str, trials: Sequence[Trial], target: str = "") -> 
         "median_drift": finite_median(t.drift for t in valid),
         "drift_measured": sum(t.drift_basis == "measured" for t in valid) / n if n else math.nan,
         "median_of_medians": finite_median(t.median_ratio for t in valid),
-        "target": target,
-        "met": meets(target, n, rate("regressed"), rate("inconclusive")),
-    }
+        "target": target, "met": meets(target, n, rate("regressed"), rate("inconclusive")),
+    }  # fmt: skip
 
 
 def meets(target: str, trials: int, regressed: float, inconclusive: float = 0.0) -> str:

@@ -48,21 +48,13 @@ def calibrate_child(spec: Mapping[str, Any]) -> None:
             if small < big:
                 path = workdir / f"probe_{size}_{small}.hip"
                 probes.append((small, _probe_pair(device, base, path, small, args).ratio))
-            emit(
-                {
-                    "size": size,
-                    "elements": elements,
-                    "probe_permille": big,
-                    "ratio": paired.ratio,
-                    "ratio_ci": list(paired.ratio_ci),
-                    "pairs": paired.pairs,
-                    "probes": [list(probe) for probe in probes],
-                    "base_time_s": paired.base.time_s,
-                    "slope_per_permille": (paired.ratio - 1.0) / big,
-                    "device": device.spec.name,
-                    "simulated": device.simulated,
-                }
-            )
+            emit({
+                "size": size, "elements": elements, "probe_permille": big, "ratio": paired.ratio,
+                "ratio_ci": list(paired.ratio_ci), "pairs": paired.pairs,
+                "probes": [list(probe) for probe in probes], "base_time_s": paired.base.time_s,
+                "slope_per_permille": (paired.ratio - 1.0) / big, "device": device.spec.name,
+                "simulated": device.simulated,
+            })  # fmt: skip
 
 
 def _probe_pair(device: Any, base: Any, path: Path, permille: int, args: tuple[Any, ...]) -> Any:
@@ -72,17 +64,11 @@ def _probe_pair(device: Any, base: Any, path: Path, permille: int, args: tuple[A
     path.write_text(kernel_source(permille))
     elements = args[-1]
     return measure_pair(
-        device.backend,
-        device.kernel(path, KERNEL),
-        base,
-        grid=(elements + BLOCK - 1) // BLOCK,
-        block=BLOCK,
-        args=args,
-        bytes_moved=12 * elements,
-        device=device.spec,
+        device.backend, device.kernel(path, KERNEL), base, grid=(elements + BLOCK - 1) // BLOCK,
+        block=BLOCK, args=args, bytes_moved=12 * elements, device=device.spec,
         settings=MeasureSettings(cache="cold", target_rel_ci=0.002, budget_s=3.0),
         stop_when=lambda ci, _base_s: (ci[1] - ci[0]) / 2 <= 0.002,
-    )
+    )  # fmt: skip
 
 
 def calibrate(

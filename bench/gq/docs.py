@@ -33,10 +33,7 @@ def update_docs(document: Mapping[str, Any], docs: Path) -> None:
             "--update-docs: the processes part on the simulated device is a smoke test"
         )
     text = docs.read_text() if docs.exists() else ""
-    inner = {
-        "cuda": f"{DOCS_MARKER}-gpu",
-        "sim": f"{DOCS_MARKER}-sim",
-    }
+    inner = {"cuda": f"{DOCS_MARKER}-gpu", "sim": f"{DOCS_MARKER}-sim"}
     if f"<!-- {DOCS_MARKER}:begin -->" not in text:
         skeleton = DOCS_INTRO + "".join(
             f"\n<!-- {marker}:begin -->\n(not run yet)\n<!-- {marker}:end -->\n"

@@ -32,15 +32,10 @@ def history_check(
 
     entry, restarted = None, 0
     for measurement in saves:
-        context = SaveContext(
-            test_id=TEST_ID,
-            path=HISTORY_PATH,
-            device_key=measurement.device_key,
-            prior_spread=prior_run_spread(
-                measurement.backend, measurement.time_s, measurement.cache, simulated_spread
-            ),
-            history_length=len(saves),
-        )
+        m = measurement
+        prior = prior_run_spread(m.backend, m.time_s, m.cache, simulated_spread)
+        context = SaveContext(test_id=TEST_ID, path=HISTORY_PATH, device_key=m.device_key,
+                              prior_spread=prior, history_length=len(saves))  # fmt: skip
         action, saved = plan_save(measurement, entry, context)
         if saved is None:
             continue
@@ -51,15 +46,10 @@ def history_check(
     reference = entry.to_ref(HISTORY_PATH, judged.device_key)
     check = check_baseline(judged, reference, tolerance=tolerance)
     return {
-        "outcome": check.outcome,
-        "delta": check.delta,
-        "allowance": check.allowance,
-        "noise": check.noise,
-        "saves": reference.saves,
-        "spread_basis": reference.spread_basis,
-        "run_spread": reference.run_spread,
-        "restarted": restarted,
-    }
+        "outcome": check.outcome, "delta": check.delta, "allowance": check.allowance,
+        "noise": check.noise, "saves": reference.saves, "spread_basis": reference.spread_basis,
+        "run_spread": reference.run_spread, "restarted": restarted,
+    }  # fmt: skip
 
 
 def tolerances() -> tuple[float, ...]:
@@ -78,16 +68,13 @@ def history_row(
 
     unchanged = checks["unchanged"]
     row = {
-        "saves": saves,
-        "basis": unchanged[0]["spread_basis"] if unchanged else "",
-        "tolerance": tolerance,
-        "trials": len(unchanged),
-        "false_alarm": rate(unchanged),
+        "saves": saves, "basis": unchanged[0]["spread_basis"] if unchanged else "",
+        "tolerance": tolerance, "trials": len(unchanged), "false_alarm": rate(unchanged),
         "improved": rate(unchanged, "improved"),
         "median_allowance": finite_median(c["allowance"] for c in unchanged),
         "median_spread": finite_median(c["run_spread"] for c in unchanged),
         "restarted": sum(c["restarted"] for c in unchanged),
-    }
+    }  # fmt: skip
     for key, items in checks.items():
         if key != "unchanged":
             row[f"detect_{key}"] = rate(items)
@@ -99,11 +86,8 @@ def score_history(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
     """(rows, every trial, why skipped or ""): histories of long_same's head measurements
     from other processes, judged on one process's long_same (unchanged) and long_slow3."""
-    usable = [
-        r
-        for r in records
-        if all(name in r.trials and r.trials[name].valid for name in ("long_same", "long_slow3"))
-    ]
+    points = ("long_same", "long_slow3")
+    usable = [r for r in records if all(p in r.trials and r.trials[p].valid for p in points)]
     most = max(HISTORY_SAVES)
     if len(usable) < most + 1:
         return [], [], f"needs {most + 1} processes with valid long_same and long_slow3"
@@ -116,7 +100,8 @@ def score_history(
             rng.sample([r for r in usable if r is not judged], most), key=lambda r: r.index
         )
         for saves in HISTORY_SAVES:
-            history = [r.trials["long_same"].measurement for r in others[-saves:]]
+            history_of = others[-saves:]
+            history = [r.trials["long_same"].measurement for r in history_of]
             for tolerance in tolerances():
                 slot = checks.setdefault((saves, tolerance), {"unchanged": [], "+3%": []})
                 for key, name in (("unchanged", "long_same"), ("+3%", "long_slow3")):
@@ -124,15 +109,8 @@ def score_history(
                         history, judged.trials[name].measurement, tolerance, simulated_spread
                     )
                     slot[key].append(check)
-                    kept.append(
-                        {
-                            "judged": judged.index,
-                            "history": [r.index for r in others[-saves:]],
-                            "saves": saves,
-                            "tolerance": tolerance,
-                            "judged_kernel": name,
-                            **check,
-                        }
-                    )
+                    kept.append({"judged": judged.index, "history": [r.index for r in history_of],
+                                 "saves": saves, "tolerance": tolerance, "judged_kernel": name,
+                                 **check})  # fmt: skip
     rows = [history_row(s, t, items) for (s, t), items in sorted(checks.items())]
     return rows, kept, ""

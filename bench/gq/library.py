@@ -112,14 +112,8 @@ def write_sim_kernels(directory: Path) -> SimKernels:
 
 def _sim_buffers(device: Any, elements: int) -> tuple:
     """Lazily zero-filled buffers (nothing is computed: the library part times only)."""
-    backend = device.backend
-    return (
-        backend.alloc(4 * elements),
-        backend.alloc(4 * elements),
-        backend.alloc(4 * elements),
-        backend.alloc(4),
-        elements,
-    )
+    a, b, c, extra = (device.backend.alloc(4 * n) for n in (elements, elements, elements, 1))
+    return (a, b, c, extra, elements)
 
 
 def sim_ab_trial(job: Mapping[str, Any]) -> dict[str, Any]:
@@ -130,39 +124,23 @@ def sim_ab_trial(job: Mapping[str, Any]) -> dict[str, Any]:
 
     warnings.simplefilter("ignore")
     elements = job["elements"]
-    with open_device(
-        "sim", seed=job["seed"], **job["model"], kernel_slowdown=job["slowdown"]
-    ) as device:
+    model = {**job["model"], "kernel_slowdown": job["slowdown"]}
+    with open_device("sim", seed=job["seed"], **model) as device:
         base = device.kernel(job["base"], KERNEL)
         head = device.kernel(job["head"], KERNEL)
+        # the pair gets the fixture's budgets (gate/pairing.py)
         paired = device.compare(
-            head,
-            base,
-            grid=(elements + BLOCK - 1) // BLOCK,
-            block=BLOCK,
-            args=_sim_buffers(device, elements),
-            bytes=12 * elements,
-            cache="cold",
-            budget_s=job["budget"],  # the pair gets the fixture's budgets (gate/pairing.py)
+            head, base, grid=(elements + BLOCK - 1) // BLOCK, block=BLOCK, cache="cold",
+            args=_sim_buffers(device, elements), bytes=12 * elements, budget_s=job["budget"],
             threshold=DEFAULT_COMPARE_THRESHOLD,
-        )
+        )  # fmt: skip
     check = check_comparison(paired, ref="base", ref_commit="", threshold=DEFAULT_COMPARE_THRESHOLD)
     return {
-        "share": job["share"],
-        "size": job["size"],
-        "point": job["point"],
-        "seed": job["seed"],
-        "state": check.state,
-        "ratio": paired.ratio,
-        "ratio_ci": list(paired.ratio_ci),
-        "pairs": paired.pairs,
-        "time_s": paired.base.time_s,
-        "drift": check.drift,
-        "drift_basis": check.drift_basis,
-        "loads": check.loads,
-        "median_ratio": check.median_ratio,
-        "valid": True,
-    }
+        **{key: job[key] for key in ("share", "size", "point", "seed")}, "state": check.state,
+        "ratio": paired.ratio, "ratio_ci": list(paired.ratio_ci), "pairs": paired.pairs,
+        "time_s": paired.base.time_s, "drift": check.drift, "drift_basis": check.drift_basis,
+        "loads": check.loads, "median_ratio": check.median_ratio, "valid": True,
+    }  # fmt: skip
 
 
 def sim_history_trial(job: Mapping[str, Any]) -> dict[str, Any]:
@@ -177,12 +155,9 @@ def sim_history_trial(job: Mapping[str, Any]) -> dict[str, Any]:
     def measure(seed: int, paths: Sequence[str], slowdown: Mapping[str, float]) -> list:
         with open_device("sim", seed=seed, **job["model"], kernel_slowdown=slowdown) as device:
             args = _sim_buffers(device, elements)
-            return [
-                device.measure(
-                    device.kernel(p, KERNEL), args=args, budget_s=job["budget"], **launch
-                )
-                for p in paths
-            ]
+            # each kernel loaded just before it is measured: the simulated device's draws
+            return [device.measure(device.kernel(p, KERNEL), args=args, budget_s=job["budget"],
+                                   **launch) for p in paths]  # fmt: skip
 
     saves = [measure(seed, [job["base"]], {})[0] for seed in job["save_seeds"]]
     slowed = job["slowed"]  # [(slowdown, path, fingerprint)]
@@ -214,10 +189,8 @@ def _pool_map(
         for done, result in enumerate(mapped, start=1):
             results.append(result)
             if done % step == 0 or done == len(jobs):
-                print(
-                    f"  {what}: {done}/{len(jobs)} trials, {time.perf_counter() - began:.0f} s",
-                    file=sys.stderr,
-                )
+                took = time.perf_counter() - began
+                print(f"  {what}: {done}/{len(jobs)} trials, {took:.0f} s", file=sys.stderr)
 
     if workers <= 1:
         collect(map(function, jobs))
@@ -262,20 +235,11 @@ def library_part(options: argparse.Namespace, began: float) -> dict[str, Any]:
                     heads[f"+{slowdown:.0%}"] = (path, {fingerprint: 1.0 + slowdown})
                 for point, (head, slowdown_map) in heads.items():
                     jobs += [
-                        {
-                            "share": share,
-                            "size": size,
-                            "point": point,
-                            "elements": elements,
-                            "model": model,
-                            "base": kernels.base,
-                            "head": head,
-                            "slowdown": slowdown_map,
-                            "budget": options.budget,
-                            "seed": next(seeds),
-                        }
+                        {"share": share, "size": size, "point": point, "elements": elements,
+                         "model": model, "base": kernels.base, "head": head,
+                         "slowdown": slowdown_map, "budget": options.budget, "seed": next(seeds)}
                         for _ in range(options.trials)
-                    ]
+                    ]  # fmt: skip
         ab_trials = _pool_map(sim_ab_trial, jobs, options.workers, "A/B")
         history_share = options.history_share if shares != [None] else None
         history_model = sim_open_kwargs(
@@ -283,43 +247,25 @@ def library_part(options: argparse.Namespace, began: float) -> dict[str, Any]:
         )
         slowed = [(s, *kernels.slowed[s]) for s in SIM_HISTORY_SLOWDOWNS]
         history_jobs = [
-            {
-                "elements": options.long_elements,
-                "model": history_model,
-                "run_spread": options.run_spread,
-                "base": kernels.base,
-                "slowed": slowed,
-                "budget": options.budget,
-                "save_seeds": [next(seeds) for _ in range(max(HISTORY_SAVES))],
-                "judged_seed": next(seeds),
-            }
+            {"elements": options.long_elements, "model": history_model, "slowed": slowed,
+             "run_spread": options.run_spread, "base": kernels.base, "budget": options.budget,
+             "save_seeds": [next(seeds) for _ in range(max(HISTORY_SAVES))],
+             "judged_seed": next(seeds)}
             for _ in range(options.trials)
-        ]
+        ]  # fmt: skip
         history_trials = _pool_map(sim_history_trial, history_jobs, options.workers, "history")
         settings = _model_settings(history_model)
-    ab_rows = score_sim_ab(ab_trials, models)
-    history_rows = score_sim_history(history_trials)
     return {
-        "title": "",
-        "part": "library",
-        "backend": "sim",
+        "title": "", "part": "library", "backend": "sim",
         "device": f"Simulated {KNOWN_DEVICES[options.sim_device].name}",
-        "device_key": options.sim_device,
-        "command": options.command,
-        "started": started,
+        "device_key": options.sim_device, "command": options.command, "started": started,
         "complete": True,
-        "model": {
-            "open_sim": {str(share): model for share, model in models.items()},
-            "history_model": history_model,
-            "settings": settings,
-            "note": model_note,
-        },
-        "ab": ab_rows,
-        "history": history_rows,
-        "ab_trials": ab_trials,
-        "history_trials": history_trials,
+        "model": {"open_sim": {str(share): model for share, model in models.items()},
+                  "history_model": history_model, "settings": settings, "note": model_note},
+        "ab": score_sim_ab(ab_trials, models), "history": score_sim_history(history_trials),
+        "ab_trials": ab_trials, "history_trials": history_trials,
         "wall_s": time.perf_counter() - began,
-    }
+    }  # fmt: skip
 
 
 def _model_settings(model: Mapping[str, Any]) -> dict[str, Any]:
@@ -329,20 +275,9 @@ def _model_settings(model: Mapping[str, Any]) -> dict[str, Any]:
     backend = sim.open(0, seed=0, **model)
     try:
         settings = backend.settings
-        found = {
-            name: getattr(settings, name)
-            for name in (
-                "run_spread",
-                "common_fraction",
-                "placement_fraction",
-                "code_fraction",
-                "jitter",
-                "launch_overhead_s",
-                "host_launch_s",
-                "cache_speedup",
-            )
-            if hasattr(settings, name)
-        }
+        names = ("run_spread", "common_fraction", "placement_fraction", "code_fraction",
+                 "jitter", "launch_overhead_s", "host_launch_s", "cache_speedup")  # fmt: skip
+        found = {name: getattr(settings, name) for name in names if hasattr(settings, name)}
         found["model_version"] = getattr(sim, "MODEL_VERSION", "?")
         return found
     finally:
@@ -356,32 +291,18 @@ def score_sim_ab(trials: Sequence[Mapping[str, Any]], models: Mapping[Any, Any])
             by_point: dict[str, list[Trial]] = {}
             for t in trials:
                 if t["share"] == share and t["size"] == size:
-                    by_point.setdefault(t["point"], []).append(
-                        Trial(
-                            name=t["point"],
-                            status="pass",
-                            test_outcome="passed",
-                            state=t["state"],
-                            ratio=t["ratio"],
-                            ratio_ci=tuple(t["ratio_ci"]),
-                            pairs=t["pairs"],
-                            threshold=0.0,
-                            time_s=t["time_s"],
-                            efficiency=math.nan,
-                            relative_ci=math.nan,
-                            base_efficiency=None,
-                            drift=t.get("drift"),
-                            drift_basis=t.get("drift_basis", ""),
-                            median_ratio=t.get("median_ratio"),
-                        )
-                    )
+                    by_point.setdefault(t["point"], []).append(Trial(
+                        name=t["point"], status="pass", test_outcome="passed", state=t["state"],
+                        ratio=t["ratio"], ratio_ci=tuple(t["ratio_ci"]), pairs=t["pairs"],
+                        threshold=0.0, time_s=t["time_s"], efficiency=math.nan,
+                        relative_ci=math.nan, base_efficiency=None, drift=t.get("drift"),
+                        drift_basis=t.get("drift_basis", ""), median_ratio=t.get("median_ratio"),
+                    ))  # fmt: skip
             for point, items in by_point.items():
                 kind = point if point in (AA, AA_OTHER) else SLOWER
-                target = {
-                    AA: "<= 1% regressed",
-                    AA_OTHER: "<= 1% regressed",
-                    "+5%": ">= 95% regressed",
-                }.get(point, "")
+                targets = {AA: "<= 1% regressed", AA_OTHER: "<= 1% regressed",
+                           "+5%": ">= 95% regressed"}  # fmt: skip
+                target = targets.get(point, "")
                 row = ab_row(f"{size} {point}", kind, items, target)
                 row["code_share"] = share
                 rows.append(row)

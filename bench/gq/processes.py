@@ -81,15 +81,10 @@ def processes_part(options: argparse.Namespace, began: float) -> dict[str, Any]:
     sizes["short"] = options.short_elements
     sizes = {size: elements for size, elements in sizes.items() if elements}
     document: dict[str, Any] = {
-        "title": "",
-        "part": "processes",
-        "backend": options.backend,
-        "command": options.command,
+        "title": "", "part": "processes", "backend": options.backend, "command": options.command,
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "workdir": str(root),
-        "complete": False,
-        "processes": [],
-    }
+        "workdir": str(root), "complete": False, "processes": [],
+    }  # fmt: skip
     records: list[ProcessRecord] = []
     stopped = ""
     try:
@@ -143,19 +138,12 @@ def processes_part(options: argparse.Namespace, began: float) -> dict[str, Any]:
     spread = 0.07 if options.backend == "sim" else None  # the plugin's sim prior (run_spread)
     rows, checks, skipped = score_history(records, options.history_trials, options.seed, spread)
     device = next((r.device for r in records if r.device), options.backend)
-    document.update(
-        {
-            "device": device,
-            "complete": not stopped and len(records) == options.processes,
-            "stopped": stopped,
-            "ab": score_ab(records),
-            "history": rows,
-            "history_skipped": skipped,
-            "history_trials": checks,
-            "wall_s": time.perf_counter() - began,
-            "process_wall_s": wall_summary(records),
-        }
-    )
+    document.update({
+        "device": device, "complete": not stopped and len(records) == options.processes,
+        "stopped": stopped, "ab": score_ab(records), "history": rows, "history_skipped": skipped,
+        "history_trials": checks, "wall_s": time.perf_counter() - began,
+        "process_wall_s": wall_summary(records),
+    })  # fmt: skip
     return document
 
 

@@ -49,27 +49,17 @@ def trials_from_rows(rows: Sequence[Any]) -> dict[str, Trial]:
     """The trials of one --gpuperf-json report's rows (read by the plugin's reader)."""
     trials = {}
     for row in rows:
-        m, comparison = row.measurement, row.verdict.comparison
+        m, c = row.measurement, row.verdict.comparison  # c: None where nothing was compared
         trials[m.name] = Trial(
-            name=m.name,
-            status=row.verdict.status,
-            test_outcome=row.test_outcome,
-            state=comparison.state if comparison is not None else "",
-            ratio=comparison.ratio if comparison is not None else None,
-            ratio_ci=tuple(comparison.ratio_ci)
-            if comparison is not None and comparison.ratio_ci
-            else None,
-            pairs=comparison.pairs if comparison is not None else 0,
-            threshold=comparison.threshold if comparison is not None else 0.0,
-            time_s=m.time_s,
-            efficiency=m.efficiency,
-            relative_ci=m.relative_ci,
-            base_efficiency=comparison.base_efficiency if comparison is not None else None,
-            drift=getattr(comparison, "drift", None),
-            drift_basis=getattr(comparison, "drift_basis", ""),
-            median_ratio=getattr(comparison, "median_ratio", None),
-            measurement=m,
-        )
+            name=m.name, status=row.verdict.status, test_outcome=row.test_outcome,
+            state=getattr(c, "state", ""), ratio=getattr(c, "ratio", None),
+            ratio_ci=tuple(c.ratio_ci) if c is not None and c.ratio_ci else None,
+            pairs=getattr(c, "pairs", 0), threshold=getattr(c, "threshold", 0.0),
+            time_s=m.time_s, efficiency=m.efficiency, relative_ci=m.relative_ci,
+            base_efficiency=getattr(c, "base_efficiency", None), drift=getattr(c, "drift", None),
+            drift_basis=getattr(c, "drift_basis", ""),
+            median_ratio=getattr(c, "median_ratio", None), measurement=m,
+        )  # fmt: skip
     return trials
 
 
@@ -88,15 +78,8 @@ class ProcessRecord:
         for name in HISTORY_POINTS:  # what a merge needs to score the history again
             if name in self.trials and self.trials[name].measurement is not None:
                 trials[name]["measurement"] = compact_measurement(self.trials[name].measurement)
-        return {
-            "index": self.index,
-            "seed": self.seed,
-            "wall_s": self.wall_s,
-            "returncode": self.returncode,
-            "problem": self.problem,
-            "device": self.device,
-            "trials": trials,
-        }
+        plain = ("index", "seed", "wall_s", "returncode", "problem", "device")
+        return {**{name: getattr(self, name) for name in plain}, "trials": trials}
 
 
 # The points the stored-baseline history is scored on (score_history).
@@ -135,14 +118,9 @@ def record_from_json(index: int, process: Mapping[str, Any]) -> ProcessRecord:
             fields["measurement"] = measurement_from_compact(data["measurement"])
         trials[name] = Trial(**fields)
     return ProcessRecord(
-        index,
-        process.get("seed", index),
-        process.get("wall_s", math.nan),
-        process.get("returncode"),
-        trials,
-        process.get("problem", ""),
-        process.get("device", ""),
-    )
+        index, process.get("seed", index), process.get("wall_s", math.nan),
+        process.get("returncode"), trials, process.get("problem", ""), process.get("device", ""),
+    )  # fmt: skip
 
 
 def wall_summary(records: Sequence[ProcessRecord]) -> dict[str, float]:

@@ -22,20 +22,12 @@ def ab_table(rows: Sequence[Mapping[str, Any]], with_share: bool = False) -> tup
     table = []
     for r in rows:
         cells = [
-            r["point"],
-            f"{r['trials']}" + (f" (+{r['invalid']} invalid)" if r["invalid"] else ""),
-            pct(r["regressed"]),
-            pct(r["improved"]),
-            pct(r["inconclusive"]),
-            pct(r["pass"]),
-            num(r["median_ratio"], ".4f"),
-            pct(r["median_ci_half"], 2),
-            pct(r.get("median_drift"), 2),
-            num(r["median_pairs"], ".0f"),
-            f"{num(r['median_time_us'], '.1f')} us",
-            r["target"] or "-",
-            r["met"] or "-",
-        ]
+            r["point"], f"{r['trials']}" + (f" (+{r['invalid']} invalid)" if r["invalid"] else ""),
+            *(pct(r[state]) for state in ("regressed", "improved", "inconclusive", "pass")),
+            num(r["median_ratio"], ".4f"), pct(r["median_ci_half"], 2),
+            pct(r.get("median_drift"), 2), num(r["median_pairs"], ".0f"),
+            f"{num(r['median_time_us'], '.1f')} us", r["target"] or "-", r["met"] or "-",
+        ]  # fmt: skip
         if with_share:
             share = r.get("code_share")
             cells.insert(0, "model's" if share is None else f"{share:.2f}")
@@ -53,18 +45,11 @@ def history_table(rows: Sequence[Mapping[str, Any]]) -> tuple[list, list]:
     table = []
     for r in rows:
         what = "1 save (prior spread)" if r["saves"] == 1 else f"{r['saves']} saves ({r['basis']})"
-        table.append(
-            [
-                what,
-                pct(r["tolerance"], 0),
-                r["trials"],
-                pct(r["false_alarm"]),
-                pct(r["improved"]),
-                *(pct(r[k]) for k in detect_keys),
-                pct(r["median_allowance"], 2),
-                pct(r["median_spread"], 2),
-            ]
-        )
+        table.append([
+            what, pct(r["tolerance"], 0), r["trials"], pct(r["false_alarm"]), pct(r["improved"]),
+            *(pct(r[k]) for k in detect_keys), pct(r["median_allowance"], 2),
+            pct(r["median_spread"], 2),
+        ])  # fmt: skip
     return headers, table
 
 
