@@ -7,11 +7,13 @@ experiment and nothing else (docs/benchmarks.md says what each one measured).
   children    this interpreter's children: JSON-line workers, any command killed with its
               process group when its time is up
   pytest_runs separate pytest processes with the plugin of a chosen tree, each one's
-              --gpuperf-json report read through the plugin's one reader
-  projects    the throwaway git projects those processes run in
+              --gpuperf-json report read through the plugin's one reader (and its JUnit XML)
+  projects    the throwaway git projects those processes run in, a real library's releases
+              vendored into one
   kernels     the kernels the benchmarks time and the simulated device's models of them
   devices     the backends a script may name, a device opened the library's way
-  cli         the options the scripts share (--backend, --out, --render, --markdown)
+  cli         the options the scripts share (--backend, --out, --render, --markdown; the
+              bounds and deadline of bounded processes)
 
 A script runs as `python bench/NAME.py`, so bench/ is first on sys.path and `from lab import
 ...` resolves; lab puts the checkout's root next, so that a script measures this checkout's
