@@ -23,8 +23,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from pytest_gpuperf.engine.policy import real_limit_s
+from pytest_gpuperf.engine.policy import hard_limit_s, real_limit_s
 from pytest_gpuperf.errors import MeasurementTimeout
 
 
@@ -78,6 +79,13 @@ class Deadline:
         spent_s = self.spent_s()
         if spent_s >= self.limit_s:
             raise MeasurementTimeout(label, self.limit_s, what(spent_s))
+
+
+def measurement_deadline(limit_s: float | None, budget_s: float, backend: Any) -> Deadline:
+    """A measurement's own limit, starting now: `limit_s`, else the budget's hard limit, on
+    the backend's clock (virtual on the simulated device)."""
+    limit_s = limit_s or hard_limit_s(budget_s)
+    return Deadline(limit_s, backend.host_clock, simulated=backend.info.simulated)
 
 
 def what_it_saw(

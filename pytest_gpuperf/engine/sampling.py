@@ -19,7 +19,7 @@ import numpy as np
 
 from pytest_gpuperf.engine import clocks as clock_readings
 from pytest_gpuperf.engine import sequential, stats
-from pytest_gpuperf.engine.deadline import Deadline, what_it_saw
+from pytest_gpuperf.engine.deadline import Deadline, measurement_deadline, what_it_saw
 from pytest_gpuperf.engine.pairing import Pairing
 from pytest_gpuperf.engine.policy import (
     FLUSH_ELEMENT_BYTES,
@@ -31,7 +31,6 @@ from pytest_gpuperf.engine.policy import (
     WARMUP_BATCH_SAMPLES,
     WARMUP_TOLERANCE,
     MeasureSettings,
-    hard_limit_s,
     launches_per_pair,
     real_limit_s,
     rotation_copies_for,
@@ -43,6 +42,7 @@ from pytest_gpuperf.engine.results import Measurement
 from pytest_gpuperf.engine.timing import (
     INTERNAL_BLOCK,
     LOWER_BOUND_FRACTION,
+    SPIN_MAX_S,
     Batch,
     Pacing,
     Timed,
@@ -83,9 +83,9 @@ class Sampler:
         self.as_it_runs_why = ""
 
     def _own_deadline(self) -> Deadline:
-        settings = self.settings
-        limit_s = settings.hard_limit_s or hard_limit_s(settings.budget_s)
-        return Deadline(limit_s, self.backend.host_clock, simulated=self.backend.info.simulated)
+        return measurement_deadline(
+            self.settings.hard_limit_s, self.settings.budget_s, self.backend
+        )
 
     def first_calls_done(self) -> None:
         """The work's first calls are made: its own hard limit starts now. A first call
@@ -404,18 +404,24 @@ class Sampler:
                 break
             self.dropped += batch.starved
             self.check_deadline()
-            spin_s = 2 * max(spin_s, batch.host_s)
-        else:
-            if all(item.launch_on is None for item in timed):  # callables the host cannot
-                self.as_it_runs_why = (  # keep ahead of: time them as they run
-                    "the host could not keep the device queue ahead of it (spins up to "
-                    f"{spin_s * 1e3:.0f} ms did not cover one batch)"
+            if spin_s >= SPIN_MAX_S:  # sampling's longest spin did not cover three samples
+                break
+            spin_s = min(2 * max(spin_s, batch.host_s), SPIN_MAX_S)
+        if batch.starved:
+            if not all(item.launch_on is None for item in timed):
+                raise ConfigError(
+                    f"{self.label}: only 0 usable samples in the probe; {self.dropped} were "
+                    "dropped because the host could not keep the device queue ahead of so "
+                    f"short a kernel (not even behind a {SPIN_MAX_S * 1e3:g} ms spin): use "
+                    "cache='cold' (a flush runs before each launch) or a larger problem"
                 )
-                for item in timed:
-                    item.as_it_runs = True
-                batch = run_batch(
-                    self.engine, timed, 3, cold=self.cold, spin_s=0.0, clock=self.clock
-                )
+            self.as_it_runs_why = (  # callables the host cannot keep ahead of: as they run
+                "the host could not keep the device queue ahead of it (a spin of "
+                f"{SPIN_MAX_S * 1e3:g} ms did not cover three calls)"
+            )
+            for item in timed:
+                item.as_it_runs = True
+            batch = run_batch(self.engine, timed, 3, cold=self.cold, spin_s=0.0, clock=self.clock)
         if self.cold and not self.engine.flush_lower_bound_s:
             self.engine.flush_lower_bound_s = LOWER_BOUND_FRACTION * self._flush_time_s()
         for item, accepted in zip(timed, batch.samples_s, strict=True):
