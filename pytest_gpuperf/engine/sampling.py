@@ -389,26 +389,23 @@ class Sampler:
     def _probe(self, timed: list[Timed]) -> None:
         """First estimate of each workload's time: a few launches, each with its own event
         pair, behind a spin long enough for the host to enqueue them all (the spin doubles
-        until it is)."""
-        spin_s = 1e-3
+        until it is; for kernels, up to sampling's longest, beyond which they are refused)."""
+        spin_s, kernels = 1e-3, not any(item.launch_on is None for item in timed)
         for _ in range(8):
             batch = run_batch(
-                self.engine,
-                timed,
-                3,
-                cold=self.cold,
-                spin_s=spin_s,
-                clock=self.clock,
+                self.engine, timed, 3, cold=self.cold, spin_s=spin_s, clock=self.clock
             )
             if not batch.starved:
                 break
             self.dropped += batch.starved
             self.check_deadline()
-            if spin_s >= SPIN_MAX_S:  # sampling's longest spin did not cover three samples
-                break
-            spin_s = min(2 * max(spin_s, batch.host_s), SPIN_MAX_S)
+            if kernels and spin_s >= SPIN_MAX_S:  # a kernel's launch: sampling's longest
+                break  # spin could not cover three of them
+            spin_s = 2 * max(spin_s, batch.host_s)
+            if kernels:
+                spin_s = min(spin_s, SPIN_MAX_S)
         if batch.starved:
-            if not all(item.launch_on is None for item in timed):
+            if kernels:
                 raise ConfigError(
                     f"{self.label}: only 0 usable samples in the probe; {self.dropped} were "
                     "dropped because the host could not keep the device queue ahead of so "
@@ -416,8 +413,8 @@ class Sampler:
                     "cache='cold' (a flush runs before each launch) or a larger problem"
                 )
             self.as_it_runs_why = (  # callables the host cannot keep ahead of: as they run
-                "the host could not keep the device queue ahead of it (a spin of "
-                f"{SPIN_MAX_S * 1e3:g} ms did not cover three calls)"
+                "the host could not keep the device queue ahead of it (spins up to "
+                f"{spin_s * 1e3:.0f} ms did not cover three calls)"
             )
             for item in timed:
                 item.as_it_runs = True
