@@ -292,12 +292,13 @@ def pytest_runtest_makereport(
     from pytest_gpuperf.engine.plain import to_plain
     from pytest_gpuperf.record.verdict import Row
 
+    not_measured = item.stash[NOT_MEASURED] if NOT_MEASURED in item.stash else None
     payload: dict[str, Any] = {
         "rows": [],
         "smoke": sum(1 for r in bench.results if not r.measured),
         "suite_checks": state_of(item.config).suite_checks,
         "kernel_files": bench.kernel_files(Path(item.config.rootpath)),
-        "error": _gpuperf_error(call, item.stash.get(NOT_MEASURED, None)),
+        "error": _gpuperf_error(call, not_measured),
     }
     judgement = item.stash.get(JUDGEMENT, None)
     if judgement is not None:
