@@ -21,7 +21,8 @@ from fresh_env import clean_environ, make_venv, shell
 from test_quickstart import page_files
 
 # End to end through a fresh install and separate processes: the slow tier (`-m slow`).
-pytestmark = pytest.mark.slow
+# One xdist worker runs the module (`--dist loadgroup`): its module fixture is built once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("gpuperf_script")]
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 # End to end through separate processes: the slow tier (`-m slow`; CI runs it).
-pytestmark = pytest.mark.slow
+# One xdist worker runs the module (`--dist loadgroup`): its module fixture is built once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("quickstart")]
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "quickstart.md"

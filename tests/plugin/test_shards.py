@@ -22,7 +22,8 @@ import pytest
 from pytest_gpuperf.baseline import BaselineStore
 
 # End to end through separate processes: the slow tier (`-m slow`; CI runs it).
-pytestmark = pytest.mark.slow
+# One xdist worker runs the module (`--dist loadgroup`): its module fixture is built once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shards")]
 
 REPO = Path(__file__).resolve().parents[2]
 SHARDS = 3
