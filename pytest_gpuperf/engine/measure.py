@@ -59,7 +59,12 @@ from pytest_gpuperf.engine.policy import (
 from pytest_gpuperf.engine.results import Measurement, PairedComparison
 from pytest_gpuperf.engine.sampling import Sampler, check_bytes
 from pytest_gpuperf.engine.timing import Timed, release
-from pytest_gpuperf.engine.work_checks import check_host_waits, check_queues_work
+from pytest_gpuperf.engine.work_checks import (
+    after,
+    check_host_waits,
+    check_queues_work,
+    first_calls,
+)
 from pytest_gpuperf.errors import ConfigError, GpuPerfError
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel, Module
 
@@ -395,9 +400,12 @@ def measure_callable(
         )
     sampler = Sampler(backend, device, settings, label)
     try:
-        work = Timed(label, lambda _args: fn(), [[()]], bytes_moved, setup=setup)
+        call = sampler.bounded(fn)
+        before = sampler.bounded(setup) if setup is not None else None
+        work = Timed(label, lambda _args: call(), [[()]], bytes_moved, setup=before)
+        first_calls(sampler, [fn])
         check_queues_work(sampler, work)
-        check_host_waits(sampler, [work], [(fn, setup)])
+        check_host_waits(sampler, [work], [(call, before)])
         return sampler.run([work], kernel_name=label, extra_fields={})[0]
     finally:
         sampler.close()
@@ -449,27 +457,33 @@ def measure_callable_pair(
         )
     session = Sampler(backend, device, settings, label)
     placements = [[(load,)] for load in range(loads)]
+    sides = ((heads, head_setups), (bases, base_setups))
+    # first calls of every capture (lazy compiles, autotuning), untimed and unbounded; the
+    # first loads' setups run before their timed calls only
+    firsts = [fns[0] for fns, _ in sides]
+    firsts += [after(s[load], f[load]) for load in range(1, loads) for f, s in sides]
     try:
         works = [
             Timed(
                 label,
-                called(fns),
+                called([session.bounded(fn) for fn in fns]),
                 placements,
                 bytes_moved,
-                setup=setup_of(setups),
-                setups=setups_of(setups),
+                setup=_bounded_or_none(session, setup_of(setups)),
+                setups=_bounded_each(session, setups_of(setups)),
             )
-            for fns, setups in ((heads, head_setups), (bases, base_setups))
+            for fns, setups in sides
         ]
+        first_calls(session, firsts)
         check_queues_work(session, works[0])
-        for load in range(1, loads):  # first calls of every capture (lazy compiles) untimed
-            for fns, setups in ((heads, head_setups), (bases, base_setups)):
-                if setups[load] is not None:
-                    setups[load]()  # type: ignore[misc]
-                fns[load]()
-            session.check_deadline()
-        backend.synchronize()
-        check_host_waits(session, works, [(heads[0], head_setups[0]), (bases[0], base_setups[0])])
+        check_host_waits(
+            session,
+            works,
+            [
+                (session.bounded(fns[0]), _bounded_or_none(session, setups[0]))
+                for fns, setups in sides
+            ],
+        )
         head_m, base_m = session.run(
             works,
             kernel_name=label,
@@ -569,3 +583,15 @@ def _copies_needed(
             "use cache='cold', which evicts with one scratch buffer instead"
         )
     return copies
+
+
+def _bounded_or_none(
+    sampler: Sampler, setup: Callable[[], None] | None
+) -> Callable[[], None] | None:
+    return sampler.bounded(setup) if setup is not None else None
+
+
+def _bounded_each(
+    sampler: Sampler, setups: list[Callable[[], None]] | None
+) -> list[Callable[[], None]] | None:
+    return [sampler.bounded(setup) for setup in setups] if setups is not None else None

@@ -4,7 +4,7 @@ decides how it is timed (engine/host_waits.py). measure.py calls these on its Sa
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -17,14 +17,21 @@ from pytest_gpuperf.errors import ConfigError
 AS_IT_RUNS_WAITS = "it waits for the device (it synchronises the host)"
 
 
+def first_calls(sampler: Sampler, calls: Sequence[Callable[[], object]]) -> None:
+    """One call of each (lazy compiles, module loads, autotuning), untimed and outside the
+    hard limit, which starts after them (Sampler.first_calls_done)."""
+    for call in calls:
+        call()
+    sampler.backend.synchronize()
+    sampler.first_calls_done()
+
+
 def check_queues_work(sampler: Sampler, work: Timed) -> None:
     """Refuse a callable that queues no GPU work where it is timed: its event pairs would
     time nothing, and its 'efficiency' would be thousands of percent. Compared with an
-    event pair around nothing, a real launch takes at least NO_WORK_MARGIN_S more."""
+    event pair around nothing, a real launch takes at least NO_WORK_MARGIN_S more. The
+    work's first calls are made (`first_calls`)."""
     nothing = Timed("nothing", lambda _args: None, [[()]], 1)
-    work.launch_next(0)  # first call: lazy compiles and module loads stay out of it
-    sampler.backend.synchronize()
-    sampler.first_calls_done()
     batch = run_batch(
         sampler.engine, [work, nothing], 5, cold=False, spin_s=2e-3, clock=sampler.clock
     )
@@ -66,6 +73,11 @@ def check_host_waits(
                 "(gpu_bench.fill, gpu_bench.copy, gpu_bench.launch(..., wait=False); in "
                 "PyTorch, x.copy_(x0)) and keep .item(), .cpu() and the like out of it"
             )
+
+
+def after(setup: Callable[[], object] | None, call: Callable[[], object]) -> Callable[[], object]:
+    """`call`, preceded by `setup` where there is one."""
+    return call if setup is None else _after(setup, call)
 
 
 def _after(setup: Callable[[], object], call: Callable[[], object]) -> Callable[[], None]:

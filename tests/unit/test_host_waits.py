@@ -220,12 +220,67 @@ def test_a_first_call_that_autotunes_is_outside_the_measurements_hard_limit(sim)
 
     def tuned():
         calls[0] += 1
-        for _ in range(1 if calls[0] > 1 else 12_000):  # the first call: "autotuning"
+        for _ in range(1 if calls[0] > 1 else 30_000):  # the first call: "autotuning"
             backend.launch(kernel, N // 256, 256, args)
         backend.synchronize() if calls[0] == 1 else None
 
     result = measure_callable(
         backend, tuned, bytes_moved=12 * N, device=get_device("mi300x"),
-        settings=MeasureSettings(cache="cold", budget_s=0.002, hard_limit_s=0.02),
+        settings=MeasureSettings(cache="cold", budget_s=0.002, hard_limit_s=0.05),
     )  # fmt: skip
     assert len(result.samples_s) >= 10
+
+
+def test_every_call_of_slow_work_is_checked_against_the_hard_limit(sim):
+    # Between batches is not enough for slow calls: a callable whose call took 1 s of host time
+    # made 33 calls against a 5 s limit (6 in the queue check, 3 in the probe for host waits,
+    # 1 first launch, 3 in the probe, then a batch of 20). Every call after the first is checked.
+    backend, kernel, args = sim
+    calls = [0]
+
+    def slow():
+        calls[0] += 1
+        for _ in range(500):  # a call the host waits through: a few ms of simulated time
+            backend.launch(kernel, N // 256, 256, args)
+        backend.synchronize()
+
+    began = backend.host_clock()
+    slow()
+    call_s = backend.host_clock() - began
+    limit_s = 4 * call_s
+    calls[0] = 0
+    with pytest.raises(MeasurementTimeout) as stopped:
+        measure_callable(
+            backend, slow, bytes_moved=12 * N * 500, device=get_device("mi300x"),
+            settings=MeasureSettings(cache="hot", budget_s=limit_s / 10, hard_limit_s=limit_s),
+            name="slow",
+        )  # fmt: skip
+    assert str(stopped.value).startswith("slow: not measured: 0 samples kept and 0 samples")
+    # the first call (outside the limit), then the calls that fit in it, then the one that
+    # found it spent
+    assert calls[0] <= 1 + 4 + 1, calls[0]
+
+
+def test_every_call_of_a_slow_pair_is_checked_against_the_hard_limit(sim):
+    # an A/B pair of captures (three loads a side), each call a few ms the host waits through
+    backend, kernel, args = sim
+    calls = [0]
+
+    def slow():
+        calls[0] += 1
+        for _ in range(500):
+            backend.launch(kernel, N // 256, 256, args)
+        backend.synchronize()
+
+    began = backend.host_clock()
+    slow()
+    limit_s = 4 * (backend.host_clock() - began)
+    calls[0] = 0
+    with pytest.raises(MeasurementTimeout):
+        measure_callable_pair(
+            backend, [slow] * 3, [slow] * 3, bytes_moved=12 * N * 500,
+            device=get_device("mi300x"),
+            settings=MeasureSettings(cache="hot", budget_s=limit_s / 10, hard_limit_s=limit_s),
+        )  # fmt: skip
+    # the six captures' first calls (outside the limit, though they outlast it), then as above
+    assert 6 < calls[0] <= 6 + 4 + 1, calls[0]
