@@ -419,7 +419,8 @@ class GpuBench:
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
             deadline.excuse(waiting)  # another process's measurement is not this one's time
             settings = self._measure_settings(mode, label, bytes_moved, floor_rule[0])
-            settings = replace(settings, deadline=deadline)
+            if captures is not None:  # a paired round: its captures' limit; alone, the
+                settings = replace(settings, deadline=deadline)  # measurement's own
             measurement, ab, paired = callable_pairs.measure(
                 self, fn, found, captures, ab, settings, common
             )

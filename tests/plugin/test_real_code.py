@@ -7,6 +7,11 @@ moves the host's (virtual) clock to the end of the device's queue."""
 
 from __future__ import annotations
 
+import time
+
+import pytest
+
+from pytest_gpuperf.engine.policy import real_limit_s
 from tests.git_repo import commit_all
 from tests.plugin.conftest import N
 
@@ -189,3 +194,55 @@ def test_an_ab_pair_of_in_place_callables_leaves_the_tests_inputs_as_one_call_wo
 def test_smoke_mode_calls_an_in_place_callable_once(gp):
     gp.path.joinpath("test_op.py").write_text(IN_PLACE_TEST.format(extra=""))
     gp.run().assert_outcomes(passed=1)
+
+
+# A callable whose first call autotunes for SPIN_S of (simulated) device time, as Triton's
+# autotuner times its configs in the first call; its later calls launch the kernel alone.
+TUNED_TEST = f"""\
+import time
+
+import numpy as np
+
+from pytest_gpuperf.engine.timing import engine_for
+
+N = {N}
+calls = [0]
+
+
+def test_op(gpu_bench):
+    kernel = gpu_bench.kernel("vadd.hip", "vector_add")
+    a = np.random.default_rng(0).random(N, dtype=np.float32)
+    da, dc = gpu_bench.to_device(a), gpu_bench.empty(N)
+
+    def op():
+        calls[0] += 1
+        if calls[0] == 1:  # "autotuning": longer than the hard limit
+            engine_for(gpu_bench.backend).launch_spin({{spin_s}})
+            gpu_bench.backend.synchronize()
+        gpu_bench.backend.launch(kernel, N // 256, 256, (da, da, dc, N))
+        time.sleep({{sleep_s}})  # host time a call spends (a Python loop, a slow path)
+
+    gpu_bench.run(op, bytes=12 * N, name="tuned")
+"""
+
+
+def test_an_autotuning_first_call_is_outside_the_hard_limit_of_gpu_bench_run(gp):
+    # DyT's save on an H200 stopped at its 5 s limit after its first call tuned 18 configs
+    gp.path.joinpath("test_op.py").write_text(TUNED_TEST.format(spin_s=8.0, sleep_s=0.0))
+    result = gp.run("--gpuperf", "--gpuperf-budget=0.05", "--gpuperf-json=report.json")
+    result.assert_outcomes(passed=1)
+    assert len(gp.report()["results"][0]["measurement"]["samples_s"]) >= 10
+
+
+@pytest.mark.slow  # about 40 s: the simulated device's real-clock limit
+def test_slow_calls_of_gpu_bench_run_end_at_the_hard_limit_not_a_batch_later(gp):
+    # Each call spends 1 s of the host's real time; the simulated device's real-clock limit
+    # is the budget's real-time allowance of the 5 s limit (35 s). Checked between batches
+    # only, the 33 calls before the first check took 36 s even at 1 s; at 3 s they took 99 s.
+    gp.path.joinpath("test_op.py").write_text(TUNED_TEST.format(spin_s=0.0, sleep_s=3.0))
+    began = time.perf_counter()
+    result = gp.run("--gpuperf", "--gpuperf-budget=0.05", "-rx")
+    took_s = time.perf_counter() - began
+    result.assert_outcomes(xfailed=1)
+    result.stdout.fnmatch_lines(["XFAIL *gpuperf: tuned: not measured: * (hard limit 5 s)*"])
+    assert took_s < real_limit_s(5.0) + 3.0 + 10.0, took_s  # the limit, one call, start-up
