@@ -15,14 +15,16 @@ from pytest_gpuperf.engine.policy import real_limit_s
 from tests.git_repo import commit_all
 from tests.plugin.conftest import N
 
-# A callable that reads a result back on the host every call, as a cross-entropy's
-# `n_non_ignore = mask.sum().item()` does; WAIT_AFTER calls before it starts waiting (0: from
-# the first), so that a wait the probe cannot see is one test away.
-WAITING_TEST = f"""\
+# A test of one callable `op` that launches the shared kernel, then does `{body}` (its
+# calls counted in `calls`), measured by gpu_bench.run as `{name}`.
+OP_TEST = f"""\
+import time
+
 import numpy as np
 
+from pytest_gpuperf.engine.timing import engine_for
+
 N = {N}
-WAIT_AFTER = {{wait_after}}
 calls = [0]
 
 
@@ -33,18 +35,25 @@ def test_op(gpu_bench):
 
     def op():
         calls[0] += 1
-        gpu_bench.backend.launch(kernel, N // 256, 256, (da, da, dc, N))
-        if calls[0] > WAIT_AFTER:
-            gpu_bench.backend.synchronize()  # as .item() does
+{{body}}
 
-    gpu_bench.run(op, bytes=12 * N, name="ce_like"{{extra}})
+    gpu_bench.run(op, bytes=12 * N, name="{{name}}"{{extra}})
     np.testing.assert_allclose(gpu_bench.from_device(dc, np.float32, N), 2 * a, rtol=1e-6)
 """
 
+# It reads a result back on the host every call, as a cross-entropy's
+# `n_non_ignore = mask.sum().item()` does; {wait_after} calls before it starts waiting (0:
+# from the first), so that a wait the probe cannot see is one test away.
+WAITING = """\
+        gpu_bench.backend.launch(kernel, N // 256, 256, (da, da, dc, N))
+        if calls[0] > {wait_after}:
+            gpu_bench.backend.synchronize()  # as .item() does"""
+
 
 def _waiting(gp, wait_after: int = 0, extra: str = "") -> None:
+    body = WAITING.format(wait_after=wait_after)
     gp.path.joinpath("test_op.py").write_text(
-        WAITING_TEST.format(wait_after=wait_after, extra=extra)
+        OP_TEST.format(body=body, name="ce_like", extra=extra)
     )
 
 
@@ -196,39 +205,25 @@ def test_smoke_mode_calls_an_in_place_callable_once(gp):
     gp.run().assert_outcomes(passed=1)
 
 
-# A callable whose first call autotunes for SPIN_S of (simulated) device time, as Triton's
-# autotuner times its configs in the first call; its later calls launch the kernel alone.
-TUNED_TEST = f"""\
-import time
-
-import numpy as np
-
-from pytest_gpuperf.engine.timing import engine_for
-
-N = {N}
-calls = [0]
-
-
-def test_op(gpu_bench):
-    kernel = gpu_bench.kernel("vadd.hip", "vector_add")
-    a = np.random.default_rng(0).random(N, dtype=np.float32)
-    da, dc = gpu_bench.to_device(a), gpu_bench.empty(N)
-
-    def op():
-        calls[0] += 1
-        if calls[0] == 1:  # "autotuning": longer than the hard limit
-            engine_for(gpu_bench.backend).launch_spin({{spin_s}})
+# Its first call autotunes for {spin_s} of (simulated) device time, as Triton's autotuner times
+# its configs in the first call; every call then launches the kernel and spends {sleep_s} of
+# the host's time (a Python loop, a slow path).
+TUNED = """\
+        if calls[0] == 1:  # "autotuning"
+            engine_for(gpu_bench.backend).launch_spin({spin_s})
             gpu_bench.backend.synchronize()
         gpu_bench.backend.launch(kernel, N // 256, 256, (da, da, dc, N))
-        time.sleep({{sleep_s}})  # host time a call spends (a Python loop, a slow path)
+        time.sleep({sleep_s})"""
 
-    gpu_bench.run(op, bytes=12 * N, name="tuned")
-"""
+
+def _tuned(gp, spin_s: float, sleep_s: float) -> None:
+    body = TUNED.format(spin_s=spin_s, sleep_s=sleep_s)
+    gp.path.joinpath("test_op.py").write_text(OP_TEST.format(body=body, name="tuned", extra=""))
 
 
 def test_an_autotuning_first_call_is_outside_the_hard_limit_of_gpu_bench_run(gp):
     # DyT's save on an H200 stopped at its 5 s limit after its first call tuned 18 configs
-    gp.path.joinpath("test_op.py").write_text(TUNED_TEST.format(spin_s=8.0, sleep_s=0.0))
+    _tuned(gp, spin_s=8.0, sleep_s=0.0)
     result = gp.run("--gpuperf", "--gpuperf-budget=0.05", "--gpuperf-json=report.json")
     result.assert_outcomes(passed=1)
     assert len(gp.report()["results"][0]["measurement"]["samples_s"]) >= 10
@@ -239,7 +234,7 @@ def test_slow_calls_of_gpu_bench_run_end_at_the_hard_limit_not_a_batch_later(gp)
     # Each call spends 1 s of the host's real time; the simulated device's real-clock limit
     # is the budget's real-time allowance of the 5 s limit (35 s). Checked between batches
     # only, the 33 calls before the first check took 36 s even at 1 s; at 3 s they took 99 s.
-    gp.path.joinpath("test_op.py").write_text(TUNED_TEST.format(spin_s=0.0, sleep_s=3.0))
+    _tuned(gp, spin_s=0.0, sleep_s=3.0)
     began = time.perf_counter()
     result = gp.run("--gpuperf", "--gpuperf-budget=0.05", "-rx")
     took_s = time.perf_counter() - began
