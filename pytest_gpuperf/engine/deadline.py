@@ -14,8 +14,8 @@ It keeps two clocks. The backend's (the host's on a GPU, a virtual one on the si
 device) bounds the measurement at `limit_s`; the host's real clock bounds it too, at the
 same limit on a GPU, and on the simulated device at `real_limit_s(limit_s)`, since a
 simulated run of a short budget costs several times its virtual time on a busy machine.
-One call of the user's work that never returns is not bounded here (it holds the thread):
-pytest-timeout or the CI job's limit ends that.
+A call of the user's work is checked after it returns (engine/hard_limit.py); one that never
+returns is ended by the alarm of engine/overdue.py.
 """
 
 from __future__ import annotations
@@ -56,6 +56,10 @@ class Deadline:
 
     def left_s(self) -> float:
         return self.limit_s - self.spent_s()
+
+    def real_left_s(self) -> float:
+        """What is left of the limit on the host's real clock alone."""
+        return self.real_limit_s - (time.perf_counter() - self.real_started)
 
     @property
     def passed(self) -> bool:

@@ -19,7 +19,8 @@ import numpy as np
 
 from pytest_gpuperf.engine import clocks as clock_readings
 from pytest_gpuperf.engine import sequential, stats
-from pytest_gpuperf.engine.deadline import Deadline, measurement_deadline, what_it_saw
+from pytest_gpuperf.engine.deadline import what_it_saw
+from pytest_gpuperf.engine.hard_limit import HardLimit
 from pytest_gpuperf.engine.pairing import Pairing
 from pytest_gpuperf.engine.policy import (
     FLUSH_ELEMENT_BYTES,
@@ -75,49 +76,20 @@ class Sampler:
         # cold samples of a kernel captured and replayed as one graph a batch (CUDA)
         self.graph_batches = False
         self.graph_refused = ""
-        # the hard limit (engine/deadline.py): an A/B round's, or this measurement's own
-        self.deadline = settings.deadline or self._own_deadline()
         # what the limit's words report: where the measurement is, and what it dropped
         self.phase = "its first calls"
         self.dropped = 0
         self.as_it_runs_why = ""
-        # From the first calls to the end of sampling every call of a callable is checked
-        # against the limit (`bounded`); the first calls (compiles, autotuning) are not.
-        self.first_calls_made = False
-        self.calls_bounded = False
-
-    def _own_deadline(self) -> Deadline:
-        return measurement_deadline(
-            self.settings.hard_limit_s, self.settings.budget_s, self.backend
-        )
-
-    def first_calls_done(self) -> None:
-        """The work's first calls are made: its own hard limit starts now (once: later calls
-        are the measurement's). A first call compiles and autotunes (a Triton autotuner timed
-        18 configs in a DyT op's, and its save was stopped at 5 s, H200 2026-11-29); an A/B
-        round's limit, which its captures share, keeps counting."""
-        if self.first_calls_made:
-            return
-        self.first_calls_made = self.calls_bounded = True
-        if self.settings.deadline is None:
-            self.deadline = self._own_deadline()
-
-    def bounded(self, call: Callable[[], Any]) -> Callable[[], None]:
-        """`call`, with the hard limit checked after each call between the first calls and
-        the end of sampling. Between batches is not enough for the user's work: a callable
-        whose call takes a second of host time made 33 calls against a 5 s limit, 20 of them
-        in one batch, and 6, 3 and 3 in the checks and the probe before it."""
-
-        def checked() -> None:
-            call()
-            if self.calls_bounded:
-                self.check_deadline()
-
-        return checked
+        # the hard limit (engine/hard_limit.py): an A/B round's, or this measurement's own
+        self.limit = HardLimit(settings, backend, label, self._timeout_words, lambda: self.phase)
+        self.first_calls_done = self.limit.first_calls_done
+        self.bounded = self.limit.bounded
+        self.check_deadline = self.limit.check
 
     def close(self) -> None:
         """Free the copies and graphs; a device that already failed must not hide the error
         that is propagating behind a cleanup error (the success path synchronised already)."""
+        self.limit.close()
         with contextlib.suppress(GpuPerfError):
             self.backend.synchronize()
         for item in self.timed:
@@ -299,7 +271,7 @@ class Sampler:
                     f"{'pairs' if pair is not None else 'samples'} so far (budget "
                     f"{settings.budget_s:g} s)"
                 )
-        self.calls_bounded = False  # sampled: the untimed calls after it are the caller's
+        self.limit.calls_bounded = False  # sampled: the untimed calls after it are the caller's
         clocks = clock_readings.merge(
             clocks_before[0] if clocks_before else None, clock_readings.read_clocks(backend)
         )
@@ -388,16 +360,12 @@ class Sampler:
             self.dropped += batch.starved
         return batch
 
-    def check_deadline(self) -> None:
-        """Raise MeasurementTimeout once the hard limit is spent (engine/deadline.py)."""
-        self.deadline.check(self.label, self._timeout_words)
-
     def _timeout_words(self, spent_s: float) -> str:
         pair = self.pairing
         kept = len(pair.ratios) if pair else len(self.timed[0].samples_s) if self.timed else 0
         return what_it_saw(
             kept, self.dropped, paired=pair is not None, phase=self.phase, spent_s=spent_s,
-            limit_s=self.deadline.limit_s,
+            limit_s=self.limit.deadline.limit_s,
         )  # fmt: skip
 
     def _device_per_sample_s(self, timed: list[Timed]) -> float:

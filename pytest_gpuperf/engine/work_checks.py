@@ -23,7 +23,7 @@ def first_calls(sampler: Sampler, calls: Sequence[Callable[[], object]]) -> None
     for call in calls:
         call()
     sampler.backend.synchronize()
-    sampler.first_calls_done()
+    sampler.first_calls_done(alarm=True)
 
 
 def check_queues_work(sampler: Sampler, work: Timed) -> None:

@@ -211,3 +211,40 @@ def test_the_ab_of_a_callable_that_calls_item_ends_within_its_bound(repo):
     assert state in ("pass", "inconclusive"), state
     assert row["measurement"]["queue_method"].startswith("as-it-runs")
     assert wall_s < 120, wall_s
+
+
+HANGS = """\
+import time
+
+import torch
+
+
+def test_hangs(gpu_bench):
+    x = torch.rand(1 << 24, device="cuda")
+    calls = [0]
+
+    def op():
+        calls[0] += 1
+        y = x * 2.0
+        while calls[0] >= 20:  # a wait for a flag no one sets
+            time.sleep(0.1)
+        return y
+
+    gpu_bench.run(op, bytes=8 * x.numel(), name="hangs")
+"""
+
+
+def test_a_call_that_never_returns_ends_at_the_limit_and_once_more(repo):
+    # the hard limit is checked after every call; a call that never returns is stopped by the
+    # alarm (engine/overdue.py): the 5 s limit, then 5 s more (--gpuperf-kernel-timeout=1 is
+    # shorter), after the first calls
+    (repo / "test_hangs.py").write_text(HANGS)
+    done, report, wall_s = _pytest(repo, "--gpuperf", "--gpuperf-kernel-timeout=1", "test_hangs.py")
+    print(done.stdout[-3000:])
+    (test,) = report["tests"]
+    assert test["outcome"] == "xfailed", test
+    assert test["error"].startswith(
+        "MeasurementTimeout: hangs: not measured: a call of the work did not return"
+    )
+    assert "Traceback" not in done.stdout
+    assert wall_s < 60, wall_s
