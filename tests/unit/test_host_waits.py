@@ -9,6 +9,9 @@ the end of the queue), with its noise off, so what is timed is known exactly."""
 
 from __future__ import annotations
 
+import signal
+import time
+
 import numpy as np
 import pytest
 
@@ -20,6 +23,7 @@ from pytest_gpuperf.engine.measure import (
     measure_callable_pair,
     measure_kernel,
 )
+from pytest_gpuperf.engine.overdue import Alarm
 from pytest_gpuperf.engine.policy import HARD_LIMIT_MIN_S, hard_limit_s, real_limit_s
 from pytest_gpuperf.engine.timing import engine_for
 from pytest_gpuperf.errors import ConfigError, MeasurementTimeout
@@ -284,3 +288,55 @@ def test_every_call_of_a_slow_pair_is_checked_against_the_hard_limit(sim):
         )  # fmt: skip
     # the six captures' first calls (outside the limit, though they outlast it), then as above
     assert 6 < calls[0] <= 6 + 4 + 1, calls[0]
+
+
+def _real_time_limit(limit_s: float) -> MeasureSettings:
+    # a limit on the host's real clock alone (a GPU's): the simulated one allows 30 s more
+    deadline = Deadline(limit_s, time.perf_counter)
+    return MeasureSettings(cache="hot", budget_s=limit_s / 10, deadline=deadline)
+
+
+def test_a_call_that_never_returns_ends_at_the_limit_and_once_more(sim):
+    backend, kernel, args = sim
+    calls = [0]
+
+    def hangs_on_its_tenth_call():
+        calls[0] += 1
+        backend.launch(kernel, N // 256, 256, args)
+        if calls[0] == 10:
+            time.sleep(600)  # a wait for something that never comes
+
+    began = time.perf_counter()
+    with pytest.raises(MeasurementTimeout) as stopped:
+        measure_callable(
+            backend, hangs_on_its_tenth_call, bytes_moved=12 * N, device=get_device("mi300x"),
+            settings=_real_time_limit(0.5), name="op",
+        )  # fmt: skip
+    took_s = time.perf_counter() - began
+    assert 0.5 <= took_s < 0.5 + 0.5 + 1.0, took_s
+    words = str(stopped.value)
+    assert words.startswith("op: not measured: a call of the work did not return: stopped ")
+    assert "(hard limit 0.5 s, then 0.5 s more): it hangs" in words and "\n" not in words
+    assert calls[0] == 10
+
+
+def test_a_measurement_that_ends_leaves_no_alarm_behind(sim):
+    backend, kernel, args = sim
+    measurement = measure_callable(
+        backend, lambda: backend.launch(kernel, N // 256, 256, args), bytes_moved=12 * N,
+        device=get_device("mi300x"), settings=MeasureSettings(cache="hot", budget_s=0.01),
+    )  # fmt: skip
+    assert measurement.samples_s
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL
+
+
+def test_a_kernel_gets_no_alarm_its_waits_are_the_kernel_watchdogs(sim, monkeypatch):
+    backend, kernel, args = sim
+    armed = []
+    monkeypatch.setattr(Alarm, "arm", lambda self, after_s: armed.append(after_s) or True)
+    measure_kernel(
+        backend, kernel, grid=N // 256, block=256, args=args, bytes_moved=12 * N,
+        device=get_device("mi300x"), settings=MeasureSettings(cache="hot", budget_s=0.01),
+    )  # fmt: skip
+    assert armed == []
