@@ -86,6 +86,11 @@ class HardLimit:
 
         return checked
 
+    def sampled(self) -> None:
+        """Sampling ended: the untimed calls and the statistics after it are the caller's."""
+        self.calls_bounded = False
+        self.close()
+
     def check(self) -> None:
         """Raise MeasurementTimeout once the limit is spent."""
         self.deadline.check(self.label, self.words)

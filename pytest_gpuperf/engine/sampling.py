@@ -271,7 +271,7 @@ class Sampler:
                     f"{'pairs' if pair is not None else 'samples'} so far (budget "
                     f"{settings.budget_s:g} s)"
                 )
-        self.limit.calls_bounded = False  # sampled: the untimed calls after it are the caller's
+        self.limit.sampled()
         clocks = clock_readings.merge(
             clocks_before[0] if clocks_before else None, clock_readings.read_clocks(backend)
         )
