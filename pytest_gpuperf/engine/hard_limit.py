@@ -86,6 +86,14 @@ class HardLimit:
 
         return checked
 
+    def bounded_setup(self, setup: Callable[[], None] | None) -> Callable[[], None] | None:
+        return self.bounded(setup) if setup is not None else None
+
+    def bounded_setups(
+        self, setups: list[Callable[[], None]] | None
+    ) -> list[Callable[[], None]] | None:
+        return [self.bounded(setup) for setup in setups] if setups is not None else None
+
     def sampled(self) -> None:
         """Sampling ended: the untimed calls and the statistics after it are the caller's."""
         self.calls_bounded = False

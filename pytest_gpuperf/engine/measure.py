@@ -40,6 +40,7 @@ import numpy as np
 from pytest_gpuperf.engine import stats
 from pytest_gpuperf.engine.callable_loads import called, per_load, setup_of, setups_of
 from pytest_gpuperf.engine.launch import Launch
+from pytest_gpuperf.engine.overdue import Overdue
 from pytest_gpuperf.engine.pairing import Pairing
 from pytest_gpuperf.engine.policy import (
     DEFAULT_PAIR_LOADS,
@@ -401,12 +402,14 @@ def measure_callable(
     sampler = Sampler(backend, device, settings, label)
     try:
         call = sampler.bounded(fn)
-        before = sampler.bounded(setup) if setup is not None else None
+        before = sampler.limit.bounded_setup(setup)
         work = Timed(label, lambda _args: call(), [[()]], bytes_moved, setup=before)
         first_calls(sampler, [fn])
         check_queues_work(sampler, work)
         check_host_waits(sampler, [work], [(call, before)])
         return sampler.run([work], kernel_name=label, extra_fields={})[0]
+    except Overdue as stopped:  # a call that never returned (engine/overdue.py)
+        raise stopped.timeout from None
     finally:
         sampler.close()
 
@@ -469,8 +472,8 @@ def measure_callable_pair(
                 called([session.bounded(fn) for fn in fns]),
                 placements,
                 bytes_moved,
-                setup=_bounded_or_none(session, setup_of(setups)),
-                setups=_bounded_each(session, setups_of(setups)),
+                setup=session.limit.bounded_setup(setup_of(setups)),
+                setups=session.limit.bounded_setups(setups_of(setups)),
             )
             for fns, setups in sides
         ]
@@ -480,7 +483,7 @@ def measure_callable_pair(
             session,
             works,
             [
-                (session.bounded(fns[0]), _bounded_or_none(session, setups[0]))
+                (session.bounded(fns[0]), session.limit.bounded_setup(setups[0]))
                 for fns, setups in sides
             ],
         )
@@ -507,6 +510,8 @@ def measure_callable_pair(
                 else f"each of the {loads} captures a side made its own buffers"
             ),
         )
+    except Overdue as stopped:  # a call that never returned (engine/overdue.py)
+        raise stopped.timeout from None
     finally:
         session.close()
 
@@ -583,15 +588,3 @@ def _copies_needed(
             "use cache='cold', which evicts with one scratch buffer instead"
         )
     return copies
-
-
-def _bounded_or_none(
-    sampler: Sampler, setup: Callable[[], None] | None
-) -> Callable[[], None] | None:
-    return sampler.bounded(setup) if setup is not None else None
-
-
-def _bounded_each(
-    sampler: Sampler, setups: list[Callable[[], None]] | None
-) -> list[Callable[[], None]] | None:
-    return [sampler.bounded(setup) for setup in setups] if setups is not None else None

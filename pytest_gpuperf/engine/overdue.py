@@ -5,10 +5,11 @@ that takes seconds ends the measurement one call past its limit; a call that nev
 (a Python loop waiting on a flag, a sleep, a lock) would hold the thread for good, and the
 pull-request gate with it. Once a measurement's first calls are made, a real-time alarm is
 set for what is left of its limit plus the limit once more; if the measurement has not
-ended by then, the alarm raises MeasurementTimeout in the main thread, at its next Python
-instruction, as pytest-timeout's `signal` method does. A call blocked inside C that never
-returns to Python (a driver wait on a kernel that never finishes) is not reached this way:
-the plugin's own waits poll for that (the kernel watchdog, --gpuperf-kernel-timeout).
+ended by then, the alarm raises in the main thread, at its next Python instruction, as
+pytest-timeout's `signal` method does, and the measurement ends with MeasurementTimeout. A
+call blocked inside C that never returns to Python (a driver wait on a kernel that never
+finishes) is not reached this way: the plugin's own waits poll for that (the kernel
+watchdog, --gpuperf-kernel-timeout).
 
 The alarm is SIGALRM with ITIMER_REAL: set only in the main thread, and only where nothing
 else uses them (pytest-timeout's `signal` method, a user's own timer); otherwise there is
@@ -23,6 +24,16 @@ from collections.abc import Callable
 from types import FrameType
 
 from pytest_gpuperf.errors import MeasurementTimeout
+
+
+class Overdue(BaseException):
+    """What the alarm raises: a BaseException, as pytest's own outcomes are, so that the
+    user's `except Exception` around a wait cannot swallow it; the measurement turns it into
+    MeasurementTimeout (`timeout()`) where its own code catches it."""
+
+    def __init__(self, timeout: MeasurementTimeout) -> None:
+        super().__init__(str(timeout))
+        self.timeout = timeout
 
 
 class Alarm:
@@ -56,7 +67,7 @@ class Alarm:
         if not self.armed:
             return
         self.disarm()
-        raise MeasurementTimeout(self.label, self.limit_s, self.words())
+        raise Overdue(MeasurementTimeout(self.label, self.limit_s, self.words()))
 
 
 def _free() -> bool:
