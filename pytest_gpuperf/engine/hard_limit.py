@@ -59,7 +59,7 @@ class HardLimit:
         """What is left of the limit, then the limit again, or the kernel watchdog's time
         where that is longer (a kernel that never finishes is the watchdog's to name)."""
         deadline = self.deadline
-        watchdog_s = getattr(self.backend, "kernel_timeout_s", None) or 0.0
+        watchdog_s = self.backend.kernel_timeout_s or 0.0
         grace_s = max(deadline.real_limit_s, watchdog_s)
         after_s = deadline.real_left_s() + grace_s
 
@@ -88,11 +88,6 @@ class HardLimit:
 
     def bounded_setup(self, setup: Callable[[], None] | None) -> Callable[[], None] | None:
         return self.bounded(setup) if setup is not None else None
-
-    def bounded_setups(
-        self, setups: list[Callable[[], None]] | None
-    ) -> list[Callable[[], None]] | None:
-        return [self.bounded(setup) for setup in setups] if setups is not None else None
 
     def sampled(self) -> None:
         """Sampling ended: the untimed calls and the statistics after it are the caller's."""

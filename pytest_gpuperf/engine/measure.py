@@ -465,28 +465,26 @@ def measure_callable_pair(
     # first loads' setups run before their timed calls only
     firsts = [fns[0] for fns, _ in sides]
     firsts += [after(s[load], f[load]) for load in range(1, loads) for f, s in sides]
+    # every later call is checked against the hard limit
+    checked = [
+        ([session.bounded(fn) for fn in fns], [session.limit.bounded_setup(s) for s in setups])
+        for fns, setups in sides
+    ]
     try:
         works = [
             Timed(
                 label,
-                called([session.bounded(fn) for fn in fns]),
+                called(fns),
                 placements,
                 bytes_moved,
-                setup=session.limit.bounded_setup(setup_of(setups)),
-                setups=session.limit.bounded_setups(setups_of(setups)),
+                setup=setup_of(setups),
+                setups=setups_of(setups),
             )
-            for fns, setups in sides
+            for fns, setups in checked
         ]
         first_calls(session, firsts)
         check_queues_work(session, works[0])
-        check_host_waits(
-            session,
-            works,
-            [
-                (session.bounded(fns[0]), session.limit.bounded_setup(setups[0]))
-                for fns, setups in sides
-            ],
-        )
+        check_host_waits(session, works, [(fns[0], setups[0]) for fns, setups in checked])
         head_m, base_m = session.run(
             works,
             kernel_name=label,

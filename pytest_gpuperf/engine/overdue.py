@@ -28,8 +28,8 @@ from pytest_gpuperf.errors import MeasurementTimeout
 
 class Overdue(BaseException):
     """What the alarm raises: a BaseException, as pytest's own outcomes are, so that the
-    user's `except Exception` around a wait cannot swallow it; the measurement turns it into
-    MeasurementTimeout (`timeout()`) where its own code catches it."""
+    user's `except Exception` around a wait cannot swallow it; the measurement raises its
+    `timeout` (a MeasurementTimeout) where its own code catches it."""
 
     def __init__(self, timeout: MeasurementTimeout) -> None:
         super().__init__(str(timeout))
