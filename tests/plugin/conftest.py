@@ -129,6 +129,34 @@ def baseline_toml(device: str, entries: list[dict], schema: int = 2) -> str:
     return "\n".join(parts)
 
 
+# The inner conftest's addition that does what pytest-rerunfailures does: a failed attempt's
+# reports say "rerun", and the test runs again; RUNS counts the attempts of each test.
+RERUN_CONFTEST = """
+
+import pytest
+from _pytest.runner import runtestprotocol
+
+RUNS = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    for attempt in range(2):
+        RUNS[item.nodeid] = attempt
+        reports = runtestprotocol(item, nextitem=nextitem, log=False)
+        failed = any(r.failed for r in reports)
+        for report in reports:
+            if failed and attempt == 0 and report.when == "call":
+                report.outcome = "rerun"
+            item.ihook.pytest_runtest_logreport(report=report)
+        if not failed:
+            break
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+"""
+
+
 class GpuPerfPytester:
     """pytester plus the files and options every inner gpuperf run needs."""
 
@@ -149,6 +177,11 @@ class GpuPerfPytester:
         path = self.path / "vadd.hip"
         path.write_text(VADD.format(directive=directive))
         return path
+
+    def with_reruns(self) -> None:
+        """The inner conftest reruns a failed test once, as pytest-rerunfailures does."""
+        conftest = self.path / "conftest.py"
+        conftest.write_text(conftest.read_text() + RERUN_CONFTEST)
 
     def test_file(self, source: str, name: str = "test_perf") -> Path:
         body = "import numpy as np\nimport pytest\nfrom gpuperf_helpers import add\n\n"

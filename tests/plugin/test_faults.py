@@ -492,36 +492,7 @@ def test_checked_in_a_subtest(gpu_bench, subtests):
 
 
 def test_reports_follow_the_final_outcome_of_a_rerun(gp):
-    gp.makeconftest_extra = None
-    conftest = gp.path / "conftest.py"
-    conftest.write_text(
-        conftest.read_text()
-        + """
-
-import pytest
-from _pytest.runner import runtestprotocol
-
-RUNS = {}
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item, nextitem):
-    # What pytest-rerunfailures does: run again after a failure, the failed report says "rerun".
-    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    for attempt in range(2):
-        RUNS[item.nodeid] = attempt
-        reports = runtestprotocol(item, nextitem=nextitem, log=False)
-        failed = any(r.failed for r in reports)
-        for report in reports:
-            if failed and attempt == 0 and report.when == "call":
-                report.outcome = "rerun"
-            item.ihook.pytest_runtest_logreport(report=report)
-        if not failed:
-            break
-    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
-    return True
-"""
-    )
+    gp.with_reruns()
     gp.test_file(
         """
 import conftest

@@ -3,8 +3,9 @@
 and `--lf`, the summary, the JSON report and the saved entries say what pytest's own outcome
 says; and a strict run names the measuring tests its selection left unmeasured.
 
-The rerun plugin is the inner conftest below, which does what pytest-rerunfailures does (a
-failed attempt's reports say "rerun", the test runs again); it runs in the xdist workers.
+The rerun plugin is the inner conftest's (`gp.with_reruns()`, tests/plugin/conftest.py), which
+does what pytest-rerunfailures does (a failed attempt's reports say "rerun", the test runs
+again); it runs in the xdist workers.
 """
 
 from __future__ import annotations
@@ -15,31 +16,6 @@ import re
 import pytest
 
 pytestmark = pytest.mark.slow  # separate processes (xdist workers, a cache provider)
-
-RERUN = """
-
-import pytest
-from _pytest.runner import runtestprotocol
-
-RUNS = {}
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item, nextitem):
-    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    for attempt in range(2):
-        RUNS[item.nodeid] = attempt
-        reports = runtestprotocol(item, nextitem=nextitem, log=False)
-        failed = any(r.failed for r in reports)
-        for report in reports:
-            if failed and attempt == 0 and report.when == "call":
-                report.outcome = "rerun"
-            item.ihook.pytest_runtest_logreport(report=report)
-        if not failed:
-            break
-    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
-    return True
-"""
 
 TESTS = """
 import conftest
@@ -78,8 +54,7 @@ def _saved_ids(gp) -> list[str]:
 
 @pytest.fixture
 def suite(gp):
-    conftest = gp.path / "conftest.py"
-    conftest.write_text(conftest.read_text() + RERUN)
+    gp.with_reruns()
     gp.test_file(TESTS)
     return gp
 
