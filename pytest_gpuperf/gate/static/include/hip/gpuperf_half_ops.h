@@ -138,4 +138,48 @@ using __gp_if_arithmetic = typename __gp_enable_if<__is_arithmetic(T)>::type;
         return __builtin_bit_cast(T2, __shfl_xor(__builtin_bit_cast(int, v), mask, width));      \
     }
 
+// __GP_HALF_CONVERSIONS(T, T2, NAME, NAME2, NATIVE): the conversions and bit casts of T and
+// its pair T2, named as ROCm names them after NAME and NAME2 (half/half2 make __float2half,
+// __half2float, __half22float2, __low2half, __half_as_ushort, ...; bfloat16/bfloat162 make
+// __float2bfloat16, __bfloat162float, __bfloat1622float2, ...). A float or double becomes T
+// rounded to nearest even, as NATIVE's own conversion rounds; T becomes float exactly.
+#define __GP_HALF_CONVERSIONS(T, T2, NAME, NAME2, NATIVE)                                          \
+    __device__ __forceinline__ constexpr T __float2##NAME(float f) { return T(f); }                \
+    __device__ __forceinline__ constexpr T __float2##NAME##_rn(float f) { return T(f); }           \
+    __device__ __forceinline__ constexpr T __double2##NAME(double d) { return T(d); }              \
+    __device__ __forceinline__ constexpr float __##NAME##2float(T a) { return (float)a.__gp_v; }   \
+    __device__ __forceinline__ constexpr T __int2##NAME##_rn(int i) { return T(i); }               \
+    __device__ __forceinline__ constexpr int __##NAME##2int_rz(T a) { return (int)a.__gp_v; }      \
+    __device__ __forceinline__ constexpr T2 __float2##NAME2##_rn(float f) { return T2(T(f), T(f)); } \
+    __device__ __forceinline__ constexpr T2 __floats2##NAME2##_rn(float a, float b) {              \
+        return T2(T(a), T(b));                                                                     \
+    }                                                                                              \
+    __device__ __forceinline__ constexpr T2 __float22##NAME2##_rn(float2 f) {                      \
+        return T2(T(f.x), T(f.y));                                                                 \
+    }                                                                                              \
+    __device__ __forceinline__ constexpr float2 __##NAME2##2float2(T2 a) {                         \
+        return float2{(float)a.x.__gp_v, (float)a.y.__gp_v};                                       \
+    }                                                                                              \
+    __device__ __forceinline__ constexpr T2 __##NAME##2##NAME2(T a) { return T2(a, a); }           \
+    __device__ __forceinline__ constexpr T2 __halves2##NAME2(T a, T b) { return T2(a, b); }        \
+    __device__ __forceinline__ constexpr T __low2##NAME(T2 a) { return a.x; }                      \
+    __device__ __forceinline__ constexpr T __high2##NAME(T2 a) { return a.y; }                     \
+    __device__ __forceinline__ constexpr float __low2float(T2 a) { return (float)a.x.__gp_v; }     \
+    __device__ __forceinline__ constexpr float __high2float(T2 a) { return (float)a.y.__gp_v; }    \
+    __device__ __forceinline__ constexpr T2 __lows2##NAME2(T2 a, T2 b) { return T2(a.x, b.x); }    \
+    __device__ __forceinline__ constexpr T2 __highs2##NAME2(T2 a, T2 b) { return T2(a.y, b.y); }   \
+    __device__ __forceinline__ constexpr T2 __lowhigh2highlow(T2 a) { return T2(a.y, a.x); }       \
+    __device__ __forceinline__ constexpr unsigned short __##NAME##_as_ushort(T a) {                \
+        return __builtin_bit_cast(unsigned short, a.__gp_v);                                       \
+    }                                                                                              \
+    __device__ __forceinline__ constexpr short __##NAME##_as_short(T a) {                          \
+        return __builtin_bit_cast(short, a.__gp_v);                                                \
+    }                                                                                              \
+    __device__ __forceinline__ constexpr T __ushort_as_##NAME(unsigned short bits) {               \
+        return T(__builtin_bit_cast(NATIVE, bits));                                                \
+    }                                                                                              \
+    __device__ __forceinline__ constexpr T __short_as_##NAME(short bits) {                         \
+        return T(__builtin_bit_cast(NATIVE, bits));                                                \
+    }
+
 #endif  // GPUPERF_STATIC_HALF_OPS_H

@@ -70,57 +70,10 @@ typedef __half2 half2;
 
 __GP_HALF_OPS(__half, __half2, _Float16, __gp_half_pair, 0x7FFF)
 
-// ---- conversions (round to nearest even, as _Float16's) ---------------------------------
-__device__ __forceinline__ constexpr __half __float2half(float f) { return __half(f); }
-__device__ __forceinline__ constexpr __half __float2half_rn(float f) { return __half(f); }
-__device__ __forceinline__ constexpr __half __double2half(double d) { return __half(d); }
-__device__ __forceinline__ constexpr float __half2float(__half h) { return (float)h.__gp_v; }
-__device__ __forceinline__ constexpr __half __int2half_rn(int i) { return __half(i); }
+__GP_HALF_CONVERSIONS(__half, __half2, half, half2, _Float16)
 __device__ __forceinline__ constexpr __half __uint2half_rn(unsigned int i) { return __half(i); }
-__device__ __forceinline__ constexpr int __half2int_rz(__half h) { return (int)h.__gp_v; }
 __device__ __forceinline__ constexpr unsigned int __half2uint_rz(__half h) {
     return (unsigned int)h.__gp_v;
-}
-__device__ __forceinline__ constexpr __half2 __float2half2_rn(float f) {
-    return __half2(__half(f), __half(f));
-}
-__device__ __forceinline__ constexpr __half2 __floats2half2_rn(float a, float b) {
-    return __half2(__half(a), __half(b));
-}
-__device__ __forceinline__ constexpr __half2 __float22half2_rn(float2 f) {
-    return __half2(__half(f.x), __half(f.y));
-}
-__device__ __forceinline__ constexpr float2 __half22float2(__half2 h) {
-    return float2{(float)h.x.__gp_v, (float)h.y.__gp_v};
-}
-__device__ __forceinline__ constexpr __half2 __half2half2(__half h) { return __half2(h, h); }
-__device__ __forceinline__ constexpr __half2 __halves2half2(__half a, __half b) {
-    return __half2(a, b);
-}
-__device__ __forceinline__ constexpr __half __low2half(__half2 h) { return h.x; }
-__device__ __forceinline__ constexpr __half __high2half(__half2 h) { return h.y; }
-__device__ __forceinline__ constexpr float __low2float(__half2 h) { return (float)h.x.__gp_v; }
-__device__ __forceinline__ constexpr float __high2float(__half2 h) { return (float)h.y.__gp_v; }
-__device__ __forceinline__ constexpr __half2 __lows2half2(__half2 a, __half2 b) {
-    return __half2(a.x, b.x);
-}
-__device__ __forceinline__ constexpr __half2 __highs2half2(__half2 a, __half2 b) {
-    return __half2(a.y, b.y);
-}
-__device__ __forceinline__ constexpr __half2 __lowhigh2highlow(__half2 h) {
-    return __half2(h.y, h.x);
-}
-__device__ __forceinline__ constexpr unsigned short __half_as_ushort(__half h) {
-    return __builtin_bit_cast(unsigned short, h.__gp_v);
-}
-__device__ __forceinline__ constexpr short __half_as_short(__half h) {
-    return __builtin_bit_cast(short, h.__gp_v);
-}
-__device__ __forceinline__ constexpr __half __ushort_as_half(unsigned short bits) {
-    return __half(__builtin_bit_cast(_Float16, bits));
-}
-__device__ __forceinline__ constexpr __half __short_as_half(short bits) {
-    return __half(__builtin_bit_cast(_Float16, bits));
 }
 
 // ---- math ----------------------------------------------------------------------------
