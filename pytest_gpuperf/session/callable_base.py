@@ -42,7 +42,7 @@ import importlib.machinery
 import importlib.util
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -128,6 +128,19 @@ class BaseCallable:
     base_modules: tuple[ModuleType, ...] = field(default=(), compare=False)
     # the fixture values made at REF, which base's body runs again with
     base_values: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def ab(self, **outcome: Any) -> AbResult:
+        """This base's A/B result: `outcome` (a timed pair, same code, no base, one model)
+        with the code's fingerprints, the files compared, those that differ at REF and why
+        that set may lack a file the test ran: one place says what a callable's A/B compared."""
+        return AbResult(
+            **outcome,
+            head_fingerprint=self.head_fingerprint,
+            base_fingerprint=self.base_fingerprint,
+            changed_files=self.changed,
+            compared_files=self.compared,
+            incomplete=self.incomplete,
+        )
 
 
 class _Captured(Exception):
@@ -523,17 +536,10 @@ def ab_without_timing(backend: Any, found: BaseCallable) -> AbResult | None:
     """The A/B result of a callable that is not timed as a pair: same code, no base, or (on
     a device that times from models) changed kernel files whose models are the same, with
     the rest unchanged; None when the pair is to be timed. Each names the files compared."""
-    result = _untimed(backend, found)
-    if result is None:
-        return None
-    return replace(result, compared_files=found.compared, incomplete=found.incomplete)
-
-
-def _untimed(backend: Any, found: BaseCallable) -> AbResult | None:
     if found.same_code:
-        return AbResult(unchanged_fingerprint=found.head_fingerprint)
+        return found.ab(unchanged_fingerprint=found.head_fingerprint)
     if found.fn is None:
-        return AbResult(no_base_why=found.why or NO_BASE_CALLABLE, detail=found.detail)
+        return found.ab(no_base_why=found.why or NO_BASE_CALLABLE, detail=found.detail)
     more_than_kernels = any(f.path in found.changed and f.ways != (KERNEL,) for f in found.compared)
     models = [
         (backend.speed_model(head), backend.speed_model(base)) for head, base in found.kernels
@@ -544,12 +550,7 @@ def _untimed(backend: Any, found: BaseCallable) -> AbResult | None:
         and all(head is not None and head == base for head, base in models)
     ):
         model = models[0][0]
-        return AbResult(
-            modelled_by=model.efficiency_from,
-            modelled_efficiency=model.efficiency,
-            head_fingerprint=found.head_fingerprint,
-            base_fingerprint=found.base_fingerprint,
-        )
+        return found.ab(modelled_by=model.efficiency_from, modelled_efficiency=model.efficiency)
     return None
 
 

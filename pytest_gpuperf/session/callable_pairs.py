@@ -259,19 +259,6 @@ def pair(
     )
 
 
-def callable_ab(paired: PairedComparison, base: BaseCallable) -> AbResult:
-    """A callable pair's A/B result, with its code's fingerprints, the files compared and
-    those that changed."""
-    return AbResult(
-        paired=paired,
-        head_fingerprint=base.head_fingerprint,
-        base_fingerprint=base.base_fingerprint,
-        changed_files=base.changed,
-        compared_files=base.compared,
-        incomplete=base.incomplete,
-    )
-
-
 def measure(
     bench: Any,
     fn: Callable[[], Any],
@@ -287,7 +274,7 @@ def measure(
     if captures is not None and captures.heads and found is not None:
         first = interval_confidence(bench.bench_session.suite.ab_round_rate)
         paired = pair(bench, captures, settings, first, len(bench.taken), common)
-        return paired.head, callable_ab(paired, found), paired
+        return paired.head, found.ab(paired=paired), paired
     measurement = measure_callable(
         bench.backend, fn, device=bench.device, settings=settings, **common
     )
@@ -329,7 +316,7 @@ def again(
     if captures is not None:
         seed = 1_000_003 + recheck.position  # another slot order than the first round's
         paired = pair(bench, captures, settings, recheck.confidence, seed, recipe.common)
-        return replace(taken, measurement=paired.head, ab=callable_ab(paired, captures.base)), ""
+        return replace(taken, measurement=paired.head, ab=captures.base.ab(paired=paired)), ""
     measurement = measure_callable(
         bench.backend, recipe.fn, device=bench.device, settings=settings, **recipe.common
     )
@@ -397,7 +384,6 @@ __all__ = [
     "Captures",
     "PairInputs",
     "again",
-    "callable_ab",
     "capture",
     "captures_again",
     "find_base",
