@@ -7,11 +7,39 @@ and a note saying why nothing was timed; its properties read the timing from the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, overload
 
 from pytest_gpuperf.engine.results import Measurement, PairedComparison
 from pytest_gpuperf.engine.roofline import Roofline
 from pytest_gpuperf.runtime.base import KernelResources
 from pytest_gpuperf.runtime.info import ClockReport
+
+T = TypeVar("T")
+
+
+class _Timed(Generic[T]):
+    """A `BenchResult` property read from its measurement along `path` (dotted: the
+    roofline's figures), divided by `per` (GB/s from B/s): None in smoke mode, where nothing
+    was timed, and where a step on the path is None (no roofline without declared work)."""
+
+    def __init__(self, path: str, *, per: float = 1.0, doc: str = "") -> None:
+        self._steps = path.split(".")
+        self._per = per
+        self.__doc__ = doc or f"The measurement's {path}; None in smoke mode."
+
+    @overload
+    def __get__(self, result: None, owner: type) -> _Timed[T]: ...
+    @overload
+    def __get__(self, result: BenchResult, owner: type) -> T | None: ...
+    def __get__(self, result: BenchResult | None, owner: type) -> _Timed[T] | T | None:
+        if result is None:
+            return self
+        value: Any = result.measurement
+        for step in self._steps:
+            if value is None:
+                return None
+            value = getattr(value, step)
+        return value if value is None or self._per == 1.0 else value / self._per
 
 
 @dataclass(frozen=True)
@@ -36,56 +64,25 @@ class BenchResult:
     def measured(self) -> bool:
         return self.measurement is not None
 
-    @property
-    def time_s(self) -> float | None:
-        return self.measurement.time_s if self.measurement else None
-
-    @property
-    def time_ci_s(self) -> tuple[float, float] | None:
-        return self.measurement.time_ci_s if self.measurement else None
-
-    @property
-    def bandwidth_bps(self) -> float | None:
-        return self.measurement.bandwidth_bps if self.measurement else None
-
-    @property
-    def gbps(self) -> float | None:
-        return self.measurement.bandwidth_bps / 1e9 if self.measurement else None
-
-    @property
-    def efficiency(self) -> float | None:
-        return self.measurement.efficiency if self.measurement else None
-
-    @property
-    def efficiency_ci(self) -> tuple[float, float] | None:
-        return self.measurement.efficiency_ci if self.measurement else None
-
-    @property
-    def roofline(self) -> Roofline | None:
-        """Where it stands on the roofline (flops=, math= declared), else None."""
-        return self.measurement.roofline if self.measurement else None
-
-    @property
-    def flops_per_s(self) -> float | None:
-        roofline = self.roofline
-        return roofline.flops_per_s if roofline else None
-
-    @property
-    def tflops(self) -> float | None:
-        roofline = self.roofline
-        return roofline.flops_per_s / 1e12 if roofline else None
-
-    @property
-    def compute_efficiency(self) -> float | None:
-        """Achieved FLOP/s over the device's dense peak for the declared math type."""
-        roofline = self.roofline
-        return roofline.compute_efficiency if roofline else None
-
-    @property
-    def roofline_efficiency(self) -> float | None:
-        """Achieved FLOP/s over the roof that binds at the declared intensity."""
-        roofline = self.roofline
-        return roofline.roofline_efficiency if roofline else None
+    time_s = _Timed[float]("time_s")
+    time_ci_s = _Timed[tuple[float, float]]("time_ci_s")
+    bandwidth_bps = _Timed[float]("bandwidth_bps")
+    gbps = _Timed[float]("bandwidth_bps", per=1e9)
+    efficiency = _Timed[float]("efficiency")
+    efficiency_ci = _Timed[tuple[float, float]]("efficiency_ci")
+    roofline = _Timed[Roofline](
+        "roofline", doc="Where it stands on the roofline (flops=, math= declared), else None."
+    )
+    flops_per_s = _Timed[float]("roofline.flops_per_s")
+    tflops = _Timed[float]("roofline.tflops")
+    compute_efficiency = _Timed[float](
+        "roofline.compute_efficiency",
+        doc="Achieved FLOP/s over the device's dense peak for the declared math type.",
+    )
+    roofline_efficiency = _Timed[float](
+        "roofline.roofline_efficiency",
+        doc="Achieved FLOP/s over the roof that binds at the declared intensity.",
+    )
 
     @property
     def samples(self) -> int:
