@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from pytest_gpuperf.explain.code.foreign_kernels import attribute, kernel_lines, shown
+from pytest_gpuperf.explain.code.foreign_kernels import attribute, kernel_lines, moved
 
 # `__global__ void name(` in a RawModule's source (after `extern "C"`, the symbol itself)
 _GLOBAL_NAME = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(\w+)\s*\(")
@@ -48,6 +48,17 @@ class CupyKernelFacts:
     local_bytes: int | None = None  # per thread
     shared_bytes: int | None = None  # static, per block
     max_threads_per_block: int | None = None
+
+    def against(self, base: CupyKernelFacts) -> list[str]:
+        """This kernel (head) against `base`, fact by fact: the parts of its line."""
+        rose = (self.local_bytes or 0) > (base.local_bytes or 0)
+        return [
+            moved("registers", base.registers, self.registers),
+            moved("local memory", base.local_bytes, self.local_bytes, "bytes")
+            + (" (spills)" if rose else ""),
+            moved("shared memory", base.shared_bytes, self.shared_bytes, "bytes"),
+            moved("max threads per block", base.max_threads_per_block, self.max_threads_per_block),
+        ]
 
 
 def _count(value: Any) -> int | None:
@@ -181,19 +192,7 @@ def cupy_changes(
     head: Mapping[str, CupyKernelFacts], base: Mapping[str, CupyKernelFacts]
 ) -> list[str]:
     """One line per CuPy kernel either side compiled: head against base."""
-    return kernel_lines("cupy", head, base, _changes)
-
-
-def _changes(base: CupyKernelFacts, head: CupyKernelFacts) -> list[str]:
-    rose = (head.local_bytes or 0) > (base.local_bytes or 0)
-    return [
-        f"registers {shown(base.registers)} -> {shown(head.registers)}",
-        f"local memory {shown(base.local_bytes)} -> {shown(head.local_bytes)} bytes"
-        + (" (spills)" if rose else ""),
-        f"shared memory {shown(base.shared_bytes)} -> {shown(head.shared_bytes)} bytes",
-        f"max threads per block {shown(base.max_threads_per_block)} -> "
-        f"{shown(head.max_threads_per_block)}",
-    ]
+    return kernel_lines("cupy", head, base, CupyKernelFacts.against)
 
 
 __all__ = ["CupyKernelFacts", "compiled_sources", "cupy_changes", "cupy_facts", "kernel_facts"]

@@ -24,13 +24,18 @@ def shown(value: int | None) -> str:
     return "?" if value is None else str(value)
 
 
+def moved(what: str, before: int | None, after: int | None, unit: str = "") -> str:
+    """'registers 32 -> 40', 'shared memory 0 -> 4096 bytes': one fact, base's then head's."""
+    return f"{what} {shown(before)} -> {shown(after)}" + (f" {unit}" if unit else "")
+
+
 def kernel_lines(
     library: str,
     head: Mapping[str, Facts],
     base: Mapping[str, Facts],
     parts: Callable[[Facts, Facts], list[str]],
 ) -> list[str]:
-    """'<library> <kernel>: ' and `parts(base, head)` joined, one line per kernel either side
+    """'<library> <kernel>: ' and `parts(head, base)` joined, one line per kernel either side
     compiled, by name; a kernel one side alone compiled says which."""
     lines = []
     for name in sorted({*head, *base}):
@@ -39,8 +44,8 @@ def kernel_lines(
             side = "base" if ours is None else "head"
             lines.append(f"{library} {name}: compiled on the {side} side only")
             continue
-        lines.append(f"{library} {name}: {', '.join(parts(theirs, ours))}")
+        lines.append(f"{library} {name}: {', '.join(parts(ours, theirs))}")
     return lines
 
 
-__all__ = ["attribute", "kernel_lines", "shown"]
+__all__ = ["attribute", "kernel_lines", "moved", "shown"]

@@ -31,7 +31,7 @@ from types import ModuleType
 from typing import Any
 
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.explain.code.foreign_kernels import attribute, kernel_lines, shown
+from pytest_gpuperf.explain.code.foreign_kernels import attribute, kernel_lines, moved
 from pytest_gpuperf.explain.code.memory_ops import Widths, count_amd, count_ptx, widths_text
 from pytest_gpuperf.explain.code.nvidia_occupancy import nvidia_occupancy
 from pytest_gpuperf.gate.static.asm import kernel_asm
@@ -58,6 +58,23 @@ class TritonKernelFacts:
     # the configuration an `@triton.autotune` settled on ("BLOCK_N=2048, num_warps=8, ..."):
     # a tile size is a constexpr, which no compiled kernel's metadata keeps; None: not tuned
     config: str | None = None
+
+    def against(self, base: TritonKernelFacts) -> list[str]:
+        """This kernel (head) against `base`, fact by fact: the parts of its line."""
+        tuned = []
+        if base.config is not None or self.config is not None:  # the autotuner's choice
+            fixed = "fixed (not autotuned)"
+            old, new = base.config or fixed, self.config or fixed
+            tuned = [f"autotuned config {old} (same)" if old == new else f"config {old} -> {new}"]
+        return [
+            *tuned,
+            moved("registers", base.registers, self.registers),
+            moved("spills", base.spills, self.spills),
+            moved("shared memory", base.shared_bytes, self.shared_bytes, "bytes"),
+            _occupancy_change(base, self),
+            f"loads {_widths(base.loads)} -> {_widths(self.loads)}",
+            f"stores {_widths(base.stores)} -> {_widths(self.stores)}",
+        ]
 
 
 def _jit_function(value: Any) -> Any | None:
@@ -255,23 +272,7 @@ def triton_changes(
     head: Mapping[str, TritonKernelFacts], base: Mapping[str, TritonKernelFacts]
 ) -> list[str]:
     """One line per Triton kernel either side compiled: head against base."""
-    return kernel_lines("triton", head, base, _changes)
-
-
-def _changes(base: TritonKernelFacts, head: TritonKernelFacts) -> list[str]:
-    tuned = []
-    if base.config is not None or head.config is not None:  # the autotuner's choice
-        old, new = base.config or "fixed (not autotuned)", head.config or "fixed (not autotuned)"
-        tuned = [f"autotuned config {old} (same)" if old == new else f"config {old} -> {new}"]
-    return [
-        *tuned,
-        f"registers {shown(base.registers)} -> {shown(head.registers)}",
-        f"spills {shown(base.spills)} -> {shown(head.spills)}",
-        f"shared memory {shown(base.shared_bytes)} -> {shown(head.shared_bytes)} bytes",
-        _occupancy_change(base, head),
-        f"loads {_widths(base.loads)} -> {_widths(head.loads)}",
-        f"stores {_widths(base.stores)} -> {_widths(head.stores)}",
-    ]
+    return kernel_lines("triton", head, base, TritonKernelFacts.against)
 
 
 def _occupancy_change(base: TritonKernelFacts, head: TritonKernelFacts) -> str:
