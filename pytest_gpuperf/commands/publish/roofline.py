@@ -111,20 +111,14 @@ def svg(
         f'<rect x="{LEFT}" y="{TOP}" width="{WIDTH - LEFT - RIGHT}" '
         f'height="{HEIGHT - TOP - BOTTOM}" fill="none" stroke="#ccc"/>',
     ]
-    for exponent in range(round(math.log10(low_x)), round(math.log10(high_x)) + 1):
-        at = x(10.0**exponent)
-        parts.append(
-            f'<line x1="{at:.1f}" y1="{TOP}" x2="{at:.1f}" y2="{HEIGHT - BOTTOM}" stroke="#eee"/>'
-            f'<text x="{at:.1f}" y="{HEIGHT - BOTTOM + 14}" font-size="10" '
-            f'text-anchor="middle">{_tick(10.0**exponent)}</text>'
-        )
-    for exponent in range(round(math.log10(low_y)), round(math.log10(high_y)) + 1):
-        at = y(10.0**exponent)
-        parts.append(
-            f'<line x1="{LEFT}" y1="{at:.1f}" x2="{WIDTH - RIGHT}" y2="{at:.1f}" stroke="#eee"/>'
-            f'<text x="{LEFT - 4}" y="{at + 3:.1f}" font-size="10" '
-            f'text-anchor="end">{_tick(10.0**exponent / 1e12)}</text>'
-        )
+    for value in _decades(low_x, high_x):
+        at = x(value)
+        bottom = HEIGHT - BOTTOM
+        parts.append(_gridline((at, TOP), (at, bottom), (at, bottom + 14), "middle", _tick(value)))
+    for value in _decades(low_y, high_y):
+        at = y(value)
+        label = _tick(value / 1e12)
+        parts.append(_gridline((LEFT, at), (WIDTH - RIGHT, at), (LEFT - 4, at + 3), "end", label))
     parts.append(
         f'<text x="{(LEFT + WIDTH - RIGHT) / 2}" y="{HEIGHT - 8}" font-size="11" '
         'text-anchor="middle">arithmetic intensity (FLOP/byte)</text>'
@@ -155,6 +149,26 @@ def svg(
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _decades(low: float, high: float) -> list[float]:
+    """The powers of ten from `low` to `high` (both powers of ten themselves)."""
+    return [10.0**e for e in range(round(math.log10(low)), round(math.log10(high)) + 1)]
+
+
+def _gridline(
+    start: tuple[float, float],
+    end: tuple[float, float],
+    label_at: tuple[float, float],
+    anchor: str,
+    label: str,
+) -> str:
+    """A faint grid line across the plot at one decade, and the decade's label."""
+    return (
+        f'<line x1="{start[0]:.1f}" y1="{start[1]:.1f}" x2="{end[0]:.1f}" y2="{end[1]:.1f}" '
+        f'stroke="#eee"/><text x="{label_at[0]:.1f}" y="{label_at[1]:.1f}" font-size="10" '
+        f'text-anchor="{anchor}">{label}</text>'
+    )
 
 
 def _decade_below(value: float) -> float:
