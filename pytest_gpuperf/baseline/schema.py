@@ -28,6 +28,7 @@ from pytest_gpuperf.baseline.toml_check import (
     Lines,
     at_entry,
     file_entries,
+    file_text,
     first_at,
     tomllib,
 )
@@ -82,17 +83,7 @@ def _schema_problem(schema: int) -> str | None:
 
 
 def render(device_key: str, entries: Iterable[BaselineEntry]) -> str:
-    """The file text: a short header, then entries sorted by (test id, name, cache).
-
-    tomli-w is imported here, not at module level: only saving writes TOML, so measuring and
-    gating work where it is missing (a GPU machine without a package registry)."""
-    import tomli_w
-
-    document = {
-        "schema": SCHEMA_VERSION,
-        "device": device_key,
-        "entry": [_entry_table(e) for e in sorted(entries, key=lambda e: e.key)],
-    }
+    """The file text: a short header, then entries sorted by (test id, name, cache)."""
     header = (
         f'# pytest-gpuperf baselines for device "{device_key}" (schema {SCHEMA_VERSION}, '
         "docs/baselines.md).\n"
@@ -101,7 +92,9 @@ def render(device_key: str, entries: Iterable[BaselineEntry]) -> str:
         "# file's other entries. Each [[entry.save]] is one save of the same code, newest\n"
         "# last. Saving rewrites the file: comments other than this header are not kept.\n\n"
     )
-    return header + _NUMBER_ARRAY.sub(_one_line_array, tomli_w.dumps(document))
+    tables = [_entry_table(e) for e in sorted(entries, key=lambda e: e.key)]
+    text = file_text(header, "device", device_key, SCHEMA_VERSION, tables)
+    return _NUMBER_ARRAY.sub(_one_line_array, text)
 
 
 # tomli-w puts every array item on its own line; [x, y, z] reads better for the short numeric

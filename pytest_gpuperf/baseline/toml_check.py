@@ -2,8 +2,8 @@
 
 Both stores (timing baselines, baseline/schema.py; static facts, gate/static/store.py) lay their
 files out alike: top-level `schema`, an owner key (`device` or `arch`) and `[[entry]]` tables.
-`file_entries` checks that frame, `Checker` the type and range of a table's keys, and
-`Invalid` carries a problem until `Lines` finds its line in the text.
+`file_entries` checks that frame (`file_text` writes it), `Checker` the type and range of a
+table's keys, and `Invalid` carries a problem until `Lines` finds its line in the text.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 if sys.version_info >= (3, 11):
@@ -45,6 +45,19 @@ class Invalid(Exception):
         lines = Lines(text)
         message = f"{self.message}; {self.also(lines)}" if self.also else self.message
         return message, self.locate(lines)
+
+
+def file_text(
+    header: str, owner_key: str, owner: str, schema: int, tables: Iterable[dict[str, Any]]
+) -> str:
+    """A store file's text: `header`, then the frame `file_entries` reads back (`schema`,
+    `owner_key` = `owner`) and the `[[entry]]` tables.
+
+    tomli-w is imported here, not at module level: only saving writes TOML, so measuring and
+    gating work where it is missing (a GPU machine without a package registry)."""
+    import tomli_w
+
+    return header + tomli_w.dumps({"schema": schema, owner_key: owner, "entry": list(tables)})
 
 
 def file_entries(

@@ -39,6 +39,7 @@ from pytest_gpuperf.baseline.toml_check import (
     Lines,
     at_entry,
     file_entries,
+    file_text,
     tomllib,
 )
 from pytest_gpuperf.errors import BaselineError, ConfigError
@@ -150,13 +151,6 @@ class StaticStore:
 
 def render(arch: str, entries: Iterable[StaticEntry]) -> str:
     """The file text: a header, then entries sorted by (test id, name)."""
-    import tomli_w
-
-    document = {
-        "schema": STATIC_SCHEMA,
-        "arch": arch,
-        "entry": [_entry_table(e) for e in sorted(entries, key=lambda e: e.key)],
-    }
     header = (
         f"# pytest-gpuperf static facts for {arch} (schema {STATIC_SCHEMA}, "
         "docs/static-gate.md).\n"
@@ -164,7 +158,8 @@ def render(arch: str, entries: Iterable[StaticEntry]) -> str:
         '# a --gpuperf-save on a GPU of this arch (origin = "loaded": the code object the\n'
         "# HIP runtime loaded). Hand edits are validated on load; saving rewrites the file.\n\n"
     )
-    return header + tomli_w.dumps(document)
+    tables = [_entry_table(e) for e in sorted(entries, key=lambda e: e.key)]
+    return file_text(header, "arch", arch, STATIC_SCHEMA, tables)
 
 
 def _entry_table(entry: StaticEntry) -> dict[str, Any]:
