@@ -38,7 +38,7 @@ from pytest_gpuperf.runtime import open_backend
 from pytest_gpuperf.runtime.base import Backend, DeviceBuffer, Kernel
 from pytest_gpuperf.runtime.devices import DeviceSpec, match_device
 from pytest_gpuperf.runtime.info import ReadsBackend
-from pytest_gpuperf.session.buffers import poisoned_buffer, shape_dims
+from pytest_gpuperf.session.buffers import poisoned_buffer, shaped
 
 
 class Device(ReadsBackend):
@@ -84,9 +84,10 @@ class Device(ReadsBackend):
     def from_device(
         self, buffer: DeviceBuffer, dtype: Any = np.float32, shape: Any = None
     ) -> np.ndarray:
+        """The buffer's contents as a host array of `dtype`, `shape` (default: all of it), as
+        gpu_bench.from_device reads them."""
         self.backend.synchronize()
-        dims = None if shape is None else shape_dims(shape, "from_device")
-        return buffer.download(dtype, dims)
+        return shaped(buffer.download(dtype), shape, buffer, "from_device")
 
     def measure(
         self,

@@ -56,6 +56,10 @@ def test_empty_is_poisoned_and_shapes_are_checked(device):
     # numpy would read -1 as "the rest" and hand back every element without a word
     with pytest.raises(gp.ConfigError, match="from_device: shape must not be negative"):
         device.from_device(out, np.float32, -1)
+    # more elements than the buffer holds: one line naming both, as gpu_bench.from_device says
+    with pytest.raises(gp.ConfigError, match=r"from_device: shape \(3, 16\) needs 48 x float32"):
+        device.from_device(out, np.float32, (3, 16))
+    np.testing.assert_array_equal(device.from_device(out, np.uint8, (2, 3)), raw[:6].reshape(2, 3))
 
 
 def test_bytes_must_be_a_positive_whole_number(device):
