@@ -183,16 +183,8 @@ def error_check(
     name: str, kernel: str, arch: str, source: str, error: str, *, expect_isa: Sequence[str] = ()
 ) -> KernelCheck:
     """A kernel entry whose build (or reading) failed: it fails its test with the error."""
-    return KernelCheck(
-        name=name,
-        kernel=kernel,
-        arch=arch,
-        source=source,
-        status=ERROR,
-        fails=True,
-        error=error,
-        expect_isa=tuple(expect_isa),
-    )
+    isa = tuple(expect_isa)
+    return KernelCheck(name, kernel, arch, source, ERROR, fails=True, error=error, expect_isa=isa)
 
 
 __all__ = [
