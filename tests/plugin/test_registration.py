@@ -23,6 +23,10 @@ def pytest_env(*, autoload: bool) -> dict[str, str]:
     """This tree on the path, with or without pytest's entry-point autoload."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("PYTEST_ADDOPTS", None)
+    # under -n, this test's worker's variables would make the child pytest an xdist worker
+    # too: pytest-benchmark then warns that it disables itself, and the test wants no warning
+    for name in [name for name in env if name.startswith("PYTEST_XDIST_")]:
+        del env[name]
     if autoload:
         env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
     else:
