@@ -1,10 +1,10 @@
 """The roofline on a GPU, end to end (issue 56's must-shows), in one scratch repository:
 
-1. a bf16 torch.matmul and a Triton matmul (a tiled `tl.dot` kernel written here, the grouped
-   order of Triton's matmul tutorial), 8192^3, measured through the plugin (a pytest process,
-   `--gpuperf-json`) and, in the same process right after, by `triton.testing.do_bench` for
-   the same call: achieved TFLOP/s both ways (within 1% of each other) and the fraction of
-   the data sheet's dense bf16 peak;
+1. a bf16 torch.matmul and a Triton matmul (tests/perf/triton_matmul.py's tiled `tl.dot`
+   kernel, the grouped order of Triton's matmul tutorial), 8192^3, measured through the
+   plugin (a pytest process, `--gpuperf-json`) and, in the same process right after, by
+   `triton.testing.do_bench` for the same call: achieved TFLOP/s both ways (within 1% of each
+   other) and the fraction of the data sheet's dense bf16 peak;
 2. a `min_flops` floor set halfway between the two kernels' compute efficiencies: the slower
    one fails;
 3. an fp32 matmul whose pull request turns TF32 off (`torch.backends.cuda.matmul.allow_tf32 =
@@ -37,51 +37,8 @@ from lab.pytest_runs import run_pytest as lab_pytest
 from lab.runs import scratch
 from lab.tables import text_table
 
-MM = """\
-import torch
-import triton
-import triton.language as tl
-
-GOOD = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}
-
-
-@triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, m, n, k, sam, sak, sbk, sbn, scm, scn,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr):
-    pid = tl.program_id(0)
-    tiles_m, tiles_n = tl.cdiv(m, BLOCK_M), tl.cdiv(n, BLOCK_N)
-    group = pid // (GROUP_M * tiles_n)
-    first = group * GROUP_M
-    size = min(tiles_m - first, GROUP_M)
-    tile_m = first + (pid % (GROUP_M * tiles_n)) % size
-    tile_n = (pid % (GROUP_M * tiles_n)) // size
-    rows = (tile_m * BLOCK_M + tl.arange(0, BLOCK_M)) % m
-    cols = (tile_n * BLOCK_N + tl.arange(0, BLOCK_N)) % n
-    depth = tl.arange(0, BLOCK_K)
-    a = a_ptr + rows[:, None] * sam + depth[None, :] * sak
-    b = b_ptr + depth[:, None] * sbk + cols[None, :] * sbn
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for step in range(0, tl.cdiv(k, BLOCK_K)):
-        left = k - step * BLOCK_K
-        acc = tl.dot(tl.load(a, mask=depth[None, :] < left, other=0.0),
-                     tl.load(b, mask=depth[:, None] < left, other=0.0), acc)
-        a += BLOCK_K * sak
-        b += BLOCK_K * sbk
-    out_rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    out_cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = (out_rows[:, None] < m) & (out_cols[None, :] < n)
-    tl.store(c_ptr + out_rows[:, None] * scm + out_cols[None, :] * scn,
-             acc.to(tl.bfloat16), mask=mask)
-
-
-def triton_matmul(a, b, c, config=GOOD):
-    m, k = a.shape
-    n = b.shape[1]
-    grid = (triton.cdiv(m, config["BLOCK_M"]) * triton.cdiv(n, config["BLOCK_N"]),)
-    matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                        c.stride(0), c.stride(1), **config, num_warps=8, num_stages=3)
-"""
+# the Triton matmul the perf suite measures, copied into the scratch repository as mm.py
+MM = (Path(__file__).resolve().parents[1] / "tests" / "perf" / "triton_matmul.py").read_text()
 
 TEST_BF16 = """\
 import json

@@ -13,17 +13,13 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="needs torch (pip install torch)")
 
+from tests.perf.matmul_operands import bf16_operands, check_product  # noqa: E402
+
 SIZE = 4096  # 137 GFLOP over 100 MB declared: compute-bound on every device with bf16 peaks
 
 
 def test_torch_matmul_bf16(gpu_bench):
-    if gpu_bench.backend.name != "cuda" or not torch.cuda.is_available():
-        pytest.skip(f"needs torch on a CUDA GPU; gpu_bench measures on {gpu_bench.backend.name}")
-    device = torch.device("cuda", gpu_bench.info.index)
-    generator = torch.Generator(device=device).manual_seed(56)
-    a = torch.randn(SIZE, SIZE, device=device, dtype=torch.bfloat16, generator=generator)
-    b = torch.randn(SIZE, SIZE, device=device, dtype=torch.bfloat16, generator=generator)
-    c = torch.empty(SIZE, SIZE, device=device, dtype=torch.bfloat16)
+    a, b, c = bf16_operands(gpu_bench, SIZE, "torch")
     result = gpu_bench.run(
         lambda: torch.matmul(a, b, out=c),
         reads=(a, b),
@@ -32,8 +28,4 @@ def test_torch_matmul_bf16(gpu_bench):
         math="bf16",
         name="torch.matmul",
     )
-    torch.cuda.synchronize(device)
-    expected = a.float() @ b.float()
-    torch.testing.assert_close(c.float(), expected, rtol=2e-2, atol=0.25)
-    if result.measured:
-        assert result.roofline is not None and result.roofline.bound == "compute"
+    check_product(result, a, b, c)
