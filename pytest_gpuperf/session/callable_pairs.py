@@ -33,6 +33,7 @@ from pytest_gpuperf.gate.judge import AbResult, Recheck, Taken
 from pytest_gpuperf.gate.pairing import measure_callable_ab
 from pytest_gpuperf.gate.suite import interval_confidence
 from pytest_gpuperf.record.checks import NO_BASE_CALLABLE
+from pytest_gpuperf.session.base_fixtures import one_line
 from pytest_gpuperf.session.callable_base import (
     BaseCallable,
     NoBaseKernel,
@@ -208,18 +209,36 @@ def capture(
     )
 
 
-def warm(bench: Any, label: str, captures: Captures, deadline: Deadline) -> None:
+def warm(bench: Any, label: str, captures: Captures, deadline: Deadline) -> str:
     """Call every capture once (its setup first), before the GPU lock is taken: a Triton
     kernel compiles (or loads from Triton's cache) and autotunes on its first call, and base's
     modules are new objects whose kernels do so again. Inside the lock that work held the GPU
     for 2.4 s of a 2.9 s A/B of a 130 us Triton copy (H200, 2026-11-28), 40 times a kernel
-    A/B's lock; the bodies that made the captures already ran outside it."""
-    sides = ((captures.heads, captures.head_setups), (captures.bases, captures.base_setups))
-    for fns, setups in sides:
+    A/B's lock; the bodies that made the captures already ran outside it.
+
+    Returns "" or, where base's code raised, why there is no base: base's callable was called
+    once already (callable_base.py), so this is its second call, where a library takes its
+    cached path (FlagGems 4.2.0's libentry, under a Triton newer than it knew, launched its
+    cached kernel with too few arguments: H200, 2026-11-29). That is base's failure, not
+    head's: head is measured alone and its stored baseline gates it, as for any base that
+    fails. Head's own error ends its test as it would without the A/B."""
+    sides = (
+        (captures.heads, captures.head_setups, False),
+        (captures.bases, captures.base_setups, True),
+    )
+    for fns, setups, base in sides:
         for fn, setup in zip(fns, setups, strict=True):
-            if setup is not None:
-                setup()
-            fn()
+            try:
+                if setup is not None:
+                    setup()
+                fn()
+            except KeyboardInterrupt:
+                raise
+            except BaseException as failure:  # the user's code at REF (a pytest outcome too)
+                if not base:
+                    raise
+                bench.backend.synchronize()
+                return f"its callable failed when called again: {one_line(failure)}"
             deadline.check(
                 label,
                 lambda elapsed_s: (
@@ -229,6 +248,19 @@ def warm(bench: Any, label: str, captures: Captures, deadline: Deadline) -> None
                 ),
             )
     bench.backend.synchronize()
+    return ""
+
+
+def warmed(
+    bench: Any, label: str, found: BaseCallable, captures: Captures, deadline: Deadline
+) -> tuple[Captures | None, AbResult | None]:
+    """(`captures`, None) once each is called (warm); (None, no base saying why) where base's
+    code raised: head is then measured alone."""
+    failed = warm(bench, label, captures, deadline)
+    if not failed:
+        return captures, None
+    detail = f"at {bench.bench_session.base_tree().ref}: {failed}"
+    return None, found.ab(no_base_why=NO_BASE_CALLABLE, detail=detail)
 
 
 def pair(
@@ -297,7 +329,8 @@ def captures_again(bench: Any, recipe: Any, recheck: Recheck) -> Captures | None
     if not captures.heads:
         head = (recipe.fn, recipe.common.get("setup"))
         captures = capture(bench, recipe.label, base, head, deadline)
-    warm(bench, recipe.label, captures, deadline)
+    if warm(bench, recipe.label, captures, deadline):  # base fails now: timed alone
+        return None
     return captures
 
 
@@ -392,4 +425,5 @@ __all__ = [
     "launches",
     "measure",
     "warm",
+    "warmed",
 ]

@@ -410,9 +410,9 @@ class GpuBench:
             found = callable_pairs.find_base(self, label, None if called else (fn, setup))
         ab = ab_without_timing(self.backend, found) if found is not None else None
         captures = None
-        if found is not None and ab is None:  # several a side, outside the lock (their bodies,
+        if found is not None and ab is None:  # several a side, made and first called unlocked
             captures = callable_pairs.capture(self, label, found, (fn, setup), deadline)
-            callable_pairs.warm(self, label, captures, deadline)  # first calls)
+            captures, ab = callable_pairs.warmed(self, label, found, captures, deadline)
         restoring = in_place.with_restore(setup, watched) if captures is None else setup
         common: dict[str, Any] = {"bytes_moved": bytes_moved, "name": label, "setup": restoring}
         waiting = deadline.mark()

@@ -392,6 +392,37 @@ def test_a_base_body_that_skips_or_fails_gives_no_base_and_head_runs_on(
     assert comparison["detail"] == "at HEAD: Skipped: not at the base"
 
 
+def test_a_base_that_fails_when_called_again_gives_no_base_and_head_is_measured(
+    gp, monkeypatch, tmp_path_factory
+):
+    """The base revision's callable works once and raises on its next call (FlagGems 4.2.0's
+    cached launch under a newer Triton, H200 2026-11-29, raised a TypeError there and failed
+    the test with base's traceback): no base, in one line naming the error, and head's test
+    is measured alone and gated by its stored baseline."""
+    callable_repo(gp, monkeypatch, tmp_path_factory)
+    once = MYKERN.replace(
+        "    def op():\n",
+        "    calls = []\n\n    def op():\n"
+        "        calls.append(1)\n"
+        "        if len(calls) > 1:\n"
+        '            raise TypeError("function takes exactly 19 arguments (17 given)")\n',
+    )
+    (gp.path / "mykern.py").write_text(once)
+    commit_all(gp.path, "base: a launcher whose cached path breaks")
+    (gp.path / "mykern.py").write_text(MYKERN.replace("LAUNCHES = 1", "LAUNCHES = 1  # head"))
+    gp.baseline("mi300x-sim", [STORED_90])
+    result = gp.run("--gpuperf", "--gpuperf-compare=HEAD", "--gpuperf-json=report.json")
+    result.assert_outcomes(failed=1)  # by the stored baseline it misses, not by base's error
+    verdict = gp.report()["results"][0]["verdict"]
+    assert verdict["comparison"]["state"] == "no-base"
+    assert verdict["comparison"]["detail"] == (
+        "at HEAD: its callable failed when called again: "
+        "TypeError: function takes exactly 19 arguments (17 given)"
+    )
+    assert verdict["baseline"]["outcome"] == "regressed"
+    assert "Traceback" not in result.stdout.str() and "mykern.py" not in result.stdout.str()
+
+
 def test_the_same_code_timed_anyway_is_no_regression(gp, monkeypatch, tmp_path_factory):
     """The A/A control for callables (--gpuperf-compare-force): base's callable loaded from
     the same code and timed against head's is neither regressed nor improved. Each capture
