@@ -242,8 +242,8 @@ def warm(bench: Any, label: str, captures: Captures, deadline: Deadline) -> str:
             deadline.check(
                 label,
                 lambda elapsed_s: (
-                    f"the first calls of the A/B's captures took {elapsed_s:.1f} s, past the "
-                    f"round's hard limit ({deadline.limit_s:g} s): each call is too slow for "
+                    f"the A/B's captures and their first calls took {elapsed_s:.1f} s, past "
+                    f"their hard limit ({deadline.limit_s:g} s): each call is too slow for "
                     "this budget (raise --gpuperf-budget or --gpuperf-hard-limit)"
                 ),
             )
@@ -251,11 +251,17 @@ def warm(bench: Any, label: str, captures: Captures, deadline: Deadline) -> str:
     return ""
 
 
-def warmed(
-    bench: Any, label: str, found: BaseCallable, captures: Captures, deadline: Deadline
+def prepare(
+    bench: Any,
+    label: str,
+    found: BaseCallable,
+    head: tuple[Callable[[], Any], Callable[[], Any] | None],
 ) -> tuple[Captures | None, AbResult | None]:
-    """(`captures`, None) once each is called (warm); (None, no base saying why) where base's
-    code raised: head is then measured alone."""
+    """A first round's captures (`capture`), each called once (`warm`), under a limit of
+    their own (both sides compile and autotune here); (None, no base saying why) where
+    base's code raised: head is then measured alone."""
+    deadline = bench.deadline(pairs=True, first_calls=True)
+    captures = capture(bench, label, found, head, deadline)
     failed = warm(bench, label, captures, deadline)
     if not failed:
         return captures, None
@@ -322,7 +328,7 @@ def captures_again(bench: Any, recipe: Any, recheck: Recheck) -> Captures | None
     if not (recheck.paired and recipe.base_fn is not None):
         return None
     first = recipe.base_fn
-    deadline = bench.deadline(pairs=True)
+    deadline = bench.deadline(pairs=True, first_calls=True)
     found = find_base(bench, recipe.label)
     base = found if found.fn is not None else first
     captures = capture(bench, recipe.label, base, None, deadline)
@@ -424,6 +430,6 @@ __all__ = [
     "launched_names",
     "launches",
     "measure",
+    "prepare",
     "warm",
-    "warmed",
 ]

@@ -400,8 +400,6 @@ class GpuBench:
             fn()
             self.backend.synchronize()
             return self._record(BenchResult(label, label, bytes_moved, mode, note=SMOKE_NOTE))
-        # the round's hard limit: its captures and its pairs
-        deadline = self.deadline(pairs=bool(self._session.settings.compare_ref))
         watched = in_place.first_call(self.backend, reads, fn, setup)  # inputs it updates
         self._owned += watched.copies if watched is not None else []
         found = None  # its base, after one call of fn while what the test runs is recorded
@@ -411,10 +409,10 @@ class GpuBench:
         ab = ab_without_timing(self.backend, found) if found is not None else None
         captures = None
         if found is not None and ab is None:  # several a side, made and first called unlocked
-            captures = callable_pairs.capture(self, label, found, (fn, setup), deadline)
-            captures, ab = callable_pairs.warmed(self, label, found, captures, deadline)
+            captures, ab = callable_pairs.prepare(self, label, found, (fn, setup))
         restoring = in_place.with_restore(setup, watched) if captures is None else setup
         common: dict[str, Any] = {"bytes_moved": bytes_moved, "name": label, "setup": restoring}
+        deadline = self.deadline(pairs=True)  # a pair's limit, after its first calls
         waiting = deadline.mark()
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
             deadline.excuse(waiting)  # another process's measurement is not this one's time
@@ -557,9 +555,11 @@ class GpuBench:
         rule = self.test.floor_for(label, self._spec.key, mode)
         return (rule.value, rule.origin) if rule is not None else (None, "")
 
-    def deadline(self, pairs: bool = False) -> Deadline:
-        """A hard limit starting now, a pair's where the round `pairs` (stop_targets.py)."""
-        return round_deadline(self._session, self.test, self.backend, pairs=pairs)
+    def deadline(self, pairs: bool = False, first_calls: bool = False) -> Deadline:
+        """A hard limit starting now: stop_targets.round_deadline's for `pairs`, `first_calls`."""
+        return round_deadline(
+            self._session, self.test, self.backend, pairs=pairs, first_calls=first_calls
+        )
 
     def _measure_settings(
         self, cache: str, label: str, bytes_moved: int, floor: float | None

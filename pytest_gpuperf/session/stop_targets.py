@@ -49,12 +49,23 @@ class MeasurePlan:
 
 
 def round_deadline(
-    session: BenchSession, test: TestSettings, backend: Backend, *, pairs: bool
+    session: BenchSession,
+    test: TestSettings,
+    backend: Backend,
+    *,
+    pairs: bool,
+    first_calls: bool = False,
 ) -> Deadline:
     """A hard limit starting now (engine/deadline.py): --gpuperf-hard-limit x the budget of
-    `test` (an A/B pair's, several budgets of one kernel, for a round that `pairs`)."""
+    `test` (an A/B pair's, several budgets of one kernel, for a round that `pairs`). With
+    `first_calls`, the limit of an A/B round's captures and their first calls, where both
+    sides compile and autotune: that limit once more, or the kernel timeout where longer, as
+    the alarm allows a call (engine/hard_limit.py); the pairs then get a limit of their own,
+    as a measurement's first calls are outside its limit."""
     budget_s = test.budget_s * (session.pair_policy.budgets if pairs else 1)
     limit_s = hard_limit_s(budget_s, session.settings.hard_limit)
+    if first_calls:
+        limit_s += max(limit_s, backend.kernel_timeout_s or 0.0)
     return Deadline(limit_s, backend.host_clock, simulated=backend.info.simulated)
 
 
