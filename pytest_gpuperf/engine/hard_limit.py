@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_gpuperf.engine.deadline import Deadline, measurement_deadline
 from pytest_gpuperf.engine.overdue import Alarm
-from pytest_gpuperf.engine.policy import MeasureSettings
+from pytest_gpuperf.engine.policy import MeasureSettings, overdue_grace_s
 
 
 class HardLimit:
@@ -59,8 +59,7 @@ class HardLimit:
         """What is left of the limit, then the limit again, or the kernel watchdog's time
         where that is longer (a kernel that never finishes is the watchdog's to name)."""
         deadline = self.deadline
-        watchdog_s = self.backend.kernel_timeout_s or 0.0
-        grace_s = max(deadline.real_limit_s, watchdog_s)
+        grace_s = overdue_grace_s(deadline.real_limit_s, self.backend.kernel_timeout_s)
         after_s = deadline.real_left_s() + grace_s
 
         def words() -> str:

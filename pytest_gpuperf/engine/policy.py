@@ -91,6 +91,13 @@ def hard_limit_s(budget_s: float, multiple: float = HARD_LIMIT_MULTIPLE) -> floa
     return max(multiple * budget_s, HARD_LIMIT_MIN_S)
 
 
+def overdue_grace_s(limit_s: float, kernel_timeout_s: float | None) -> float:
+    """What a call (or an A/B round's first calls) may take past a hard limit `limit_s`
+    before it is ended: the limit once more, or the kernel timeout where that is longer (a
+    kernel that never finishes is the watchdog's to name)."""
+    return max(limit_s, kernel_timeout_s or 0.0)
+
+
 def real_limit_s(budget_s: float) -> float:
     """The host's real time a sampling (or warm-up) budget allows."""
     return max(REAL_TIME_ALLOWANCE * budget_s, budget_s + REAL_TIME_FLOOR_S)

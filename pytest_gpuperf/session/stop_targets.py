@@ -21,6 +21,7 @@ from pytest_gpuperf.engine.policy import (
     STORED_MIN_SAMPLES,
     MeasureSettings,
     hard_limit_s,
+    overdue_grace_s,
     stored_min_sampling_s,
 )
 from pytest_gpuperf.engine.sequential import STORED_MAX_SAMPLES, StopTarget, stored_horizon_s
@@ -65,7 +66,7 @@ def round_deadline(
     budget_s = test.budget_s * (session.pair_policy.budgets if pairs else 1)
     limit_s = hard_limit_s(budget_s, session.settings.hard_limit)
     if first_calls:
-        limit_s += max(limit_s, backend.kernel_timeout_s or 0.0)
+        limit_s += overdue_grace_s(limit_s, backend.kernel_timeout_s)
     return Deadline(limit_s, backend.host_clock, simulated=backend.info.simulated)
 
 
