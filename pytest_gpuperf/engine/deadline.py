@@ -65,17 +65,6 @@ class Deadline:
     def passed(self) -> bool:
         return self.left_s() <= 0
 
-    def mark(self) -> tuple[float, float]:
-        """Now, on both clocks: what `excuse` counts from."""
-        return self.clock(), time.perf_counter()
-
-    def excuse(self, since: tuple[float, float]) -> None:
-        """Take the time since `since` (a `mark`) off what was spent: waiting for the GPU
-        lock, which another process holds, is not the measurement's time."""
-        began, real_began = since
-        self.started += self.clock() - began
-        self.real_started += time.perf_counter() - real_began
-
     def check(self, label: str, what: Callable[[float], str]) -> None:
         """Raise MeasurementTimeout once the limit is spent; `what(spent_s)` says what the
         measurement saw by then (built only when it is needed; `spent_s` in the limit's

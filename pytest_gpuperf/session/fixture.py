@@ -412,13 +412,10 @@ class GpuBench:
             captures, ab = callable_pairs.prepare(self, label, found, (fn, setup))
         restoring = in_place.with_restore(setup, watched) if captures is None else setup
         common: dict[str, Any] = {"bytes_moved": bytes_moved, "name": label, "setup": restoring}
-        deadline = self.deadline(pairs=True)  # a pair's limit, after its first calls
-        waiting = deadline.mark()
         with self._device.lock.held(f"{self.test.test_id} [{label}]"):
-            deadline.excuse(waiting)  # another process's measurement is not this one's time
             settings = self._measure_settings(mode, label, bytes_moved, floor_rule[0])
-            if captures is not None:  # a paired round: its captures' limit; alone, the
-                settings = replace(settings, deadline=deadline)  # measurement's own
+            if captures is not None:  # the pairs' limit, from now; alone, the measurement's
+                settings = replace(settings, deadline=self.deadline(pairs=True))  # own
             measurement, ab, paired = callable_pairs.measure(
                 self, fn, found, captures, ab, settings, common
             )
